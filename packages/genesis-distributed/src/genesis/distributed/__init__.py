@@ -1,0 +1,1 @@
+"""Genesis data-parallel training over NCCL: placeholder until genesis-distributed is written."""
