@@ -1,0 +1,1 @@
+"""A backend plugin that fails to import, for the error-message tests."""

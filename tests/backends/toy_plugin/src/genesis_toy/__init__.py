@@ -1,0 +1,1 @@
+"""A toy genesis backend plugin: device type ``'toy'``, kernels borrowed from the CPU backend."""

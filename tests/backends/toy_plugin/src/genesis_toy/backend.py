@@ -1,0 +1,89 @@
+"""``ToyBackend``: every kernel of the contract, delegated to genesis's CPU backend.
+
+Its arrays are ``ToyArray`` objects, which expose ``shape`` and nothing else genesis may
+touch: if genesis read anything else off an array (or handed a CPU array to this backend),
+the contract tests would fail. Kernels unwrap their array arguments, run the CPU kernel, and
+wrap the arrays it returns.
+"""
+
+from __future__ import annotations
+
+import abc
+import functools
+from collections import Counter
+
+import torch
+
+from genesis.backends import Backend
+from genesis.backends.cpu import CPUBackend
+
+
+class ToyArray:
+    """A strided array of the toy device: a CPU torch tensor in a box."""
+
+    __slots__ = ("t",)
+
+    def __init__(self, t: torch.Tensor) -> None:
+        self.t = t
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self.t.shape)
+
+    def __repr__(self) -> str:
+        return f"ToyArray({self.t!r})"
+
+
+def _unwrap(x):
+    if isinstance(x, ToyArray):
+        return x.t
+    if isinstance(x, torch.Tensor):
+        raise TypeError("the toy backend was handed a CPU array: genesis mixed up devices")
+    if isinstance(x, (list, tuple)):
+        return type(x)(_unwrap(v) for v in x)
+    return x
+
+
+def _wrap(x):
+    if isinstance(x, torch.Tensor):
+        return ToyArray(x)
+    if isinstance(x, tuple):
+        return tuple(_wrap(v) for v in x)
+    return x
+
+
+def _delegate(name: str):
+    cpu_kernel = getattr(CPUBackend, name)
+
+    @functools.wraps(cpu_kernel)
+    def kernel(self, *args, **kwargs):
+        self.calls[name] += 1
+        args = _unwrap(args)
+        kwargs = {k: _unwrap(v) for k, v in kwargs.items()}
+        return _wrap(cpu_kernel(self._cpu, *args, **kwargs))
+
+    return kernel
+
+
+class ToyBackend(Backend):
+    """Device type ``'toy'`` with a single device, ``toy:0``."""
+
+    name = "toy"
+
+    def __init__(self) -> None:
+        self._cpu = CPUBackend()
+        self.calls: Counter[str] = Counter()  # kernel name -> times called, for the tests
+
+    def device_index_of(self, a: ToyArray) -> int:
+        return 0
+
+    def memory_stats(self, index: int | None) -> dict:
+        return {"allocated_bytes.all.current": 0}
+
+
+# Every abstract kernel not written above goes to the CPU backend. The optional fused kernels
+# (softmax, layer_norm, ...) are left to the contract's composite defaults, so they run on the
+# toy primitives.
+for _name in sorted(Backend.__abstractmethods__ - set(vars(ToyBackend))):
+    setattr(ToyBackend, _name, _delegate(_name))
+abc.update_abstractmethods(ToyBackend)
