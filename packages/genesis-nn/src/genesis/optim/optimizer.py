@@ -1,0 +1,235 @@
+"""The ``Optimizer`` base class: parameter groups, per-parameter state, state dicts.
+
+A concrete optimizer only says how ONE parameter changes given its gradient, its state
+and its group's options (``init_state`` and ``update``, in the style of MLX's
+``init_single``/``apply_single``); this class does the bookkeeping around it: grouping,
+defaults, ``zero_grad``, ``step`` under ``no_grad``, and ``state_dict``/``load_state_dict``
+in PyTorch's format (parameters referenced by their index across groups).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import genesis
+
+
+class _RequiredParameter:
+    """Sentinel for a hyper-parameter with no default (each group must give one)."""
+
+    def __repr__(self) -> str:
+        return "<required parameter>"
+
+
+required = _RequiredParameter()
+
+
+class Optimizer:
+    """Base class of all optimizers.
+
+    Args:
+        params: an iterable of tensors, or of dicts each holding ``"params"`` (tensors) and
+            per-group options that override ``defaults``.
+        defaults: default value of every option (``lr``, ``betas``, ...).
+
+    Subclasses implement ``init_state(param, state, group)`` (fill a fresh per-parameter
+    state dict) and ``update(param, grad, state, group)`` (change ``param`` in place).
+
+    Example::
+
+        >>> opt = genesis.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+        >>> opt.zero_grad(); loss_fn(model(x), y).backward(); opt.step()
+    """
+
+    def __init__(self, params: Iterable, defaults: dict[str, Any]) -> None:
+        self.defaults = defaults
+        self.state: defaultdict[Any, dict[str, Any]] = defaultdict(dict)
+        self.param_groups: list[dict[str, Any]] = []
+        if isinstance(params, genesis.Tensor):
+            raise TypeError(
+                "params argument given to the optimizer should be an iterable of Tensors "
+                f"or dicts, but got {type(params).__name__}"
+            )
+        groups = list(params)
+        if not groups:
+            raise ValueError("optimizer got an empty parameter list")
+        if not isinstance(groups[0], dict):
+            groups = [{"params": groups}]
+        for group in groups:
+            self.add_param_group(group)
+
+    # ------------------------------------------------------------------ groups
+    def add_param_group(self, param_group: dict[str, Any]) -> None:
+        """Add a group of parameters with its own options (missing ones come from defaults).
+
+        Args:
+            param_group: a dict with ``"params"`` (a tensor or an iterable of tensors)
+                and any option to override, e.g. ``{"params": head.parameters(), "lr": 1e-2}``.
+        """
+        if not isinstance(param_group, dict):
+            raise TypeError(f"param_group must be a dict, but got {type(param_group).__name__}")
+        group = dict(param_group)
+        params = group["params"]
+        if isinstance(params, genesis.Tensor):
+            params = [params]
+        elif isinstance(params, set):
+            raise TypeError(
+                "optimizer parameters need to be organized in ordered collections, but the "
+                "ordering of tensors in sets will change between runs; use a list instead"
+            )
+        params = list(params)
+        for p in params:
+            if not isinstance(p, genesis.Tensor):
+                raise TypeError(f"optimizer can only optimize Tensors, but one of the params "
+                                f"is {type(p).__name__}")
+            if not p.is_leaf:
+                raise ValueError("can't optimize a non-leaf Tensor")
+        group["params"] = params
+        for name, default in self.defaults.items():
+            if default is required and name not in group:
+                raise ValueError(f"parameter group didn't specify a value of required "
+                                 f"optimization parameter {name}")
+            group.setdefault(name, default)
+        if len({id(p) for p in params}) != len(params):
+            raise ValueError("optimizer contains a parameter group with duplicate parameters")
+        seen = {id(p) for g in self.param_groups for p in g["params"]}
+        if any(id(p) in seen for p in params):
+            raise ValueError("some parameters appear in more than one parameter group")
+        self.param_groups.append(group)
+
+    # ---------------------------------------------------------------- stepping
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Reset the gradients of every parameter.
+
+        Args:
+            set_to_none: drop the gradients (``p.grad = None``, the default: saves memory
+                and a kernel) instead of filling them with zeros.
+        """
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                if set_to_none:
+                    p.grad = None
+                else:
+                    grad = p.grad.detach()
+                    grad.zero_()
+                    p.grad = grad
+
+    def step(self, closure: Callable[[], Any] | None = None):
+        """Update every parameter that has a gradient, once.
+
+        Args:
+            closure: optional function that re-evaluates the model and returns the loss;
+                it runs with gradients enabled before the update.
+
+        Returns:
+            The closure's loss, or ``None``.
+        """
+        loss = None
+        if closure is not None:
+            with genesis.enable_grad():
+                loss = closure()
+        with genesis.no_grad():
+            for group in self.param_groups:
+                for p in group["params"]:
+                    grad = p.grad
+                    if grad is None:
+                        continue
+                    state = self.state[p]
+                    if not state:
+                        self.init_state(p, state, group)
+                    self.update(p, grad, state, group)
+        return loss
+
+    def init_state(self, param, state: dict[str, Any], group: dict[str, Any]) -> None:
+        """Fill ``state`` (empty) for ``param`` before its first update. Default: nothing."""
+
+    def update(self, param, grad, state: dict[str, Any], group: dict[str, Any]) -> None:
+        """Apply one update to ``param`` (in place) from ``grad``, ``state`` and ``group``."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------- state dicts
+    def state_dict(self) -> dict[str, Any]:
+        """The optimizer's state as ``{"state": {index: {...}}, "param_groups": [...]}``.
+
+        Parameters are replaced by their index, counted across groups in order, as torch
+        does; the state tensors are references (save or clone them before stepping on).
+        """
+        index_of: dict[int, int] = {}
+        groups = []
+        for group in self.param_groups:
+            packed = {k: v for k, v in group.items() if k != "params"}
+            ids = []
+            for p in group["params"]:
+                index_of.setdefault(id(p), len(index_of))
+                ids.append(index_of[id(p)])
+            packed["params"] = ids
+            groups.append(packed)
+        state = {index_of[id(p)]: s for p, s in self.state.items() if id(p) in index_of}
+        return {"state": state, "param_groups": groups}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Restore a state from ``state_dict()`` (of an optimizer over the same parameters).
+
+        Floating state tensors are cast to their parameter's dtype and device (``step``
+        counters are kept as they are), and copied, so the loaded state never aliases
+        ``state_dict``.
+        """
+        groups = self.param_groups
+        saved_groups = copy.deepcopy(state_dict["param_groups"])
+        if len(groups) != len(saved_groups):
+            raise ValueError(
+                f"loaded state dict has a different number of parameter groups "
+                f"({len(saved_groups)}) than the optimizer ({len(groups)})"
+            )
+        for i, (g, s) in enumerate(zip(groups, saved_groups)):
+            if len(g["params"]) != len(s["params"]):
+                raise ValueError(
+                    f"loaded state dict contains a parameter group ({i}) that doesn't match "
+                    f"the size of optimizer's group: {len(s['params'])} vs {len(g['params'])}"
+                )
+        id_map = {}
+        for g, s in zip(groups, saved_groups):
+            for p, index in zip(g["params"], s["params"]):
+                id_map[index] = p
+        self.state = defaultdict(dict)
+        for index, pstate in state_dict["state"].items():
+            if index not in id_map:
+                continue  # torch keeps unmatched entries only in a side table; we drop them
+            param = id_map[index]
+            self.state[param] = {k: _cast_state(param, k, v) for k, v in pstate.items()}
+        new_groups = []
+        for g, s in zip(groups, saved_groups):
+            s["params"] = g["params"]
+            new_groups.append(s)
+        self.param_groups = new_groups
+
+    def __repr__(self) -> str:
+        lines = [f"{type(self).__name__} ("]
+        for i, group in enumerate(self.param_groups):
+            lines.append(f"Parameter Group {i}")
+            for key in sorted(k for k in group if k != "params"):
+                lines.append(f"    {key}: {group[key]}")
+        lines.append(")")
+        return "\n".join(lines)
+
+
+def _cast_state(param, key: str, value):
+    """A loaded state value moved to ``param``'s device (and dtype, for floating state)."""
+    if isinstance(value, genesis.Tensor):
+        if key == "step":
+            return value.clone()
+        if param.is_floating_point() and value.is_floating_point():
+            moved = value.to(device=param.device, dtype=param.dtype)
+        else:
+            moved = value.to(device=param.device)
+        return moved.clone() if moved is value else moved
+    if isinstance(value, dict):
+        return {k: _cast_state(param, k, v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_cast_state(param, key, v) for v in value)
+    return value
