@@ -1,0 +1,442 @@
+"""The caching allocator: device memory reused without driver calls on the hot path.
+
+The design is PyTorch's (``c10/cuda/CUDACachingAllocator.cpp``), in plain Python:
+
+* Requests are rounded up to multiples of 512 bytes. Requests of at most 1 MiB come from
+  the *small* pool, carved out of 2 MiB segments; larger ones from the *large* pool, whose
+  segments are 20 MiB for requests under 10 MiB and the request rounded up to 2 MiB
+  otherwise. Keeping the pools apart stops small tensors from fragmenting big segments.
+* A segment (one ``cuMemAlloc``) is a doubly linked list of chunks. A request takes the
+  smallest free chunk that fits (best fit) and splits off the rest when the rest is worth
+  keeping; a freed chunk merges with free neighbours, so a segment can become whole again.
+* Free chunks are kept per stream: a chunk freed on stream S is only handed out again to a
+  request on S, where stream order makes the reuse safe without any synchronisation.
+  When a chunk was also used on other streams (``Storage.record_stream``, or freed while
+  another stream is current), an event is recorded on each of those streams at free time
+  and the chunk returns to its pool only once they have all completed.
+* When the driver runs out of memory, every cached (wholly free) segment is released and the
+  allocation retried once; then ``genesis.cuda.OutOfMemoryError`` is raised. Nothing is lost
+  on that path: live storages stay valid and later allocations that fit succeed.
+
+The allocator only needs a few driver operations, passed in as an object (see ``DriverOps``),
+so all of its logic runs and is tested on machines without a GPU.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, insort
+from typing import Protocol
+
+MIN_BLOCK = 512  # every request is rounded up to a multiple of this
+SMALL_SIZE = 1 << 20  # requests up to 1 MiB use the small pool
+SMALL_SEGMENT = 2 << 20  # small-pool segments are 2 MiB
+LARGE_SEGMENT = 20 << 20  # requests in (1 MiB, 10 MiB) share 20 MiB segments
+MIN_LARGE_ALLOC = 10 << 20
+ROUND_LARGE = 2 << 20  # bigger requests get their own segment, rounded to 2 MiB
+
+
+def round_size(nbytes: int) -> int:
+    """The size a request of ``nbytes`` occupies: a multiple of 512, at least 512."""
+    return ((nbytes + 511) >> 9) << 9 or MIN_BLOCK
+
+
+def segment_size(size: int) -> int:
+    """Bytes to ask the driver for when no cached chunk can serve a (rounded) ``size``."""
+    if size <= SMALL_SIZE:
+        return SMALL_SEGMENT
+    if size < MIN_LARGE_ALLOC:
+        return LARGE_SEGMENT
+    return ((size + ROUND_LARGE - 1) // ROUND_LARGE) * ROUND_LARGE
+
+
+def format_bytes(n: int) -> str:
+    """``n`` bytes as a short human-readable string (``"1.50 GiB"``)."""
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024 or unit == "GiB":
+            return f"{n} B" if unit == "B" else f"{n:.2f} {unit}"
+        n /= 1024
+    return f"{n:.2f} GiB"
+
+
+class DriverOps(Protocol):
+    """What the allocator needs from the driver (a fake one runs the tests without a GPU)."""
+
+    def malloc(self, nbytes: int) -> int | None:
+        """Device memory of ``nbytes``; ``None`` when the device is out of memory."""
+
+    def free(self, ptr: int) -> None: ...
+
+    def mem_info(self) -> tuple[int, int]:
+        """``(free, total)`` bytes of the device."""
+
+    def event_create(self): ...
+
+    def event_record(self, event, stream: int) -> None: ...
+
+    def event_query(self, event) -> bool:
+        """True once the work recorded before ``event`` has completed."""
+
+    def event_synchronize(self, event) -> None: ...
+
+
+class Chunk:
+    """A piece of a segment: free (in a pool) or owned by one ``Storage``."""
+
+    __slots__ = ("ptr", "size", "stream", "small", "prev", "next", "allocated",
+                 "event_count", "stream_uses")
+
+    def __init__(self, ptr: int, size: int, stream: int, small: bool, prev=None, next=None):
+        self.ptr = ptr
+        self.size = size
+        self.stream = stream  # the stream it was allocated on; it is only reused there
+        self.small = small
+        self.prev = prev  # neighbours in the same segment (None at its ends)
+        self.next = next
+        self.allocated = False
+        self.event_count = 0  # events still to complete before the chunk is reusable
+        self.stream_uses = None  # other streams it was used on (a set), or None
+
+
+class Storage:
+    """Device memory owned by arrays: ``ptr`` and ``size`` in bytes on device ``device``.
+
+    Arrays (views) share one ``Storage``; when the last reference goes, the memory returns
+    to the allocator on the stream that was current when it was allocated.
+    """
+
+    __slots__ = ("ptr", "size", "device", "_chunk", "_alloc", "__weakref__")
+
+    def __init__(self, ptr: int, size: int, device: int, chunk, alloc):
+        self.ptr = ptr
+        self.size = size
+        self.device = device
+        self._chunk = chunk
+        self._alloc = alloc
+
+    def data_ptr(self) -> int:
+        """Address of the first byte (Triton's scratch allocator reads this)."""
+        return self.ptr
+
+    def record_stream(self, stream) -> None:
+        """Mark this memory as used by work queued on ``stream`` (a ``Stream`` or handle):
+        when freed, it is not reused before that work completes."""
+        handle = getattr(stream, "handle", stream)
+        chunk = self._chunk
+        if chunk is not None and handle != chunk.stream:
+            if chunk.stream_uses is None:
+                chunk.stream_uses = {handle}
+            else:
+                chunk.stream_uses.add(handle)
+
+    def __del__(self):
+        chunk = self._chunk
+        if chunk is not None:
+            self._chunk = None
+            try:
+                self._alloc.free(chunk)
+            except Exception:  # interpreter shutdown: the driver may already be gone
+                pass
+
+    def __repr__(self) -> str:
+        return f"Storage(ptr=0x{self.ptr:x}, size={self.size}, device={self.device})"
+
+
+class CachingAllocator:
+    """The caching allocator of one device.
+
+    Args:
+        ops: the driver operations (``DriverOps``) for this device.
+        device: the device ordinal, stored on every ``Storage``.
+        oom_error: exception class raised when memory runs out (a ``RuntimeError``).
+
+    ``current_stream`` (a raw stream handle) is kept up to date by ``genesis_cuda.streams``;
+    ``malloc`` allocates on it unless told otherwise, and ``free`` treats it as a use.
+    """
+
+    def __init__(self, ops: DriverOps, device: int = 0, oom_error: type = MemoryError):
+        self.ops = ops
+        self.device = device
+        self.oom_error = oom_error
+        self.current_stream = 0
+        self.limit: int | None = None  # set_per_process_memory_fraction, in bytes
+        # Free chunks: stream handle -> list of (size, ptr, chunk), sorted (best fit by bisect).
+        self._small: dict[int, list] = {}
+        self._large: dict[int, list] = {}
+        self._segments: dict[int, Chunk] = {}  # segment base address -> its first chunk
+        self._segment_sizes: dict[int, int] = {}
+        self._pending: list = []  # (event, chunk) waiting for another stream's work
+        self._event_pool: list = []
+        # A Storage's __del__ may run in the middle of malloc/free (the garbage collector
+        # runs on allocation); such frees are queued here and done when the outer call ends.
+        self._busy = False
+        self._deferred: list = []
+        self.reset_stats()
+
+    # ---------------------------------------------------------------- stats
+    def reset_stats(self) -> None:
+        """Zero every counter; current sizes are kept and become the new peaks."""
+        self.allocated_bytes = getattr(self, "allocated_bytes", 0)
+        self.reserved_bytes = getattr(self, "reserved_bytes", 0)
+        self.peak_allocated = self.allocated_bytes
+        self.peak_reserved = self.reserved_bytes
+        self.num_allocs = 0
+        self.num_frees = 0
+        self.num_cache_hits = 0
+        self.num_segment_allocs = 0
+        self.num_segment_frees = 0
+        self.num_ooms = 0
+        self.num_alloc_retries = 0
+
+    def reset_peak_stats(self) -> None:
+        """Make the current allocated/reserved sizes the peaks."""
+        self.peak_allocated = self.allocated_bytes
+        self.peak_reserved = self.reserved_bytes
+
+    # ------------------------------------------------------------- allocate
+    def malloc(self, nbytes: int, stream: int | None = None) -> Storage:
+        """A ``Storage`` of at least ``nbytes`` bytes usable on ``stream`` (default: current)."""
+        if stream is None:
+            stream = self.current_stream
+        size = ((nbytes + 511) >> 9) << 9 or MIN_BLOCK
+        small = size <= SMALL_SIZE
+        self._busy = True
+        try:
+            if self._pending:
+                self._process_events()
+            free = (self._small if small else self._large).get(stream)
+            chunk = None
+            if free:
+                key = (size,)
+                i = bisect_left(free, key)  # no allocation between here and pop: no GC
+                if i < len(free):
+                    chunk = free.pop(i)[2]
+                    self.num_cache_hits += 1
+            if chunk is None:
+                chunk = self._new_segment(size, stream, small)
+            rest = chunk.size - size
+            # Split off the rest when it is worth keeping apart (torch's thresholds).
+            if (rest >= MIN_BLOCK) if small else (rest > SMALL_SIZE):
+                tail = Chunk(chunk.ptr + size, rest, stream, small, chunk, chunk.next)
+                if chunk.next is not None:
+                    chunk.next.prev = tail
+                chunk.next = tail
+                chunk.size = size
+                insort(free if free is not None else self._pool(stream, small),
+                       (rest, tail.ptr, tail))
+            chunk.allocated = True
+            allocated = self.allocated_bytes + chunk.size
+            self.allocated_bytes = allocated
+            if allocated > self.peak_allocated:
+                self.peak_allocated = allocated
+            self.num_allocs += 1
+            storage = Storage(chunk.ptr, chunk.size, self.device, chunk, self)
+        finally:
+            self._busy = False
+        if self._deferred:
+            self._drain_deferred()
+        return storage
+
+    def _pool(self, stream: int, small: bool) -> list:
+        pools = self._small if small else self._large
+        free = pools.get(stream)
+        if free is None:
+            free = pools[stream] = []
+        return free
+
+    def _new_segment(self, size: int, stream: int, small: bool) -> Chunk:
+        nbytes = segment_size(size)
+        ptr = self._driver_malloc(nbytes)
+        if ptr is None:
+            # Out of memory: give back everything cached and try exactly once more.
+            self.num_alloc_retries += 1
+            self._release_cached()
+            ptr = self._driver_malloc(nbytes)
+            if ptr is None:
+                self.num_ooms += 1
+                raise self.oom_error(self._oom_message(size, nbytes))
+        chunk = Chunk(ptr, nbytes, stream, small)
+        self._segments[ptr] = chunk
+        self._segment_sizes[ptr] = nbytes
+        self.reserved_bytes += nbytes
+        if self.reserved_bytes > self.peak_reserved:
+            self.peak_reserved = self.reserved_bytes
+        self.num_segment_allocs += 1
+        return chunk
+
+    def _driver_malloc(self, nbytes: int) -> int | None:
+        if self.limit is not None and self.reserved_bytes + nbytes > self.limit:
+            return None
+        return self.ops.malloc(nbytes)
+
+    def _oom_message(self, size: int, nbytes: int) -> str:
+        try:
+            free, total = self.ops.mem_info()
+            device = f"total capacity {format_bytes(total)}, {format_bytes(free)} free"
+        except Exception as exc:  # the message must not fail while reporting a failure
+            device = f"capacity unknown ({exc})"
+        limit = ("" if self.limit is None else
+                 f"; the per-process limit is {format_bytes(self.limit)}")
+        return (f"CUDA out of memory on device {self.device}: tried to allocate "
+                f"{format_bytes(size)} (a new {format_bytes(nbytes)} segment). Device: "
+                f"{device}. Genesis has {format_bytes(self.allocated_bytes)} allocated by "
+                f"tensors and {format_bytes(self.reserved_bytes)} reserved in total{limit}. "
+                "The cache was already emptied and the allocation retried.")
+
+    # ----------------------------------------------------------------- free
+    def free(self, chunk: Chunk) -> None:
+        """Return ``chunk`` (called by ``Storage.__del__``)."""
+        if self._busy:
+            self._deferred.append(chunk)
+            return
+        self._busy = True
+        try:
+            self.allocated_bytes -= chunk.size
+            self.num_frees += 1
+            chunk.allocated = False
+            cur = self.current_stream
+            if cur != chunk.stream:  # freed while another stream is current: a use there
+                if chunk.stream_uses is None:
+                    chunk.stream_uses = {cur}
+                else:
+                    chunk.stream_uses.add(cur)
+            if chunk.stream_uses:
+                self._record_events(chunk)
+            else:
+                self._release_chunk(chunk)
+        finally:
+            self._busy = False
+        if self._deferred:
+            self._drain_deferred()
+
+    def _drain_deferred(self) -> None:
+        while self._deferred:
+            self.free(self._deferred.pop())
+
+    def _release_chunk(self, chunk: Chunk) -> None:
+        """Put a free chunk back into its pool, merged with free neighbours."""
+        free = self._pool(chunk.stream, chunk.small)
+        prev = chunk.prev
+        if prev is not None and not prev.allocated and not prev.event_count:
+            del free[bisect_left(free, (prev.size, prev.ptr))]
+            prev.size += chunk.size
+            prev.next = chunk.next
+            if chunk.next is not None:
+                chunk.next.prev = prev
+            chunk = prev
+        nxt = chunk.next
+        if nxt is not None and not nxt.allocated and not nxt.event_count:
+            del free[bisect_left(free, (nxt.size, nxt.ptr))]
+            chunk.size += nxt.size
+            chunk.next = nxt.next
+            if nxt.next is not None:
+                nxt.next.prev = chunk
+        insort(free, (chunk.size, chunk.ptr, chunk))
+
+    # --------------------------------------------------- cross-stream frees
+    def _record_events(self, chunk: Chunk) -> None:
+        uses, chunk.stream_uses = chunk.stream_uses, None
+        for stream in uses:
+            event = self._event_pool.pop() if self._event_pool else self.ops.event_create()
+            self.ops.event_record(event, stream)
+            chunk.event_count += 1
+            self._pending.append((event, chunk))
+
+    def _process_events(self) -> None:
+        """Return chunks whose other-stream work has completed to their pools."""
+        still = []
+        for event, chunk in self._pending:
+            if self.ops.event_query(event):
+                self._event_done(event, chunk)
+            else:
+                still.append((event, chunk))
+        self._pending = still
+
+    def _event_done(self, event, chunk: Chunk) -> None:
+        self._event_pool.append(event)
+        chunk.event_count -= 1
+        if chunk.event_count == 0:
+            self._release_chunk(chunk)
+
+    def synchronize_pending(self) -> None:
+        """Wait for every pending cross-stream free, then return those chunks."""
+        pending, self._pending = self._pending, []
+        for event, chunk in pending:
+            self.ops.event_synchronize(event)
+            self._event_done(event, chunk)
+
+    # ---------------------------------------------------------------- cache
+    def _release_cached(self) -> int:
+        """Give every wholly free segment back to the driver; returns bytes released."""
+        self.synchronize_pending()
+        released = 0
+        for base, head in list(self._segments.items()):
+            if head.allocated or head.next is not None or head.event_count:
+                continue
+            free = self._pool(head.stream, head.small)
+            del free[bisect_left(free, (head.size, head.ptr))]
+            self.ops.free(base)
+            del self._segments[base]
+            released += self._segment_sizes.pop(base)
+            self.num_segment_frees += 1
+        self.reserved_bytes -= released
+        return released
+
+    def empty_cache(self) -> int:
+        """Release all unused cached memory to the driver (live storages are untouched)."""
+        self._busy = True
+        try:
+            return self._release_cached()
+        finally:
+            self._busy = False
+            if self._deferred:
+                self._drain_deferred()
+
+    def set_memory_fraction(self, fraction: float) -> None:
+        """Cap what this allocator may reserve at ``fraction`` of the device's memory."""
+        if not 0.0 <= fraction <= 1.0:
+            raise ValueError(f"memory fraction must be in [0, 1], got {fraction}")
+        _, total = self.ops.mem_info()
+        self.limit = int(total * fraction)
+
+    # ------------------------------------------------------------ inspection
+    def stats(self) -> dict:
+        """Counters and sizes as a flat dict (torch-style dotted names included)."""
+        cached = sum(size for pools in (self._small, self._large)
+                     for free in pools.values() for size, _, _ in free)
+        s = {
+            "allocated_bytes.all.current": self.allocated_bytes,
+            "allocated_bytes.all.peak": self.peak_allocated,
+            "reserved_bytes.all.current": self.reserved_bytes,
+            "reserved_bytes.all.peak": self.peak_reserved,
+            "inactive_split_bytes.all.current": cached,
+            "num_allocs": self.num_allocs,
+            "num_frees": self.num_frees,
+            "num_cache_hits": self.num_cache_hits,
+            "num_segment_allocs": self.num_segment_allocs,
+            "num_segment_frees": self.num_segment_frees,
+            "num_ooms": self.num_ooms,
+            "num_alloc_retries": self.num_alloc_retries,
+            "num_pending_frees": len(self._pending),
+            "segment.all.current": len(self._segments),
+        }
+        s["allocation.all.allocated"] = self.num_allocs
+        s["allocation.all.freed"] = self.num_frees
+        s["allocation.all.current"] = self.num_allocs - self.num_frees
+        s["segment.all.allocated"] = self.num_segment_allocs
+        s["segment.all.freed"] = self.num_segment_frees
+        return s
+
+    def snapshot(self) -> list[dict]:
+        """Every segment with its chunks, for ``memory_summary`` and debugging."""
+        out = []
+        for base, head in sorted(self._segments.items()):
+            chunks = []
+            c = head
+            while c is not None:
+                state = "active" if c.allocated else ("pending" if c.event_count else "free")
+                chunks.append({"address": c.ptr, "size": c.size, "state": state})
+                c = c.next
+            out.append({"address": base, "total_size": self._segment_sizes[base],
+                        "stream": head.stream, "pool": "small" if head.small else "large",
+                        "chunks": chunks})
+        return out

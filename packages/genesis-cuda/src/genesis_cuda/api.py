@@ -1,0 +1,133 @@
+"""The public ``genesis.cuda`` API: ``genesis.cuda.X`` forwards here (``public_api()``).
+
+Devices, streams and events, random state, and memory statistics, named as in
+``torch.cuda``.
+
+Example:
+    >>> import genesis
+    >>> genesis.cuda.device_count()
+    >>> with genesis.cuda.stream(genesis.cuda.Stream()):
+    ...     y = x * 2
+    >>> genesis.cuda.memory_allocated(), genesis.cuda.max_memory_reserved()
+"""
+
+from __future__ import annotations
+
+from genesis.cuda import OutOfMemoryError
+
+from genesis_cuda import driver as _driver
+from genesis_cuda import generator as _generator
+from genesis_cuda.array import record_stream
+from genesis_cuda.device import (
+    current_device,
+    device,
+    device_count,
+    get_device_capability,
+    get_device_name,
+    get_device_properties,
+    is_available,
+    is_initialized,
+    set_device,
+    synchronize,
+)
+from genesis_cuda.device import _index as _device_index
+from genesis_cuda.memory import (
+    empty_cache,
+    max_memory_allocated,
+    max_memory_reserved,
+    mem_get_info,
+    memory_allocated,
+    memory_reserved,
+    memory_snapshot,
+    memory_stats,
+    memory_summary,
+    reset_accumulated_memory_stats,
+    reset_peak_memory_stats,
+    set_per_process_memory_fraction,
+)
+from genesis_cuda.streams import Event, Stream, current_stream, default_stream, set_stream, stream
+
+CudaDriverError = _driver.CudaDriverError
+
+
+def init() -> None:
+    """Initialise the current device now instead of on first use."""
+    from genesis_cuda.device import lazy_init
+
+    lazy_init()
+
+
+# ---------------------------------------------------------------------- random
+def _as_tensor(state):
+    """A state array as a genesis uint8 CPU tensor when core can make one, else numpy."""
+    try:
+        import genesis
+
+        make = getattr(genesis, "from_numpy", None) or getattr(genesis, "tensor", None)
+        return make(state) if make is not None else state
+    except Exception:  # core still being built: numpy is the state's own form
+        return state
+
+
+def _as_numpy(state):
+    numpy = getattr(state, "numpy", None)
+    return numpy() if callable(numpy) else state
+
+
+def manual_seed(seed: int) -> None:
+    """Seed the random generator of the current device."""
+    _generator.default_generator(current_device()).manual_seed(seed)
+
+
+def manual_seed_all(seed: int) -> None:
+    """Seed the random generators of every device."""
+    for index in range(device_count()):
+        _generator.default_generator(index).manual_seed(seed)
+
+
+def seed() -> int:
+    """Seed the current device's generator with a random number; returns it."""
+    import random
+
+    s = random.getrandbits(63)
+    manual_seed(s)
+    return s
+
+
+def initial_seed() -> int:
+    """The seed of the current device's generator."""
+    return _generator.default_generator(current_device()).seed
+
+
+def get_rng_state(device="cuda"):
+    """The random state of ``device`` (a uint8 tensor; restore with ``set_rng_state``)."""
+    return _as_tensor(_generator.default_generator(_device_index(device)).get_state())
+
+
+def get_rng_state_all() -> list:
+    """The random states of every device."""
+    return [get_rng_state(i) for i in range(device_count())]
+
+
+def set_rng_state(new_state, device="cuda") -> None:
+    """Restore a state from ``get_rng_state`` on ``device``."""
+    _generator.default_generator(_device_index(device)).set_state(_as_numpy(new_state))
+
+
+def set_rng_state_all(new_states) -> None:
+    """Restore the states from ``get_rng_state_all``."""
+    for index, state in enumerate(new_states):
+        set_rng_state(state, index)
+
+
+__all__ = [
+    "CudaDriverError", "Event", "OutOfMemoryError", "Stream", "current_device",
+    "current_stream", "default_stream", "device", "device_count", "empty_cache",
+    "get_device_capability", "get_device_name", "get_device_properties", "get_rng_state",
+    "get_rng_state_all", "init", "initial_seed", "is_available", "is_initialized",
+    "manual_seed", "manual_seed_all", "max_memory_allocated", "max_memory_reserved",
+    "mem_get_info", "memory_allocated", "memory_reserved", "memory_snapshot", "memory_stats",
+    "memory_summary", "record_stream", "reset_accumulated_memory_stats",
+    "reset_peak_memory_stats", "seed", "set_device", "set_per_process_memory_fraction",
+    "set_rng_state", "set_rng_state_all", "set_stream", "stream", "synchronize",
+]

@@ -1,0 +1,144 @@
+"""``CudaArray``: the CUDA backend's array, a strided view of allocator-owned memory.
+
+A ``CudaArray`` is what genesis's CUDA tensors hold. It is deliberately small: geometry in
+elements, a genesis dtype, a ``Storage`` (the allocator's block, freed when the last view
+of it dies) and the device ordinal. Triton kernels take it directly: Triton reads
+``data_ptr()`` and ``str(dtype)`` (``"genesis.float32"`` ends in the type name).
+"""
+
+from __future__ import annotations
+
+from genesis_cuda import memory as _memory
+
+_allocators = _memory._allocators  # the same dict object: one lookup on the hot path
+
+
+class _NullStorage:
+    """The storage of arrays with no elements: nothing is allocated (``ptr`` is 0)."""
+
+    __slots__ = ("device",)
+    ptr = 0
+    size = 0
+
+    def __init__(self, device: int):
+        self.device = device
+
+    def data_ptr(self) -> int:
+        return 0
+
+    def record_stream(self, stream) -> None:
+        return None
+
+
+class CudaArray:
+    """A strided view of CUDA memory.
+
+    Attributes:
+        shape: tuple of ints.
+        strides: tuple of ints, in elements (0 and overlapping strides are allowed).
+        offset: index of the first element into ``storage``, in elements.
+        dtype: a genesis ``DType``.
+        storage: the allocator block (``.ptr``, ``.size`` in bytes) shared by all views.
+        device: the device ordinal.
+    """
+
+    __slots__ = ("shape", "strides", "offset", "dtype", "storage", "device")
+
+    def __init__(self, shape, strides, offset, dtype, storage, device):
+        self.shape = shape
+        self.strides = strides
+        self.offset = offset
+        self.dtype = dtype
+        self.storage = storage
+        self.device = device
+
+    def data_ptr(self) -> int:
+        """Device address of the first element."""
+        return self.storage.ptr + self.offset * self.dtype.itemsize
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def numel(self) -> int:
+        return numel(self)
+
+    def is_contiguous(self) -> bool:
+        return is_contiguous(self)
+
+    def __repr__(self) -> str:
+        return (f"CudaArray(shape={self.shape}, strides={self.strides}, offset={self.offset}, "
+                f"dtype={self.dtype}, device=cuda:{self.device}, ptr=0x{self.data_ptr():x})")
+
+
+# shape -> (contiguous strides, numel); shapes repeat constantly in training loops.
+_geometry: dict[tuple, tuple[tuple, int]] = {}
+
+
+def _compute_geometry(shape: tuple) -> tuple[tuple, int]:
+    strides = []
+    n = 1
+    for size in reversed(shape):
+        strides.append(n)
+        n *= size
+    geo = (tuple(reversed(strides)), n)
+    if len(_geometry) > 8192:  # bound the cache for programs with ever-changing shapes
+        _geometry.clear()
+    _geometry[shape] = geo
+    return geo
+
+
+def contiguous_strides(shape: tuple) -> tuple:
+    """C-contiguous strides (in elements) of ``shape``."""
+    geo = _geometry.get(shape)
+    return (geo or _compute_geometry(shape))[0]
+
+
+def empty(shape: tuple, dtype, device: int = 0) -> CudaArray:
+    """A new contiguous, uninitialised array from the caching allocator.
+
+    Allocated on the device's current stream. Example: ``empty((2, 3), genesis.float32, 0)``.
+    """
+    geo = _geometry.get(shape)
+    if geo is None:
+        geo = _compute_geometry(tuple(shape))
+        shape = tuple(shape)
+    n = geo[1]
+    alloc = _allocators.get(device)
+    if alloc is None:
+        alloc = _memory.allocator(device)  # first CUDA array on this device: lazy init
+    if n:
+        storage = alloc.malloc(n * dtype.itemsize)
+    else:
+        storage = _NullStorage(device)
+    return CudaArray(shape, geo[0], 0, dtype, storage, device)
+
+
+def numel(a: CudaArray) -> int:
+    """Number of elements of ``a``."""
+    n = 1
+    for size in a.shape:
+        n *= size
+    return n
+
+
+def is_contiguous(a: CudaArray) -> bool:
+    """Whether ``a`` is C-contiguous (size-1 dims may have any stride, as in torch)."""
+    expected = 1
+    for size, stride in zip(reversed(a.shape), reversed(a.strides)):
+        if size == 0:
+            return True
+        if size != 1 and stride != expected:
+            return False
+        expected *= size
+    return True
+
+
+def as_strided(a: CudaArray, shape, strides, offset: int) -> CudaArray:
+    """A view of ``a``'s storage with the given geometry (shares memory)."""
+    return CudaArray(tuple(shape), tuple(strides), offset, a.dtype, a.storage, a.device)
+
+
+def record_stream(a: CudaArray, stream) -> None:
+    """Mark ``a``'s memory as used on ``stream``: it is not reused before that work ends."""
+    a.storage.record_stream(stream)

@@ -1,0 +1,180 @@
+"""Per-device caching allocators on the real driver, and the public memory functions.
+
+``genesis.cuda.memory_allocated()`` and friends land here (through ``genesis_cuda.api``).
+Functions asked about a device genesis has not used yet answer without creating a context.
+"""
+
+from __future__ import annotations
+
+from genesis.cuda import OutOfMemoryError
+
+from genesis_cuda import device as _device
+from genesis_cuda import driver, streams
+from genesis_cuda.allocator import CachingAllocator
+
+_allocators: dict[int, CachingAllocator] = {}  # read directly by array.empty (hot path)
+
+
+class CudaOps:
+    """``allocator.DriverOps`` on cuda-python for one device."""
+
+    def __init__(self, index: int):
+        self.index = index
+        self.cu = driver.driver()
+        self._oom = self.cu.CUresult.CUDA_ERROR_OUT_OF_MEMORY
+        self._not_ready = self.cu.CUresult.CUDA_ERROR_NOT_READY
+        self._no_timing = int(self.cu.CUevent_flags.CU_EVENT_DISABLE_TIMING)
+
+    def malloc(self, nbytes: int) -> int | None:
+        with driver.using_device(self.index):
+            err, ptr = self.cu.cuMemAlloc(nbytes)
+        if err == self._oom:
+            return None
+        driver.check((err,), f"cuMemAlloc({nbytes})")
+        return int(ptr)
+
+    def free(self, ptr: int) -> None:
+        with driver.using_device(self.index):
+            driver.check(self.cu.cuMemFree(ptr), "cuMemFree")
+
+    def mem_info(self) -> tuple[int, int]:
+        with driver.using_device(self.index):
+            free, total = driver.check(self.cu.cuMemGetInfo(), "cuMemGetInfo")
+        return int(free), int(total)
+
+    def event_create(self):
+        with driver.using_device(self.index):
+            return driver.check(self.cu.cuEventCreate(self._no_timing), "cuEventCreate")
+
+    def event_record(self, event, stream: int) -> None:
+        with driver.using_device(self.index):
+            driver.check(self.cu.cuEventRecord(event, stream), "cuEventRecord")
+
+    def event_query(self, event) -> bool:
+        (err,) = self.cu.cuEventQuery(event)
+        if err == self._not_ready:
+            return False
+        driver.check((err,), "cuEventQuery")
+        return True
+
+    def event_synchronize(self, event) -> None:
+        driver.check(self.cu.cuEventSynchronize(event), "cuEventSynchronize")
+
+
+def _create_allocator(index: int) -> None:
+    """Device init hook: every device gets its allocator, following its current stream."""
+    if index not in _allocators:
+        alloc = CachingAllocator(CudaOps(index), index, OutOfMemoryError)
+        alloc.current_stream = streams.current_handle(index)
+        _allocators[index] = alloc
+
+
+def _follow_stream(index: int, handle: int) -> None:
+    alloc = _allocators.get(index)
+    if alloc is not None:
+        alloc.current_stream = handle
+
+
+_device.on_init(_create_allocator)
+streams.on_change(_follow_stream)
+
+
+def allocator(device=None) -> CachingAllocator:
+    """The caching allocator of ``device`` (initialising the device on first use)."""
+    index = _device._index(device)
+    alloc = _allocators.get(index)
+    if alloc is None:
+        _device.lazy_init(index)
+        alloc = _allocators[index]
+    return alloc
+
+
+def _existing(device) -> CachingAllocator | None:
+    return _allocators.get(_device._index(device))
+
+
+# ------------------------------------------------------------------ public API
+def memory_allocated(device=None) -> int:
+    """Bytes held by live tensors on ``device`` (rounded to the allocator's 512 B blocks)."""
+    a = _existing(device)
+    return 0 if a is None else a.allocated_bytes
+
+
+def max_memory_allocated(device=None) -> int:
+    """Peak of ``memory_allocated`` since the start or ``reset_peak_memory_stats``."""
+    a = _existing(device)
+    return 0 if a is None else a.peak_allocated
+
+
+def memory_reserved(device=None) -> int:
+    """Bytes the allocator holds from the driver (allocated plus cached)."""
+    a = _existing(device)
+    return 0 if a is None else a.reserved_bytes
+
+
+def max_memory_reserved(device=None) -> int:
+    """Peak of ``memory_reserved`` since the start or ``reset_peak_memory_stats``."""
+    a = _existing(device)
+    return 0 if a is None else a.peak_reserved
+
+
+def memory_stats(device=None) -> dict:
+    """Allocator statistics of ``device``: current/peak allocated and reserved bytes,
+    alloc/free counts, cache hits, ``num_ooms``, ``num_alloc_retries`` (torch's dotted
+    names, e.g. ``"allocated_bytes.all.peak"``, are included)."""
+    a = _existing(device)
+    return {} if a is None else a.stats()
+
+
+def memory_snapshot(device=None) -> list[dict]:
+    """Every cached segment of ``device`` with its chunks (address, size, state)."""
+    a = _existing(device)
+    return [] if a is None else a.snapshot()
+
+
+def reset_peak_memory_stats(device=None) -> None:
+    """Make the current allocated/reserved sizes the new peaks."""
+    a = _existing(device)
+    if a is not None:
+        a.reset_peak_stats()
+
+
+def reset_accumulated_memory_stats(device=None) -> None:
+    """Zero the counters (allocs, frees, cache hits, OOMs, retries)."""
+    a = _existing(device)
+    if a is not None:
+        a.reset_stats()
+
+
+def empty_cache() -> None:
+    """Give cached, unused device memory back to the driver, on every device genesis uses.
+
+    Memory held by live tensors is untouched; ``memory_reserved`` drops to what segments
+    with live tensors in them occupy.
+    """
+    for a in list(_allocators.values()):
+        a.empty_cache()
+
+
+def set_per_process_memory_fraction(fraction: float, device=None) -> None:
+    """Cap genesis's reserved memory on ``device`` at ``fraction`` of its total memory.
+
+    Allocations beyond it fail as out-of-memory (after emptying the cache and retrying).
+
+    Example:
+        >>> genesis.cuda.set_per_process_memory_fraction(0.5)
+    """
+    allocator(device).set_memory_fraction(fraction)
+
+
+def mem_get_info(device=None) -> tuple[int, int]:
+    """``(free, total)`` bytes of ``device`` as the driver reports them."""
+    return allocator(device).ops.mem_info()
+
+
+def memory_summary(device=None, abbreviated: bool = False) -> str:
+    """A printable table of the allocator's state on ``device``."""
+    from genesis_cuda.memory_summary import summary
+
+    index = _device._index(device)
+    return summary(index, _allocators.get(index), abbreviated)

@@ -1,0 +1,395 @@
+"""The caching allocator's logic on a fake driver: runs everywhere, no GPU needed.
+
+Covers size classes, best-fit reuse, splitting and coalescing, per-stream pools,
+cross-stream frees held back by events, out-of-memory retry and error, the per-process
+limit, frees re-entering the allocator, and (randomised) the segment invariants.
+"""
+
+from __future__ import annotations
+
+import gc
+import random
+
+import pytest
+
+from genesis_cuda.allocator import (
+    LARGE_SEGMENT,
+    SMALL_SEGMENT,
+    CachingAllocator,
+    round_size,
+    segment_size,
+)
+
+MiB = 1 << 20
+
+
+class FakeOOM(RuntimeError):
+    pass
+
+
+class FakeEvent:
+    def __init__(self):
+        self.stream = None
+        self.done = True
+
+
+class FakeOps:
+    """A bump allocator over ``capacity`` bytes with controllable events."""
+
+    def __init__(self, capacity: int = 1 << 34):
+        self.capacity = capacity
+        self.used = 0
+        self.next_ptr = 1 << 32
+        self.live: dict[int, int] = {}
+        self.mallocs = 0
+        self.frees = 0
+        self.events: list[FakeEvent] = []
+        self.synced: list[FakeEvent] = []
+
+    def malloc(self, nbytes):
+        if self.used + nbytes > self.capacity:
+            return None
+        ptr = self.next_ptr
+        self.next_ptr += nbytes + (2 * MiB)  # gaps: segments are never adjacent
+        self.used += nbytes
+        self.live[ptr] = nbytes
+        self.mallocs += 1
+        return ptr
+
+    def free(self, ptr):
+        self.used -= self.live.pop(ptr)
+        self.frees += 1
+
+    def mem_info(self):
+        return self.capacity - self.used, self.capacity
+
+    def event_create(self):
+        ev = FakeEvent()
+        self.events.append(ev)
+        return ev
+
+    def event_record(self, event, stream):
+        event.stream = stream
+        event.done = False  # the test completes it with finish(stream)
+
+    def event_query(self, event):
+        return event.done
+
+    def event_synchronize(self, event):
+        event.done = True
+        self.synced.append(event)
+
+    def finish(self, stream):
+        for ev in self.events:
+            if ev.stream == stream:
+                ev.done = True
+
+
+def make(capacity: int = 1 << 34) -> CachingAllocator:
+    return CachingAllocator(FakeOps(capacity), device=0, oom_error=FakeOOM)
+
+
+def check_invariants(alloc: CachingAllocator) -> None:
+    """Segments tile exactly; free chunks are merged and listed exactly once, sorted."""
+    listed = {}
+    for pools in (alloc._small, alloc._large):
+        for stream, free in pools.items():
+            assert free == sorted(free, key=lambda e: (e[0], e[1]))
+            for size, ptr, chunk in free:
+                assert chunk.size == size and chunk.ptr == ptr and chunk.stream == stream
+                assert not chunk.allocated and not chunk.event_count
+                assert ptr not in listed
+                listed[ptr] = chunk
+    seen_free = {}
+    for base, head in alloc._segments.items():
+        assert head.prev is None and head.ptr == base
+        total, c, prev = 0, head, None
+        while c is not None:
+            assert c.prev is prev
+            assert c.ptr == base + total
+            if prev is not None:
+                both_free = not (c.allocated or prev.allocated or c.event_count
+                                 or prev.event_count)
+                assert not both_free, "adjacent free chunks were not merged"
+            if not c.allocated and not c.event_count:
+                seen_free[c.ptr] = c
+            total += c.size
+            prev, c = c, c.next
+        assert total == alloc._segment_sizes[base]
+    assert set(seen_free) == set(listed)
+    assert alloc.reserved_bytes == sum(alloc._segment_sizes.values())
+
+
+# ------------------------------------------------------------------ size classes
+def test_round_size_and_segment_size():
+    assert round_size(0) == 512 and round_size(1) == 512 and round_size(512) == 512
+    assert round_size(513) == 1024
+    assert segment_size(512) == SMALL_SEGMENT and segment_size(MiB) == SMALL_SEGMENT
+    assert segment_size(MiB + 512) == LARGE_SEGMENT
+    assert segment_size(10 * MiB - 512) == LARGE_SEGMENT
+    assert segment_size(10 * MiB) == 10 * MiB
+    assert segment_size(11 * MiB) == 12 * MiB
+
+
+# ------------------------------------------------------------------- reuse
+def test_freed_block_is_reused_without_driver_call():
+    alloc = make()
+    s = alloc.malloc(1000)
+    ptr = s.ptr
+    del s
+    assert alloc.allocated_bytes == 0 and alloc.reserved_bytes == SMALL_SEGMENT
+    s2 = alloc.malloc(1000)
+    assert s2.ptr == ptr
+    assert alloc.ops.mallocs == 1
+    assert alloc.stats()["num_cache_hits"] == 1
+    check_invariants(alloc)
+
+
+def test_small_requests_share_a_segment_and_split():
+    alloc = make()
+    a, b, c = alloc.malloc(1000), alloc.malloc(100), alloc.malloc(5000)
+    assert b.ptr == a.ptr + 1024 and c.ptr == b.ptr + 512
+    assert (a.size, b.size, c.size) == (1024, 512, 5120)
+    assert alloc.ops.mallocs == 1
+    assert alloc.allocated_bytes == 1024 + 512 + 5120
+    check_invariants(alloc)
+
+
+def test_small_and_large_pools_are_separate():
+    alloc = make()
+    small = alloc.malloc(MiB)
+    large = alloc.malloc(MiB + 1)
+    assert alloc.ops.mallocs == 2
+    assert alloc.reserved_bytes == SMALL_SEGMENT + LARGE_SEGMENT
+    del small, large
+    check_invariants(alloc)
+
+
+def test_large_request_splits_a_20mib_segment_and_best_fit():
+    alloc = make()
+    a = alloc.malloc(4 * MiB)
+    assert alloc.reserved_bytes == LARGE_SEGMENT
+    b = alloc.malloc(4 * MiB)  # from the 16 MiB remainder
+    assert b.ptr == a.ptr + 4 * MiB and alloc.ops.mallocs == 1
+    big = alloc.malloc(30 * MiB)  # its own segment
+    assert alloc.ops.mallocs == 2
+    del big  # a 30 MiB free chunk and a 12 MiB free chunk: best fit for 11 MiB is 12 MiB
+    c = alloc.malloc(11 * MiB)
+    assert c.ptr == b.ptr + 4 * MiB
+    check_invariants(alloc)
+
+
+def test_large_remainder_of_1mib_or_less_is_not_split():
+    alloc = make()
+    a = alloc.malloc(5 * MiB)
+    rest = alloc.malloc(15 * MiB - MiB // 2)  # leaves 0.5 MiB: kept in the chunk
+    assert rest.size == 15 * MiB
+    assert alloc.allocated_bytes == 20 * MiB
+    del a, rest
+    assert alloc.allocated_bytes == 0
+    check_invariants(alloc)
+
+
+def test_free_chunks_coalesce_and_empty_cache_returns_segments():
+    alloc = make()
+    a, b, c = alloc.malloc(512), alloc.malloc(512), alloc.malloc(512)
+    del b
+    check_invariants(alloc)
+    del a  # merges with b's chunk
+    check_invariants(alloc)
+    del c  # merges everything: the segment is whole again
+    check_invariants(alloc)
+    (seg,) = alloc.snapshot()
+    assert [ch["state"] for ch in seg["chunks"]] == ["free"]
+    released = alloc.empty_cache()
+    assert released == SMALL_SEGMENT
+    assert alloc.reserved_bytes == 0 and alloc.ops.live == {}
+    assert alloc.stats()["num_segment_frees"] == 1
+
+
+def test_empty_cache_keeps_segments_with_live_storage():
+    alloc = make()
+    keep = alloc.malloc(4 * MiB)
+    gone = alloc.malloc(30 * MiB)
+    del gone
+    alloc.empty_cache()
+    assert alloc.reserved_bytes == LARGE_SEGMENT
+    assert keep.ptr in alloc.ops.live or any(
+        p <= keep.ptr < p + n for p, n in alloc.ops.live.items())
+    check_invariants(alloc)
+
+
+# ----------------------------------------------------------------------- stats
+def test_stats_current_and_peak():
+    alloc = make()
+    a = alloc.malloc(3 * MiB)
+    b = alloc.malloc(1000)
+    assert alloc.allocated_bytes == 3 * MiB + 1024
+    peak = alloc.peak_allocated
+    del a
+    assert alloc.allocated_bytes == 1024 and alloc.peak_allocated == peak
+    alloc.reset_peak_stats()
+    assert alloc.peak_allocated == 1024
+    s = alloc.stats()
+    assert s["num_allocs"] == 2 and s["num_frees"] == 1
+    assert s["reserved_bytes.all.current"] == LARGE_SEGMENT + SMALL_SEGMENT
+    assert s["allocation.all.current"] == 1
+    del b
+
+
+# --------------------------------------------------------------------- streams
+def test_free_chunks_are_only_reused_on_their_stream():
+    alloc = make()
+    s = alloc.malloc(1000, stream=0)
+    ptr = s.ptr
+    del s
+    other = alloc.malloc(1000, stream=7)
+    assert other.ptr != ptr and alloc.ops.mallocs == 2
+    same = alloc.malloc(1000, stream=0)
+    assert same.ptr == ptr
+
+
+def test_block_used_on_another_stream_waits_for_its_event():
+    alloc = make()
+    s = alloc.malloc(4096)
+    ptr = s.ptr
+    s.record_stream(7)
+    del s
+    assert alloc.allocated_bytes == 0
+    assert alloc.stats()["num_pending_frees"] == 1
+    early = alloc.malloc(4096)
+    assert early.ptr != ptr  # stream 7 may still be reading it
+    alloc.ops.finish(7)
+    later = alloc.malloc(4096)
+    assert later.ptr == ptr
+    assert alloc.stats()["num_pending_frees"] == 0
+    del early, later
+    check_invariants(alloc)
+
+
+def test_free_while_another_stream_is_current_counts_as_a_use():
+    alloc = make()
+    s = alloc.malloc(4096)  # allocated on stream 0
+    ptr = s.ptr
+    alloc.current_stream = 9
+    del s
+    alloc.current_stream = 0
+    assert alloc.malloc(4096).ptr != ptr
+    alloc.ops.finish(9)
+    assert alloc.malloc(4096).ptr == ptr
+
+
+def test_events_are_pooled():
+    alloc = make()
+    for _ in range(5):
+        s = alloc.malloc(512)
+        s.record_stream(3)
+        del s
+        alloc.ops.finish(3)
+        alloc.malloc(512)  # processes the event
+    assert len(alloc.ops.events) == 1
+
+
+# ------------------------------------------------------------------------- OOM
+def test_out_of_memory_frees_cache_retries_then_raises():
+    alloc = make(capacity=64 * MiB)
+    a = alloc.malloc(30 * MiB)
+    b = alloc.malloc(30 * MiB)
+    del b  # cached: 30 MiB reserved but free
+    c = alloc.malloc(32 * MiB)  # fits only after the cache is released
+    assert alloc.num_alloc_retries == 1 and alloc.num_ooms == 0
+    with pytest.raises(FakeOOM) as info:
+        alloc.malloc(40 * MiB)
+    msg = str(info.value)
+    for part in ("tried to allocate 40.00 MiB", "total capacity 64.00 MiB", "free",
+                 "allocated", "reserved"):
+        assert part in msg, msg
+    assert alloc.num_ooms == 1 and alloc.num_alloc_retries == 2
+    # Nothing was lost: live storages intact, and a fitting allocation still works.
+    assert a.ptr in alloc.ops.live and c.ptr in alloc.ops.live
+    d = alloc.malloc(MiB)
+    assert d.size == MiB
+    check_invariants(alloc)
+
+
+def test_memory_fraction_caps_reserved_memory():
+    alloc = make(capacity=100 * MiB)
+    alloc.set_memory_fraction(0.25)  # 25 MiB
+    a = alloc.malloc(20 * MiB)
+    with pytest.raises(FakeOOM, match="per-process limit is 25.00 MiB"):
+        alloc.malloc(8 * MiB)
+    del a
+    b = alloc.malloc(8 * MiB)  # the 20 MiB segment is reused
+    assert b.ptr and alloc.ops.mallocs == 1
+    with pytest.raises(ValueError):
+        alloc.set_memory_fraction(1.5)
+
+
+def test_oom_retry_waits_for_pending_cross_stream_frees():
+    alloc = make(capacity=40 * MiB)
+    a = alloc.malloc(30 * MiB)
+    a.record_stream(5)
+    del a  # pending on stream 5's event
+    b = alloc.malloc(32 * MiB)  # needs a's segment back: synchronise its event, release
+    assert alloc.ops.synced and b.size == 32 * MiB
+    check_invariants(alloc)
+
+
+# ------------------------------------------------------------- reentrant frees
+def test_free_during_malloc_is_deferred():
+    alloc = make()
+    s = alloc.malloc(512)
+    chunk = s._chunk
+    alloc._busy = True  # as if the garbage collector freed it in the middle of malloc
+    s._chunk = None
+    alloc.free(chunk)
+    assert alloc._deferred == [chunk] and alloc.allocated_bytes == 512
+    alloc._busy = False
+    alloc.malloc(512)
+    assert alloc._deferred == []
+    check_invariants(alloc)
+
+
+def test_cyclic_garbage_is_freed():
+    alloc = make()
+
+    class Holder:
+        pass
+
+    for _ in range(200):
+        h = Holder()
+        h.me = h  # a cycle: only the garbage collector frees it, at any allocation
+        h.storage = alloc.malloc(random.choice([512, 4096, 2 * MiB]))
+        del h
+    gc.collect()
+    assert alloc.allocated_bytes == 0
+    check_invariants(alloc)
+
+
+# ------------------------------------------------------------------ randomised
+@pytest.mark.parametrize("seed", range(5))
+def test_random_workload_keeps_invariants_and_returns_to_zero(seed):
+    rng = random.Random(seed)
+    alloc = make()
+    live = []
+    sizes = [1, 500, 512, 4000, 100_000, MiB, MiB + 1, 3 * MiB, 9 * MiB, 12 * MiB, 33 * MiB]
+    for step in range(600):
+        if live and rng.random() < 0.45:
+            s = live.pop(rng.randrange(len(live)))
+            if rng.random() < 0.1:
+                s.record_stream(rng.choice([3, 4]))
+            del s
+        else:
+            stream = rng.choice([0, 0, 0, 1])
+            live.append(alloc.malloc(rng.choice(sizes), stream=stream))
+        if rng.random() < 0.05:
+            alloc.ops.finish(rng.choice([3, 4]))
+        if step % 50 == 0:
+            check_invariants(alloc)
+    assert alloc.allocated_bytes == sum(s.size for s in live)
+    live.clear()
+    alloc.synchronize_pending()
+    assert alloc.allocated_bytes == 0
+    check_invariants(alloc)
+    alloc.empty_cache()
+    assert alloc.reserved_bytes == 0 and alloc.ops.live == {}
