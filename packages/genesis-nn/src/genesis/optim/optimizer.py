@@ -25,6 +25,8 @@ class _RequiredParameter:
 
 
 required = _RequiredParameter()
+_SET_ERROR = ("optimizer parameters need to be organized in ordered collections, but the "
+              "ordering of tensors in sets will change between runs; use a list instead")
 
 
 class Optimizer:
@@ -53,6 +55,8 @@ class Optimizer:
                 "params argument given to the optimizer should be an iterable of Tensors "
                 f"or dicts, but got {type(params).__name__}"
             )
+        if isinstance(params, set):
+            raise TypeError(_SET_ERROR)
         groups = list(params)
         if not groups:
             raise ValueError("optimizer got an empty parameter list")
@@ -76,10 +80,7 @@ class Optimizer:
         if isinstance(params, genesis.Tensor):
             params = [params]
         elif isinstance(params, set):
-            raise TypeError(
-                "optimizer parameters need to be organized in ordered collections, but the "
-                "ordering of tensors in sets will change between runs; use a list instead"
-            )
+            raise TypeError(_SET_ERROR)
         params = list(params)
         for p in params:
             if not isinstance(p, genesis.Tensor):
@@ -139,10 +140,13 @@ class Optimizer:
                     grad = p.grad
                     if grad is None:
                         continue
-                    state = self.state[p]
-                    if not state:
+                    state = self.state.get(p)
+                    if state is None:
+                        state = {}
                         self.init_state(p, state, group)
                     self.update(p, grad, state, group)
+                    if state:  # an optimizer without state (plain SGD) records none, as torch
+                        self.state[p] = state
         return loss
 
     def init_state(self, param, state: dict[str, Any], group: dict[str, Any]) -> None:
