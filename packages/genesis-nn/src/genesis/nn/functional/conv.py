@@ -1,0 +1,262 @@
+"""Convolutions as im2col + one matmul, written with core ops so autograd gives the gradients.
+
+The input is padded, cut into sliding windows with ``Tensor.unfold`` (a strided view: no copy),
+the windows are laid out as columns ``(N, G, C/G*kh*kw, Ho*Wo)`` (the one copy), and a batched
+matmul with the weight ``(G, O/G, C/G*kh*kw)`` produces ``(N, G, O/G, Ho*Wo)``, which is
+already the memory order of the ``(N, O, Ho, Wo)`` result. conv1d is conv2d on a height-1 image.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+import genesis
+
+__all__ = ["conv1d", "conv2d"]
+
+
+def _ntuple(value, n: int, name: str) -> tuple[int, ...]:
+    """``3 -> (3, 3)``; a tuple/list of length ``n`` is checked and returned as ints."""
+    if isinstance(value, (tuple, list)):
+        if len(value) != n:
+            raise ValueError(f"{name} must be an int or a tuple of {n} ints, got {value!r}")
+        return tuple(int(v) for v in value)
+    return (int(value),) * n
+
+
+def _pad_lastdims(x, pads: tuple[int, ...], value: float = 0.0):
+    """Pad the last ``len(pads)//2`` dims of ``x`` with ``value``.
+
+    ``pads`` follows ``torch.nn.functional.pad``: ``(last_lo, last_hi, prev_lo, prev_hi, ...)``.
+    Built from ``cat`` with constant blocks so it is differentiable on every backend.
+    """
+    for i in range(len(pads) // 2):
+        lo, hi = pads[2 * i], pads[2 * i + 1]
+        if lo == 0 and hi == 0:
+            continue
+        dim = x.ndim - 1 - i
+        parts = []
+        for width in (lo, hi):
+            shape = list(x.shape)
+            shape[dim] = width
+            parts.append(genesis.full(tuple(shape), value, dtype=x.dtype, device=x.device)
+                         if width > 0 else None)
+        pieces = [p for p in (parts[0], x, parts[1]) if p is not None]
+        x = genesis.cat(pieces, dim=dim)
+    return x
+
+
+def _pad_index(size: int, lo: int, hi: int, mode: str):
+    """Source positions of a length ``size + lo + hi`` dim padded in ``mode`` (numpy int64)."""
+    pos = np.arange(-lo, size + hi)
+    if mode == "circular":
+        return np.mod(pos, size)
+    if mode == "replicate":
+        return np.clip(pos, 0, size - 1)
+    if mode == "reflect":  # mirror without repeating the edge: -1 -> 1, size -> size - 2
+        period = 2 * (size - 1)
+        pos = np.mod(pos, period) if period > 0 else np.zeros_like(pos)
+        return np.where(pos >= size, period - pos, pos)
+    raise ValueError(f"padding_mode must be 'zeros', 'reflect', 'replicate' or 'circular', "
+                     f"got {mode!r}")
+
+
+def _pad_mode(x, pads: tuple[int, ...], mode: str):
+    """Pad the last dims in ``mode`` ('reflect', 'replicate', 'circular') by gathering source
+    rows with ``index_select`` (differentiable: repeated rows accumulate their gradients)."""
+    for i in range(len(pads) // 2):
+        lo, hi = pads[2 * i], pads[2 * i + 1]
+        if lo == 0 and hi == 0:
+            continue
+        dim = x.ndim - 1 - i
+        size = x.shape[dim]
+        if mode == "reflect" and (lo >= size or hi >= size):
+            raise ValueError(f"reflect padding ({lo}, {hi}) must be smaller than the padded "
+                             f"dimension of size {size} (input of size {list(x.shape)})")
+        if mode == "circular" and (lo > size or hi > size):
+            raise ValueError(f"circular padding ({lo}, {hi}) can be at most the padded "
+                             f"dimension of size {size} (input of size {list(x.shape)})")
+        idx = genesis.tensor(_pad_index(size, lo, hi, mode), device=x.device)
+        x = x.index_select(dim, idx)
+    return x
+
+
+def _windows2d(x, kernel: tuple[int, int], stride: tuple[int, int],
+               dilation: tuple[int, int]):
+    """Sliding windows of a (N, C, H, W) tensor as a view: (N, C, Ho, Wo, kh, kw)."""
+    (kh, kw), (sh, sw), (dh, dw) = kernel, stride, dilation
+    span_h, span_w = dh * (kh - 1) + 1, dw * (kw - 1) + 1
+    win = x.unfold(2, span_h, sh).unfold(3, span_w, sw)  # (N, C, Ho, Wo, span_h, span_w)
+    if dh > 1 or dw > 1:
+        win = win[..., ::dh, ::dw]  # (N, C, Ho, Wo, kh, kw)
+    return win
+
+
+def _same_padding(kernel: tuple[int, ...], dilation: tuple[int, ...]) -> list[int]:
+    """torch's 'same' padding: total ``d*(k-1)``, the extra odd element on the high side.
+
+    Returned in ``_pad_lastdims`` order (last dim first)."""
+    pads: list[int] = []
+    for k, d in zip(reversed(kernel), reversed(dilation)):
+        total = d * (k - 1)
+        pads += [total // 2, total - total // 2]
+    return pads
+
+
+def _check_float(name: str, x, weight, bias) -> None:
+    if x.dtype != weight.dtype:
+        raise TypeError(f"{name}: input dtype {x.dtype} and weight dtype {weight.dtype} "
+                        "should be the same")
+    if bias is not None and bias.dtype != weight.dtype:
+        raise TypeError(f"{name}: bias dtype {bias.dtype} and weight dtype {weight.dtype} "
+                        "should be the same")
+    if x.device != weight.device or (bias is not None and bias.device != weight.device):
+        where = f"input on {x.device}, weight on {weight.device}"
+        if bias is not None:
+            where += f", bias on {bias.device}"
+        raise RuntimeError(f"{name}: expected all tensors on one device, got {where}")
+
+
+def _check_shapes(name: str, x, weight, bias, groups: int) -> None:
+    """Channel/group/bias agreement, reported with the caller's own shapes."""
+    out_ch, c_per_group = weight.shape[0], weight.shape[1]
+    c = x.shape[-weight.ndim + 1]
+    if groups <= 0:
+        raise ValueError(f"{name}: groups must be a positive integer, got {groups}")
+    if out_ch % groups != 0:
+        raise ValueError(f"{name}: given groups={groups}, expected weight to be divisible by "
+                         f"{groups} at dimension 0, but got weight of size {list(weight.shape)}")
+    if c != c_per_group * groups:
+        raise ValueError(
+            f"{name}: given groups={groups}, weight of size {list(weight.shape)}, expected "
+            f"input{list(x.shape)} to have {c_per_group * groups} channels, but got {c} "
+            "channels instead")
+    if bias is not None and tuple(bias.shape) != (out_ch,):
+        raise ValueError(f"{name}: given weight of size {list(weight.shape)}, expected bias to "
+                         f"be 1-dimensional with {out_ch} elements, but got bias of size "
+                         f"{list(bias.shape)} instead")
+
+
+def _conv2d_core(name: str, x, weight, bias, stride, pads, dilation, groups: int):
+    """Batched 4-d convolution; ``pads`` in ``_pad_lastdims`` order (left, right, top, bottom)."""
+    n, c, h, w = x.shape
+    out_ch, c_per_group, kh, kw = weight.shape
+    hp, wp = h + pads[2] + pads[3], w + pads[0] + pads[1]
+    span_h, span_w = dilation[0] * (kh - 1) + 1, dilation[1] * (kw - 1) + 1
+    if span_h > hp or span_w > wp:
+        raise ValueError(
+            f"{name}: calculated padded input size per channel: ({hp} x {wp}). Kernel size "
+            f"(dilated): ({span_h} x {span_w}). Kernel size can't be greater than actual "
+            "input size")
+    if any(p < 0 for p in pads):
+        raise ValueError(f"{name}: negative padding is not supported, got {pads}")
+    ho, wo = (hp - span_h) // stride[0] + 1, (wp - span_w) // stride[1] + 1
+
+    x = _pad_lastdims(x, tuple(pads))
+    cols = _windows2d(x, (kh, kw), stride, dilation)             # (N, C, Ho, Wo, kh, kw)
+    cols = cols.reshape(n, groups, c_per_group, ho, wo, kh, kw)  # a view: C splits cleanly
+    cols = cols.permute(0, 1, 2, 5, 6, 3, 4)                     # (N, G, Cg, kh, kw, Ho, Wo)
+    k = c_per_group * kh * kw
+    cols = cols.reshape(n, groups, k, ho * wo)                   # (N, G, K, L): im2col copy
+    wmat = weight.reshape(groups, out_ch // groups, k)           # (G, O/G, K)
+    out = wmat @ cols                                            # (N, G, O/G, L)
+    out = out.reshape(n, out_ch, ho, wo)                         # (N, O, Ho, Wo)
+    if bias is not None:
+        out = out + bias.reshape(1, out_ch, 1, 1)
+    return out
+
+
+def _resolve_padding(name: str, padding, stride, kernel, dilation, nd: int) -> list[int]:
+    """Padding in ``_pad_lastdims`` order for an ``nd``-d conv (int, tuple, 'same', 'valid')."""
+    if isinstance(padding, str):
+        if padding == "valid":
+            return [0] * (2 * nd)
+        if padding == "same":
+            if any(s != 1 for s in stride):
+                raise ValueError(f"{name}: padding='same' is not supported for strided "
+                                 "convolutions")
+            return _same_padding(kernel, dilation)
+        raise ValueError(f"{name}: invalid padding string {padding!r}, should be one of "
+                         "'valid' or 'same'")
+    pad = _ntuple(padding, nd, "padding")
+    pads: list[int] = []
+    for p in reversed(pad):
+        pads += [p, p]
+    return pads
+
+
+def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups: int = 1):
+    """2-d convolution over an input of shape (N, C, H, W) or (C, H, W).
+
+    Args:
+        input: (N, C_in, H, W) or unbatched (C_in, H, W).
+        weight: (C_out, C_in / groups, kH, kW).
+        bias: optional (C_out,).
+        stride, dilation: int or (sH, sW).
+        padding: int, (pH, pW), ``'valid'`` (none) or ``'same'`` (output size = input size,
+            stride 1 only; an odd total puts the extra element after, as torch does).
+        groups: split input and output channels into this many independent groups.
+
+    Returns:
+        (N, C_out, H_out, W_out), ``H_out = (H + 2p - d*(k-1) - 1) // s + 1``.
+
+    Example:
+        >>> y = conv2d(genesis.randn(2, 3, 8, 8), genesis.randn(4, 3, 3, 3), padding=1)
+        >>> y.shape
+        (2, 4, 8, 8)
+    """
+    if weight.ndim != 4:
+        raise ValueError(f"conv2d: expected a 4-d weight (C_out, C_in/groups, kH, kW), got "
+                         f"weight of size {list(weight.shape)}")
+    if input.ndim not in (3, 4):
+        raise ValueError("conv2d: expected 3D (unbatched) or 4D (batched) input, but got "
+                         f"input of size: {list(input.shape)}")
+    _check_float("conv2d", input, weight, bias)
+    _check_shapes("conv2d", input, weight, bias, int(groups))
+    stride = _ntuple(stride, 2, "stride")
+    dilation = _ntuple(dilation, 2, "dilation")
+    if any(s <= 0 for s in stride) or any(d <= 0 for d in dilation):
+        raise ValueError(f"conv2d: stride {stride} and dilation {dilation} must be positive")
+    pads = _resolve_padding("conv2d", padding, stride, tuple(weight.shape[2:]), dilation, 2)
+    unbatched = input.ndim == 3
+    x = input.unsqueeze(0) if unbatched else input
+    out = _conv2d_core("conv2d", x, weight, bias, stride, pads, dilation, int(groups))
+    return out.squeeze(0) if unbatched else out
+
+
+def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups: int = 1):
+    """1-d convolution over an input of shape (N, C, L) or (C, L).
+
+    Args:
+        input: (N, C_in, L) or unbatched (C_in, L).
+        weight: (C_out, C_in / groups, k).
+        bias: optional (C_out,).
+        stride, padding, dilation: ints (or 1-tuples); padding may be ``'valid'``/``'same'``.
+        groups: number of channel groups.
+
+    Returns:
+        (N, C_out, L_out), ``L_out = (L + 2p - d*(k-1) - 1) // s + 1``.
+
+    Example:
+        >>> conv1d(genesis.randn(2, 3, 10), genesis.randn(5, 3, 3)).shape
+        (2, 5, 8)
+    """
+    if weight.ndim != 3:
+        raise ValueError(f"conv1d: expected a 3-d weight (C_out, C_in/groups, k), got weight "
+                         f"of size {list(weight.shape)}")
+    if input.ndim not in (2, 3):
+        raise ValueError("conv1d: expected 2D (unbatched) or 3D (batched) input, but got "
+                         f"input of size: {list(input.shape)}")
+    _check_float("conv1d", input, weight, bias)
+    _check_shapes("conv1d", input, weight, bias, int(groups))
+    (s,) = _ntuple(stride, 1, "stride")
+    (d,) = _ntuple(dilation, 1, "dilation")
+    if s <= 0 or d <= 0:
+        raise ValueError(f"conv1d: stride {s} and dilation {d} must be positive")
+    pads = _resolve_padding("conv1d", padding, (s,), tuple(weight.shape[2:]), (d,), 1)
+    unbatched = input.ndim == 2
+    x = input.unsqueeze(0) if unbatched else input
+    out = _conv2d_core("conv1d", x.unsqueeze(2), weight.unsqueeze(2), bias, (1, s),
+                       pads + [0, 0], (1, d), int(groups))  # (N, C_out, 1, L_out)
+    out = out.squeeze(2)
+    return out.squeeze(0) if unbatched else out

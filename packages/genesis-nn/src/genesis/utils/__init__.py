@@ -1,0 +1,9 @@
+"""``genesis.utils``: helpers that are not part of the tensor core (``genesis.utils.data``).
+
+Shipped by genesis-nn. The package path is extended pkgutil-style so another distribution
+could add its own ``genesis.utils.<name>`` sub-packages next to these.
+"""
+
+from pkgutil import extend_path
+
+__path__ = extend_path(__path__, __name__)
