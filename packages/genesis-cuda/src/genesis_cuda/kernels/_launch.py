@@ -1,0 +1,191 @@
+"""Launch helpers shared by genesis's Triton kernels.
+
+A plain ``kernel[grid](...)`` costs about 8 µs of host time: Triton binds the arguments,
+computes a specialisation key and looks the compiled kernel up on every call. Our kernels
+mark every integer argument ``do_not_specialize`` and pass what matters for code generation
+as constexprs, so the only specialisation Triton adds on its own is the 16-byte alignment
+of each pointer. ``Launcher`` keys its own cache on exactly that (plus the constexprs the
+caller folds into its key), compiles through Triton's JIT on the first call and afterwards
+calls the compiled kernel's launcher directly (~2 µs).
+
+Integer arguments are only guaranteed to be typed ``i32`` by Triton when they are below
+2**31; callers pass ``big=True`` (any extent >= 2**31) to take Triton's own, fully keyed
+path instead.
+"""
+
+from __future__ import annotations
+
+import os
+
+import triton
+from triton.runtime import driver as _triton_driver
+
+from genesis.dtypes import bfloat16, float16
+
+INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
+I32_MAX = 2**31 - 1
+
+# Under the Triton interpreter (CPU tests of the kernels) pointer arguments must be torch
+# tensors; the test-suite installs a converter here. Unused otherwise.
+interpret_arg = None
+
+
+def empty(shape, dtype, device):
+    """A new contiguous array from genesis's allocator (resolved on first use)."""
+    global empty
+    from genesis_cuda.array import empty as _empty
+
+    empty = _empty
+    return _empty(shape, dtype, device)
+
+
+def _stream_handle(device) -> int:
+    """Raw handle of genesis's current stream on ``device`` (resolved on first use)."""
+    global _stream_handle
+    from genesis_cuda.streams import current_handle
+
+    _stream_handle = current_handle
+    return current_handle(device)
+
+
+def _device_index(device) -> int:
+    return device if device.__class__ is int else (getattr(device, "index", None) or 0)
+
+
+_sm_counts: dict = {}
+
+
+def sm_count(device) -> int:
+    """Number of multiprocessors of ``device`` (cached)."""
+    n = _sm_counts.get(device)
+    if n is None:
+        if INTERPRET:
+            n = 4
+        else:
+            props = _triton_driver.active.utils.get_device_properties(_device_index(device))
+            n = int(props["multiprocessor_count"])
+        _sm_counts[device] = n
+    return n
+
+
+class Ptr:
+    """A typed device address for a kernel's pointer argument (a sub-view's first element)."""
+
+    __slots__ = ("ptr", "dtype")
+
+    def __init__(self, ptr: int, dtype):
+        self.ptr = ptr
+        self.dtype = dtype
+
+    def data_ptr(self) -> int:
+        return self.ptr
+
+
+class Launcher:
+    """Cached direct launches of one ``@triton.jit`` function.
+
+    ``launch(key, device, grid, args, aligned)``: ``args`` are *all* the kernel's
+    parameters in order (constexprs included, as Triton's launcher expects them); ``key``
+    must identify the constexpr values; ``aligned`` is the tuple of 16-byte alignment flags
+    of the pointer arguments (folded into the key).
+    """
+
+    __slots__ = ("fn", "opts", "cache")
+
+    def __init__(self, fn, **opts):
+        self.fn = fn
+        self.opts = opts  # compile options: num_warps, num_stages
+        self.cache: dict = {}
+
+    def launch(self, key, device, grid, args, big=False):
+        if INTERPRET:
+            conv = interpret_arg
+            args = [conv(a) if hasattr(a, "data_ptr") else a for a in args]
+            self.fn[grid](*args, **self.opts)
+            return
+        if big:
+            self.fn[grid](*args, **self.opts)
+            return
+        entry = self.cache.get((key, device))
+        if entry is None:
+            compiled = self.fn[grid](*args, **self.opts)  # compiles, launches, returns it
+            run = compiled.run  # loads the module on first access
+            self.cache[(key, device)] = (run, compiled.function, compiled.packed_metadata)
+            return
+        stream = _stream_handle(device)
+        g1 = grid[1] if len(grid) > 1 else 1
+        g2 = grid[2] if len(grid) > 2 else 1
+        entry[0](grid[0], g1, g2, stream, entry[1], entry[2], None, None, None, *args)
+
+
+def aligned(*arrays) -> tuple:
+    """16-byte alignment flags of the arrays' first elements (None for absent operands)."""
+    return tuple(None if a is None else (a.data_ptr() & 15) == 0 for a in arrays)
+
+
+def compute_dtype(dtype):
+    """The dtype a kernel computes in for ``dtype`` storage (half types widen to float32)."""
+    from genesis.dtypes import float32
+
+    return float32 if dtype is float16 or dtype is bfloat16 else dtype
+
+
+_TL = {}
+
+
+def tl_dtype(dtype):
+    """The ``triton.language`` dtype for a genesis dtype."""
+    t = _TL.get(dtype)
+    if t is None:
+        import triton.language as tl
+
+        name = dtype.name
+        t = {"bool": tl.int1, "bfloat16": tl.bfloat16}.get(name) or getattr(tl, name)
+        _TL[dtype] = t
+    return t
+
+
+def next_pow2(n: int) -> int:
+    return 1 if n <= 1 else 1 << (n - 1).bit_length()
+
+
+cdiv = triton.cdiv
+
+_contig_cache: dict = {}
+
+
+def contiguous_strides(shape: tuple) -> tuple:
+    """C-order strides of ``shape`` (cached)."""
+    s = _contig_cache.get(shape)
+    if s is None:
+        out = []
+        acc = 1
+        for n in reversed(shape):
+            out.append(acc)
+            acc *= max(n, 1)
+        s = tuple(reversed(out))
+        if len(_contig_cache) < 4096:
+            _contig_cache[shape] = s
+    return s
+
+
+def is_contiguous(a) -> bool:
+    """Whether ``a`` is C-contiguous (size-1 dims may have any stride)."""
+    shape = a.shape
+    if a.strides == contiguous_strides(shape):
+        return True
+    expected = 1
+    for n, s in zip(reversed(shape), reversed(a.strides)):
+        if n == 1:
+            continue
+        if s != expected:
+            return False
+        expected *= n
+    return True
+
+
+def numel(shape) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n

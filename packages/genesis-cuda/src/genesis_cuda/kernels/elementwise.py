@@ -1,0 +1,818 @@
+"""Elementwise kernels: unary and binary ops, where, clamp, copies, casts and fill.
+
+Two kernels do all the work:
+
+* ``_ew_flat`` — every operand contiguous (or a single broadcast element, or a Python
+  scalar): one 1-D pass in large blocks, unmasked except in the last block, so loads and
+  stores are 16 bytes wide.
+* ``_ew_tiled`` — anything else. The operands' dims are coalesced (dims that are contiguous
+  for every operand merge), the last two become a 2-D tile and up to three leading dims are
+  walked by the program id. The tile's axes carry "this stride is 1" constexpr flags, so a
+  transposed operand is read along its contiguous axis and the compiler transposes through
+  shared memory.
+
+Half types compute in float32; bool computes as int8. ``OP`` is a constexpr string, so each
+(op, dtype) pair compiles once into straight-line code.
+"""
+
+from __future__ import annotations
+
+import struct
+
+import triton
+import triton.language as tl
+from triton.language.extra import libdevice
+
+from genesis import dtypes as D
+
+from . import _launch
+from ._launch import Launcher, aligned, contiguous_strides, numel, tl_dtype
+
+UNARY_BOOL_OUT = frozenset(("logical_not", "isnan", "isinf", "isfinite"))
+BINARY_BOOL_OUT = frozenset(("eq", "ne", "lt", "le", "gt", "ge",
+                             "logical_and", "logical_or", "logical_xor"))
+
+# libdevice gives torch's accuracy on the GPU; the Triton interpreter (CPU tests of the
+# kernels) has no libdevice, so there the same names fall back to triton.language math.
+if not _launch.INTERPRET:
+    _m_exp = libdevice.exp
+    _m_exp2 = libdevice.exp2
+    _m_log = libdevice.log
+    _m_log2 = libdevice.log2
+    _m_log1p = libdevice.log1p
+    _m_expm1 = libdevice.expm1
+    _m_sqrt = libdevice.sqrt
+    _m_rsqrt = libdevice.rsqrt
+    _m_sin = libdevice.sin
+    _m_cos = libdevice.cos
+    _m_tanh = libdevice.tanh
+    _m_erf = libdevice.erf
+    _m_floor = libdevice.floor
+    _m_ceil = libdevice.ceil
+    _m_rint = libdevice.rint
+    _m_div_rn = libdevice.div_rn
+    _m_fmod = libdevice.fmod
+    _m_pow = libdevice.pow
+    _m_atan2 = libdevice.atan2
+    _m_copysign = libdevice.copysign
+else:  # pragma: no cover - interpreter only
+    @triton.jit
+    def _m_exp(x):
+        return tl.exp(x)
+
+    @triton.jit
+    def _m_exp2(x):
+        return tl.exp2(x)
+
+    @triton.jit
+    def _m_log(x):
+        return tl.log(x)
+
+    @triton.jit
+    def _m_log2(x):
+        return tl.log2(x)
+
+    @triton.jit
+    def _m_log1p(x):
+        return tl.log(1.0 + x)
+
+    @triton.jit
+    def _m_expm1(x):
+        return tl.exp(x) - 1.0
+
+    @triton.jit
+    def _m_sqrt(x):
+        return tl.sqrt(x)
+
+    @triton.jit
+    def _m_rsqrt(x):
+        return tl.rsqrt(x)
+
+    @triton.jit
+    def _m_sin(x):
+        return tl.sin(x)
+
+    @triton.jit
+    def _m_cos(x):
+        return tl.cos(x)
+
+    @triton.jit
+    def _m_tanh(x):
+        e = tl.exp(-2.0 * tl.abs(x))
+        t = (1.0 - e) / (1.0 + e)
+        return tl.where(x < 0, -t, t)
+
+    @triton.jit
+    def _m_erf(x):
+        return tl.erf(x)
+
+    @triton.jit
+    def _m_floor(x):
+        return tl.floor(x)
+
+    @triton.jit
+    def _m_ceil(x):
+        return tl.ceil(x)
+
+    @triton.jit
+    def _m_rint(x):
+        r = tl.floor(x + 0.5)
+        odd = (r - 2.0 * tl.floor(r * 0.5)) != 0
+        return tl.where(((r - x) == 0.5) & odd, r - 1.0, r)
+
+    @triton.jit
+    def _m_div_rn(x, y):
+        return x / y
+
+    @triton.jit
+    def _m_fmod(x, y):
+        q = x / y
+        t = tl.where(q < 0, tl.ceil(q), tl.floor(q))
+        return x - y * t
+
+    @triton.jit
+    def _m_pow(x, y):
+        return tl.exp(y * tl.log(x))
+
+    @triton.jit
+    def _m_atan2(x, y):
+        return x / y  # not available under the interpreter
+
+    @triton.jit
+    def _m_copysign(x, y):
+        return tl.where(y < 0, -tl.abs(x), tl.abs(x))
+
+
+# Mode of an operand: absent, a tensor read with strides, one broadcast element, a scalar.
+_NONE, _TENSOR, _BCAST, _SCALAR = 0, 1, 2, 3
+
+
+# --------------------------------------------------------------------------- device code
+@triton.jit
+def _unary(x, OP: tl.constexpr):
+    if OP == "neg":
+        r = -x
+    elif OP == "abs":
+        r = tl.abs(x)
+    elif OP == "sign":
+        if x.dtype.is_floating():
+            r = tl.where(x > 0, 1.0, tl.where(x < 0, -1.0, 0.0)).to(x.dtype)
+            r = tl.where(x != x, x, r)
+        else:
+            r = (x > 0).to(x.dtype) - (x < 0).to(x.dtype)
+    elif OP == "exp":
+        r = _m_exp(x)
+    elif OP == "exp2":
+        r = _m_exp2(x)
+    elif OP == "log":
+        r = _m_log(x)
+    elif OP == "log2":
+        r = _m_log2(x)
+    elif OP == "log1p":
+        r = _m_log1p(x)
+    elif OP == "expm1":
+        r = _m_expm1(x)
+    elif OP == "sqrt":
+        r = _m_sqrt(x)
+    elif OP == "rsqrt":
+        r = _m_rsqrt(x)
+    elif OP == "sin":
+        r = _m_sin(x)
+    elif OP == "cos":
+        r = _m_cos(x)
+    elif OP == "tanh":
+        r = _m_tanh(x)
+    elif OP == "sigmoid":
+        r = 1.0 / (1.0 + _m_exp(-x))
+    elif OP == "relu":
+        r = tl.where(x < 0, 0, x).to(x.dtype)
+    elif OP == "erf":
+        r = _m_erf(x)
+    elif OP == "floor":
+        if x.dtype.is_floating():
+            r = _m_floor(x)
+        else:
+            r = x
+    elif OP == "ceil":
+        if x.dtype.is_floating():
+            r = _m_ceil(x)
+        else:
+            r = x
+    elif OP == "round":
+        if x.dtype.is_floating():
+            r = _m_rint(x)
+        else:
+            r = x
+    elif OP == "logical_not":
+        r = x == 0
+    elif OP == "isnan":
+        r = x != x
+    elif OP == "isinf":  # inf - inf is NaN; finite - finite is 0; NaN fails x == x
+        r = (x == x) & ((x - x) != (x - x))
+    elif OP == "isfinite":
+        r = (x - x) == (x - x)
+    elif OP == "bitwise_not":
+        r = ~x
+    else:
+        tl.static_assert(False, "unknown unary op")
+    return r
+
+
+@triton.jit
+def _ipow(x, y, NBITS: tl.constexpr):
+    # square-and-multiply over the exponent's bits; negative exponents as torch does
+    neg = y < 0
+    e = tl.where(neg, 0, y)
+    base = x
+    result = tl.zeros_like(x) + 1
+    for _ in tl.static_range(NBITS):
+        result = tl.where((e & 1) != 0, result * base, result)
+        e = e >> 1
+        base = base * base
+    neg_res = tl.where(x == 1, 1, tl.where((x == -1) & ((y & 1) != 0), -1,
+                                           tl.where(x == -1, 1, 0))).to(x.dtype)
+    return tl.where(neg, neg_res, result)
+
+
+@triton.jit
+def _binary(x, y, OP: tl.constexpr, NBITS: tl.constexpr):
+    if OP == "add":
+        r = x + y
+    elif OP == "sub":
+        r = x - y
+    elif OP == "mul":
+        r = x * y
+    elif OP == "div":
+        r = _m_div_rn(x, y)
+    elif OP == "floor_divide":
+        if x.dtype.is_floating():
+            zero = tl.zeros_like(x)
+            mod = _m_fmod(x, y)
+            div = _m_div_rn(x - mod, y)
+            div = tl.where((mod != 0) & ((y < 0) != (mod < 0)), div - 1, div)
+            fl = _m_floor(div)
+            fl = tl.where(div - fl > 0.5, fl + 1, fl)
+            q = _m_div_rn(x, y)
+            r = tl.where(div != 0, fl, _m_copysign(zero, q))
+            r = tl.where(y == 0, q, r)
+        else:
+            q = x // y
+            rem = x % y
+            r = tl.where((rem != 0) & ((rem < 0) != (y < 0)), q - 1, q)
+    elif OP == "remainder":
+        if x.dtype.is_floating():
+            mod = _m_fmod(x, y)
+            r = tl.where((mod != 0) & ((y < 0) != (mod < 0)), mod + y, mod)
+        else:
+            rem = x % y
+            r = tl.where((rem != 0) & ((rem < 0) != (y < 0)), rem + y, rem)
+    elif OP == "pow":
+        if x.dtype.is_floating():
+            r = _m_pow(x, y)
+        else:
+            r = _ipow(x, y, NBITS)
+    elif OP == "maximum":
+        if x.dtype.is_floating():
+            r = tl.where(x != x, x, tl.where(y != y, y, tl.maximum(x, y)))
+        else:
+            r = tl.maximum(x, y)
+    elif OP == "minimum":
+        if x.dtype.is_floating():
+            r = tl.where(x != x, x, tl.where(y != y, y, tl.minimum(x, y)))
+        else:
+            r = tl.minimum(x, y)
+    elif OP == "atan2":
+        r = _m_atan2(x, y)
+    elif OP == "eq":
+        r = x == y
+    elif OP == "ne":
+        r = x != y
+    elif OP == "lt":
+        r = x < y
+    elif OP == "le":
+        r = x <= y
+    elif OP == "gt":
+        r = x > y
+    elif OP == "ge":
+        r = x >= y
+    elif OP == "logical_and":
+        r = (x != 0) & (y != 0)
+    elif OP == "logical_or":
+        r = (x != 0) | (y != 0)
+    elif OP == "logical_xor":
+        r = (x != 0) ^ (y != 0)
+    elif OP == "bitwise_and":
+        r = x & y
+    elif OP == "bitwise_or":
+        r = x | y
+    elif OP == "bitwise_xor":
+        r = x ^ y
+    else:
+        tl.static_assert(False, "unknown binary op")
+    return r
+
+
+@triton.jit
+def _scalar(s, SBITS: tl.constexpr):
+    if SBITS:  # a float64 scalar travels as its int64 bit pattern
+        v = s.to(tl.int64).to(tl.float64, bitcast=True)
+    else:
+        v = s
+    return v
+
+
+@triton.jit
+def _compute(x, y, z, OP: tl.constexpr, CT: tl.constexpr, OT: tl.constexpr,
+             NIN: tl.constexpr, NBITS: tl.constexpr):
+    """Apply OP to loaded operands; returns the value in the output dtype OT."""
+    if OP == "copy":
+        r = x.to(CT).to(OT)
+    elif OP == "fill":
+        r = y.to(OT)
+    elif OP == "where":
+        r = tl.where(x != 0, y.to(CT), z.to(CT)).to(OT)
+    elif OP == "clamp":  # y: lower bound or absent, z: upper bound or absent
+        r = x.to(CT)
+        if NIN & 2:
+            r = tl.where(r < y.to(CT), y.to(CT), r)
+        if NIN & 4:
+            r = tl.where(r > z.to(CT), z.to(CT), r)
+        r = r.to(OT)
+    elif OP == "bool_not":
+        r = (x == 0).to(OT)
+    elif NIN == 1:
+        r = _unary(x.to(CT), OP).to(OT)
+    else:
+        r = _binary(x.to(CT), y.to(CT), OP, NBITS).to(OT)
+    return r
+
+
+@triton.jit
+def _load_flat(ptr, s, offs, mask, MODE: tl.constexpr, SBITS: tl.constexpr):
+    if MODE == 1:
+        v = tl.load(ptr + offs, mask=mask)
+    elif MODE == 2:
+        v = tl.load(ptr)
+    elif MODE == 3:
+        v = _scalar(s, SBITS)
+    else:
+        v = 0
+    return v
+
+
+@triton.jit(do_not_specialize=["ys", "zs", "n"])
+def _ew_flat(out_ptr, x_ptr, y_ptr, z_ptr, ys, zs, n,
+             OP: tl.constexpr, XM: tl.constexpr, YM: tl.constexpr, ZM: tl.constexpr,
+             CT: tl.constexpr, OT: tl.constexpr, SBITS: tl.constexpr, NIN: tl.constexpr,
+             NBITS: tl.constexpr, ANY_BLOCK: tl.constexpr, BLOCK: tl.constexpr,
+             BIG: tl.constexpr):
+    pid = tl.program_id(0)
+    if BIG:
+        start = pid.to(tl.int64) * BLOCK
+    else:
+        start = pid * BLOCK
+    offs = start + tl.arange(0, BLOCK)
+    if start + BLOCK <= n:  # a full block: no mask, so accesses vectorise
+        x = _load_flat(x_ptr, 0, offs, None, XM, False)
+        y = _load_flat(y_ptr, ys, offs, None, YM, SBITS)
+        z = _load_flat(z_ptr, zs, offs, None, ZM, SBITS)
+        r = _compute(x, y, z, OP, CT, OT, NIN, NBITS)
+        if not ANY_BLOCK:
+            r = tl.broadcast_to(r, (BLOCK,))
+        tl.store(out_ptr + offs, r)
+    else:
+        mask = offs < n
+        x = _load_flat(x_ptr, 0, offs, mask, XM, False)
+        y = _load_flat(y_ptr, ys, offs, mask, YM, SBITS)
+        z = _load_flat(z_ptr, zs, offs, mask, ZM, SBITS)
+        r = _compute(x, y, z, OP, CT, OT, NIN, NBITS)
+        if not ANY_BLOCK:
+            r = tl.broadcast_to(r, (BLOCK,))
+        tl.store(out_ptr + offs, r, mask=mask)
+
+
+@triton.jit
+def _offsets(base, r, c, sr, sc, R1: tl.constexpr, C1: tl.constexpr, HINT: tl.constexpr):
+    if HINT:
+        sr = tl.multiple_of(sr, 16)
+        sc = tl.multiple_of(sc, 16)
+    if R1:
+        ro = r
+    else:
+        ro = r * sr
+    if C1:
+        co = c
+    else:
+        co = c * sc
+    return base + ro[:, None] + co[None, :]
+
+
+@triton.jit
+def _load_tile(ptr, s, base, r, c, sr, sc, mask, MODE: tl.constexpr, R1: tl.constexpr,
+               C1: tl.constexpr, HINT: tl.constexpr, SBITS: tl.constexpr):
+    if MODE == 1:
+        v = tl.load(ptr + _offsets(base, r, c, sr, sc, R1, C1, HINT), mask=mask)
+    elif MODE == 2:
+        v = tl.load(ptr)
+    elif MODE == 3:
+        v = _scalar(s, SBITS)
+    else:
+        v = 0
+    return v
+
+
+@triton.jit(do_not_specialize=["ys", "zs", "NB1", "NB2", "ROWS", "COLS", "TR", "TC",
+                               "ob0", "ob1", "ob2", "osr", "osc", "xb0", "xb1", "xb2",
+                               "xsr", "xsc", "yb0", "yb1", "yb2", "ysr", "ysc",
+                               "zb0", "zb1", "zb2", "zsr", "zsc"])
+def _ew_tiled(out_ptr, x_ptr, y_ptr, z_ptr, ys, zs,
+              NB1, NB2, ROWS, COLS, TR, TC,
+              ob0, ob1, ob2, osr, osc, xb0, xb1, xb2, xsr, xsc,
+              yb0, yb1, yb2, ysr, ysc, zb0, zb1, zb2, zsr, zsc,
+              OP: tl.constexpr, XM: tl.constexpr, YM: tl.constexpr, ZM: tl.constexpr,
+              CT: tl.constexpr, OT: tl.constexpr, SBITS: tl.constexpr, NIN: tl.constexpr,
+              NBITS: tl.constexpr, ANY_BLOCK: tl.constexpr, NBATCH: tl.constexpr,
+              UNIT: tl.constexpr, HINTS: tl.constexpr, DIMS16: tl.constexpr,
+              BR: tl.constexpr, BC: tl.constexpr, BIG: tl.constexpr):
+    # UNIT: bit flags "stride is 1" — out r,c = 1,2; x 4,8; y 16,32; z 64,128.
+    # HINTS: bit per operand (out 1, x 2, y 4, z 8): its non-unit strides are multiples of 16.
+    pid = tl.program_id(0)
+    if BIG:
+        pid = pid.to(tl.int64)
+    tc = pid % TC
+    t = pid // TC
+    tr = t % TR
+    b = t // TR
+    b0 = b
+    b1 = b * 0
+    b2 = b * 0
+    if NBATCH == 2:
+        b1 = b % NB1
+        b0 = b // NB1
+    if NBATCH == 3:
+        b2 = b % NB2
+        b = b // NB2
+        b1 = b % NB1
+        b0 = b // NB1
+    r = tr * BR + tl.arange(0, BR)
+    c = tc * BC + tl.arange(0, BC)
+    if DIMS16 & 1:
+        ROWS = tl.multiple_of(ROWS, 16)
+    if DIMS16 & 2:
+        COLS = tl.multiple_of(COLS, 16)
+    mask = (r < ROWS)[:, None] & (c < COLS)[None, :]
+    x = _load_tile(x_ptr, 0, b0 * xb0 + b1 * xb1 + b2 * xb2, r, c, xsr, xsc, mask, XM,
+                   UNIT & 4, UNIT & 8, HINTS & 2, False)
+    y = _load_tile(y_ptr, ys, b0 * yb0 + b1 * yb1 + b2 * yb2, r, c, ysr, ysc, mask, YM,
+                   UNIT & 16, UNIT & 32, HINTS & 4, SBITS)
+    z = _load_tile(z_ptr, zs, b0 * zb0 + b1 * zb1 + b2 * zb2, r, c, zsr, zsc, mask, ZM,
+                   UNIT & 64, UNIT & 128, HINTS & 8, SBITS)
+    res = _compute(x, y, z, OP, CT, OT, NIN, NBITS)
+    if not ANY_BLOCK:
+        res = tl.broadcast_to(res, (BR, BC))
+    o = _offsets(b0 * ob0 + b1 * ob1 + b2 * ob2, r, c, osr, osc, UNIT & 1, UNIT & 2, HINTS & 1)
+    tl.store(out_ptr + o, res, mask=mask)
+
+
+# ---------------------------------------------------------------------------- host code
+FLAT_BYTES = 16384  # bytes of the widest operand per program (tuned on an H100)
+FLAT_WARPS = 8
+SMALL_BLOCK = 1024  # blocks for tensors of at most this many elements
+
+_flat = Launcher(_ew_flat)
+_flat_small = Launcher(_ew_flat, num_warps=4)
+_tiled = {w: Launcher(_ew_tiled, num_warps=w) for w in (4, 8)}
+_flat_by_warps: dict = {}
+
+_NBITS = {"int8": 7, "int16": 15, "int32": 31, "int64": 63, "uint8": 8, "bool": 1}
+
+
+def _ct(dtype):
+    """Compute dtype (genesis) for storage ``dtype``."""
+    if dtype is D.float16 or dtype is D.bfloat16:
+        return D.float32
+    if dtype is D.bool_:
+        return D.int8
+    return dtype
+
+
+def _scalar_arg(value, dtype):
+    """(kernel argument, key tag, is-float64-bits) for a Python scalar operand."""
+    if dtype.is_floating_point:
+        if dtype is D.float64:
+            bits = struct.unpack("<q", struct.pack("<d", float(value)))[0]
+            return bits, ("b32" if -2**31 <= bits < 2**31 else "b64"), True
+        return float(value), "f", False
+    v = int(value)
+    return v, ("i32" if -2**31 <= v < 2**31 else "i64"), False
+
+
+_IS_SCALAR = (int, float, bool)
+
+
+def launch(op, out, x=None, y=None, z=None, nin=1, ct=None):
+    """Run ``op`` writing ``out`` from operands ``x``, ``y``, ``z`` (arrays, Python scalars or
+    None); ``ct`` is the genesis compute dtype. The general entry point of this module."""
+    n = numel(out.shape)
+    if n == 0:
+        return out
+    odt = out.dtype
+    if ct is None:
+        ct = _ct((x if x is not None else out).dtype)
+    ops = []  # (mode, array-or-None, scalar)
+    ys = zs = 0
+    skey = []
+    sbits = False
+    for v in (x, y, z):
+        if v is None:
+            ops.append([_NONE, None])
+            skey.append(None)
+        elif v.__class__ in _IS_SCALAR:
+            arg, tag, bits = _scalar_arg(v, ct)
+            sbits = sbits or bits
+            ops.append([_SCALAR, arg])
+            skey.append(tag)
+        else:
+            ops.append([_TENSOR, v])
+            skey.append(None)
+    ys = ops[1][1] if ops[1][0] == _SCALAR else 0
+    zs = ops[2][1] if ops[2][0] == _SCALAR else 0
+    # geometry: drop size-1 dims, order by out's strides, coalesce
+    shape = out.shape
+    tens = [out] + [o[1] for o in ops if o[0] == _TENSOR]
+    dims = [i for i, s in enumerate(shape) if s != 1]
+    ostr = out.strides
+    dims.sort(key=lambda i: -ostr[i])
+    sizes = []
+    strides = [[] for _ in tens]
+    for i in dims:
+        if sizes:
+            if all(t.strides[i] * shape[i] == st[-1] for t, st in zip(tens, strides)):
+                sizes[-1] *= shape[i]
+                for t, st in zip(tens, strides):
+                    st[-1] = t.strides[i]
+                continue
+        sizes.append(shape[i])
+        for t, st in zip(tens, strides):
+            st.append(t.strides[i])
+    # tensors with all-zero strides read one element
+    ti = 1
+    for o in ops:
+        if o[0] == _TENSOR:
+            if not any(strides[ti]):
+                o[0] = _BCAST
+            ti += 1
+    any_block = True
+    if all(o[0] != _TENSOR for o in ops):
+        any_block = False
+    modes = tuple(o[0] for o in ops)
+    ptrs = [o[1] if o[0] in (_TENSOR, _BCAST) else None for o in ops]
+    nbits = _NBITS.get(ct.name, 0)
+    common = (op, modes, ct.name, odt.name, sbits, nin, nbits)
+    if len(sizes) <= 1 and (not strides[0] or strides[0][0] == 1) and all(
+            not st or st[0] in (0, 1) for st in strides[1:]):
+        _launch_flat(common, tuple(skey), out, ptrs, ys, zs, n, any_block, ct, odt)
+        return out
+    _launch_tiled(common, tuple(skey), out, ptrs, ys, zs, sizes, strides, modes, any_block,
+                  ct, odt)
+    return out
+
+
+def _flat_block(itemsize_max):
+    return max(FLAT_BYTES // itemsize_max, 256)
+
+
+def _launch_flat(common, skey, out, ptrs, ys, zs, n, any_block, ct, odt):
+    big = n > 2**31 - 2**20
+    if n <= SMALL_BLOCK:
+        block, launcher = SMALL_BLOCK, _flat_small
+    else:
+        isz = max([out.dtype.itemsize] + [p.dtype.itemsize for p in ptrs if p is not None])
+        block = _flat_block(isz)
+        launcher = _flat_by_warps.get(FLAT_WARPS)
+        if launcher is None:
+            launcher = _flat_by_warps[FLAT_WARPS] = Launcher(_ew_flat, num_warps=FLAT_WARPS)
+    op, modes, _, _, sbits, nin, nbits = common
+    args = (out, ptrs[0], ptrs[1], ptrs[2], ys, zs, n, op, modes[0], modes[1], modes[2],
+            tl_dtype(ct), tl_dtype(odt), sbits, nin, nbits, any_block, block, big)
+    key = (common, skey, block, aligned(out, *ptrs))
+    launcher.launch(key, out.device, (triton.cdiv(n, block),), args, big)
+
+
+def _launch_tiled(common, skey, out, ptrs, ys, zs, sizes, strides, modes, any_block, ct, odt):
+    if len(sizes) > 5:  # walk the leading dims on the host; rare
+        lead, rest = sizes[0], sizes[1:]
+        sub_strides = [st[1:] for st in strides]
+        for i in range(lead):
+            o2 = _launch.Ptr(out.data_ptr() + i * strides[0][0] * odt.itemsize, odt)
+            p2 = []
+            ti = 1
+            for p, m in zip(ptrs, modes):
+                if m == _TENSOR:
+                    p2.append(_launch.Ptr(p.data_ptr() + i * strides[ti][0] * p.dtype.itemsize,
+                                          p.dtype))
+                    ti += 1
+                else:
+                    p2.append(p)
+            _launch_tiled(common, skey, o2, p2, ys, zs, rest, sub_strides, modes, any_block,
+                          ct, odt)
+        return
+    while len(sizes) < 2:
+        sizes.insert(0, 1)
+        for st in strides:
+            st.insert(0, 0)
+    nb = len(sizes) - 2
+    rows, cols = sizes[-2], sizes[-1]
+    # per-operand strides, padded to (b0, b1, b2, r, c); bcast/scalar/absent get zeros
+    full = []
+    span = 0
+    ti = 0
+    for m in (_TENSOR,) + modes:
+        st = [0] * len(sizes)
+        if m == _TENSOR or m == _BCAST:
+            if m == _TENSOR:
+                st = strides[ti]
+            ti += 1
+        span = max(span, sum(s * (d - 1) for s, d in zip(st, sizes)))
+        full.append(list(st[:nb]) + [0] * (3 - nb) + [st[-2], st[-1]])
+    unit = 0
+    hints = 0
+    transposed = False
+    for k, st in enumerate(full):
+        m = _TENSOR if k == 0 else modes[k - 1]
+        if m != _TENSOR:
+            continue
+        if st[3] == 1:
+            unit |= 1 << (2 * k)
+        if st[4] == 1:
+            unit |= 2 << (2 * k)
+        if all(s % 16 == 0 for s in st if s != 1):
+            hints |= 1 << k
+        if st[4] != 1 and st[4] != 0 and st[3] == 1:
+            transposed = True
+    dims16 = (rows % 16 == 0) | ((cols % 16 == 0) << 1)
+    if transposed:
+        br, bc, warps = 64, 64, 4
+    else:
+        bc = min(_launch.next_pow2(cols), 1024)
+        br = max(1, min(_launch.next_pow2(rows), 4096 // bc))
+        warps = 8 if br * bc >= 4096 else 4
+    tr, tcn = triton.cdiv(rows, br), triton.cdiv(cols, bc)
+    nbatch = 1
+    for s in sizes[:-2]:
+        nbatch *= s
+    grid = (tr * tcn * nbatch,)
+    extent = max(rows, cols, nbatch, 1)
+    big = grid[0] * br * bc >= 2**31 or span >= 2**31 or extent >= 2**31
+    nb1 = sizes[1] if nb >= 2 else 1
+    nb2 = sizes[2] if nb >= 3 else 1
+    op, modes_, _, _, sbits, nin, nbits = common
+    fo, fx, fy, fz = full
+    args = (out, ptrs[0], ptrs[1], ptrs[2], ys, zs, nb1, nb2, rows, cols, tr, tcn,
+            *fo, *fx, *fy, *fz,
+            op, modes_[0], modes_[1], modes_[2], tl_dtype(ct), tl_dtype(odt), sbits, nin, nbits,
+            any_block, max(nb, 1), unit, hints, dims16, br, bc, big)
+    key = (common, skey, aligned(out, *ptrs), nb, unit, hints, dims16, br, bc)
+    _tiled[warps].launch(key, out.device, grid, args, big)
+
+
+# ------------------------------------------------------------------- contract functions
+def _new(shape, dtype, device):
+    return _launch.empty(shape, dtype, device)
+
+
+def unary(op, a, out=None):
+    """Apply unary ``op`` (one of ``Backend.UNARY_OPS``) elementwise."""
+    return unary_kernel(op)(a, out)
+
+
+def binary(op, a, b, out=None):
+    """Apply binary ``op`` (one of ``Backend.BINARY_OPS``) elementwise; ``b`` may be a scalar."""
+    return binary_kernel(op)(a, b, out)
+
+
+_unary_cache: dict = {}
+_binary_cache: dict = {}
+
+
+def unary_kernel(op):
+    """A cached fast callable ``(a, out=None) -> array`` for unary ``op``."""
+    fn = _unary_cache.get(op)
+    if fn is not None:
+        return fn
+    bool_out = op in UNARY_BOOL_OUT
+    kop = op
+    if op in ("bitwise_not",):
+        kop = None  # decided per dtype below
+
+    def kernel(a, out=None):
+        dt = a.dtype
+        shape = a.shape
+        if out is None:
+            out = _new(shape, D.bool_ if bool_out else dt, a.device)
+        o = kop if kop is not None else ("bool_not" if dt is D.bool_ else op)
+        cs = contiguous_strides(shape)
+        n = numel(shape)
+        if a.strides == cs and out.strides == cs and 0 < n:
+            ct = _ct(dt)
+            odt = out.dtype
+            _launch_flat((o, (_TENSOR, _NONE, _NONE), ct.name, odt.name, False, 1,
+                          _NBITS.get(ct.name, 0)), (None, None, None), out, [a, None, None],
+                         0, 0, n, True, ct, odt)
+            return out
+        return launch(o, out, a, None, None, 1)
+
+    _unary_cache[op] = kernel
+    return kernel
+
+
+def binary_kernel(op):
+    """A cached fast callable ``(a, b, out=None) -> array`` for binary ``op``."""
+    fn = _binary_cache.get(op)
+    if fn is not None:
+        return fn
+    bool_out = op in BINARY_BOOL_OUT
+
+    def kernel(a, b, out=None):
+        dt = a.dtype
+        shape = a.shape
+        if out is None:
+            out = _new(shape, D.bool_ if bool_out else dt, a.device)
+        cs = contiguous_strides(shape)
+        if b.__class__ in _IS_SCALAR:
+            if a.strides == cs and out.strides == cs:
+                n = numel(shape)
+                if n == 0:
+                    return out
+                ct = _ct(dt)
+                arg, tag, bits = _scalar_arg(b, ct)
+                odt = out.dtype
+                _launch_flat((op, (_TENSOR, _SCALAR, _NONE), ct.name, odt.name, bits, 2,
+                              _NBITS.get(ct.name, 0)), (None, tag, None), out, [a, None, None],
+                             arg, 0, n, True, ct, odt)
+                return out
+        elif a.strides == cs and b.strides == cs and out.strides == cs:
+            n = numel(shape)
+            if n == 0:
+                return out
+            ct = _ct(dt)
+            odt = out.dtype
+            _launch_flat((op, (_TENSOR, _TENSOR, _NONE), ct.name, odt.name, False, 2,
+                          _NBITS.get(ct.name, 0)), (None, None, None), out, [a, b, None],
+                         0, 0, n, True, ct, odt)
+            return out
+        return launch(op, out, a, b, None, 2)
+
+    _binary_cache[op] = kernel
+    return kernel
+
+
+def where(cond, a, b):
+    """``a`` where ``cond`` else ``b``; ``a`` or ``b`` (not both) may be a Python scalar."""
+    like = a if a.__class__ not in _IS_SCALAR else b
+    out = _new(cond.shape, like.dtype, cond.device)
+    return launch("where", out, cond, a, b, 3, _ct(like.dtype))
+
+
+def clamp(a, lo, hi, out=None):
+    """``min(max(a, lo), hi)`` with scalar bounds, either may be None (NaN propagates)."""
+    if out is None:
+        out = _new(a.shape, a.dtype, a.device)
+    nin = 1 | (2 if lo is not None else 0) | (4 if hi is not None else 0)
+    return launch("clamp", out, a, lo, hi, nin)
+
+
+def copy_(dst, src):
+    """Copy ``src`` into ``dst`` (same shape and device, any strides, casting). Returns dst."""
+    if src.dtype is D.bool_ and dst.dtype is not D.bool_:
+        ct = D.int8
+    else:
+        ct = _ct(src.dtype) if src.dtype is not D.bool_ else D.bool_
+        if ct is D.float32 and dst.dtype is D.float64:
+            ct = D.float64
+    if dst.dtype is D.float16 or dst.dtype is D.bfloat16:
+        ct = D.float32  # torch converts to half types through float32 too
+    launch("copy", dst, src, None, None, 1, ct)
+    return dst
+
+
+def cast(a, dtype):
+    """``a`` converted to ``dtype`` (a new contiguous array), or ``a`` if it already is."""
+    if a.dtype is dtype:
+        return a
+    return copy_(_new(a.shape, dtype, a.device), a)
+
+
+def contiguous(a):
+    """``a`` if C-contiguous, else a contiguous copy."""
+    if _launch.is_contiguous(a):
+        return a
+    return copy_(_new(a.shape, a.dtype, a.device), a)
+
+
+def fill_(a, value):
+    """Fill ``a`` (any strides) with the scalar ``value``. Returns ``a``."""
+    ct = _ct(a.dtype) if a.dtype is not D.bool_ else D.int8
+    if a.dtype is D.bool_:
+        value = int(bool(value))
+    return launch("fill", a, None, value, None, 0, ct)

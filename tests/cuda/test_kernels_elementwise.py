@@ -1,0 +1,402 @@
+"""Differential tests of genesis_cuda's elementwise Triton kernels against torch CUDA.
+
+Inputs are torch CUDA tensors (any view: transposed, sliced, expanded) wrapped as
+CudaArray-like objects, so every stride pattern is easy to make; outputs come from
+genesis's allocator when ``genesis_cuda.array`` is present. Runs under the Triton
+interpreter on the CPU as well (``TRITON_INTERPRET=1``, see ``_shim``).
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+from genesis import dtypes as D
+
+pytestmark = pytest.mark.cuda
+
+INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
+DEV = "cpu" if INTERPRET else "cuda"
+
+TORCH = {D.bool_: torch.bool, D.uint8: torch.uint8, D.int8: torch.int8, D.int16: torch.int16,
+         D.int32: torch.int32, D.int64: torch.int64, D.float16: torch.float16,
+         D.bfloat16: torch.bfloat16, D.float32: torch.float32, D.float64: torch.float64}
+GEN = {v: k for k, v in TORCH.items()}
+
+
+# ------------------------------------------------------------------ array shim
+class _Storage:
+    __slots__ = ("ptr", "flat")
+
+
+class View:
+    """A CudaArray-like view of a torch tensor's storage (what the kernels read)."""
+
+    __slots__ = ("shape", "strides", "offset", "dtype", "storage", "device")
+
+    def data_ptr(self):
+        return self.storage.ptr + self.offset * self.dtype.itemsize
+
+
+def wrap(t: torch.Tensor) -> View:
+    st = _Storage()
+    st.flat = torch.empty(0, dtype=t.dtype, device=t.device).set_(t.untyped_storage())
+    st.ptr = st.flat.data_ptr()
+    v = View()
+    v.shape, v.strides, v.offset = tuple(t.shape), tuple(t.stride()), t.storage_offset()
+    v.dtype, v.storage, v.device = GEN[t.dtype], st, 0
+    return v
+
+
+def _shim_empty(shape, dtype, device):
+    return wrap(torch.empty(shape, dtype=TORCH[dtype], device=DEV))
+
+
+def _setup():
+    from genesis_cuda.kernels import _launch
+
+    if INTERPRET:
+        def conv(a):
+            if isinstance(a, View):
+                return a.storage.flat[a.offset:]
+            return a
+        _launch.interpret_arg = conv
+        _launch.empty = _shim_empty
+
+
+_setup()
+from genesis_cuda.kernels import elementwise as ew  # noqa: E402
+
+
+def sync():
+    if DEV == "cuda":
+        torch.cuda.synchronize()
+
+
+def dev(t: torch.Tensor) -> View:
+    sync()
+    return wrap(t)
+
+
+def host(a) -> torch.Tensor:
+    """A torch tensor with ``a``'s values (copied through the copy kernel if not a View)."""
+    sync()
+    if isinstance(a, View):
+        return a.storage.flat.as_strided(a.shape, a.strides, a.offset).clone()
+    out = torch.empty(a.shape, dtype=TORCH[a.dtype], device=DEV)
+    ew.copy_(wrap(out), a)
+    sync()
+    return out
+
+
+def make(shape, dtype, low=None, high=None, seed=0):
+    g = torch.Generator(device="cpu").manual_seed(seed)
+    td = TORCH[dtype]
+    if dtype is D.bool_:
+        t = torch.rand(shape, generator=g) > 0.5
+    elif dtype.is_floating_point:
+        t = torch.randn(shape, generator=g, dtype=torch.float64) * 2
+        if low is not None:
+            t = t.abs() + low
+        t = t.to(td)
+    else:
+        lo = -50 if low is None else low
+        if dtype is D.uint8:
+            lo = max(lo, 0)
+        hi = 50 if high is None else high
+        t = torch.randint(lo, hi, shape, generator=g).to(td)
+    return t.to(DEV)
+
+
+def check(got, ref):
+    got = host(got)
+    assert got.dtype == ref.dtype, (got.dtype, ref.dtype)
+    assert tuple(got.shape) == tuple(ref.shape)
+    torch.testing.assert_close(got, ref, equal_nan=True)
+
+
+FLOATS = [D.float32, D.float16, D.bfloat16, D.float64]
+INTS = [D.uint8, D.int8, D.int16, D.int32, D.int64]
+ALL = [D.bool_] + INTS + FLOATS
+
+FLOAT_UNARY = ["exp", "exp2", "log", "log2", "log1p", "expm1", "sqrt", "rsqrt", "sin", "cos",
+               "tanh", "sigmoid", "erf", "floor", "ceil", "round", "neg", "abs", "sign", "relu",
+               "isnan", "isinf", "isfinite", "logical_not"]
+POSITIVE = {"log", "log2", "sqrt", "rsqrt", "log1p"}
+INT_UNARY = ["neg", "abs", "sign", "relu", "logical_not", "bitwise_not", "isnan", "isfinite"]
+
+TORCH_UNARY = {"relu": torch.relu, "isnan": torch.isnan, "isinf": torch.isinf,
+               "isfinite": torch.isfinite}
+
+
+def ref_unary(op, t):
+    fn = TORCH_UNARY.get(op) or getattr(torch, op)
+    return fn(t)
+
+
+# ------------------------------------------------------------------ unary
+@pytest.mark.parametrize("dtype", FLOATS, ids=str)
+@pytest.mark.parametrize("op", FLOAT_UNARY)
+def test_unary_float(op, dtype):
+    t = make((37, 129), dtype, low=0.1 if op in POSITIVE else None, seed=1)
+    if op in ("isnan", "isinf", "isfinite"):
+        t[0, :4] = torch.tensor([float("nan"), float("inf"), -float("inf"), 1.0])
+    check(ew.unary(op, dev(t)), ref_unary(op, t))
+
+
+@pytest.mark.parametrize("dtype", INTS + [D.bool_], ids=str)
+@pytest.mark.parametrize("op", INT_UNARY)
+def test_unary_int(op, dtype):
+    if dtype is D.bool_ and op in ("neg", "abs", "sign", "relu"):
+        pytest.skip("torch rejects this op on bool")
+    if dtype is D.uint8 and op in ("neg", "abs", "sign"):
+        t = make((1000,), dtype)
+    else:
+        t = make((1000,), dtype)
+    check(ew.unary(op, dev(t)), ref_unary(op, t))
+
+
+def _layouts(dtype):
+    """(name, torch view) pairs covering contiguous, transposed, sliced, broadcast, 0-d, empty."""
+    base = make((64, 96), dtype, seed=3)
+    big = make((3, 40, 50), dtype, seed=4)
+    return [
+        ("contig", base),
+        ("transposed", base.t()),
+        ("sliced", base[::2, 1:90:3]),
+        ("bcast_row", make((96,), dtype, seed=5).expand(64, 96)),
+        ("bcast_col", make((64, 1), dtype, seed=6).expand(64, 96)),
+        ("scalar_bcast", make((), dtype, seed=7).expand(5, 7)),
+        ("zero_d", make((), dtype, seed=8)),
+        ("empty", make((0, 5), dtype)),
+        ("batched_perm", big.permute(2, 0, 1)),
+        ("batched_slice", big[:, ::3, 1:]),
+        ("five_d", make((2, 3, 4, 5, 6), dtype, seed=9).permute(4, 2, 0, 3, 1)),
+        ("six_d", make((2, 3, 2, 3, 2, 5), dtype, seed=10).transpose(0, 5)),
+    ]
+
+
+@pytest.mark.parametrize("dtype", [D.float32, D.bfloat16, D.int64], ids=str)
+def test_unary_layouts(dtype):
+    for name, t in _layouts(dtype):
+        op = "neg"
+        check(ew.unary(op, dev(t)), ref_unary(op, t))
+        if dtype.is_floating_point:
+            check(ew.unary("exp", dev(t)), torch.exp(t))
+
+
+def test_unary_out_inplace_strided():
+    base = make((48, 80), D.float32, seed=11)
+    ref = torch.exp(base.t())
+    view = base.t()
+    a = dev(view)
+    got = ew.unary("exp", a, out=a)
+    assert got is a
+    sync()
+    torch.testing.assert_close(view, ref)
+
+
+def test_unary_kernel_cached():
+    assert ew.unary_kernel("exp") is ew.unary_kernel("exp")
+    t = make((16,), D.float32)
+    check(ew.unary_kernel("sigmoid")(dev(t)), torch.sigmoid(t))
+
+
+# ------------------------------------------------------------------ binary
+ARITH = ["add", "sub", "mul", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge",
+         "logical_and", "logical_or", "logical_xor"]
+FLOAT_ONLY = ["div", "atan2", "pow"]
+INT_ONLY = ["bitwise_and", "bitwise_or", "bitwise_xor"]
+DIVLIKE = ["floor_divide", "remainder"]
+
+
+def ref_binary(op, a, b):
+    if op == "div":
+        return torch.div(a, b)
+    if not isinstance(b, torch.Tensor) and op in ("maximum", "minimum", "atan2"):
+        b = torch.tensor(b, dtype=a.dtype, device=a.device)
+    return getattr(torch, op)(a, b)
+
+
+def _binary_ok(op, dtype):
+    if dtype is D.bool_:
+        return op not in ("sub", "pow", "floor_divide", "remainder", "div", "atan2")
+    if dtype.is_floating_point:
+        return op not in INT_ONLY
+    return op not in FLOAT_ONLY
+
+
+@pytest.mark.parametrize("dtype", ALL, ids=str)
+@pytest.mark.parametrize("op", ARITH + FLOAT_ONLY + INT_ONLY + DIVLIKE)
+def test_binary(op, dtype):
+    if not _binary_ok(op, dtype):
+        pytest.skip("op not defined for dtype")
+    a = make((33, 65), dtype, seed=12)
+    if op == "pow" and dtype.is_floating_point:
+        a = make((33, 65), dtype, low=0.5, seed=12)
+    b = make((33, 65), dtype, seed=13)
+    if op in DIVLIKE:
+        b = torch.where(b == 0, torch.ones_like(b), b)
+        if dtype.is_floating_point:
+            b = make((33, 65), dtype, low=0.25, seed=13) * torch.where(
+                make((33, 65), D.bool_, seed=14), 1, -1).to(TORCH[dtype])
+    if op == "pow" and not dtype.is_floating_point:
+        b = make((33, 65), dtype, low=0, high=5, seed=13)
+    check(ew.binary(op, dev(a), dev(b)), ref_binary(op, a, b))
+
+
+SCALARS = {D.bool_: True, D.uint8: 3, D.int8: -3, D.int16: 7, D.int32: -5, D.int64: 2**40,
+           D.float16: 0.75, D.bfloat16: -1.5, D.float32: 1.3, D.float64: 0.1}
+
+
+@pytest.mark.parametrize("dtype", ALL, ids=str)
+@pytest.mark.parametrize("op", ["add", "mul", "sub", "div", "lt", "maximum", "floor_divide",
+                                "remainder", "pow", "bitwise_and"])
+def test_binary_scalar(op, dtype):
+    if not _binary_ok(op, dtype):
+        pytest.skip("op not defined for dtype")
+    a = make((5, 300), dtype, low=0.5 if op == "pow" else None, seed=15)
+    s = SCALARS[dtype]
+    if op == "pow":
+        s = 3 if not dtype.is_floating_point else 1.7
+    if op in DIVLIKE and dtype is D.int8:
+        s = -3
+    if dtype is D.int64 and op in ("mul", "pow"):
+        s = 3
+    check(ew.binary(op, dev(a), s), ref_binary(op, a, s))
+
+
+@pytest.mark.parametrize("dtype", [D.float32, D.bfloat16, D.int32, D.bool_], ids=str)
+@pytest.mark.parametrize("op", ["add", "lt", "mul"])
+def test_binary_layouts(op, dtype):
+    for name, t in _layouts(dtype):
+        other = make(tuple(t.shape), dtype, seed=16)
+        check(ew.binary(op, dev(t), dev(other)), ref_binary(op, t, other))
+        check(ew.binary(op, dev(other), dev(t)), ref_binary(op, other, t))
+        if t.numel():
+            # both operands non-contiguous, different patterns
+            check(ew.binary(op, dev(t), dev(t)), ref_binary(op, t, t))
+
+
+def test_binary_transposed_both_ways():
+    a = make((130, 257), D.float32, seed=17)
+    b = make((257, 130), D.float32, seed=18).t()
+    check(ew.binary("add", dev(a), dev(b)), a + b)
+    out = torch.empty(257, 130, device=DEV).t()
+    got = ew.binary("mul", dev(a), dev(b), out=dev(out))
+    check(got, a * b)
+
+
+def test_binary_inplace_alias():
+    a = make((70, 90), D.bfloat16, seed=19)
+    b = make((90,), D.bfloat16, seed=20)
+    ref = a + b
+    va = dev(a)
+    assert ew.binary("add", va, dev(b.expand(70, 90)), out=va) is va
+    sync()
+    torch.testing.assert_close(a, ref)
+
+
+def test_float64_scalar_precision():
+    a = make((100,), D.float64, seed=21)
+    check(ew.binary("add", dev(a), 0.1), a + 0.1)
+    check(ew.binary("mul", dev(a), 1e-300), a * 1e-300)
+
+
+def test_nan_propagation():
+    a = torch.tensor([float("nan"), 1.0, 2.0, float("nan")], device=DEV)
+    b = torch.tensor([1.0, float("nan"), 1.0, float("nan")], device=DEV)
+    for op in ("maximum", "minimum", "eq", "ne", "lt"):
+        check(ew.binary(op, dev(a), dev(b)), ref_binary(op, a, b))
+
+
+def test_large_flat_and_tail():
+    for n in (1025, 4096 * 3 + 17, 70001):
+        a = make((n,), D.float32, seed=n)
+        b = make((n,), D.float32, seed=n + 1)
+        check(ew.binary("add", dev(a), dev(b)), a + b)
+        h = a.to(torch.bfloat16)
+        check(ew.unary("neg", dev(h)), -h)
+
+
+# ------------------------------------------------------------------ where / clamp
+@pytest.mark.parametrize("dtype", ALL, ids=str)
+def test_where(dtype):
+    c = make((40, 50), D.bool_, seed=22)
+    a = make((40, 50), dtype, seed=23)
+    b = make((50,), dtype, seed=24).expand(40, 50)
+    check(ew.where(dev(c), dev(a), dev(b)), torch.where(c, a, b))
+    s = SCALARS[dtype]
+    check(ew.where(dev(c), dev(a), s), torch.where(c, a, torch.tensor(s, dtype=a.dtype,
+                                                                        device=DEV)))
+    check(ew.where(dev(c.t()), s, dev(a.t())), torch.where(c.t(), torch.tensor(
+        s, dtype=a.dtype, device=DEV), a.t()))
+
+
+@pytest.mark.parametrize("dtype", [D.float32, D.bfloat16, D.float64, D.int32, D.uint8], ids=str)
+def test_clamp(dtype):
+    a = make((30, 70), dtype, seed=25)
+    lo, hi = (-1.0, 0.5) if dtype.is_floating_point else (2, 20)
+    check(ew.clamp(dev(a), lo, hi), torch.clamp(a, lo, hi))
+    check(ew.clamp(dev(a.t()), lo, None), torch.clamp(a.t(), lo, None))
+    check(ew.clamp(dev(a), None, hi), torch.clamp(a, None, hi))
+    if dtype.is_floating_point:
+        n = torch.tensor([float("nan"), 3.0], device=DEV, dtype=TORCH[dtype])
+        check(ew.clamp(dev(n), lo, hi), torch.clamp(n, lo, hi))
+
+
+# ------------------------------------------------------------------ copies and casts
+@pytest.mark.parametrize("src", ALL, ids=str)
+@pytest.mark.parametrize("dst", ALL, ids=str)
+def test_cast(src, dst):
+    t = make((23, 41), src, seed=26)
+    if dst is D.uint8 and src.is_floating_point:
+        t = t.abs()
+    got = ew.cast(dev(t), dst)
+    check(got, t.to(TORCH[dst]))
+
+
+def test_cast_same_dtype_returns_input():
+    a = dev(make((4,), D.float32))
+    assert ew.cast(a, D.float32) is a
+
+
+@pytest.mark.parametrize("dtype", [D.float32, D.bfloat16, D.int64, D.bool_], ids=str)
+def test_copy_strided(dtype):
+    for name, t in _layouts(dtype):
+        dst = torch.empty(tuple(t.shape), dtype=torch.float32, device=DEV)
+        ew.copy_(dev(dst), dev(t))
+        sync()
+        torch.testing.assert_close(dst, t.to(torch.float32))
+        # into a transposed destination of the source dtype
+        if t.dim() == 2:
+            d2 = torch.empty(tuple(reversed(t.shape)), dtype=t.dtype, device=DEV).t()
+            ew.copy_(dev(d2), dev(t))
+            sync()
+            torch.testing.assert_close(d2, t)
+
+
+def test_contiguous():
+    t = make((20, 30), D.float32, seed=27)
+    a = dev(t)
+    assert ew.contiguous(a) is a
+    got = ew.contiguous(dev(t.t()))
+    check(got, t.t().contiguous())
+    assert got.strides == (20, 1)
+
+
+@pytest.mark.parametrize("dtype", ALL, ids=str)
+def test_fill(dtype):
+    t = torch.zeros(10, 12, dtype=TORCH[dtype], device=DEV)
+    v = SCALARS[dtype]
+    ew.fill_(dev(t.t()[::2]), v)
+    sync()
+    ref = torch.zeros(10, 12, dtype=TORCH[dtype], device=DEV)
+    ref.t()[::2] = v
+    torch.testing.assert_close(t, ref)
+    z = torch.zeros((), dtype=TORCH[dtype], device=DEV)
+    ew.fill_(dev(z), v)
+    sync()
+    torch.testing.assert_close(z, torch.tensor(v, dtype=TORCH[dtype], device=DEV))
