@@ -1,0 +1,111 @@
+"""Genesis: a deep-learning framework written from scratch, with a PyTorch-like API.
+
+``genesis`` (this package) is owned by genesis-core; genesis-nn, genesis-llm and
+genesis-distributed add sub-packages (``genesis.nn``, ``genesis.models`` ...). Backends are
+plugins loaded on first use of their device, never here.
+"""
+
+from pkgutil import extend_path
+
+# Other distributions install sub-packages of `genesis` (possibly editable, from their own
+# src/ folders): let Python look for them along the whole path.
+__path__ = extend_path(__path__, __name__)
+
+from genesis import tensor_methods as _tensor_methods  # noqa: E402,F401  (attaches methods)
+from genesis.autocast import autocast, get_autocast_dtype, is_autocast_enabled  # noqa: E402
+from genesis.autograd import (  # noqa: E402
+    enable_grad,
+    inference_mode,
+    is_grad_enabled,
+    is_inference_mode_enabled,
+    no_grad,
+    set_grad_enabled,
+)
+from genesis.creation import (  # noqa: E402
+    arange,
+    as_tensor,
+    bernoulli,
+    empty,
+    empty_like,
+    eye,
+    from_dlpack,
+    from_numpy,
+    full,
+    full_like,
+    linspace,
+    normal,
+    ones,
+    ones_like,
+    rand,
+    rand_like,
+    randint,
+    randint_like,
+    randn,
+    randn_like,
+    randperm,
+    tensor,
+    zeros,
+    zeros_like,
+)
+from genesis.device import device  # noqa: E402
+from genesis.dtypes import (  # noqa: E402
+    DType,
+    bfloat16,
+    bool_,
+    can_cast,
+    double,
+    float16,
+    float32,
+    float64,
+    get_default_dtype,
+    half,
+    int8,
+    int16,
+    int32,
+    int64,
+    long,
+    promote_types,
+    result_type,
+    set_default_dtype,
+    short,
+    uint8,
+)
+from genesis.dtypes import float_ as float  # noqa: E402,A001
+from genesis.dtypes import int_ as int  # noqa: E402,A001
+from genesis.ops import *  # noqa: E402,F403
+from genesis.random import (  # noqa: E402
+    Generator,
+    default_generator,
+    fork_rng,
+    get_rng_state,
+    initial_seed,
+    manual_seed,
+    seed,
+    set_rng_state,
+)
+from genesis.tensor import Size, Tensor  # noqa: E402
+
+bool = bool_  # noqa: A001 - torch spells it genesis.bool
+dtype = DType
+
+from genesis import autograd, backends, cuda  # noqa: E402,F401
+
+__version__ = "0.1.0"
+
+
+def is_tensor(obj) -> bool:
+    """Whether ``obj`` is a genesis Tensor."""
+    return isinstance(obj, Tensor)
+
+
+def numel(input: Tensor) -> int:
+    return input.numel()
+
+
+def __getattr__(name: str):
+    # Checkpoint functions live in genesis.serialization (imported on first use).
+    if name in ("save", "load"):
+        from genesis import serialization
+
+        return getattr(serialization, name)
+    raise AttributeError(f"module 'genesis' has no attribute {name!r}")

@@ -1,0 +1,102 @@
+"""Mixed precision: ``genesis.autocast`` runs chosen ops in a lower precision.
+
+Each op Function names its category in ``Function.autocast``; while autocast is on for a
+device type, ``Function.apply`` casts the op's floating inputs on that device type:
+
+| category  | ops                                                        | inputs cast to      |
+|-----------|------------------------------------------------------------|---------------------|
+| "lower"   | matmul, mm, bmm (so linear, conv, attention built on them) | the autocast dtype  |
+| "fp32"    | softmax, log_softmax, layer_norm, rms_norm, sum (and so     | float32             |
+|           | mean), norm, exp, log, log1p, expm1                         |                     |
+| (none)    | everything else                                             | unchanged: mixed    |
+|           |                                                             | inputs promote      |
+
+float64 inputs are never cast (as in torch). The state is thread-local and nestable.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+
+from genesis import dtypes as D
+from genesis.autograd import function as _function
+
+
+class _AutocastState(threading.local):
+    def __init__(self):
+        self.enabled = False  # any device type on, in this thread (the hot-path check)
+        self.by_device: dict[str, D.DType] = {}  # device type -> low dtype while on
+
+    def cast_args(self, category: str, args: tuple) -> tuple:
+        out = []
+        for a in args:
+            low = self.by_device.get(a.device.type) if type(a) in _function._TENSOR_TYPES \
+                else None
+            if low is None or not a.dtype.is_floating_point or a.dtype is D.float64:
+                out.append(a)
+                continue
+            target = low if category == "lower" else D.float32
+            out.append(a if a.dtype is target else a.to(target))
+        return tuple(out)
+
+
+_state = _AutocastState()
+_function._autocast_state = _state
+
+_DEFAULT_DTYPES = {"cuda": D.float16, "cpu": D.bfloat16}
+
+
+def is_autocast_enabled(device_type: str = "cuda") -> bool:
+    """Whether autocast is on for ``device_type`` in this thread."""
+    return device_type in _state.by_device
+
+
+def get_autocast_dtype(device_type: str) -> D.DType:
+    """The low dtype autocast uses for ``device_type``."""
+    return _state.by_device.get(device_type, _DEFAULT_DTYPES.get(device_type, D.bfloat16))
+
+
+class autocast:  # noqa: N801 - torch's name
+    """Run matmul-like ops in ``dtype`` and precision-sensitive ops in float32.
+
+    Args:
+        device_type: ``'cuda'`` or ``'cpu'`` (tensors on other device types are untouched).
+        dtype: ``genesis.bfloat16`` or ``genesis.float16`` (default: float16 on CUDA,
+            bfloat16 on the CPU).
+        enabled: False turns autocast off inside the block (also inside an outer one).
+
+    Example:
+        >>> with genesis.autocast("cuda", dtype=genesis.bfloat16):
+        ...     y = model(x)          # matmuls in bf16, softmax/norms in fp32
+    """
+
+    def __init__(self, device_type: str, dtype: D.DType | None = None, enabled: bool = True,
+                 cache_enabled: bool | None = None):
+        if not isinstance(device_type, str):
+            raise ValueError(f"autocast expected device_type to be a string, got {device_type!r}")
+        dtype = dtype or _DEFAULT_DTYPES.get(device_type, D.bfloat16)
+        if enabled and dtype not in (D.float16, D.bfloat16):
+            raise RuntimeError(f"autocast supports float16 and bfloat16, got {dtype}")
+        self.device_type, self.fast_dtype, self._enabled = device_type, dtype, enabled
+
+    def __enter__(self):
+        self._prev = dict(_state.by_device)
+        if self._enabled:
+            _state.by_device[self.device_type] = self.fast_dtype
+        else:
+            _state.by_device.pop(self.device_type, None)
+        _state.enabled = bool(_state.by_device)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        _state.by_device = self._prev
+        _state.enabled = bool(self._prev)
+
+    def __call__(self, fn):
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            with autocast(self.device_type, self.fast_dtype, self._enabled):
+                return fn(*args, **kwargs)
+
+        return wrapper

@@ -1,0 +1,224 @@
+"""The backward engine: run the graph's nodes in dependency order, summing gradients.
+
+``backward`` accumulates into leaves' ``.grad``; ``grad`` returns gradients for chosen
+inputs instead. Both free saved tensors unless ``retain_graph`` is set.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from genesis.autograd.function import AccumulateGrad, Node, grad_edge
+from genesis.autograd.grad_mode import _state as _grad_state
+
+
+def _as_tuple(x) -> tuple:
+    if x is None:
+        return ()
+    if isinstance(x, (list, tuple)):
+        return tuple(x)
+    return (x,)
+
+
+def _initial_grads(outputs: tuple, grad_outputs: tuple) -> list:
+    import genesis
+
+    if grad_outputs and len(grad_outputs) != len(outputs):
+        raise RuntimeError(f"got {len(grad_outputs)} gradients for {len(outputs)} outputs")
+    grads = []
+    for i, out in enumerate(outputs):
+        g = grad_outputs[i] if grad_outputs else None
+        if not out.requires_grad:
+            raise RuntimeError(
+                f"element {i} of tensors does not require grad and does not have a grad_fn")
+        if g is None:
+            if out.numel() != 1:
+                raise RuntimeError(
+                    f"grad can be implicitly created only for scalar outputs; output {i} has "
+                    f"shape {tuple(out.shape)}: pass `gradient=` with that shape")
+            g = genesis.ones_like(out)
+        elif not isinstance(g, genesis.Tensor):
+            g = genesis.tensor(g, dtype=out.dtype, device=out.device)
+        elif g.shape != out.shape:
+            raise RuntimeError(
+                f"Mismatch in shape: grad_output[{i}] has a shape of {tuple(g.shape)} and "
+                f"output[{i}] has a shape of {tuple(out.shape)}.")
+        grads.append(g)
+    return grads
+
+
+def _dependencies(roots: Sequence) -> dict:
+    """Number of incoming edges of every node reachable from ``roots``."""
+    deps: dict = {}
+    seen = set()
+    stack = [node for node, _ in roots]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        for edge in node.next_functions:
+            if edge is None:
+                continue
+            child = edge[0]
+            deps[child] = deps.get(child, 0) + 1
+            stack.append(child)
+    return deps
+
+
+def _needed(roots: Sequence, targets: set) -> set:
+    """Ids of the nodes that lie on a path from ``roots`` to a node in ``targets``."""
+    memo: dict[int, bool] = {}
+    order = []
+    stack = [(node, False) for node, _ in roots]
+    while stack:  # iterative post-order DFS (graphs can be deeper than the recursion limit)
+        node, done = stack.pop()
+        if done:
+            memo[id(node)] = id(node) in targets or any(
+                e is not None and memo.get(id(e[0]), False) for e in node.next_functions)
+            order.append(node)
+            continue
+        if id(node) in memo:
+            continue
+        memo[id(node)] = False
+        stack.append((node, True))
+        for e in node.next_functions:
+            if e is not None and id(e[0]) not in memo:
+                stack.append((e[0], False))
+    return {k for k, v in memo.items() if v}
+
+
+def run_backward(outputs, grad_outputs=None, retain_graph=None, create_graph=False,
+                 inputs=None, allow_unused=False, accumulate=True):
+    """Shared engine of ``Tensor.backward``, ``autograd.backward`` and ``autograd.grad``."""
+    outputs = _as_tuple(outputs)
+    if retain_graph is None:
+        retain_graph = create_graph
+    grads = _initial_grads(outputs, _as_tuple(grad_outputs))
+    roots = [grad_edge(o) for o in outputs]
+
+    capture: dict = {}  # (id(node), index) -> position in `inputs`
+    input_list = _as_tuple(inputs)
+    for pos, t in enumerate(input_list):
+        if not t.requires_grad:
+            raise RuntimeError(f"input {pos} of autograd.grad does not require grad")
+        node, idx = grad_edge(t)
+        capture[(id(node), idx)] = pos
+    needed = _needed(roots, {k[0] for k in capture}) if capture and not accumulate else None
+    results = [None] * len(input_list)
+
+    deps = _dependencies(roots)
+    buffers: dict = {}
+    for (node, idx), g in zip(roots, grads):
+        _add_to_buffer(buffers, node, idx, g)
+    ready = [node for node, _ in roots if deps.get(node, 0) == 0]
+    ready = list(dict.fromkeys(ready))  # a node may be the root of several outputs
+
+    prev = _grad_state.enabled
+    _grad_state.enabled = create_graph
+    try:
+        while ready:
+            node = ready.pop()
+            node_grads = buffers.pop(node, None) or {}
+            grads_in = _call_hooks(node, node_grads)
+            for idx, g in grads_in.items():
+                pos = capture.get((id(node), idx))
+                if pos is not None:
+                    results[pos] = g if results[pos] is None else results[pos] + g
+            if isinstance(node, AccumulateGrad):
+                if accumulate and (not capture or (id(node), 0) in capture) and 0 in grads_in:
+                    _accumulate(node.variable, grads_in[0], create_graph)
+                continue
+            if needed is not None and id(node) not in needed:
+                _release_children(node, deps, ready)
+                continue
+            input_grads = _call_node(node, grads_in, retain_graph)
+            for edge, g in zip(node.next_functions, input_grads):
+                if edge is None:
+                    continue
+                child, idx = edge
+                if g is not None:
+                    _add_to_buffer(buffers, child, idx, g)
+                deps[child] -= 1
+                if deps[child] == 0:
+                    ready.append(child)
+    finally:
+        _grad_state.enabled = prev
+
+    if not accumulate:
+        for pos, r in enumerate(results):
+            if r is None and not allow_unused:
+                raise RuntimeError(
+                    f"One of the differentiated Tensors (input {pos}) appears to not have been "
+                    "used in the graph. Set allow_unused=True if this is the desired behavior.")
+        return tuple(results)
+    return None
+
+
+def _release_children(node, deps: dict, ready: list) -> None:
+    for edge in node.next_functions:
+        if edge is not None:
+            deps[edge[0]] -= 1
+            if deps[edge[0]] == 0:
+                ready.append(edge[0])
+
+
+def _add_to_buffer(buffers: dict, node, idx: int, g) -> None:
+    slot = buffers.setdefault(node, {})
+    slot[idx] = g if idx not in slot else slot[idx] + g
+
+
+def _call_hooks(node, grads: dict) -> dict:
+    for idx, hooks in node._hooks.items():
+        if idx in grads:
+            for hook in hooks:
+                new = hook(grads[idx])
+                if new is not None:
+                    grads[idx] = new
+    return grads
+
+
+def _call_node(node: Node, grads_in: dict, retain_graph: bool) -> tuple:
+    import genesis
+
+    grads = []
+    for i in range(node._n_outputs):
+        g = grads_in.get(i)
+        if g is None and node.materialize_grads:
+            shape, dtype, device = node._output_meta[i]
+            g = genesis.zeros(shape, dtype=dtype, device=device)
+        grads.append(g)
+    result = node.apply_backward(tuple(grads))
+    n_inputs = len(node.next_functions)
+    if len(result) < n_inputs:
+        raise RuntimeError(
+            f"function {node.name()} returned {len(result)} gradients; expected {n_inputs}")
+    result = result[:n_inputs]
+    for hook in node._post_hooks:
+        hook(result, tuple(grads))
+    checked = []
+    for edge, g, needs in zip(node.next_functions, result, node.needs_input_grad):
+        if g is not None and needs:
+            meta_shape = edge[0].variable.shape if isinstance(edge[0], AccumulateGrad) else None
+            if meta_shape is not None and g.shape != meta_shape:
+                raise RuntimeError(
+                    f"function {node.name()} returned a gradient of shape {tuple(g.shape)} "
+                    f"for an input of shape {tuple(meta_shape)}")
+            checked.append(g)
+        else:
+            checked.append(None)
+    if not retain_graph:
+        node.release()
+    return tuple(checked)
+
+
+def _accumulate(leaf, g, create_graph: bool) -> None:
+    if g.dtype is not leaf.dtype:
+        g = g.to(leaf.dtype)
+    if leaf.grad is None:
+        # A fresh tensor: the graph's intermediate may be shared or a view (e.g. expand).
+        leaf.grad = g if create_graph else g.detach().clone()
+    elif create_graph:
+        leaf.grad = leaf.grad + g
+    else:
+        leaf.grad.add_(g.detach())

@@ -1,0 +1,285 @@
+"""``Function``: an op with its forward and backward side by side, and the graph nodes.
+
+Calling ``SomeFunction.apply(*args)`` runs ``forward`` without recording, then — if grad
+mode is on and an input requires grad — makes a ``Node`` (which is also the ``ctx``
+``forward`` saw) and hangs it on the floating outputs as their ``grad_fn``.
+"""
+
+from __future__ import annotations
+
+import time
+
+from genesis.autograd import grad_mode
+from genesis.autograd.grad_mode import _state as _grad_state
+
+# Observers of every op call (the profiler); empty in normal runs, so the check is cheap.
+_op_observers: list = []
+
+
+def add_op_observer(fn) -> None:
+    """Call ``fn(op_name, start_ns, end_ns)`` after every op until removed."""
+    _op_observers.append(fn)
+
+
+def remove_op_observer(fn) -> None:
+    """Stop calling an observer added with ``add_op_observer``."""
+    _op_observers.remove(fn)
+
+
+class Node:
+    """A recorded op in the graph: the ``ctx`` of ``forward`` and the ``grad_fn`` of its outputs.
+
+    Attributes:
+        next_functions: per forward input, ``(node, output_index)`` or ``None``.
+        needs_input_grad: per forward input, whether a gradient is wanted.
+    """
+
+    def __init__(self, fn_cls):
+        self._fn = fn_cls
+        self.next_functions: tuple = ()
+        self.needs_input_grad: tuple = ()
+        self._saved: tuple | None = None
+        self._saved_versions: tuple = ()
+        self._hooks: dict[int, list] = {}  # output index -> hooks on that output's grad
+        self._post_hooks: list = []
+        self._n_outputs = 1
+        self._output_meta: tuple = ()  # (shape, dtype, device) per output, for zero grads
+        self._dirty: tuple = ()
+        self._non_differentiable: tuple = ()
+        self.materialize_grads = True
+
+    # -- ctx API used inside forward/backward
+    def save_for_backward(self, *tensors) -> None:
+        """Keep tensors for backward; editing one in place before backward is an error."""
+        self._saved = tensors
+        self._saved_versions = tuple(None if t is None else t._version_box[0] for t in tensors)
+
+    @property
+    def saved_tensors(self) -> tuple:
+        """The tensors given to ``save_for_backward``, checked against in-place edits."""
+        if self._saved is None:
+            raise RuntimeError(
+                "Trying to backward through the graph a second time (or directly access saved "
+                "tensors after they have already been freed). Saved intermediate values of the "
+                "graph are freed when you call .backward() or autograd.grad(). Specify "
+                "retain_graph=True if you need to backward through the graph a second time.")
+        for t, version in zip(self._saved, self._saved_versions):
+            if t is not None and t._version_box[0] != version:
+                raise RuntimeError(
+                    "one of the variables needed for gradient computation has been modified by "
+                    f"an inplace operation: [{t.dtype} {list(t.shape)}], which is output 0 of "
+                    f"{self.name()}, is at version {t._version_box[0]}; expected version "
+                    f"{version} instead.")
+        return self._saved
+
+    def mark_dirty(self, *tensors) -> None:
+        """Declare inputs that ``forward`` modified in place."""
+        self._dirty = tensors
+
+    def mark_non_differentiable(self, *tensors) -> None:
+        """Declare outputs that never get a gradient (e.g. indices)."""
+        self._non_differentiable = tensors
+
+    def set_materialize_grads(self, value: bool) -> None:
+        """Whether missing output grads reach backward as zeros (True) or None."""
+        self.materialize_grads = value
+
+    # -- graph API
+    def name(self) -> str:
+        return f"{self._fn.__name__}Backward"
+
+    def register_hook(self, hook):
+        """Call ``hook(grad_inputs, grad_outputs)`` after this node's backward runs."""
+        self._post_hooks.append(hook)
+        return _RemovableHandle(self._post_hooks, hook)
+
+    def release(self) -> None:
+        """Free saved tensors (after a backward without ``retain_graph``)."""
+        self._saved = None
+
+    def apply_backward(self, grads: tuple) -> tuple:
+        result = self._fn.backward(self, *grads)
+        if not isinstance(result, tuple):
+            result = (result,)
+        return result
+
+    def __repr__(self) -> str:
+        return f"<{self.name()} object at {id(self):#x}>"
+
+
+class AccumulateGrad:
+    """The graph's sink for a leaf tensor: adds incoming gradients into ``leaf.grad``."""
+
+    __slots__ = ("variable", "_hooks", "next_functions")
+
+    def __init__(self, variable):
+        self.variable = variable
+        self._hooks: dict[int, list] = {}
+        self.next_functions = ()
+
+    def name(self) -> str:
+        return "AccumulateGrad"
+
+    def __repr__(self) -> str:
+        return f"<AccumulateGrad object at {id(self):#x}>"
+
+
+class _RemovableHandle:
+    """Returned by ``register_hook``: ``handle.remove()`` unregisters the hook."""
+
+    def __init__(self, hooks: list, hook):
+        self._hooks, self._hook = hooks, hook
+
+    def remove(self) -> None:
+        if self._hook in self._hooks:
+            self._hooks.remove(self._hook)
+
+
+def grad_edge(t):
+    """The ``(node, output_index)`` a gradient for tensor ``t`` flows into."""
+    if t.grad_fn is not None:
+        return (t.grad_fn, t._out_idx)
+    acc = t._accumulator
+    if acc is None:
+        acc = t._accumulator = AccumulateGrad(t)
+    return (acc, 0)
+
+
+class Function:
+    """Base class for ops with a custom backward, as ``torch.autograd.Function``.
+
+    Subclasses define ``forward(ctx, *args)`` returning a Tensor or a tuple of Tensors and
+    ``backward(ctx, *grad_outputs)`` returning one gradient (or ``None``) per forward arg.
+    Call them through ``apply``.
+
+    Example:
+        >>> class Square(Function):
+        ...     @staticmethod
+        ...     def forward(ctx, x):
+        ...         ctx.save_for_backward(x)
+        ...         return x * x
+        ...     @staticmethod
+        ...     def backward(ctx, g):
+        ...         (x,) = ctx.saved_tensors
+        ...         return 2 * x * g
+        >>> y = Square.apply(genesis.tensor([3.0], requires_grad=True))
+    """
+
+    # Autocast category of the op (see genesis.autocast); None: inputs are left alone.
+    autocast: str | None = None
+
+    @staticmethod
+    def forward(ctx, *args, **kwargs):
+        raise TypeError("a genesis.autograd.Function subclass must define forward()")
+
+    @staticmethod
+    def backward(ctx, *grad_outputs):
+        raise TypeError("this Function does not define backward()")
+
+    @classmethod
+    def apply(cls, *args, **kwargs):
+        if cls.autocast is not None and _autocast_state.enabled:
+            args = _autocast_state.cast_args(cls.autocast, args)
+        record = False
+        if _grad_state.enabled:
+            for a in args:
+                if type(a) in _TENSOR_TYPES and a.requires_grad:
+                    record = True
+                    break
+        ctx = Node(cls)
+        if _op_observers:
+            start = time.perf_counter_ns()
+            out = _run_forward(cls, ctx, args, kwargs)
+            end = time.perf_counter_ns()
+            for obs in _op_observers:
+                obs(cls.__name__, start, end)
+        else:
+            out = _run_forward(cls, ctx, args, kwargs)
+        if ctx._dirty:
+            _bump_versions(ctx._dirty)
+        if record:
+            _record(ctx, args, out)
+        return out
+
+
+def _run_forward(cls, ctx, args, kwargs):
+    prev = _grad_state.enabled
+    _grad_state.enabled = False  # forward's own ops are not recorded
+    try:
+        return cls.forward(ctx, *args, **kwargs)
+    finally:
+        _grad_state.enabled = prev
+
+
+def _bump_versions(tensors) -> None:
+    for t in tensors:
+        t._version_box[0] += 1
+
+
+def _record(ctx: Node, args, out) -> None:
+    """Connect ``ctx`` to the inputs' graph and make it the outputs' grad_fn."""
+    edges, needs = [], []
+    for a in args:
+        if type(a) in _TENSOR_TYPES and a.requires_grad:
+            edges.append(grad_edge(a))
+            needs.append(True)
+        else:
+            edges.append(None)
+            needs.append(False)
+    ctx.next_functions = tuple(edges)
+    ctx.needs_input_grad = tuple(needs)
+    outs = out if isinstance(out, tuple) else (out,)
+    ctx._n_outputs = len(outs)
+    ctx._output_meta = tuple((o.shape, o.dtype, o.device) for o in outs)
+    non_diff = {id(t) for t in ctx._non_differentiable}
+    dirty = {id(t) for t in ctx._dirty}
+    for i, o in enumerate(outs):
+        if not o.dtype.is_floating_point or id(o) in non_diff:
+            continue
+        if id(o) in dirty:
+            _rebase_inplace(ctx, o, i)
+            continue
+        o.requires_grad = True
+        o.grad_fn = ctx
+        o._out_idx = i
+
+
+def _rebase_inplace(ctx: Node, t, idx: int) -> None:
+    """Make an in-place-modified tensor's history go through ``ctx``."""
+    if t.grad_fn is None and t.requires_grad:
+        raise RuntimeError(
+            "a leaf Variable that requires grad is being used in an in-place operation.")
+    base = t._base
+    if base is not None and base.requires_grad and base.grad_fn is None:
+        raise RuntimeError(
+            "a view of a leaf Variable that requires grad is being used in an in-place "
+            "operation.")
+    t.requires_grad = True
+    t.grad_fn = ctx
+    t._out_idx = idx
+    if base is not None:
+        from genesis.ops.views import rebase_view_history
+
+        rebase_view_history(base, t)
+
+
+class _AutocastState:
+    """Placeholder until genesis.autocast installs the real state (avoids an import cycle)."""
+
+    enabled = False
+
+
+_autocast_state = _AutocastState()
+_TENSOR_TYPES: set = set()  # Tensor and its subclasses register themselves
+
+
+def once_differentiable(fn):
+    """Mark a backward as not differentiable twice (it runs with grad recording off)."""
+
+    def wrapper(ctx, *grads):
+        with grad_mode.no_grad():
+            return fn(ctx, *grads)
+
+    wrapper.__name__ = fn.__name__
+    wrapper.__doc__ = fn.__doc__
+    return wrapper

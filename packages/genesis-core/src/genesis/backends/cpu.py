@@ -1,0 +1,298 @@
+"""The CPU backend: genesis's contract implemented on PyTorch's CPU kernels.
+
+Arrays are ``torch.Tensor`` objects on the CPU. Genesis never lets torch see autograd:
+every array here has ``requires_grad=False``; gradients are genesis's own.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from genesis import dtypes as D
+from genesis.backends.base import Backend
+
+_TO_TORCH = {
+    D.bool_: torch.bool, D.uint8: torch.uint8, D.int8: torch.int8, D.int16: torch.int16,
+    D.int32: torch.int32, D.int64: torch.int64, D.float16: torch.float16,
+    D.bfloat16: torch.bfloat16, D.float32: torch.float32, D.float64: torch.float64,
+}
+_FROM_TORCH = {v: k for k, v in _TO_TORCH.items()}
+
+_UNARY = {
+    "neg": torch.neg, "abs": torch.abs, "sign": torch.sign, "exp": torch.exp,
+    "exp2": torch.exp2, "log": torch.log, "log2": torch.log2, "log1p": torch.log1p,
+    "expm1": torch.expm1, "sqrt": torch.sqrt, "rsqrt": torch.rsqrt, "sin": torch.sin,
+    "cos": torch.cos, "tanh": torch.tanh, "sigmoid": torch.sigmoid, "relu": None,
+    "erf": torch.erf, "floor": torch.floor, "ceil": torch.ceil, "round": torch.round,
+    "logical_not": torch.logical_not, "isnan": None, "isinf": None, "isfinite": None,
+    "bitwise_not": torch.bitwise_not,
+}
+_BINARY = {
+    "add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": torch.div,
+    "floor_divide": torch.floor_divide, "remainder": torch.remainder, "pow": torch.pow,
+    "maximum": torch.maximum, "minimum": torch.minimum, "atan2": torch.atan2,
+    "eq": torch.eq, "ne": torch.ne, "lt": torch.lt, "le": torch.le, "gt": torch.gt,
+    "ge": torch.ge, "logical_and": torch.logical_and, "logical_or": torch.logical_or,
+    "logical_xor": torch.logical_xor, "bitwise_and": torch.bitwise_and,
+    "bitwise_or": torch.bitwise_or, "bitwise_xor": torch.bitwise_xor,
+}
+# torch has no out= for these; they are written through copy_ when out is given.
+_NO_OUT_UNARY = {
+    "relu": torch.relu, "isnan": torch.isnan, "isinf": torch.isinf, "isfinite": torch.isfinite,
+}
+_NEEDS_TENSOR_B = {"maximum", "minimum", "atan2"}  # torch rejects a Python scalar there
+
+
+def to_torch_dtype(dtype: D.DType) -> torch.dtype:
+    """The torch dtype matching a genesis dtype."""
+    return _TO_TORCH[dtype]
+
+
+class CPUBackend(Backend):
+    """Runs every kernel with torch on the host."""
+
+    name = "cpu"
+
+    def __init__(self) -> None:
+        self._default_gen: torch.Generator | None = None
+
+    # device
+    def is_available(self) -> bool:
+        return True
+
+    def device_count(self) -> int:
+        return 1
+
+    def synchronize(self, index) -> None:
+        return None
+
+    # array basics
+    def dtype_of(self, a):
+        return _FROM_TORCH[a.dtype]
+
+    def device_index_of(self, a):
+        return None
+
+    def strides_of(self, a):
+        return a.stride()
+
+    def storage_offset_of(self, a):
+        return a.storage_offset()
+
+    def data_ptr(self, a):
+        return a.data_ptr()
+
+    def as_strided(self, a, shape, strides, offset):
+        return a.as_strided(shape, strides, offset)
+
+    # creation
+    def empty(self, shape, dtype, index):
+        return torch.empty(shape, dtype=_TO_TORCH[dtype])
+
+    def full(self, shape, value, dtype, index):
+        return torch.full(shape, value, dtype=_TO_TORCH[dtype])
+
+    def arange(self, start, end, step, dtype, index):
+        return torch.arange(start, end, step, dtype=_TO_TORCH[dtype])
+
+    def from_numpy(self, data, index):
+        if not data.flags.writeable:
+            data = data.copy()  # torch cannot wrap read-only memory
+        return torch.from_numpy(data)
+
+    def to_numpy(self, a):
+        return a.numpy()
+
+    def from_dlpack(self, obj, index):
+        return torch.from_dlpack(obj)
+
+    def to_dlpack(self, a, stream=None):
+        return a.__dlpack__()
+
+    def dlpack_device(self, a):
+        return a.__dlpack_device__()
+
+    # copies and casts
+    def copy_(self, dst, src):
+        return dst.copy_(src)
+
+    def contiguous(self, a):
+        return a.contiguous()
+
+    def cast(self, a, dtype):
+        return a.to(_TO_TORCH[dtype])
+
+    def item(self, a):
+        return a.item()
+
+    # elementwise
+    def unary(self, op, a, out=None):
+        return self.unary_kernel(op)(a, out)
+
+    def binary(self, op, a, b, out=None):
+        return self.binary_kernel(op)(a, b, out)
+
+    def unary_kernel(self, op):
+        fn = _UNARY[op]
+        if fn is not None:
+            return lambda a, out=None: fn(a, out=out)
+        fn = _NO_OUT_UNARY[op]
+
+        def kernel(a, out=None):
+            result = fn(a)
+            return result if out is None else out.copy_(result)
+
+        return kernel
+
+    def binary_kernel(self, op):
+        fn = _BINARY[op]
+        if op in _NEEDS_TENSOR_B:
+            def kernel(a, b, out=None):
+                if not isinstance(b, torch.Tensor):
+                    b = torch.tensor(b, dtype=a.dtype)
+                return fn(a, b, out=out)
+
+            return kernel
+        return lambda a, b, out=None: fn(a, b, out=out)
+
+    def where(self, cond, a, b):
+        if not isinstance(a, torch.Tensor):
+            a = torch.tensor(a, dtype=b.dtype)
+        if not isinstance(b, torch.Tensor):
+            b = torch.tensor(b, dtype=a.dtype)
+        return torch.where(cond, a, b)
+
+    def clamp(self, a, lo, hi, out=None):
+        return torch.clamp(a, lo, hi, out=out)
+
+    # reductions
+    def sum(self, a, dims, keepdim, dtype):
+        if not dims:
+            return a.to(_TO_TORCH[dtype], copy=True)
+        return torch.sum(a, dims, keepdim=keepdim, dtype=_TO_TORCH[dtype])
+
+    def prod(self, a, dims, keepdim, dtype):
+        out = a.to(_TO_TORCH[dtype], copy=True)
+        for d in sorted(dims, reverse=True):  # torch.prod takes one dim at a time
+            out = torch.prod(out, d, keepdim=keepdim)
+        return out
+
+    def amax(self, a, dims, keepdim):
+        return torch.amax(a, dims, keepdim=keepdim) if dims else a.clone()
+
+    def amin(self, a, dims, keepdim):
+        return torch.amin(a, dims, keepdim=keepdim) if dims else a.clone()
+
+    def argmax(self, a, dim, keepdim):
+        return torch.argmax(a, dim, keepdim=keepdim)
+
+    def argmin(self, a, dim, keepdim):
+        return torch.argmin(a, dim, keepdim=keepdim)
+
+    def all(self, a, dims, keepdim):
+        return torch.all(a, dim=dims, keepdim=keepdim) if dims else a.to(torch.bool, copy=True)
+
+    def any(self, a, dims, keepdim):
+        return torch.any(a, dim=dims, keepdim=keepdim) if dims else a.to(torch.bool, copy=True)
+
+    def cumsum(self, a, dim, dtype):
+        return torch.cumsum(a, dim, dtype=_TO_TORCH[dtype])
+
+    # linalg
+    def matmul(self, a, b):
+        return torch.matmul(a, b)
+
+    # indexing
+    def gather(self, a, dim, index):
+        return torch.gather(a, dim, index)
+
+    def scatter(self, a, dim, index, src, reduce):
+        if reduce == "add":
+            if not isinstance(src, torch.Tensor):
+                src = torch.full(index.shape, src, dtype=a.dtype)
+            return torch.scatter_add(a, dim, index, src)
+        return torch.scatter(a, dim, index, src)
+
+    def index_select(self, a, dim, index):
+        return torch.index_select(a, dim, index)
+
+    def index_add(self, a, dim, index, src):
+        return torch.index_add(a, dim, index, src)
+
+    def index(self, a, indices):
+        return a[tuple(slice(None) if i is None else i for i in indices)]
+
+    def index_put_(self, a, indices, values, accumulate):
+        if accumulate:  # genesis passes no None entries here (see the contract)
+            return a.index_put_(tuple(indices), values, accumulate=True)
+        a[tuple(slice(None) if i is None else i for i in indices)] = values
+        return a
+
+    def nonzero(self, a):
+        return torch.nonzero(a)
+
+    def sort(self, a, dim, descending, stable):
+        values, indices = torch.sort(a, dim=dim, descending=descending, stable=stable)
+        return values, indices
+
+    def topk(self, a, k, dim, largest, sorted):
+        values, indices = torch.topk(a, k, dim=dim, largest=largest, sorted=sorted)
+        return values, indices
+
+    # layout
+    def cat(self, arrays, dim):
+        return torch.cat(list(arrays), dim)
+
+    def flip(self, a, dims):
+        return torch.flip(a, dims)
+
+    def tril(self, a, k):
+        return torch.tril(a, k)
+
+    def triu(self, a, k):
+        return torch.triu(a, k)
+
+    # random
+    def new_generator(self, index):
+        return torch.Generator()
+
+    def default_generator(self, index):
+        if self._default_gen is None:
+            self._default_gen = torch.Generator()
+            self._default_gen.manual_seed(_initial_seed())
+        return self._default_gen
+
+    def manual_seed_generator(self, gen, seed):
+        gen.manual_seed(seed)
+
+    def get_generator_state(self, gen):
+        return gen.get_state().numpy().copy()
+
+    def set_generator_state(self, gen, state):
+        gen.set_state(torch.from_numpy(np.ascontiguousarray(state, dtype=np.uint8)))
+
+    def uniform_(self, a, low, high, gen):
+        return a.uniform_(low, high, generator=gen)
+
+    def normal_(self, a, mean, std, gen):
+        return a.normal_(mean, std, generator=gen)
+
+    def random_(self, a, low, high, gen):
+        return a.random_(low, high, generator=gen)
+
+    def randperm(self, n, dtype, index, gen):
+        return torch.randperm(n, dtype=_TO_TORCH[dtype], generator=gen)
+
+    # fused kernels: torch has them on the CPU
+    def softmax(self, x, dim, log):
+        if x.dtype in (torch.float16, torch.bfloat16):
+            fn = torch.log_softmax if log else torch.softmax
+            return fn(x, dim, dtype=torch.float32).to(x.dtype)
+        return torch.log_softmax(x, dim) if log else torch.softmax(x, dim)
+
+
+def _initial_seed() -> int:
+    from genesis.random import initial_seed
+
+    return initial_seed()

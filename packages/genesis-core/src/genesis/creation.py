@@ -1,0 +1,372 @@
+"""Making tensors: from data, filled, ranges, identity, random draws, numpy and DLPack."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from genesis import dtypes as D
+from genesis.device import as_device
+from genesis.ops.common import shape_arg, wrap
+from genesis.random import resolve_generator
+from genesis.tensor import Tensor
+
+_NP_TO_DTYPE = {
+    np.dtype(np.bool_): D.bool_, np.dtype(np.uint8): D.uint8, np.dtype(np.int8): D.int8,
+    np.dtype(np.int16): D.int16, np.dtype(np.int32): D.int32, np.dtype(np.int64): D.int64,
+    np.dtype(np.float16): D.float16, np.dtype(np.float32): D.float32,
+    np.dtype(np.float64): D.float64,
+}
+_DTYPE_TO_NP = {v: k for k, v in _NP_TO_DTYPE.items()}
+
+
+def numpy_dtype(dtype: D.DType) -> np.dtype:
+    """The numpy dtype holding ``dtype``'s values (bfloat16 travels as float32)."""
+    return _DTYPE_TO_NP.get(dtype, np.dtype(np.float32))
+
+
+def _finish(t: Tensor, requires_grad: bool) -> Tensor:
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+def _infer_dtype(data) -> D.DType | None:
+    """The dtype torch.tensor would give nested Python data (None: let numpy decide)."""
+    flat = data
+    while isinstance(flat, (list, tuple)) and flat:
+        flat = flat[0]
+    if isinstance(flat, Tensor):
+        return None
+    kinds = set()
+    stack = [data]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, (list, tuple)):
+            stack.extend(item)
+        elif isinstance(item, bool) or isinstance(item, np.bool_):
+            kinds.add(0)
+        elif isinstance(item, (int, np.integer)):
+            kinds.add(1)
+        elif isinstance(item, (float, np.floating)):
+            kinds.add(2)
+        elif isinstance(item, Tensor):
+            return None
+        else:
+            raise TypeError(f"Could not infer dtype of {type(item).__name__}")
+    if not kinds:
+        return D.get_default_dtype()  # an empty list is a float tensor, as in torch
+    top = max(kinds)
+    return (D.bool_, D.int64, D.get_default_dtype())[top]
+
+
+def tensor(data, dtype: D.DType | None = None, device=None,
+           requires_grad: bool = False) -> Tensor:
+    """A new tensor holding a copy of ``data`` (numbers, nested lists, numpy arrays, tensors).
+
+    Args:
+        data: the values. Python floats become the default dtype, ints int64, bools bool.
+        dtype: the element type (inferred when None).
+        device: where to put it (CPU when None).
+        requires_grad: record operations on it for autograd.
+
+    Example:
+        >>> genesis.tensor([[1, 2], [3, 4]], dtype=genesis.float32)
+    """
+    dev = as_device(device)
+    if isinstance(data, Tensor):
+        out = data.detach().to(device=dev, dtype=dtype or data.dtype, copy=True)
+        return _finish(out, requires_grad)
+    if isinstance(data, np.ndarray):
+        arr = data
+        inferred = _NP_TO_DTYPE.get(arr.dtype)
+        if inferred is None:
+            raise TypeError(f"can't convert np.ndarray of type {arr.dtype}")
+    else:
+        inferred = _infer_dtype(data)
+        if inferred is None:  # a list holding tensors: go through numpy
+            arr = np.array([np.asarray(x) for x in data]) if isinstance(data, (list, tuple)) \
+                else np.asarray(data)
+            inferred = _NP_TO_DTYPE.get(arr.dtype, D.get_default_dtype())
+        else:
+            arr = np.array(data, dtype=numpy_dtype(inferred))
+    target = dtype or inferred
+    arr = np.ascontiguousarray(arr, dtype=numpy_dtype(target) if target is not D.bfloat16
+                               else np.float32)
+    return _finish(_from_host(arr.copy(), target, dev), requires_grad)
+
+
+def _from_host(arr: np.ndarray, dtype: D.DType, dev) -> Tensor:
+    backend = dev.backend
+    data = backend.from_numpy(arr, dev.index)
+    if dtype is D.bfloat16:
+        data = backend.cast(data, D.bfloat16)
+    return wrap(data, dev)
+
+
+def as_tensor(data, dtype: D.DType | None = None, device=None) -> Tensor:
+    """``data`` as a tensor, sharing memory when it already is one (or a CPU numpy array)."""
+    dev = as_device(device) if device is not None else None
+    if isinstance(data, Tensor):
+        if (dtype is None or dtype is data.dtype) and (dev is None or dev is data.device):
+            return data
+        return data.to(device=dev or data.device, dtype=dtype or data.dtype)
+    if isinstance(data, np.ndarray) and (dev is None or dev.type == "cpu") and (
+            dtype is None or numpy_dtype(dtype) == data.dtype):
+        return from_numpy(data)
+    return tensor(data, dtype=dtype, device=dev)
+
+
+def from_numpy(ndarray: np.ndarray) -> Tensor:
+    """A CPU tensor sharing memory with ``ndarray``."""
+    if not isinstance(ndarray, np.ndarray):
+        raise TypeError(f"expected np.ndarray (got {type(ndarray).__name__})")
+    if ndarray.dtype not in _NP_TO_DTYPE:
+        raise TypeError(f"can't convert np.ndarray of type {ndarray.dtype}. The only supported "
+                        "types are: float64, float32, float16, int64, int32, int16, int8, "
+                        "uint8, and bool.")
+    dev = as_device("cpu")
+    return wrap(dev.backend.from_numpy(ndarray, None), dev)
+
+
+def from_dlpack(ext) -> Tensor:
+    """A tensor sharing memory with any DLPack-capable object (or a capsule)."""
+    from genesis.device import device as Device
+
+    if hasattr(ext, "__dlpack_device__"):
+        dev_type, index = ext.__dlpack_device__()
+    else:
+        dev_type, index = 1, 0
+    names = {1: "cpu", 2: "cuda", 3: "cpu"}
+    if int(dev_type) not in names:
+        raise RuntimeError(f"from_dlpack: unsupported DLPack device type {dev_type}")
+    dev = Device(names[int(dev_type)], None if names[int(dev_type)] == "cpu" else int(index))
+    return wrap(dev.backend.from_dlpack(ext, dev.index), dev)
+
+
+# --------------------------------------------------------------- filled
+def _factory(shape, value, dtype, device, requires_grad) -> Tensor:
+    dev = as_device(device)
+    if dtype is None:
+        dtype = D.get_default_dtype() if value is None or isinstance(value, float) \
+            else D.scalar_dtype(value)
+    backend = dev.backend
+    if value is None:
+        data = backend.empty(shape, dtype, dev.index)
+    else:
+        data = backend.full(shape, value, dtype, dev.index)
+    return _finish(wrap(data, dev), requires_grad)
+
+
+def zeros(*size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """A tensor of zeros with the given shape."""
+    return _factory(shape_arg(size), 0.0 if dtype is None else 0, dtype, device, requires_grad)
+
+
+def ones(*size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """A tensor of ones with the given shape."""
+    return _factory(shape_arg(size), 1.0 if dtype is None else 1, dtype, device, requires_grad)
+
+
+def full(size, fill_value, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """A tensor filled with ``fill_value`` (dtype inferred from it when not given)."""
+    if isinstance(fill_value, Tensor):
+        fill_value = fill_value.item()
+    return _factory(shape_arg((size,) if isinstance(size, int) else size), fill_value, dtype,
+                    device, requires_grad)
+
+
+def empty(*size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """An uninitialised tensor with the given shape."""
+    return _factory(shape_arg(size), None, dtype, device, requires_grad)
+
+
+def _like(t: Tensor, dtype, device):
+    return dtype or t.dtype, device or t.device
+
+
+def zeros_like(input: Tensor, *, dtype=None, device=None, requires_grad=False) -> Tensor:
+    dtype, device = _like(input, dtype, device)
+    return _factory(input.shape, 0, dtype, device, requires_grad)
+
+
+def ones_like(input: Tensor, *, dtype=None, device=None, requires_grad=False) -> Tensor:
+    dtype, device = _like(input, dtype, device)
+    return _factory(input.shape, 1, dtype, device, requires_grad)
+
+
+def full_like(input: Tensor, fill_value, *, dtype=None, device=None,
+              requires_grad=False) -> Tensor:
+    dtype, device = _like(input, dtype, device)
+    return _factory(input.shape, fill_value, dtype, device, requires_grad)
+
+
+def empty_like(input: Tensor, *, dtype=None, device=None, requires_grad=False) -> Tensor:
+    dtype, device = _like(input, dtype, device)
+    return _factory(input.shape, None, dtype, device, requires_grad)
+
+
+# --------------------------------------------------------------- ranges
+def arange(start, end=None, step=1, *, dtype=None, device=None,
+           requires_grad: bool = False) -> Tensor:
+    """Values ``start, start+step, ...`` below ``end`` (``arange(n)`` is ``0..n-1``)."""
+    if end is None:
+        start, end = 0, start
+    vals = [v.item() if isinstance(v, Tensor) else v for v in (start, end, step)]
+    if vals[2] == 0:
+        raise RuntimeError("arange: step must be nonzero")
+    if dtype is None:
+        dtype = D.get_default_dtype() if any(isinstance(v, float) for v in vals) else D.int64
+    if (vals[1] - vals[0]) * vals[2] < 0:
+        raise RuntimeError(f"arange: upper bound and larger bound inconsistent with step sign "
+                           f"(start={vals[0]}, end={vals[1]}, step={vals[2]})")
+    dev = as_device(device)
+    return _finish(wrap(dev.backend.arange(*vals, dtype, dev.index), dev), requires_grad)
+
+
+def linspace(start, end, steps: int, *, dtype=None, device=None,
+             requires_grad: bool = False) -> Tensor:
+    """``steps`` evenly spaced values from ``start`` to ``end`` inclusive."""
+    if steps < 0:
+        raise RuntimeError("linspace: number of steps must be non-negative")
+    dtype = dtype or D.get_default_dtype()
+    step = (end - start) / (steps - 1) if steps > 1 else 0.0
+    idx = np.arange(steps, dtype=np.float64)
+    # torch fills the second half from the end so the last value is exactly `end`
+    vals = np.where(idx < steps // 2, start + step * idx, end - step * (steps - 1 - idx))
+    return tensor(vals, dtype=dtype, device=device, requires_grad=requires_grad)
+
+
+def eye(n: int, m: int | None = None, *, dtype=None, device=None,
+        requires_grad: bool = False) -> Tensor:
+    """A 2-d tensor with ones on the diagonal."""
+    m = n if m is None else m
+    return tensor(np.eye(n, m), dtype=dtype or D.get_default_dtype(), device=device,
+                  requires_grad=requires_grad)
+
+
+# --------------------------------------------------------------- random
+def _random_fill(shape, dtype, device, fill) -> Tensor:
+    dev = as_device(device)
+    dtype = dtype or D.get_default_dtype()
+    out = wrap(dev.backend.empty(shape, dtype, dev.index), dev)
+    fill(out)
+    return out
+
+
+def rand(*size, generator=None, dtype=None, device=None, requires_grad=False) -> Tensor:
+    """Uniform samples from [0, 1)."""
+    t = _random_fill(shape_arg(size), dtype, device, lambda o: o.uniform_(0, 1,
+                                                                         generator=generator))
+    return _finish(t, requires_grad)
+
+
+def randn(*size, generator=None, dtype=None, device=None, requires_grad=False) -> Tensor:
+    """Standard normal samples."""
+    t = _random_fill(shape_arg(size), dtype, device, lambda o: o.normal_(0, 1,
+                                                                        generator=generator))
+    return _finish(t, requires_grad)
+
+
+def rand_like(input: Tensor, *, dtype=None, device=None) -> Tensor:
+    return rand(input.shape, dtype=dtype or input.dtype, device=device or input.device)
+
+
+def randn_like(input: Tensor, *, dtype=None, device=None) -> Tensor:
+    return randn(input.shape, dtype=dtype or input.dtype, device=device or input.device)
+
+
+def randint(low, high=None, size=None, *, generator=None, dtype=None, device=None) -> Tensor:
+    """Uniform integers in ``[low, high)`` (``randint(high, size)`` starts at 0)."""
+    if size is None:
+        low, high, size = 0, low, high
+    if high is None or size is None:
+        raise TypeError("randint() needs high and size")
+    if low >= high:
+        raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={low} "
+                           f">= to={high}")
+    dev = as_device(device)
+    out = wrap(dev.backend.empty(shape_arg((size,) if isinstance(size, int) else size),
+                                 dtype or D.int64, dev.index), dev)
+    dev.backend.random_(out._data, int(low), int(high), resolve_generator(generator, dev))
+    return out
+
+
+def randint_like(input: Tensor, low, high=None, *, dtype=None) -> Tensor:
+    if high is None:
+        low, high = 0, low
+    return randint(low, high, input.shape, dtype=dtype or input.dtype, device=input.device)
+
+
+def randperm(n: int, *, generator=None, dtype=None, device=None) -> Tensor:
+    """A random permutation of ``0..n-1``."""
+    dev = as_device(device)
+    gen = resolve_generator(generator, dev)
+    return wrap(dev.backend.randperm(int(n), dtype or D.int64, dev.index, gen), dev)
+
+
+def normal(mean, std, size=None, *, generator=None, dtype=None, device=None) -> Tensor:
+    """Normal samples with the given mean and std (numbers with ``size``, or tensors)."""
+    if isinstance(mean, Tensor) or isinstance(std, Tensor):
+        ref = mean if isinstance(mean, Tensor) else std
+        return randn(ref.shape if size is None else size, generator=generator,
+                     dtype=ref.dtype, device=ref.device) * std + mean
+    if size is None:
+        raise TypeError("normal() with float mean and std needs size")
+    t = _random_fill(shape_arg((size,) if isinstance(size, int) else size), dtype, device,
+                     lambda o: o.normal_(mean, std, generator=generator))
+    return t
+
+
+def bernoulli(input: Tensor, p=None, *, generator=None) -> Tensor:
+    """0/1 samples with probability ``input`` (or ``p``) of a one."""
+    probs = input if p is None else full_like(input, p)
+    return (rand(input.shape, generator=generator, dtype=probs.dtype,
+                 device=input.device) < probs).to(input.dtype)
+
+
+def _check_finite(name: str, *values) -> None:
+    for v in values:
+        if not math.isfinite(v):
+            raise RuntimeError(f"{name} expects finite parameters, got {v}")
+
+
+def uniform_(t: Tensor, a: float = 0.0, b: float = 1.0, *, generator=None) -> Tensor:
+    """Fill ``t`` in place with U[a, b) samples."""
+    _check_finite("uniform_", a, b)
+    if a > b:
+        raise RuntimeError(f"uniform_ expects to return a [from, to) range, but found from={a} "
+                           f"> to={b}")
+    _random_check(t, "uniform_")
+    t._backend.uniform_(t._data, float(a), float(b), resolve_generator(generator, t.device))
+    t._version_box[0] += 1
+    return t
+
+
+def normal_(t: Tensor, mean: float = 0.0, std: float = 1.0, *, generator=None) -> Tensor:
+    """Fill ``t`` in place with N(mean, std²) samples."""
+    _check_finite("normal_", mean, std)
+    if std < 0:
+        raise RuntimeError(f"normal expects std >= 0.0, but found std {std}")
+    _random_check(t, "normal_")
+    t._backend.normal_(t._data, float(mean), float(std), resolve_generator(generator, t.device))
+    t._version_box[0] += 1
+    return t
+
+
+def random_(t: Tensor, low: int = 0, high: int | None = None, *, generator=None) -> Tensor:
+    """Fill ``t`` in place with integers in ``[low, high)``."""
+    if high is None:
+        low, high = 0, low
+    t._backend.random_(t._data, int(low), int(high), resolve_generator(generator, t.device))
+    t._version_box[0] += 1
+    return t
+
+
+def _random_check(t: Tensor, op: str) -> None:
+    from genesis.ops.inplace import check_inplace
+
+    if not t.dtype.is_floating_point:
+        raise TypeError(f"{op} is only implemented for floating types, got {t.dtype}")
+    check_inplace(t)

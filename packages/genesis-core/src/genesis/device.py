@@ -1,0 +1,90 @@
+"""``genesis.device``: where a tensor lives, and the backend that serves it."""
+
+from __future__ import annotations
+
+
+class device:  # noqa: N801 - named like torch.device
+    """A device such as ``genesis.device('cpu')`` or ``genesis.device('cuda:1')``.
+
+    Devices are interned: ``device('cuda:0') is device('cuda', 0)``. The backend behind a
+    device is loaded lazily, on first use of ``.backend``.
+
+    Args:
+        type_or_spec: ``'cpu'``, ``'cuda'``, ``'cuda:1'`` or another device.
+        index: device ordinal; defaults to 0 for non-CPU types.
+    """
+
+    __slots__ = ("type", "index", "_backend")
+    _interned: dict[tuple[str, int | None], device] = {}
+
+    def __new__(cls, type_or_spec: str | device, index: int | None = None) -> device:
+        if isinstance(type_or_spec, device):
+            if index is not None:
+                raise ValueError("device(device, index) is not allowed; pass a type string")
+            return type_or_spec
+        if not isinstance(type_or_spec, str):
+            raise TypeError(f"device() expects a string like 'cuda:0', got {type_or_spec!r}")
+        dev_type, _, idx_text = type_or_spec.partition(":")
+        if idx_text:
+            if index is not None:
+                raise ValueError(f"device {type_or_spec!r} already has an index; got {index}")
+            if not idx_text.isdigit():
+                raise ValueError(f"invalid device string {type_or_spec!r}")
+            index = int(idx_text)
+        if not dev_type or not dev_type.isidentifier():
+            raise ValueError(f"invalid device string {type_or_spec!r}")
+        if index is not None and index < 0:
+            raise ValueError(f"device index must be >= 0, got {index}")
+        if dev_type == "cpu":
+            index = None  # there is one CPU device, as in torch
+        elif index is None:
+            index = 0
+        key = (dev_type, index)
+        dev = cls._interned.get(key)
+        if dev is None:
+            dev = object.__new__(cls)
+            dev.type, dev.index, dev._backend = dev_type, index, None
+            cls._interned[key] = dev
+        return dev
+
+    @property
+    def backend(self):
+        """The backend serving this device type (loaded on first use)."""
+        if self._backend is None:
+            from genesis.backends.registry import get_backend
+
+            self._backend = get_backend(self.type)
+        return self._backend
+
+    def __repr__(self) -> str:
+        if self.index is None:
+            return f"device(type='{self.type}')"
+        return f"device(type='{self.type}', index={self.index})"
+
+    def __str__(self) -> str:
+        return self.type if self.index is None else f"{self.type}:{self.index}"
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, str):
+            other = device(other)
+        return self is other
+
+    def __hash__(self) -> int:
+        return hash((self.type, self.index))
+
+    def __reduce__(self):
+        return (device, (str(self),))
+
+
+def as_device(spec) -> device:
+    """Turn ``None`` (CPU), a string, an int (CUDA ordinal) or a device into a device."""
+    if spec is None:
+        return CPU
+    if isinstance(spec, device):
+        return spec
+    if isinstance(spec, int):
+        return device("cuda", spec)
+    return device(spec)
+
+
+CPU = device("cpu")

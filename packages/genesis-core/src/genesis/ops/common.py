@@ -1,0 +1,114 @@
+"""Shape rules shared by every op: broadcasting, dim normalisation, device checks."""
+
+from __future__ import annotations
+
+from genesis import dtypes as D
+from genesis.tensor import Tensor
+
+wrap = Tensor._wrap
+
+
+def broadcast_shapes(*shapes) -> tuple:
+    """The shape that ``shapes`` broadcast to (numpy/torch rules); error names them all."""
+    ndim = max((len(s) for s in shapes), default=0)
+    out = [1] * ndim
+    for s in shapes:
+        offset = ndim - len(s)
+        for i, n in enumerate(s):
+            cur = out[offset + i]
+            if n != cur:
+                if cur == 1:
+                    out[offset + i] = n
+                elif n != 1:
+                    shown = " and ".join(str(tuple(x)) for x in shapes)
+                    raise RuntimeError(
+                        f"shapes {shown} cannot be broadcast together: size {n} vs size {cur} "
+                        f"at dimension {offset + i - ndim}")
+    return tuple(out)
+
+
+def expand_array(t: Tensor, shape: tuple):
+    """``t``'s array viewed at the broadcast ``shape`` (zero strides; no copy)."""
+    if t.shape == shape:
+        return t._data
+    backend = t._backend
+    pad = len(shape) - len(t.shape)
+    strides = backend.strides_of(t._data)
+    new_strides = [0] * pad
+    for n, s in zip(t.shape, strides):
+        new_strides.append(0 if n == 1 else s)
+    return backend.as_strided(t._data, shape, tuple(new_strides),
+                              backend.storage_offset_of(t._data))
+
+
+def normalize_dim(dim: int, ndim: int) -> int:
+    """A dim index in ``[0, ndim)`` from a possibly negative one (0-d tensors accept -1, 0)."""
+    n = max(ndim, 1)
+    if not -n <= dim < n:
+        raise IndexError(
+            f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], but got {dim})")
+    return dim % n
+
+
+def normalize_dims(dim, ndim: int) -> tuple:
+    """Sorted, distinct non-negative dims; ``None`` or ``()`` means every dim."""
+    if dim is None or (isinstance(dim, (tuple, list)) and len(dim) == 0):
+        return tuple(range(ndim))
+    if isinstance(dim, int):
+        dim = (dim,)
+    dims = tuple(sorted({normalize_dim(d, ndim) for d in dim}))
+    if len(dims) != len(dim):
+        raise RuntimeError(f"dim {tuple(dim)} appears multiple times in the list of dims")
+    if ndim == 0:
+        return ()
+    return dims
+
+
+def check_same_device(op: str, *tensors) -> None:
+    """Raise the torch-style error when tensors of two devices meet in ``op``."""
+    first = tensors[0].device
+    for t in tensors[1:]:
+        if t.device is not first:
+            raise RuntimeError(
+                f"Expected all tensors to be on the same device, but found at least two "
+                f"devices, {first} and {t.device}! (in {op})")
+
+
+def check_floating(op: str, t: Tensor) -> None:
+    if not t.dtype.is_floating_point:
+        raise TypeError(f"{op} needs a floating-point tensor, got {t.dtype}")
+
+
+def float_dtype_for(dtype: D.DType) -> D.DType:
+    """The dtype a float-valued op on ``dtype`` computes in (ints go to the default)."""
+    return dtype if dtype.is_floating_point else D.get_default_dtype()
+
+
+def sum_to_shape(grad: Tensor, shape: tuple) -> Tensor:
+    """Reduce a broadcast gradient back to an input's ``shape``."""
+    if grad.shape == shape:
+        return grad
+    lead = grad.ndim - len(shape)
+    dims = list(range(lead))
+    for i, n in enumerate(shape):
+        if n == 1 and grad.shape[lead + i] != 1:
+            dims.append(lead + i)
+    out = grad.sum(dim=tuple(dims), keepdim=True) if dims else grad
+    if lead:
+        out = out.reshape(shape)
+    return out
+
+
+def shape_arg(args, allow_infer: bool = False) -> tuple:
+    """Accept ``f(2, 3)``, ``f((2, 3))`` and ``f([2, 3])`` as the shape ``(2, 3)``
+    (``allow_infer``: a -1 is left for the caller to resolve)."""
+    if len(args) == 1 and isinstance(args[0], (tuple, list)):
+        args = args[0]
+    try:
+        shape = tuple(int(a) for a in args)
+    except TypeError:
+        raise TypeError(f"a shape must be ints, got {args!r}") from None
+    for n in shape:
+        if n < 0 and not (allow_infer and n == -1):
+            raise RuntimeError(f"negative dimension {n} in shape {shape}")
+    return shape

@@ -1,0 +1,125 @@
+"""Moving and converting tensors: ``to`` (dtype/device), ``clone`` and the dtype shorthands."""
+
+from __future__ import annotations
+
+from genesis import dtypes as D
+from genesis.autograd.function import Function
+from genesis.device import CPU, as_device
+from genesis.device import device as Device
+from genesis.ops.common import wrap
+from genesis.tensor import Tensor
+
+
+class Cast(Function):
+    @staticmethod
+    def forward(ctx, x, dtype):
+        ctx.in_dtype = x.dtype
+        return wrap(x._backend.cast(x._data, dtype), x.device)
+
+    @staticmethod
+    def backward(ctx, g):
+        return (g.to(ctx.in_dtype) if ctx.in_dtype.is_floating_point else None), None
+
+
+class ToDevice(Function):
+    @staticmethod
+    def forward(ctx, x, dev):
+        ctx.src = x.device
+        return wrap(_transfer(x, dev), dev)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g.to(ctx.src), None
+
+
+def _transfer(x: Tensor, dev):
+    """``x``'s array copied onto ``dev`` (same backend: its copy; else through the host)."""
+    src_backend, dst_backend = x._backend, dev.backend
+    if src_backend is dst_backend:
+        out = dst_backend.empty(x.shape, x.dtype, dev.index)
+        return dst_backend.copy_(out, x._data)
+    host = x if x.dtype is not D.bfloat16 else Cast.apply(x, D.float32)
+    arr = host._backend.to_numpy(host._backend.contiguous(host._data))
+    data = dst_backend.from_numpy(arr.copy() if x.device is CPU else arr, dev.index)
+    return dst_backend.cast(data, D.bfloat16) if x.dtype is D.bfloat16 else data
+
+
+class Clone(Function):
+    @staticmethod
+    def forward(ctx, x):
+        b = x._backend
+        out = b.empty(x.shape, x.dtype, x.device.index)
+        return wrap(b.copy_(out, x._data), x.device)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g
+
+
+def clone(input: Tensor, *, memory_format=None) -> Tensor:
+    """A contiguous copy of ``input`` that stays in the graph."""
+    return Clone.apply(input)
+
+
+def _parse_to_args(t: Tensor, args, kwargs):
+    device, dtype = kwargs.pop("device", None), kwargs.pop("dtype", None)
+    for a in args:
+        if isinstance(a, D.DType):
+            dtype = a
+        elif isinstance(a, Tensor):
+            device, dtype = a.device, a.dtype
+        elif isinstance(a, (str, Device, int)):
+            device = a
+        elif a is not None:
+            raise TypeError(f"to() received an invalid argument {a!r}")
+    return (None if device is None else as_device(device)), dtype
+
+
+def to(input: Tensor, *args, non_blocking: bool = False, copy: bool = False,
+       **kwargs) -> Tensor:
+    """``input`` on another device and/or with another dtype (itself if nothing changes).
+
+    Example:
+        >>> x.to('cuda', genesis.bfloat16)
+    """
+    device, dtype = _parse_to_args(input, args, kwargs)
+    if kwargs:
+        raise TypeError(f"to() got unexpected keyword arguments {sorted(kwargs)}")
+    out = input
+    if device is not None and device is not input.device:
+        out = ToDevice.apply(out, device)
+        copy = False
+    if dtype is not None and dtype is not out.dtype:
+        out = Cast.apply(out, dtype)
+        copy = False
+    if copy:
+        out = clone(out)
+    return out
+
+
+def cpu(input: Tensor) -> Tensor:
+    return to(input, CPU)
+
+
+def cuda(input: Tensor, device=None) -> Tensor:
+    return to(input, as_device("cuda" if device is None else device))
+
+
+def type_as(input: Tensor, other: Tensor) -> Tensor:
+    return to(input, other.dtype)
+
+
+def _caster(dtype):
+    def method(self: Tensor) -> Tensor:
+        return to(self, dtype)
+
+    method.__doc__ = f"``self.to({dtype})``."
+    return method
+
+
+DTYPE_SHORTHANDS = {
+    "float": _caster(D.float32), "double": _caster(D.float64), "half": _caster(D.float16),
+    "bfloat16": _caster(D.bfloat16), "long": _caster(D.int64), "int": _caster(D.int32),
+    "short": _caster(D.int16), "char": _caster(D.int8), "byte": _caster(D.uint8),
+    "bool": _caster(D.bool_),
+}

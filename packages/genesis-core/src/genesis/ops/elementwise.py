@@ -1,0 +1,563 @@
+"""Elementwise ops: unary math, binary arithmetic with broadcasting and type promotion,
+comparisons, logical ops, where and clamp. One Function per differentiable op, with its
+forward and backward side by side.
+"""
+
+from __future__ import annotations
+
+import math
+
+from genesis import dtypes as D
+from genesis.autograd.function import Function
+from genesis.autograd.grad_mode import _state as _grad_state
+from genesis.device import CPU
+from genesis.ops.common import (
+    broadcast_shapes,
+    check_same_device,
+    expand_array,
+    float_dtype_for,
+    sum_to_shape,
+    wrap,
+)
+from genesis.tensor import Tensor
+
+_kernels: dict = {}  # (backend, kind, op) -> kernel callable, filled on first use
+
+
+def _unary_kernel(backend, op):
+    key = (backend, "u", op)
+    k = _kernels.get(key)
+    if k is None:
+        k = _kernels[key] = backend.unary_kernel(op)
+    return k
+
+
+def _binary_kernel(backend, op):
+    key = (backend, "b", op)
+    k = _kernels.get(key)
+    if k is None:
+        k = _kernels[key] = backend.binary_kernel(op)
+    return k
+
+
+# --------------------------------------------------------------------- unary
+class _Unary(Function):
+    """``y = f(x)`` for one backend unary kernel; subclasses give ``op`` and ``grad``."""
+
+    op = ""
+    float_op = True  # integer inputs are computed in the default float dtype
+
+    @classmethod
+    def forward(cls, ctx, x):
+        dtype = float_dtype_for(x.dtype) if cls.float_op else x.dtype
+        data = x._data if dtype is x.dtype else x._backend.cast(x._data, dtype)
+        y = wrap(_unary_kernel(x._backend, cls.op)(data), x.device)
+        ctx.save_for_backward(x, y)
+        return y
+
+    @classmethod
+    def backward(cls, ctx, g):
+        x, y = ctx.saved_tensors
+        return cls.grad(g, x, y)
+
+    @staticmethod
+    def grad(g, x, y):
+        return g * 0.0  # piecewise-constant ops: zero gradient, as torch
+
+
+def _unary(name: str, grad=None, float_op: bool = True, autocast: str | None = None):
+    attrs = {"op": name, "float_op": float_op, "autocast": autocast}
+    if grad is not None:
+        attrs["grad"] = staticmethod(grad)
+    cls = type(name.capitalize(), (_Unary,), attrs)
+
+    def fn(input: Tensor) -> Tensor:
+        return cls.apply(input)
+
+    fn.__name__ = name
+    fn.__doc__ = f"Elementwise ``{name}`` of ``input`` (same semantics as ``torch.{name}``)."
+    return fn
+
+
+_LN2 = math.log(2.0)
+_TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
+
+neg = _unary("neg", lambda g, x, y: -g, float_op=False)
+abs = _unary("abs", lambda g, x, y: g * x.sign(), float_op=False)  # noqa: A001
+sign = _unary("sign", float_op=False)
+exp = _unary("exp", lambda g, x, y: g * y, autocast="fp32")
+exp2 = _unary("exp2", lambda g, x, y: g * y * _LN2)
+log = _unary("log", lambda g, x, y: g / x, autocast="fp32")
+log2 = _unary("log2", lambda g, x, y: g / (x * _LN2))
+log1p = _unary("log1p", lambda g, x, y: g / (x + 1), autocast="fp32")
+expm1 = _unary("expm1", lambda g, x, y: g * (y + 1), autocast="fp32")
+sqrt = _unary("sqrt", lambda g, x, y: g / (y * 2))
+rsqrt = _unary("rsqrt", lambda g, x, y: g * y * y * y * -0.5)
+sin = _unary("sin", lambda g, x, y: g * x.cos())
+cos = _unary("cos", lambda g, x, y: -g * x.sin())
+tanh = _unary("tanh", lambda g, x, y: g * (1 - y * y))
+sigmoid = _unary("sigmoid", lambda g, x, y: g * y * (1 - y))
+relu = _unary("relu", lambda g, x, y: g * (y > 0), float_op=False)
+erf = _unary("erf", lambda g, x, y: g * _TWO_OVER_SQRT_PI * (-(x * x)).exp())
+floor = _unary("floor", float_op=False)
+ceil = _unary("ceil", float_op=False)
+_round = _unary("round", float_op=False)
+
+
+def round(input: Tensor, decimals: int = 0) -> Tensor:  # noqa: A001 - torch's name
+    """Round to the nearest integer (half to even), or to ``decimals`` places."""
+    if decimals == 0:
+        return _round(input)
+    scale = 10.0 ** decimals
+    return _round(input * scale) / scale
+
+
+def _predicate(op: str):
+    def fn(input: Tensor) -> Tensor:
+        return wrap(_unary_kernel(input._backend, op)(input._data), input.device)
+
+    fn.__name__ = op
+    fn.__doc__ = f"Elementwise ``{op}`` test, as a bool tensor."
+    return fn
+
+
+isnan = _predicate("isnan")
+isinf = _predicate("isinf")
+isfinite = _predicate("isfinite")
+
+
+def logical_not(input: Tensor) -> Tensor:
+    """Elementwise logical NOT (bool result)."""
+    return wrap(_unary_kernel(input._backend, "logical_not")(input._data), input.device)
+
+
+def bitwise_not(input: Tensor) -> Tensor:
+    """Elementwise bitwise NOT of an integer or bool tensor."""
+    if input.dtype.is_floating_point:
+        raise TypeError(f"bitwise_not is not defined for {input.dtype}")
+    return wrap(_unary_kernel(input._backend, "bitwise_not")(input._data), input.device)
+
+
+# -------------------------------------------------------------------- binary
+def _scalar_for(value, dtype: D.DType):
+    """A Python scalar converted to the kind of ``dtype`` (kernels get matching scalars)."""
+    if dtype.is_floating_point:
+        return float(value)
+    if dtype is D.bool_:
+        return bool(value)
+    return int(value)
+
+
+def _operands(op: str, a, b, dtype: D.DType | None = None):
+    """Promote and broadcast ``a``, ``b``: returns ``(backend, device, x, y, dtype)``.
+
+    ``x`` is always an array; ``y`` is an array or a Python scalar.
+    """
+    a_t = type(a) is Tensor or isinstance(a, Tensor)
+    b_t = type(b) is Tensor or isinstance(b, Tensor)
+    if a_t and b_t:
+        if a.device is not b.device:
+            if dtype is None:
+                dtype = D.result_type(a, b)  # before a 0-d tensor becomes a scalar
+            return _operands(op, *_move_cpu_scalar(op, a, b), dtype)
+        if dtype is None:
+            dtype = a.dtype if a.dtype is b.dtype else D.result_type(a, b)
+        backend = a._backend
+        x = a._data if a.dtype is dtype else backend.cast(a._data, dtype)
+        y = b._data if b.dtype is dtype else backend.cast(b._data, dtype)
+        if a.shape != b.shape:
+            shape = broadcast_shapes(a.shape, b.shape)
+            if a.shape != shape:
+                x = expand_array(wrap(x, a.device), shape)
+            if b.shape != shape:
+                y = expand_array(wrap(y, b.device), shape)
+        return backend, a.device, x, y, dtype
+    if a_t:
+        if not isinstance(b, (int, float, bool)):
+            raise TypeError(f"{op}(): unsupported operand type {type(b).__name__}")
+        if dtype is None:
+            dtype = D.result_type(a, b)
+        backend = a._backend
+        x = a._data if a.dtype is dtype else backend.cast(a._data, dtype)
+        return backend, a.device, x, _scalar_for(b, dtype), dtype
+    if not isinstance(a, (int, float, bool)):
+        raise TypeError(f"{op}(): unsupported operand type {type(a).__name__}")
+    # scalar on the left: make it a 0-d array and broadcast it
+    if dtype is None:
+        dtype = D.result_type(a, b)
+    backend = b._backend
+    x0 = wrap(backend.full((), _scalar_for(a, dtype), dtype, b.device.index), b.device)
+    y = b._data if b.dtype is dtype else backend.cast(b._data, dtype)
+    return backend, b.device, expand_array(x0, b.shape), y, dtype
+
+
+def _move_cpu_scalar(op: str, a: Tensor, b: Tensor):
+    """torch lets a 0-d CPU tensor meet a tensor on another device; so do we."""
+    if a.device is CPU and a.ndim == 0:
+        return a.item(), b
+    if b.device is CPU and b.ndim == 0:
+        return a, b.item()
+    check_same_device(op, a, b)
+    return a, b
+
+
+class _Binary(Function):
+    """``z = f(a, b)`` with broadcasting and promotion; subclasses give ``op`` and grads."""
+
+    op = ""
+    true_div = False
+
+    @classmethod
+    def forward(cls, ctx, a, b):
+        dtype = None
+        if cls.true_div:
+            dtype = D.result_type(a, b)
+            if not dtype.is_floating_point:
+                dtype = D.get_default_dtype()
+        backend, device, x, y, dtype = _operands(cls.op, a, b, dtype)
+        z = wrap(_binary_kernel(backend, cls.op)(x, y), device)
+        ctx.save_for_backward(a if isinstance(a, Tensor) else None,
+                              b if isinstance(b, Tensor) else None, z)
+        ctx.a_scalar = None if isinstance(a, Tensor) else a
+        ctx.b_scalar = None if isinstance(b, Tensor) else b
+        return z
+
+    @classmethod
+    def backward(cls, ctx, g):
+        a, b, z = ctx.saved_tensors
+        av = a if a is not None else ctx.a_scalar
+        bv = b if b is not None else ctx.b_scalar
+        ga, gb = cls.grads(g, av, bv, z, ctx.needs_input_grad)
+        return _fit(ga, a), _fit(gb, b)
+
+
+def _fit(g, t):
+    """Reduce a gradient to input ``t``'s shape and dtype (``None`` for scalars)."""
+    if g is None or t is None:
+        return None
+    g = sum_to_shape(g, t.shape)
+    if g.dtype is not t.dtype:
+        g = g.to(t.dtype)
+    return g
+
+
+class Add(_Binary):
+    op = "add"
+
+    @staticmethod
+    def grads(g, a, b, z, needs):
+        return g, g
+
+
+class Sub(_Binary):
+    op = "sub"
+
+    @staticmethod
+    def grads(g, a, b, z, needs):
+        return g, (-g if needs[1] else None)
+
+
+class Mul(_Binary):
+    op = "mul"
+
+    @staticmethod
+    def grads(g, a, b, z, needs):
+        return (g * b if needs[0] else None), (g * a if needs[1] else None)
+
+
+class Div(_Binary):
+    op = "div"
+    true_div = True
+
+    @staticmethod
+    def grads(g, a, b, z, needs):
+        ga = g / b if needs[0] else None
+        gb = -g * z / b if needs[1] else None
+        return ga, gb
+
+
+class Pow(_Binary):
+    op = "pow"
+
+    @staticmethod
+    def grads(g, a, b, z, needs):
+        ga = gb = None
+        if needs[0]:
+            if isinstance(b, Tensor):
+                ga = g * b * a ** (b - 1)
+            else:
+                ga = g * 0.0 if b == 0 else g * b * a ** (b - 1)
+        if needs[1]:
+            if isinstance(a, Tensor):
+                zero_base = (a == 0) & (b >= 0)
+                gb = where(zero_base, 0.0, g * z * a.log())
+            else:
+                gb = g * z * (math.log(a) if a > 0 else float("nan") if a < 0 else 0.0)
+        return ga, gb
+
+
+class Maximum(_Binary):
+    op = "maximum"
+
+    @staticmethod
+    def grads(g, a, b, z, needs):
+        # torch splits the gradient evenly between tied inputs
+        share = (a > b) + (a == b) * 0.5
+        return g * share, g * (1 - share)
+
+
+class Minimum(_Binary):
+    op = "minimum"
+
+    @staticmethod
+    def grads(g, a, b, z, needs):
+        share = (a < b) + (a == b) * 0.5
+        return g * share, g * (1 - share)
+
+
+class Atan2(_Binary):
+    op = "atan2"
+    true_div = True  # integer inputs compute in the default float dtype, as torch
+
+    @staticmethod
+    def grads(g, a, b, z, needs):
+        denom = a * a + b * b
+        return g * b / denom, -g * a / denom
+
+
+class Remainder(_Binary):
+    op = "remainder"
+
+    @staticmethod
+    def grads(g, a, b, z, needs):
+        gb = -g * floor_divide(a, b) if needs[1] else None
+        return g, gb
+
+
+def add(input, other, *, alpha=1) -> Tensor:
+    """``input + alpha * other`` with broadcasting and type promotion."""
+    if alpha != 1:
+        other = other * alpha
+    return Add.apply(input, other)
+
+
+def sub(input, other, *, alpha=1) -> Tensor:
+    """``input - alpha * other`` with broadcasting and type promotion."""
+    if alpha != 1:
+        other = other * alpha
+    return Sub.apply(input, other)
+
+
+def rsub(input, other, *, alpha=1) -> Tensor:
+    """``other - alpha * input``."""
+    return sub(other, input, alpha=alpha)
+
+
+def mul(input, other) -> Tensor:
+    """Elementwise product with broadcasting and type promotion."""
+    return Mul.apply(input, other)
+
+
+def div(input, other, *, rounding_mode: str | None = None) -> Tensor:
+    """True division (integers give floats), or ``'trunc'``/``'floor'`` rounding."""
+    if rounding_mode is None:
+        return Div.apply(input, other)
+    if rounding_mode == "floor":
+        return floor_divide(input, other)
+    if rounding_mode == "trunc":
+        q = Div.apply(input, other)
+        q = where(q < 0, q.ceil(), q.floor())
+        dtype = D.result_type(input, other)
+        return q if dtype.is_floating_point else q.to(dtype)
+    raise ValueError(f"div expected rounding_mode None, 'trunc' or 'floor', got {rounding_mode!r}")
+
+
+true_divide = divide = div
+multiply = mul
+subtract = sub
+
+
+def pow(input, exponent) -> Tensor:  # noqa: A001 - torch's name
+    """``input ** exponent`` elementwise."""
+    return Pow.apply(input, exponent)
+
+
+def maximum(input: Tensor, other: Tensor) -> Tensor:
+    """Elementwise maximum (NaN propagates)."""
+    return Maximum.apply(input, other)
+
+
+def minimum(input: Tensor, other: Tensor) -> Tensor:
+    """Elementwise minimum (NaN propagates)."""
+    return Minimum.apply(input, other)
+
+
+def atan2(input: Tensor, other: Tensor) -> Tensor:
+    """Elementwise ``atan(input / other)`` with the quadrant from both signs."""
+    return Atan2.apply(input, other)
+
+
+def remainder(input, other) -> Tensor:
+    """Python-style modulus (sign of the divisor)."""
+    return Remainder.apply(input, other)
+
+
+def floor_divide(input, other) -> Tensor:
+    """``floor(input / other)`` (not differentiable)."""
+    backend, device, x, y, _ = _operands("floor_divide", input, other)
+    return wrap(_binary_kernel(backend, "floor_divide")(x, y), device)
+
+
+def _nondiff_binary(op: str, doc: str, bool_only: bool = False, integral: bool = False):
+    def fn(input, other) -> Tensor:
+        if integral:
+            for v in (input, other):
+                if isinstance(v, Tensor) and v.dtype.is_floating_point or isinstance(v, float):
+                    raise TypeError(f"{op} is only defined for integer and bool tensors")
+        backend, device, x, y, _ = _operands(op, input, other)
+        return wrap(_binary_kernel(backend, op)(x, y), device)
+
+    fn.__name__ = op
+    fn.__doc__ = doc
+    return fn
+
+
+eq = _nondiff_binary("eq", "Elementwise ``==`` (bool result).")
+ne = _nondiff_binary("ne", "Elementwise ``!=`` (bool result).")
+lt = _nondiff_binary("lt", "Elementwise ``<`` (bool result).")
+le = _nondiff_binary("le", "Elementwise ``<=`` (bool result).")
+gt = _nondiff_binary("gt", "Elementwise ``>`` (bool result).")
+ge = _nondiff_binary("ge", "Elementwise ``>=`` (bool result).")
+greater, greater_equal, less, less_equal, not_equal = gt, ge, lt, le, ne
+logical_and = _nondiff_binary("logical_and", "Elementwise logical AND (bool result).")
+logical_or = _nondiff_binary("logical_or", "Elementwise logical OR (bool result).")
+logical_xor = _nondiff_binary("logical_xor", "Elementwise logical XOR (bool result).")
+bitwise_and = _nondiff_binary("bitwise_and", "Elementwise AND of ints/bools.", integral=True)
+bitwise_or = _nondiff_binary("bitwise_or", "Elementwise OR of ints/bools.", integral=True)
+bitwise_xor = _nondiff_binary("bitwise_xor", "Elementwise XOR of ints/bools.", integral=True)
+
+
+def equal(input: Tensor, other: Tensor) -> bool:
+    """True when both tensors have the same shape and all elements are equal."""
+    return input.shape == other.shape and bool(eq(input, other).all())
+
+
+# -------------------------------------------------------------- where, clamp
+class Where(Function):
+    @staticmethod
+    def forward(ctx, cond, a, b):
+        check_same_device("where", cond, *(v for v in (a, b) if isinstance(v, Tensor)))
+        if cond.dtype is not D.bool_:
+            raise TypeError(f"where expected condition to be a bool tensor, got {cond.dtype}")
+        dtype = D.result_type(a, b)
+        shapes = [cond.shape] + [v.shape for v in (a, b) if isinstance(v, Tensor)]
+        shape = broadcast_shapes(*shapes)
+        backend, device = cond._backend, cond.device
+        args = []
+        for v in (a, b):
+            if isinstance(v, Tensor):
+                v = v if v.dtype is dtype else v.to(dtype)
+                args.append(expand_array(v, shape))
+            else:
+                args.append(_scalar_for(v, dtype))
+        if not isinstance(a, Tensor) and not isinstance(b, Tensor):
+            args[0] = backend.full(shape, args[0], dtype, device.index)
+        out = wrap(backend.where(expand_array(cond, shape), args[0], args[1]), device)
+        ctx.save_for_backward(cond)
+        ctx.shapes = tuple(v.shape if isinstance(v, Tensor) else None for v in (a, b))
+        ctx.dtypes = tuple(v.dtype if isinstance(v, Tensor) else None for v in (a, b))
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        (cond,) = ctx.saved_tensors
+        grads = [None, None]
+        for i, keep in ((0, True), (1, False)):
+            if ctx.needs_input_grad[i + 1]:
+                mask = cond if keep else logical_not(cond)
+                gi = sum_to_shape(where(mask, g, 0.0), ctx.shapes[i])
+                grads[i] = gi if gi.dtype is ctx.dtypes[i] else gi.to(ctx.dtypes[i])
+        return None, grads[0], grads[1]
+
+
+def where(condition: Tensor, input=None, other=None):
+    """``input`` where ``condition`` else ``other`` (broadcast); one argument: nonzero."""
+    if input is None and other is None:
+        from genesis.ops.indexing import nonzero
+
+        return nonzero(condition, as_tuple=True)
+    return Where.apply(condition, input, other)
+
+
+class Clamp(Function):
+    @staticmethod
+    def forward(ctx, x, lo, hi):
+        dtype = x.dtype
+        for v in (lo, hi):
+            if isinstance(v, float) and not dtype.is_floating_point:
+                dtype = D.get_default_dtype()
+        data = x._data if dtype is x.dtype else x._backend.cast(x._data, dtype)
+        lo_s = None if lo is None else _scalar_for(lo, dtype)
+        hi_s = None if hi is None else _scalar_for(hi, dtype)
+        ctx.save_for_backward(x)
+        ctx.bounds = (lo_s, hi_s)
+        return wrap(x._backend.clamp(data, lo_s, hi_s), x.device)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        lo, hi = ctx.bounds
+        mask = None
+        if lo is not None:
+            mask = x >= lo
+        if hi is not None:
+            upper = x <= hi
+            mask = upper if mask is None else mask & upper
+        return where(mask, g, 0.0), None, None
+
+
+def clamp(input: Tensor, min=None, max=None) -> Tensor:  # noqa: A002 - torch's names
+    """Limit values to ``[min, max]`` (either may be None; tensor bounds broadcast)."""
+    if min is None and max is None:
+        raise RuntimeError("clamp: at least one of 'min' or 'max' must not be None")
+    if isinstance(min, Tensor) or isinstance(max, Tensor):
+        out = input
+        if min is not None:
+            out = maximum(out, min)
+        if max is not None:
+            out = minimum(out, max)
+        return out
+    return Clamp.apply(input, min, max)
+
+
+clip = clamp
+
+
+def clamp_min(input: Tensor, min) -> Tensor:  # noqa: A002
+    return clamp(input, min=min)
+
+
+def clamp_max(input: Tensor, max) -> Tensor:  # noqa: A002
+    return clamp(input, max=max)
+
+
+def lerp(input: Tensor, end: Tensor, weight) -> Tensor:
+    """``input + weight * (end - input)``."""
+    return input + weight * (end - input)
+
+
+def square(input: Tensor) -> Tensor:
+    """``input * input``."""
+    return input * input
+
+
+def reciprocal(input: Tensor) -> Tensor:
+    """``1 / input`` (integers give floats)."""
+    return Div.apply(1.0, input)
+
+
+def grad_enabled_for(*tensors) -> bool:
+    """Whether an op on ``tensors`` would be recorded (used by in-place fast paths)."""
+    if not _grad_state.enabled:
+        return False
+    return any(isinstance(t, Tensor) and t.requires_grad for t in tensors)

@@ -1,0 +1,153 @@
+"""Ops served by the backend's optional fused kernels: softmax, log_softmax, layer_norm and
+rms_norm. Backends without fused kernels get the contract's composite defaults."""
+
+from __future__ import annotations
+
+from genesis import dtypes as D
+from genesis.autograd.function import Function, once_differentiable
+from genesis.ops.common import check_same_device, normalize_dim, wrap
+from genesis.tensor import Tensor
+
+
+class Softmax(Function):
+    autocast = "fp32"
+    log = False
+
+    @classmethod
+    def forward(cls, ctx, x, dim):
+        y = wrap(x._backend.softmax(x._data, dim, cls.log), x.device)
+        ctx.save_for_backward(y)
+        ctx.dim = dim
+        return y
+
+    @classmethod
+    def backward(cls, ctx, g):
+        (y,) = ctx.saved_tensors
+        # Written with tensor ops (not the fused backward) so double backward works.
+        if cls.log:
+            return g - y.exp() * g.sum(ctx.dim, keepdim=True), None
+        return y * (g - (g * y).sum(ctx.dim, keepdim=True)), None
+
+
+class LogSoftmax(Softmax):
+    log = True
+
+
+def _softmax(cls, input: Tensor, dim, dtype):
+    if dim is None:
+        raise TypeError(f"{cls.__name__.lower()}() requires a dim argument")
+    if dtype is not None:
+        input = input.to(dtype)
+    elif not input.dtype.is_floating_point:
+        raise RuntimeError(f"{cls.__name__.lower()}: expected a floating-point input, got "
+                           f"{input.dtype}")
+    if input.ndim == 0:
+        return cls.apply(input.reshape(1), 0).reshape(())
+    return cls.apply(input, normalize_dim(dim, input.ndim))
+
+
+def softmax(input: Tensor, dim: int | None = None, dtype: D.DType | None = None) -> Tensor:
+    """``exp(x) / sum(exp(x))`` along ``dim``, computed stably (fused where the backend can)."""
+    return _softmax(Softmax, input, dim, dtype)
+
+
+def log_softmax(input: Tensor, dim: int | None = None, dtype: D.DType | None = None) -> Tensor:
+    """``x - logsumexp(x)`` along ``dim``."""
+    return _softmax(LogSoftmax, input, dim, dtype)
+
+
+def _flatten_norm_input(op: str, x: Tensor, normalized_shape, params) -> tuple:
+    """View ``x`` as (..., N) where N covers ``normalized_shape``; check parameter shapes."""
+    normalized_shape = (normalized_shape,) if isinstance(normalized_shape, int) \
+        else tuple(normalized_shape)
+    k = len(normalized_shape)
+    if k == 0 or tuple(x.shape[x.ndim - k:]) != normalized_shape or x.ndim < k:
+        raise RuntimeError(
+            f"{op}: Given normalized_shape={list(normalized_shape)}, expected input with shape "
+            f"[*, {', '.join(map(str, normalized_shape))}], but got input of size "
+            f"{list(x.shape)}")
+    for name, p in params:
+        if p is not None:
+            check_same_device(op, x, p)
+            if tuple(p.shape) != normalized_shape:
+                raise RuntimeError(f"{op}: Expected {name} to be of shape "
+                                   f"{list(normalized_shape)}, but got {list(p.shape)}")
+    n = 1
+    for s in normalized_shape:
+        n *= s
+    flat_params = [None if p is None else p.reshape(n) for _, p in params]
+    return x.reshape(x.shape[:x.ndim - k] + (n,)), flat_params
+
+
+class LayerNorm(Function):
+    autocast = "fp32"
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, eps):
+        b = x._backend
+        y, mean, rstd = b.layer_norm(x._data, None if weight is None else weight._data,
+                                     None if bias is None else bias._data, eps)
+        mean, rstd = wrap(mean, x.device), wrap(rstd, x.device)
+        ctx.save_for_backward(x, weight, mean, rstd)
+        ctx.has_bias = bias is not None
+        return wrap(y, x.device)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, g):
+        x, weight, mean, rstd = ctx.saved_tensors
+        gx, gw, gb = x._backend.layer_norm_backward(
+            g.contiguous()._data, x._data, None if weight is None else weight._data,
+            mean._data, rstd._data)
+        gx = wrap(gx, x.device)
+        gw = None if gw is None else wrap(gw, x.device)
+        gb = None if gb is None or not ctx.has_bias else wrap(gb, x.device)
+        return gx, gw, gb, None
+
+
+def layer_norm(input: Tensor, normalized_shape, weight: Tensor | None = None,
+               bias: Tensor | None = None, eps: float = 1e-5) -> Tensor:
+    """Normalise over the trailing ``normalized_shape`` dims, then scale and shift.
+
+    Shape:
+        input (*, *normalized_shape); weight and bias normalized_shape.
+    """
+    x, (w, b) = _flatten_norm_input("layer_norm", input, normalized_shape,
+                                    (("weight", weight), ("bias", bias)))
+    if w is None and b is not None:
+        import genesis
+
+        w = genesis.ones_like(b)
+    return LayerNorm.apply(x, w, b, float(eps)).reshape(input.shape)
+
+
+class RMSNorm(Function):
+    autocast = "fp32"
+
+    @staticmethod
+    def forward(ctx, x, weight, eps):
+        y, rstd = x._backend.rms_norm(x._data, None if weight is None else weight._data, eps)
+        rstd = wrap(rstd, x.device)
+        ctx.save_for_backward(x, weight, rstd)
+        return wrap(y, x.device)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, g):
+        x, weight, rstd = ctx.saved_tensors
+        gx, gw = x._backend.rms_norm_backward(
+            g.contiguous()._data, x._data, None if weight is None else weight._data, rstd._data)
+        return wrap(gx, x.device), (None if gw is None else wrap(gw, x.device)), None
+
+
+def rms_norm(input: Tensor, normalized_shape, weight: Tensor | None = None,
+             eps: float | None = None) -> Tensor:
+    """Root-mean-square normalisation over the trailing ``normalized_shape`` dims.
+
+    ``eps`` defaults to the machine epsilon of the input's dtype, as in torch.
+    """
+    if eps is None:
+        eps = {D.float16: 0.0009765625, D.bfloat16: 0.0078125,
+               D.float64: 2.220446049250313e-16}.get(input.dtype, 1.1920928955078125e-07)
+    x, (w,) = _flatten_norm_input("rms_norm", input, normalized_shape, (("weight", weight),))
+    return RMSNorm.apply(x, w, float(eps)).reshape(input.shape)

@@ -1,0 +1,453 @@
+"""Indexing: ``x[key]`` (basic and advanced), gather/scatter, index_select/index_add,
+masked_fill, nonzero and one_hot."""
+
+from __future__ import annotations
+
+from genesis import dtypes as D
+from genesis.autograd.function import Function
+from genesis.ops.common import broadcast_shapes, check_same_device, normalize_dim, wrap
+from genesis.ops.views import Slice
+from genesis.tensor import Tensor
+
+
+# ------------------------------------------------------------- index checks
+def _check_index_tensor(op: str, index: Tensor, size: int) -> Tensor:
+    """int64 copy of ``index`` with negatives wrapped, after a bounds check."""
+    if index.dtype.category != 1:
+        raise IndexError(f"{op}: tensors used as indices must be long, int or bool tensors, "
+                         f"got {index.dtype}")
+    if index.dtype is not D.int64:
+        index = index.to(D.int64)
+    if index.numel():
+        lo, hi = int(index.min()), int(index.max())
+        if lo < -size or hi >= size:
+            bad = hi if hi >= size else lo
+            raise IndexError(f"{op}: index {bad} is out of bounds for dimension with size {size}")
+        if lo < 0:
+            index = index.remainder(size)
+    return index
+
+
+def _check_dim_index(op: str, x: Tensor, dim: int, index: Tensor) -> None:
+    check_same_device(op, x, index)
+    if index.dtype is not D.int64:
+        raise RuntimeError(f"{op}(): Expected dtype int64 for index, got {index.dtype}")
+
+
+# -------------------------------------------------------------- __getitem__
+def _to_index_tensor(k, device) -> Tensor:
+    import genesis
+
+    t = genesis.tensor(k, device=device)
+    if t.dtype.is_floating_point:
+        raise IndexError("tensors used as indices must be long, int or bool tensors")
+    return t
+
+
+def _split_key(x: Tensor, key):
+    """Split an index key into a basic part (a view) and advanced indices on that view.
+
+    Returns ``(basic_key, advanced)`` where ``advanced`` maps a dim of the viewed tensor to
+    an index tensor (or is empty).
+    """
+    if not isinstance(key, tuple):
+        key = (key,)
+    items = []
+    for k in key:
+        if isinstance(k, Tensor) and k.dtype is D.bool_ and k.ndim == 0:
+            k = bool(k.item())
+        if isinstance(k, bool):
+            items.append(None if k else "empty")
+        elif isinstance(k, (list,)) or (not isinstance(k, (int, slice, Tensor))
+                                        and k is not None and k is not Ellipsis
+                                        and hasattr(k, "__len__")):
+            items.append(_to_index_tensor(k, x.device))
+        elif isinstance(k, Tensor) or k is None or k is Ellipsis or isinstance(k, slice):
+            items.append(k)
+        elif hasattr(k, "__index__"):
+            items.append(int(k.__index__()))
+        else:
+            raise IndexError(f"unsupported index type {type(k).__name__}")
+    # dims each item consumes (a bool mask consumes as many dims as it has)
+    consumed = 0
+    for k in items:
+        if isinstance(k, Tensor):
+            consumed += k.ndim if k.dtype is D.bool_ else 1
+        elif isinstance(k, (int, slice)):
+            consumed += 1
+    if items.count(Ellipsis) > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    if consumed > x.ndim:
+        raise IndexError(f"too many indices for tensor of dimension {x.ndim}")
+    if Ellipsis in items:
+        i = items.index(Ellipsis)
+        items[i:i + 1] = [slice(None)] * (x.ndim - consumed)
+    basic, advanced, view_dim, src_dim = [], {}, 0, 0
+    for k in items:
+        if k is None:
+            basic.append(None)
+            view_dim += 1
+        elif k == "empty":
+            basic.append(None)
+            advanced[view_dim] = _empty_index(x.device)
+            view_dim += 1
+        elif isinstance(k, int):
+            basic.append(k)
+            src_dim += 1
+        elif isinstance(k, slice):
+            basic.append(k)
+            view_dim += 1
+            src_dim += 1
+        else:  # index tensor
+            check_same_device("index", x, k)
+            if k.dtype is D.bool_:
+                mask_shape = x.shape[src_dim:src_dim + k.ndim]
+                if tuple(k.shape) != tuple(mask_shape):
+                    raise IndexError(
+                        f"The shape of the mask {list(k.shape)} at index {src_dim} does not "
+                        f"match the shape of the indexed tensor {list(x.shape)}")
+                for j, coords in enumerate(nonzero(k, as_tuple=True)):
+                    basic.append(slice(None))
+                    advanced[view_dim] = coords
+                    view_dim += 1
+                    src_dim += 1 if j < k.ndim else 0
+            else:
+                basic.append(slice(None))
+                advanced[view_dim] = k
+                view_dim += 1
+                src_dim += 1
+    return tuple(basic), advanced
+
+
+def _empty_index(device) -> Tensor:
+    import genesis
+
+    return genesis.zeros(0, dtype=D.int64, device=device)
+
+
+def _prepare_advanced(view: Tensor, advanced: dict) -> list:
+    """Per-dim entries for ``Backend.index``: checked int64 arrays broadcast together."""
+    tensors = {d: _check_index_tensor("index", t, view.shape[d]) for d, t in advanced.items()}
+    shape = broadcast_shapes(*(t.shape for t in tensors.values()))
+    return [tensors[d].expand(shape) if d in tensors else None for d in range(view.ndim)]
+
+
+class Index(Function):
+    @staticmethod
+    def forward(ctx, x, indices):
+        ctx.in_shape, ctx.indices = x.shape, indices
+        arrays = [None if i is None else i._data for i in indices]
+        return wrap(x._backend.index(x._data, arrays), x.device)
+
+    @staticmethod
+    def backward(ctx, g):
+        import genesis
+
+        gx = genesis.zeros(ctx.in_shape, dtype=g.dtype, device=g.device)
+        full = full_indices(ctx.in_shape, ctx.indices)
+        gx._backend.index_put_(gx._data, [i._data for i in full], g._data, True)
+        return gx, None
+
+
+def full_indices(shape: tuple, indices: list) -> list:
+    """Index tensors for every dim (``None`` dims become aranges) laid out like the result
+    of ``x[indices]``, so an accumulate ``index_put_`` needs no ``None`` entries."""
+    import genesis
+
+    adv = [d for d, i in enumerate(indices) if i is not None]
+    bshape = indices[adv[0]].shape
+    adjacent = adv == list(range(adv[0], adv[-1] + 1))
+    plain = [d for d in range(len(shape)) if indices[d] is None]
+    # result layout: the broadcast block sits at the first advanced dim if the advanced
+    # dims are adjacent, otherwise in front; plain dims keep their order around it.
+    block_at = adv[0] if adjacent else 0
+    before = [d for d in plain if d < block_at] if adjacent else []
+    after = [d for d in plain if d not in before]
+    n_result = len(before) + len(bshape) + len(after)
+    out = []
+    for d in range(len(shape)):
+        if indices[d] is not None:
+            lead = len(before)
+            out.append(indices[d].reshape((1,) * lead + tuple(bshape)
+                                          + (1,) * (n_result - lead - len(bshape))))
+        else:
+            pos = before.index(d) if d in before else len(before) + len(bshape) + after.index(d)
+            view_shape = [1] * n_result
+            view_shape[pos] = shape[d]
+            out.append(genesis.arange(shape[d], device=indices[adv[0]].device).reshape(
+                view_shape))
+    result_shape = broadcast_shapes(*(t.shape for t in out))
+    return [t.expand(result_shape) for t in out]
+
+
+def getitem(x: Tensor, key) -> Tensor:
+    """``x[key]``: basic indexing gives a view, advanced indexing a copy (torch rules)."""
+    if isinstance(key, (int, slice)) or key is None:
+        return Slice.apply(x, _basic_key(x, (key,)))
+    basic, advanced = _split_key(x, key)
+    view = Slice.apply(x, _basic_key(x, basic)) if basic else x
+    if not advanced:
+        return view
+    return Index.apply(view, _prepare_advanced(view, advanced))
+
+
+def _basic_key(x: Tensor, key: tuple) -> tuple:
+    if not isinstance(key[0], int) or x.ndim:
+        return key
+    raise IndexError("invalid index of a 0-dim tensor. Use `tensor.item()` to convert a "
+                     "0-dim tensor to a number")
+
+
+# -------------------------------------------------------------- __setitem__
+class IndexPut(Function):
+    """Out-of-place ``x[indices] = values`` (or ``+=``): the differentiable form."""
+
+    @staticmethod
+    def forward(ctx, x, indices, values, accumulate):
+        out = x.clone()
+        ctx.indices, ctx.accumulate, ctx.v_shape = indices, accumulate, values.shape
+        arrays = [None if i is None else i._data for i in indices]
+        if accumulate and any(i is None for i in indices):
+            arrays = [i._data for i in full_indices(x.shape, indices)]
+            values = values.expand(_indexed_shape(x, indices))
+        out._backend.index_put_(out._data, arrays, values._data, accumulate)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        from genesis.ops.common import sum_to_shape
+
+        gx = gv = None
+        if ctx.needs_input_grad[0]:
+            gx = g if ctx.accumulate else IndexPut.apply(
+                g, ctx.indices, g.new_zeros(()), False)
+        if ctx.needs_input_grad[2]:
+            gv = sum_to_shape(Index.apply(g, ctx.indices), ctx.v_shape)
+        return gx, None, gv, None
+
+
+def _indexed_shape(x: Tensor, indices) -> tuple:
+    import genesis
+
+    probe = genesis.empty(x.shape, dtype=D.bool_, device=x.device)
+    return Index.apply(probe, indices).shape
+
+
+def setitem(x: Tensor, key, value) -> None:
+    """``x[key] = value`` in place (value broadcasts; autograd-aware)."""
+    from genesis.ops.inplace import copy_, index_put_
+
+    if isinstance(key, (int, slice)) or key is None:
+        basic, advanced = _basic_key(x, (key,)), {}
+    else:
+        basic, advanced = _split_key(x, key)
+    view = Slice.apply(x, basic) if basic else x
+    if not advanced:
+        if isinstance(value, Tensor):
+            copy_(view, value.expand(view.shape) if value.shape != view.shape else value)
+        else:
+            from genesis.ops.inplace import fill_
+
+            fill_(view, value)
+        return
+    index_put_(view, tuple(_prepare_advanced(view, advanced)), value)
+
+
+# ------------------------------------------------------- gather and scatter
+class Gather(Function):
+    @staticmethod
+    def forward(ctx, x, dim, index):
+        ctx.in_shape, ctx.dim = x.shape, dim
+        ctx.save_for_backward(index)
+        return wrap(x._backend.gather(x._data, dim, index._data), x.device)
+
+    @staticmethod
+    def backward(ctx, g):
+        import genesis
+
+        (index,) = ctx.saved_tensors
+        gx = genesis.zeros(ctx.in_shape, dtype=g.dtype, device=g.device)
+        return gx.scatter_add(ctx.dim, index, g), None, None
+
+
+def _check_gather_shapes(op: str, x: Tensor, dim: int, index: Tensor) -> None:
+    if index.ndim != x.ndim:
+        raise RuntimeError(f"{op}(): Index tensor must have the same number of dimensions as "
+                           f"input tensor ({index.ndim} vs {x.ndim})")
+    for d in range(x.ndim):
+        if d != dim and index.shape[d] > x.shape[d]:
+            raise RuntimeError(
+                f"{op}(): Size does not match at dimension {d} expected index "
+                f"{list(index.shape)} to be smaller than self {list(x.shape)} apart from "
+                f"dimension {dim}")
+
+
+def gather(input: Tensor, dim: int, index: Tensor) -> Tensor:
+    """``out[i][j] = input[i][index[i][j]]`` along ``dim``."""
+    d = normalize_dim(dim, input.ndim)
+    _check_dim_index("gather", input, d, index)
+    _check_gather_shapes("gather", input, d, index)
+    index = _check_index_tensor("gather", index, input.shape[d] if input.ndim else 1)
+    return Gather.apply(input, d, index)
+
+
+class Scatter(Function):
+    @staticmethod
+    def forward(ctx, x, dim, index, src, reduce):
+        ctx.dim, ctx.reduce = dim, reduce
+        ctx.save_for_backward(index)
+        ctx.src_is_tensor = isinstance(src, Tensor)
+        data = src._data if isinstance(src, Tensor) else src
+        return wrap(x._backend.scatter(x._data, dim, index._data, data, reduce), x.device)
+
+    @staticmethod
+    def backward(ctx, g):
+        (index,) = ctx.saved_tensors
+        gx = g if ctx.reduce == "add" else g.scatter(ctx.dim, index, 0.0)
+        gsrc = g.gather(ctx.dim, index) if ctx.src_is_tensor else None
+        return gx, None, None, gsrc, None
+
+
+def _scatter(op, input, dim, index, src, reduce):
+    d = normalize_dim(dim, input.ndim)
+    _check_dim_index(op, input, d, index)
+    _check_gather_shapes(op, input, d, index)
+    if isinstance(src, Tensor):
+        check_same_device(op, input, src)
+        if src.dtype is not input.dtype:
+            raise RuntimeError(f"{op}(): Expected self.dtype to be equal to src.dtype "
+                               f"({input.dtype} vs {src.dtype})")
+    index = _check_index_tensor(op, index, input.shape[d] if input.ndim else 1)
+    return Scatter.apply(input, d, index, src, reduce)
+
+
+def scatter(input: Tensor, dim: int, index: Tensor, src=None, *, value=None,
+            reduce: str | None = None) -> Tensor:
+    """A copy of ``input`` with ``src`` (tensor or scalar) written at ``index`` along ``dim``."""
+    if src is None:
+        src = value
+    if reduce not in (None, "add"):
+        raise ValueError(f"scatter: reduce must be None or 'add', got {reduce!r}")
+    return _scatter("scatter", input, dim, index, src, reduce)
+
+
+def scatter_add(input: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
+    """A copy of ``input`` with ``src`` added at ``index`` along ``dim``."""
+    return _scatter("scatter_add", input, dim, index, src, "add")
+
+
+class IndexSelect(Function):
+    @staticmethod
+    def forward(ctx, x, dim, index):
+        ctx.in_shape, ctx.dim = x.shape, dim
+        ctx.save_for_backward(index)
+        return wrap(x._backend.index_select(x._data, dim, index._data), x.device)
+
+    @staticmethod
+    def backward(ctx, g):
+        import genesis
+
+        (index,) = ctx.saved_tensors
+        gx = genesis.zeros(ctx.in_shape, dtype=g.dtype, device=g.device)
+        return gx.index_add(ctx.dim, index, g), None, None
+
+
+def index_select(input: Tensor, dim: int, index: Tensor) -> Tensor:
+    """Entries of ``input`` at the 1-d ``index`` along ``dim``."""
+    d = normalize_dim(dim, input.ndim)
+    check_same_device("index_select", input, index)
+    if index.ndim > 1:
+        raise IndexError("index_select(): Index is supposed to be a vector")
+    index = _check_index_tensor("index_select", index.reshape(-1),
+                                input.shape[d] if input.ndim else 1)
+    return IndexSelect.apply(input, d, index)
+
+
+class IndexAdd(Function):
+    @staticmethod
+    def forward(ctx, x, dim, index, src):
+        ctx.dim = dim
+        ctx.save_for_backward(index)
+        return wrap(x._backend.index_add(x._data, dim, index._data, src._data), x.device)
+
+    @staticmethod
+    def backward(ctx, g):
+        (index,) = ctx.saved_tensors
+        return g, None, None, g.index_select(ctx.dim, index)
+
+
+def index_add(input: Tensor, dim: int, index: Tensor, source: Tensor, *, alpha=1) -> Tensor:
+    """A copy of ``input`` with ``alpha * source`` slices added at ``index`` along ``dim``."""
+    d = normalize_dim(dim, input.ndim)
+    check_same_device("index_add", input, index, source)
+    if source.dtype is not input.dtype:
+        raise RuntimeError(f"index_add(): self ({input.dtype}) and source ({source.dtype}) "
+                           "must have the same scalar type")
+    expected = list(input.shape)
+    if input.ndim:
+        expected[d] = index.numel()
+    if list(source.shape) != expected and not (input.ndim == 0 and source.numel() == 1):
+        raise RuntimeError(f"index_add(): source shape {list(source.shape)} does not match "
+                           f"input shape {list(input.shape)} with {index.numel()} indices "
+                           f"along dim {d}")
+    index = _check_index_tensor("index_add", index.reshape(-1),
+                                input.shape[d] if input.ndim else 1)
+    if alpha != 1:
+        source = source * alpha
+    return IndexAdd.apply(input, d, index, source)
+
+
+def masked_fill(input: Tensor, mask: Tensor, value) -> Tensor:
+    """``value`` where ``mask`` is True, else ``input`` (mask broadcasts to input)."""
+    from genesis.ops.elementwise import where
+
+    if mask.dtype is not D.bool_:
+        raise RuntimeError(f"masked_fill only supports boolean masks, but got mask with dtype "
+                           f"{mask.dtype}")
+    if isinstance(value, Tensor):
+        if value.ndim:
+            raise RuntimeError("masked_fill only supports a 0-dimensional value tensor, but got "
+                               f"tensor with {value.ndim} dimension(s).")
+        value = value.to(input.dtype)
+    out = where(mask, value, input)
+    if out.shape != input.shape:
+        raise RuntimeError(f"masked_fill: mask of shape {tuple(mask.shape)} does not broadcast "
+                           f"to input of shape {tuple(input.shape)}")
+    return out if out.dtype is input.dtype else out.to(input.dtype)
+
+
+def masked_select(input: Tensor, mask: Tensor) -> Tensor:
+    """1-d tensor of the elements where ``mask`` (broadcast) is True."""
+    shape = broadcast_shapes(input.shape, mask.shape)
+    return getitem(input.expand(shape), mask.expand(shape))
+
+
+def nonzero(input: Tensor, *, as_tuple: bool = False):
+    """Coordinates of non-zero elements: (N, ndim) int64, or a tuple of 1-d tensors."""
+    coords = wrap(input._backend.nonzero(input._data), input.device)
+    if not as_tuple:
+        return coords
+    if input.ndim == 0:
+        return (coords.reshape(-1),)
+    return tuple(coords[:, d] for d in range(input.ndim))
+
+
+def argwhere(input: Tensor) -> Tensor:
+    return nonzero(input)
+
+
+def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
+    """int64 one-hot encoding along a new last dim."""
+    import genesis
+
+    if tensor.dtype is not D.int64:
+        raise RuntimeError("one_hot is only applicable to index tensor of type LongTensor, got "
+                           f"{tensor.dtype}")
+    if num_classes == -1:
+        if tensor.numel() == 0:
+            raise RuntimeError("Can not infer total number of classes from empty tensor.")
+        num_classes = int(tensor.max()) + 1
+    if tensor.numel() and (int(tensor.min()) < 0 or int(tensor.max()) >= num_classes):
+        raise RuntimeError("Class values must be smaller than num_classes and non-negative.")
+    classes = genesis.arange(num_classes, device=tensor.device)
+    return (tensor.unsqueeze(-1) == classes).to(D.int64)

@@ -1,0 +1,213 @@
+"""In-place ops (``add_``, ``copy_``, ``x[i] = v`` ...).
+
+Without autograd they write straight into the tensor's memory (kernels take ``out=``).
+When the graph must be recorded, the op is computed out of place on a snapshot and its
+result written back; the tensor's history (and its base's, for a view) is then rerouted
+through that op, and the version counter is bumped so stale saved tensors are caught.
+"""
+
+from __future__ import annotations
+
+from genesis import dtypes as D
+from genesis.autograd.grad_mode import _state as _grad_state
+from genesis.ops import elementwise as E
+from genesis.ops.common import broadcast_shapes, check_same_device, expand_array
+from genesis.tensor import Tensor
+
+
+def check_inplace(t: Tensor) -> None:
+    """The torch errors for in-place edits of leaves (and their views) that need grad."""
+    if not _grad_state.enabled:
+        return
+    if t.requires_grad and t.grad_fn is None:
+        raise RuntimeError(
+            "a leaf Variable that requires grad is being used in an in-place operation.")
+    base = t._base
+    if base is not None and base.requires_grad and base.grad_fn is None:
+        raise RuntimeError(
+            "a view of a leaf Variable that requires grad is being used in an in-place "
+            "operation.")
+
+
+def _records(t: Tensor, others) -> bool:
+    if not _grad_state.enabled:
+        return False
+    if t.requires_grad or (t._base is not None and t._base.requires_grad):
+        return True
+    return any(isinstance(o, Tensor) and o.requires_grad for o in others)
+
+
+def _write_back(t: Tensor, result: Tensor) -> None:
+    """Copy ``result``'s values into ``t`` and take over its history."""
+    if result.shape != t.shape:
+        raise RuntimeError(
+            f"output with shape {list(t.shape)} doesn't match the broadcast shape "
+            f"{list(result.shape)}")
+    if not D.can_cast(result.dtype, t.dtype):
+        raise RuntimeError(f"result type {result.dtype} can't be cast to the desired output "
+                           f"type {t.dtype}")
+    t._backend.copy_(t._data, result._data)
+    t._version_box[0] += 1
+    if result.requires_grad:
+        t.requires_grad, t.grad_fn, t._out_idx = True, result.grad_fn, result._out_idx
+        if t._base is not None:
+            from genesis.ops.views import rebase_view_history
+
+            rebase_view_history(t._base, t)
+
+
+def apply_inplace(t: Tensor, compute, *others) -> Tensor:
+    """Run ``compute(t_snapshot)`` (an out-of-place, differentiable expression) in place."""
+    check_inplace(t)
+    if _records(t, others):
+        before = t.clone() if t.requires_grad else t.detach().clone()
+        _write_back(t, compute(before))
+    else:
+        _write_back(t, compute(t))
+    return t
+
+
+def _binary_inplace(op: str, fn):
+    """``t.op_(other)``: a direct ``out=`` kernel call unless autograd must record it."""
+
+    def method(self: Tensor, other, **kwargs) -> Tensor:
+        if kwargs or _records(self, (other,)):
+            return apply_inplace(self, lambda s: fn(s, other, **kwargs), other)
+        dtype = None
+        if op == "div":
+            dtype = D.result_type(self, other)
+            if not dtype.is_floating_point:
+                dtype = D.get_default_dtype()
+        backend, device, x, y, dtype = E._operands(op, self, other, dtype)
+        if not D.can_cast(dtype, self.dtype):
+            raise RuntimeError(f"result type {dtype} can't be cast to the desired output type "
+                               f"{self.dtype}")
+        shape = x.shape
+        if tuple(shape) != tuple(self.shape):
+            broadcast_shapes(self.shape, shape)  # raises with both shapes if incompatible
+            raise RuntimeError(f"output with shape {list(self.shape)} doesn't match the "
+                               f"broadcast shape {list(shape)}")
+        kernel = E._binary_kernel(backend, op)
+        if dtype is self.dtype:
+            kernel(x, y, out=self._data)
+        else:
+            backend.copy_(self._data, kernel(x, y))
+        self._version_box[0] += 1
+        return self
+
+    method.__name__ = op + "_"
+    method.__doc__ = f"In-place ``{op}``."
+    return method
+
+
+add_ = _binary_inplace("add", E.add)
+sub_ = _binary_inplace("sub", E.sub)
+mul_ = _binary_inplace("mul", E.mul)
+div_ = _binary_inplace("div", E.div)
+pow_ = _binary_inplace("pow", E.pow)
+remainder_ = _binary_inplace("remainder", E.remainder)
+
+
+def copy_(t: Tensor, src, non_blocking: bool = False) -> Tensor:
+    """Copy ``src`` (broadcast, cast, from any device) into ``t``."""
+    if not isinstance(src, Tensor):
+        raise TypeError(f"copy_(): argument 'src' must be Tensor, not {type(src).__name__}")
+    if src.device is not t.device:
+        src = src.to(t.device)
+    if _records(t, (src,)):
+        check_inplace(t)
+        return apply_inplace(t, lambda s: _copy_result(s, src), src)
+    check_inplace(t)
+    shape = broadcast_shapes(t.shape, src.shape)
+    if shape != t.shape:
+        raise RuntimeError(f"copy_: source of shape {tuple(src.shape)} does not broadcast to "
+                           f"destination shape {tuple(t.shape)}")
+    t._backend.copy_(t._data, expand_array(src, t.shape))
+    t._version_box[0] += 1
+    return t
+
+
+def _copy_result(dst: Tensor, src: Tensor) -> Tensor:
+    """What ``dst.copy_(src)`` holds, as a differentiable expression of ``src``."""
+    out = src.expand(dst.shape) if src.shape != dst.shape else src
+    out = out.to(dst.dtype) if out.dtype is not dst.dtype else out
+    return out + dst * 0 if dst.requires_grad else out.clone()
+
+
+def fill_(t: Tensor, value) -> Tensor:
+    """Set every element to ``value`` (a number or a 0-d tensor)."""
+    if isinstance(value, Tensor):
+        if value.ndim:
+            raise RuntimeError("fill_ only supports 0-dimension value tensor but got tensor "
+                               f"with {value.ndim} dimensions.")
+        if value.requires_grad and _grad_state.enabled:
+            return apply_inplace(t, lambda s: value.to(t.dtype).expand(t.shape) + s * 0, value)
+        value = value.item()
+    check_inplace(t)
+    if _records(t, ()):
+        return apply_inplace(t, lambda s: s * 0 + value)
+    t._backend.copy_(t._data, t._backend.full(t.shape, E._scalar_for(value, t.dtype), t.dtype,
+                                              t.device.index))
+    t._version_box[0] += 1
+    return t
+
+
+def zero_(t: Tensor) -> Tensor:
+    """Set every element to zero."""
+    return fill_(t, 0)
+
+
+def clamp_(t: Tensor, min=None, max=None) -> Tensor:  # noqa: A002
+    return apply_inplace(t, lambda s: E.clamp(s, min, max))
+
+
+def masked_fill_(t: Tensor, mask: Tensor, value) -> Tensor:
+    from genesis.ops.indexing import masked_fill
+
+    return apply_inplace(t, lambda s: masked_fill(s, mask, value), value)
+
+
+def index_put_(t: Tensor, indices: tuple, values, accumulate: bool = False) -> Tensor:
+    """``t[indices] = values`` (or ``+=``), indices a tuple of index tensors or None."""
+    import genesis
+    from genesis.ops.indexing import IndexPut
+
+    if not isinstance(values, Tensor):
+        values = genesis.tensor(values, dtype=t.dtype, device=t.device)
+    check_same_device("index_put_", t, values)
+    if values.dtype is not t.dtype:
+        values = values.to(t.dtype)
+    indices = tuple(indices) + (None,) * (t.ndim - len(indices))
+    return apply_inplace(t, lambda s: IndexPut.apply(s, indices, values, accumulate), values)
+
+
+def scatter_(t: Tensor, dim, index, src=None, *, value=None, reduce=None) -> Tensor:
+    from genesis.ops.indexing import scatter
+
+    return apply_inplace(t, lambda s: scatter(s, dim, index, src, value=value, reduce=reduce),
+                         src)
+
+
+def scatter_add_(t: Tensor, dim, index, src) -> Tensor:
+    from genesis.ops.indexing import scatter_add
+
+    return apply_inplace(t, lambda s: scatter_add(s, dim, index, src), src)
+
+
+def index_add_(t: Tensor, dim, index, source, *, alpha=1) -> Tensor:
+    from genesis.ops.indexing import index_add
+
+    return apply_inplace(t, lambda s: index_add(s, dim, index, source, alpha=alpha), source)
+
+
+def _unary_inplace(fn):
+    def method(self: Tensor) -> Tensor:
+        return apply_inplace(self, fn)
+
+    method.__name__ = fn.__name__ + "_"
+    return method
+
+
+UNARY_INPLACE = {name + "_": _unary_inplace(getattr(E, name)) for name in (
+    "neg", "abs", "exp", "log", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid", "relu",
+    "floor", "ceil", "round", "sign", "erf", "exp2", "log2", "log1p", "expm1")}

@@ -1,0 +1,107 @@
+"""Matrix products: matmul (batched, broadcast, 1-d promotion), mm, bmm, outer, dot."""
+
+from __future__ import annotations
+
+from genesis.autograd.function import Function
+from genesis.ops.common import broadcast_shapes, check_same_device, sum_to_shape, wrap
+from genesis.tensor import Tensor
+
+
+def _check(op: str, a: Tensor, b: Tensor) -> None:
+    check_same_device(op, a, b)
+    if a.dtype is not b.dtype:
+        raise RuntimeError(f"{op}: expected both operands to have the same dtype, but got "
+                           f"{a.dtype} and {b.dtype}")
+
+
+class Matmul(Function):
+    """(..., M, K) @ (..., K, N) with broadcast batch dims."""
+
+    autocast = "lower"
+
+    @staticmethod
+    def forward(ctx, a, b):
+        _check("matmul", a, b)
+        if a.shape[-1] != b.shape[-2]:
+            raise RuntimeError(
+                f"matmul: shapes {tuple(a.shape)} and {tuple(b.shape)} cannot be multiplied "
+                f"({a.shape[-2]}x{a.shape[-1]} and {b.shape[-2]}x{b.shape[-1]})")
+        batch = broadcast_shapes(a.shape[:-2], b.shape[:-2])
+        x = a if a.shape[:-2] == batch else a.expand(batch + a.shape[-2:])
+        y = b if b.shape[:-2] == batch else b.expand(batch + b.shape[-2:])
+        ctx.save_for_backward(a, b)
+        return wrap(a._backend.matmul(x._data, y._data), a.device)
+
+    @staticmethod
+    def backward(ctx, g):
+        a, b = ctx.saved_tensors
+        ga = gb = None
+        if ctx.needs_input_grad[0]:
+            ga = sum_to_shape(Matmul.apply(g, b.mT), a.shape)
+        if ctx.needs_input_grad[1]:
+            gb = sum_to_shape(Matmul.apply(a.mT, g), b.shape)
+        return ga, gb
+
+
+def matmul(input: Tensor, other: Tensor) -> Tensor:
+    """Matrix product with torch's rules for 1-d operands and broadcast batch dims.
+
+    Shape:
+        (..., M, K) @ (..., K, N) -> (..., M, N); a 1-d left operand is a row, a 1-d right
+        operand a column, and the added dim is removed again.
+    """
+    if not isinstance(input, Tensor) or not isinstance(other, Tensor):
+        raise TypeError("matmul expects two tensors")
+    if input.ndim == 0 or other.ndim == 0:
+        raise RuntimeError(f"both arguments to matmul need to be at least 1D, but they are "
+                           f"{input.ndim}D and {other.ndim}D")
+    a = input.unsqueeze(0) if input.ndim == 1 else input
+    b = other.unsqueeze(-1) if other.ndim == 1 else other
+    if a.shape[-1] != b.shape[-2]:
+        raise RuntimeError(
+            f"matmul: shapes {tuple(input.shape)} and {tuple(other.shape)} cannot be "
+            f"multiplied ({a.shape[-2]}x{a.shape[-1]} and {b.shape[-2]}x{b.shape[-1]})")
+    out = Matmul.apply(a, b)
+    if other.ndim == 1:
+        out = out.squeeze(-1)
+    if input.ndim == 1:
+        out = out.squeeze(-2 if other.ndim > 1 else -1)
+    return out
+
+
+def mm(input: Tensor, mat2: Tensor) -> Tensor:
+    """Product of two matrices (no broadcasting)."""
+    if input.ndim != 2 or mat2.ndim != 2:
+        raise RuntimeError(f"mm: expected 2-D tensors, got {input.ndim}-D and {mat2.ndim}-D")
+    if input.shape[1] != mat2.shape[0]:
+        raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({input.shape[0]}x"
+                           f"{input.shape[1]} and {mat2.shape[0]}x{mat2.shape[1]})")
+    return Matmul.apply(input, mat2)
+
+
+def bmm(input: Tensor, mat2: Tensor) -> Tensor:
+    """Batched product of (B, M, K) and (B, K, N) tensors (no broadcasting)."""
+    if input.ndim != 3 or mat2.ndim != 3:
+        raise RuntimeError(f"bmm: expected 3-D tensors, got {input.ndim}-D and {mat2.ndim}-D")
+    if input.shape[0] != mat2.shape[0] or input.shape[2] != mat2.shape[1]:
+        raise RuntimeError(f"bmm: shapes {tuple(input.shape)} and {tuple(mat2.shape)} cannot "
+                           "be multiplied")
+    return Matmul.apply(input, mat2)
+
+
+def outer(input: Tensor, vec2: Tensor) -> Tensor:
+    """Outer product of two 1-d tensors."""
+    if input.ndim != 1 or vec2.ndim != 1:
+        raise RuntimeError(f"outer: expected 1-D tensors, got {input.ndim}-D and {vec2.ndim}-D")
+    return input.unsqueeze(1) * vec2.unsqueeze(0)
+
+
+ger = outer
+
+
+def dot(input: Tensor, other: Tensor) -> Tensor:
+    """Inner product of two 1-d tensors of the same length."""
+    if input.ndim != 1 or other.ndim != 1 or input.shape != other.shape:
+        raise RuntimeError(f"dot: expected 1-D tensors of the same size, got "
+                           f"{tuple(input.shape)} and {tuple(other.shape)}")
+    return matmul(input, other)

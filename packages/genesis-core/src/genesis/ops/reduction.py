@@ -1,0 +1,337 @@
+"""Reductions: sum, mean, prod, var/std, max/min, amax/amin, arg*, logsumexp, all/any,
+cumsum and norm."""
+
+from __future__ import annotations
+
+import math
+from collections import namedtuple
+
+from genesis import dtypes as D
+from genesis.autograd.function import Function
+from genesis.ops.common import normalize_dim, normalize_dims, wrap
+from genesis.ops.elementwise import where
+from genesis.tensor import Tensor
+
+values_indices = namedtuple("values_indices", ["values", "indices"])
+
+
+def _unreduce(g: Tensor, in_shape: tuple, dims: tuple, keepdim: bool) -> Tensor:
+    """Broadcast a reduced gradient back to the input's shape."""
+    if not keepdim:
+        shape = list(g.shape)
+        for d in dims:
+            shape.insert(d, 1)
+        g = g.reshape(shape)
+    return g.expand(in_shape)
+
+
+def _sum_dtype(dtype: D.DType) -> D.DType:
+    return D.int64 if dtype.category < 2 else dtype
+
+
+class Sum(Function):
+    autocast = "fp32"
+
+    @staticmethod
+    def forward(ctx, x, dims, keepdim, dtype):
+        ctx.in_shape, ctx.dims, ctx.keepdim, ctx.in_dtype = x.shape, dims, keepdim, x.dtype
+        return wrap(x._backend.sum(x._data, dims, keepdim, dtype), x.device)
+
+    @staticmethod
+    def backward(ctx, g):
+        g = _unreduce(g, ctx.in_shape, ctx.dims, ctx.keepdim)
+        return (g if g.dtype is ctx.in_dtype else g.to(ctx.in_dtype)), None, None, None
+
+
+def sum(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:  # noqa: A001
+    """Sum over ``dim`` (all dims when None); ints and bools sum as int64."""
+    dims = normalize_dims(dim, input.ndim)
+    return Sum.apply(input, dims, keepdim, dtype or _sum_dtype(input.dtype))
+
+
+def mean(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
+    """Arithmetic mean over ``dim`` (floating inputs, or pass ``dtype``)."""
+    dtype = dtype or input.dtype
+    if not dtype.is_floating_point:
+        raise RuntimeError(
+            "mean(): could not infer output dtype. Input dtype must be either a floating point "
+            f"or complex dtype. Got: {input.dtype}")
+    dims = normalize_dims(dim, input.ndim)
+    n = 1
+    for d in dims:
+        n *= input.shape[d]
+    return Sum.apply(input, dims, keepdim, dtype) / (n if n else float("nan"))
+
+
+class Prod(Function):
+    @staticmethod
+    def forward(ctx, x, dims, keepdim, dtype):
+        ctx.save_for_backward(x)
+        ctx.dims, ctx.keepdim = dims, keepdim
+        return wrap(x._backend.prod(x._data, dims, keepdim, dtype), x.device)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        g = _unreduce(g, x.shape, ctx.dims, ctx.keepdim)
+        # d prod / d x_i = product of the others; exact with zeros (one zero: only it gets it)
+        is_zero = x == 0
+        n_zero = is_zero.sum(ctx.dims, keepdim=True)
+        x_no_zero = where(is_zero, 1.0, x)
+        p = x_no_zero.prod(ctx.dims, keepdim=True)
+        grad = where(n_zero == 0, p / x_no_zero, where(is_zero & (n_zero == 1), p, 0.0))
+        return g * grad, None, None, None
+
+
+def prod(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
+    """Product over ``dim`` (all dims when None)."""
+    dims = normalize_dims(dim, input.ndim)
+    return Prod.apply(input, dims, keepdim, dtype or _sum_dtype(input.dtype))
+
+
+def var(input: Tensor, dim=None, unbiased=None, keepdim: bool = False, *,
+        correction=None) -> Tensor:
+    """Variance over ``dim`` with Bessel's ``correction`` (default 1)."""
+    if correction is None:
+        correction = 1 if unbiased is None or unbiased else 0
+    if isinstance(unbiased, bool) is False and unbiased is not None:
+        raise TypeError("var(): unbiased must be a bool")
+    dims = normalize_dims(dim, input.ndim)
+    n = 1
+    for d in dims:
+        n *= input.shape[d]
+    centered = input - mean(input, dims, keepdim=True)
+    return sum(centered * centered, dims, keepdim) / max(n - correction, 0)
+
+
+def std(input: Tensor, dim=None, unbiased=None, keepdim: bool = False, *,
+        correction=None) -> Tensor:
+    """Standard deviation: ``sqrt(var(...))``."""
+    return var(input, dim, unbiased, keepdim, correction=correction).sqrt()
+
+
+def var_mean(input: Tensor, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    return (var(input, dim, unbiased, keepdim, correction=correction),
+            mean(input, dim, keepdim))
+
+
+def std_mean(input: Tensor, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    return (std(input, dim, unbiased, keepdim, correction=correction),
+            mean(input, dim, keepdim))
+
+
+class _Extreme(Function):
+    """amax / amin over dims; the gradient is shared evenly between tied elements."""
+
+    largest = True
+
+    @classmethod
+    def forward(cls, ctx, x, dims, keepdim):
+        if x.numel() == 0 and dims:
+            raise RuntimeError(
+                f"{'amax' if cls.largest else 'amin'}(): Expected reduction dim to be specified "
+                "for input.numel() == 0. Specify the reduction dim with the 'dim' argument.")
+        fn = x._backend.amax if cls.largest else x._backend.amin
+        out = wrap(fn(x._data, dims, keepdim), x.device)
+        ctx.save_for_backward(x, out)
+        ctx.dims, ctx.keepdim = dims, keepdim
+        return out
+
+    @classmethod
+    def backward(cls, ctx, g):
+        x, out = ctx.saved_tensors
+        hit = x == _unreduce(out, x.shape, ctx.dims, ctx.keepdim)
+        count = hit.sum(ctx.dims, keepdim=True)
+        return _unreduce(g, x.shape, ctx.dims, ctx.keepdim) * hit / count, None, None
+
+
+class Amax(_Extreme):
+    largest = True
+
+
+class Amin(_Extreme):
+    largest = False
+
+
+def amax(input: Tensor, dim=(), keepdim: bool = False) -> Tensor:
+    """Maximum over ``dim`` (all dims when empty)."""
+    return Amax.apply(input, normalize_dims(dim, input.ndim), keepdim)
+
+
+def amin(input: Tensor, dim=(), keepdim: bool = False) -> Tensor:
+    """Minimum over ``dim`` (all dims when empty)."""
+    return Amin.apply(input, normalize_dims(dim, input.ndim), keepdim)
+
+
+class _ExtremeDim(Function):
+    """max/min along one dim with indices; the gradient goes to the returned index."""
+
+    largest = True
+
+    @classmethod
+    def forward(cls, ctx, x, dim, keepdim):
+        if x.ndim and x.shape[dim] == 0:
+            raise IndexError(f"max(): Expected reduction dim {dim} to have non-zero size.")
+        b = x._backend
+        idx = wrap((b.argmax if cls.largest else b.argmin)(x._data, dim, True), x.device)
+        values = wrap(b.gather(x._data, dim, idx._data), x.device)
+        if not keepdim and x.ndim:
+            values, idx = values.squeeze(dim), idx.squeeze(dim)
+        ctx.mark_non_differentiable(idx)
+        ctx.save_for_backward(idx)
+        ctx.in_shape, ctx.dim, ctx.keepdim = x.shape, dim, keepdim
+        return values, idx
+
+    @classmethod
+    def backward(cls, ctx, g, _g_idx):
+        import genesis
+
+        (idx,) = ctx.saved_tensors
+        if not ctx.keepdim and len(ctx.in_shape):
+            g, idx = g.unsqueeze(ctx.dim), idx.unsqueeze(ctx.dim)
+        gx = genesis.zeros(ctx.in_shape, dtype=g.dtype, device=g.device)
+        return gx.scatter(ctx.dim, idx, g) if len(ctx.in_shape) else g, None, None
+
+
+class MaxDim(_ExtremeDim):
+    largest = True
+
+
+class MinDim(_ExtremeDim):
+    largest = False
+
+
+def max(input: Tensor, dim=None, keepdim: bool = False):  # noqa: A001
+    """Maximum of all elements; with ``dim``, ``(values, indices)``; with a tensor,
+    the elementwise maximum."""
+    if isinstance(dim, Tensor):
+        from genesis.ops.elementwise import maximum
+
+        return maximum(input, dim)
+    if dim is None:
+        return amax(input)
+    return values_indices(*MaxDim.apply(input, normalize_dim(dim, input.ndim), keepdim))
+
+
+def min(input: Tensor, dim=None, keepdim: bool = False):  # noqa: A001
+    """Minimum of all elements; with ``dim``, ``(values, indices)``; with a tensor,
+    the elementwise minimum."""
+    if isinstance(dim, Tensor):
+        from genesis.ops.elementwise import minimum
+
+        return minimum(input, dim)
+    if dim is None:
+        return amin(input)
+    return values_indices(*MinDim.apply(input, normalize_dim(dim, input.ndim), keepdim))
+
+
+def _arg(name: str, input: Tensor, dim, keepdim: bool) -> Tensor:
+    b = input._backend
+    fn = b.argmax if name == "argmax" else b.argmin
+    if input.numel() == 0:
+        raise RuntimeError(f"{name}(): Expected reduction dim to be specified for "
+                           "input.numel() == 0.")
+    if dim is None:
+        flat = input.reshape(-1)
+        out = wrap(fn(flat._data, 0, False), input.device)
+        return out.reshape((1,) * input.ndim) if keepdim else out
+    return wrap(fn(input._data, normalize_dim(dim, input.ndim), keepdim), input.device)
+
+
+def argmax(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:
+    """Index of the first maximum (over the flattened tensor when ``dim`` is None)."""
+    return _arg("argmax", input, dim, keepdim)
+
+
+def argmin(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:
+    """Index of the first minimum (over the flattened tensor when ``dim`` is None)."""
+    return _arg("argmin", input, dim, keepdim)
+
+
+def logsumexp(input: Tensor, dim, keepdim: bool = False) -> Tensor:
+    """``log(sum(exp(input)))`` over ``dim``, computed stably."""
+    dims = normalize_dims(dim, input.ndim)
+    if not input.dtype.is_floating_point:
+        input = input.to(D.get_default_dtype())
+    m = amax(input.detach(), dims, keepdim=True)
+    m = where(m.isinf(), 0.0, m)
+    out = (input - m).exp().sum(dims, keepdim=True).log() + m
+    return out if keepdim else out.squeeze(dims) if dims else out
+
+
+def all(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:  # noqa: A001
+    """Whether every element (over ``dim``) is non-zero."""
+    return wrap(input._backend.all(input._data, normalize_dims(dim, input.ndim), keepdim),
+                input.device)
+
+
+def any(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:  # noqa: A001
+    """Whether some element (over ``dim``) is non-zero."""
+    return wrap(input._backend.any(input._data, normalize_dims(dim, input.ndim), keepdim),
+                input.device)
+
+
+def count_nonzero(input: Tensor, dim=None) -> Tensor:
+    return sum(input != 0, dim)
+
+
+class Cumsum(Function):
+    @staticmethod
+    def forward(ctx, x, dim, dtype):
+        ctx.dim, ctx.in_dtype = dim, x.dtype
+        return wrap(x._backend.cumsum(x._data, dim, dtype), x.device)
+
+    @staticmethod
+    def backward(ctx, g):
+        if not g.ndim:
+            return g, None, None
+        gx = g.flip(ctx.dim).cumsum(ctx.dim).flip(ctx.dim)
+        return (gx if gx.dtype is ctx.in_dtype else gx.to(ctx.in_dtype)), None, None
+
+
+def cumsum(input: Tensor, dim: int, *, dtype=None) -> Tensor:
+    """Inclusive prefix sums along ``dim``."""
+    return Cumsum.apply(input, normalize_dim(dim, input.ndim), dtype or _sum_dtype(input.dtype))
+
+
+class Norm2(Function):
+    """Euclidean norm over dims; its gradient at zero is zero, as in torch."""
+
+    autocast = "fp32"
+
+    @staticmethod
+    def forward(ctx, x, dims, keepdim):
+        sq = x * x
+        out = sum(sq, dims, keepdim=True).sqrt()
+        ctx.save_for_backward(x, out)
+        ctx.dims, ctx.keepdim = dims, keepdim
+        return out if keepdim else out.reshape([n for i, n in enumerate(out.shape)
+                                                if i not in dims])
+
+    @staticmethod
+    def backward(ctx, g):
+        x, out = ctx.saved_tensors
+        g = _unreduce(g, x.shape, ctx.dims, ctx.keepdim)
+        scale = where(out == 0, 0.0, 1.0 / where(out == 0, 1.0, out))
+        return g * x * scale, None, None
+
+
+def norm(input: Tensor, p="fro", dim=None, keepdim: bool = False, dtype=None) -> Tensor:
+    """Vector p-norm over ``dim`` (all elements when None): 2/'fro', 1, inf, -inf, 0, any p."""
+    if dtype is not None:
+        input = input.to(dtype)
+    if not input.dtype.is_floating_point:
+        raise RuntimeError(f"norm(): input dtype should be floating point, got {input.dtype}")
+    dims = normalize_dims(dim, input.ndim)
+    if p in ("fro", 2, 2.0):
+        return Norm2.apply(input, dims, keepdim)
+    a = input.abs()
+    if p == math.inf:
+        return amax(a, dims, keepdim)
+    if p == -math.inf:
+        return amin(a, dims, keepdim)
+    if p == 0:
+        return sum((a != 0).to(input.dtype), dims, keepdim)
+    if p == 1:
+        return sum(a, dims, keepdim)
+    return sum(a ** p, dims, keepdim) ** (1.0 / p)

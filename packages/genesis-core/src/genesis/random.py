@@ -1,0 +1,172 @@
+"""Random-number generators and seeding.
+
+Each backend keeps one default generator per device; ``genesis.manual_seed`` reseeds all of
+them (including those of backends loaded later), so results are reproducible from the seed
+alone. ``Generator`` objects give independent streams for data shuffling and the like.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+
+from genesis.backends import registry
+from genesis.device import CPU, as_device
+
+_initial_seed = int(time.time_ns() % (2**63))
+
+
+def initial_seed() -> int:
+    """The seed the default generators were last seeded with."""
+    return _initial_seed
+
+
+class Generator:
+    """A random-number generator for one device.
+
+    Args:
+        device: the device whose kernels draw from it (default CPU).
+
+    Example:
+        >>> g = genesis.Generator().manual_seed(0)
+        >>> genesis.rand(3, generator=g)
+    """
+
+    def __init__(self, device="cpu", *, _state=None):
+        self.device = as_device(device)
+        backend = self.device.backend
+        self._gen = _state if _state is not None else backend.new_generator(self.device.index)
+        self._seed = None
+        if _state is None:
+            self.manual_seed(_initial_seed)
+
+    def manual_seed(self, seed: int) -> Generator:
+        """Reset the stream to a pure function of ``seed``; returns self."""
+        seed = int(seed) % (2**64)
+        self.device.backend.manual_seed_generator(self._gen, seed)
+        self._seed = seed
+        return self
+
+    def seed(self) -> int:
+        """Reseed from a non-deterministic source and return the seed."""
+        s = time.time_ns() % (2**63)
+        self.manual_seed(s)
+        return s
+
+    def initial_seed(self) -> int:
+        return self._seed
+
+    def get_state(self):
+        """The generator state as a uint8 CPU tensor."""
+        import genesis
+
+        return genesis.from_numpy(self.device.backend.get_generator_state(self._gen).copy())
+
+    def set_state(self, state) -> Generator:
+        """Restore a state from ``get_state``."""
+        self.device.backend.set_generator_state(self._gen, _state_bytes(state))
+        return self
+
+
+def _state_bytes(state):
+    import numpy as np
+
+    arr = state.numpy() if hasattr(state, "numpy") else np.asarray(state)
+    if arr.dtype != np.uint8 or arr.ndim != 1:
+        raise TypeError(f"RNG state must be a 1-d uint8 tensor, got {arr.dtype} {arr.shape}")
+    return arr
+
+
+def default_generator_for(device):
+    """The backend's default generator for ``device`` (the handle kernels take)."""
+    return device.backend.default_generator(device.index)
+
+
+def resolve_generator(generator: Generator | None, device):
+    """The backend generator handle an op on ``device`` draws from."""
+    if generator is None:
+        return device.backend.default_generator(device.index)
+    if generator.device is not device:
+        raise RuntimeError(
+            f"Expected a '{device}' generator for an op on {device}, got one for "
+            f"{generator.device}")
+    return generator._gen
+
+
+def manual_seed(seed: int) -> Generator:
+    """Seed every device's default generator (CPU and any backend, now or later).
+
+    Returns the CPU default generator.
+    """
+    global _initial_seed
+    _initial_seed = int(seed) % (2**64)
+    for backend in registry.loaded_backends():
+        for index in _device_indices(backend):
+            backend.manual_seed_generator(backend.default_generator(index), _initial_seed)
+    return default_generator
+
+
+def seed() -> int:
+    """Seed every default generator from a non-deterministic source; returns the seed."""
+    s = time.time_ns() % (2**63)
+    manual_seed(s)
+    return s
+
+
+def _device_indices(backend) -> list:
+    if backend.name == "cpu":
+        return [None]
+    return list(range(backend.device_count()))
+
+
+def get_rng_state():
+    """The CPU default generator's state as a uint8 tensor."""
+    return default_generator.get_state()
+
+
+def set_rng_state(state) -> None:
+    """Restore the CPU default generator's state."""
+    default_generator.set_state(state)
+
+
+@contextlib.contextmanager
+def fork_rng(devices=(), enabled: bool = True):
+    """Run a block and restore the CPU (and listed devices') RNG states afterwards.
+
+    Args:
+        devices: devices (e.g. ``['cuda:0']``) whose default generators are also restored.
+        enabled: False makes this a no-op.
+    """
+    if not enabled:
+        yield
+        return
+    devs = [CPU] + [as_device(d) for d in devices]
+    saved = [(d, d.backend.get_generator_state(default_generator_for(d))) for d in devs]
+    try:
+        yield
+    finally:
+        for d, state in saved:
+            d.backend.set_generator_state(default_generator_for(d), state)
+
+
+class _DefaultCPUGenerator(Generator):
+    """``genesis.default_generator``: a view of the CPU backend's default generator."""
+
+    def __init__(self):
+        self.device = CPU
+        self._seed = None
+
+    @property
+    def _gen(self):
+        return CPU.backend.default_generator(None)
+
+    def manual_seed(self, seed: int) -> Generator:
+        self._seed = int(seed) % (2**64)
+        CPU.backend.manual_seed_generator(self._gen, self._seed)
+        return self
+
+    def initial_seed(self) -> int:
+        return _initial_seed if self._seed is None else self._seed
+
+
+default_generator = _DefaultCPUGenerator()

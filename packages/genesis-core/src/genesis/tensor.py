@@ -1,0 +1,345 @@
+"""``genesis.Tensor``: an n-d array on a device, with the autograd bookkeeping.
+
+A Tensor wraps one backend *array* (``_data``) and caches what the host path reads most
+(``shape``, ``dtype``, ``device``, ``_backend``). Views share their base's version
+counter (``_version_box``), which is how autograd notices in-place edits of saved tensors.
+Math methods live in ``genesis.ops`` and are attached in ``tensor_methods``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from genesis import dtypes as D
+from genesis.autograd import engine
+from genesis.autograd.function import _TENSOR_TYPES, _RemovableHandle, grad_edge
+from genesis.device import CPU, as_device
+
+
+class Size(tuple):
+    """A tensor shape: a tuple of ints that prints as ``genesis.Size([2, 3])``."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return f"genesis.Size({list(self)})"
+
+    def numel(self) -> int:
+        n = 1
+        for s in self:
+            n *= s
+        return n
+
+
+class Tensor:
+    """A multi-dimensional array with autograd support; make one with ``genesis.tensor``.
+
+    Example:
+        >>> x = genesis.tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
+        >>> (x * x).sum().backward()
+        >>> x.grad
+        tensor([[2., 4.],
+                [6., 8.]])
+    """
+
+    __slots__ = (
+        "_data", "_backend", "shape", "dtype", "device", "requires_grad", "grad", "grad_fn",
+        "_out_idx", "_version_box", "_base", "_accumulator", "_retains_grad", "__weakref__",
+        "__dict__",
+    )
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        _TENSOR_TYPES.add(cls)
+
+    def __init__(self, *args, **kwargs):
+        raise TypeError("create tensors with genesis.tensor(...), genesis.zeros(...) and friends")
+
+    # ---------------------------------------------------------------- making
+    @classmethod
+    def _wrap(cls, data, device, base=None) -> Tensor:
+        """Wrap backend array ``data`` living on ``device`` (``base``: the tensor viewed)."""
+        t = object.__new__(cls)
+        t._data = data
+        backend = t._backend = device.backend
+        t.shape = Size(data.shape)
+        t.dtype = backend.dtype_of(data)
+        t.device = device
+        t.requires_grad = False
+        t.grad = None
+        t.grad_fn = None
+        t._out_idx = 0
+        if base is None:
+            t._version_box = [0]
+            t._base = None
+        else:
+            t._version_box = base._version_box
+            t._base = base._base if base._base is not None else base
+        t._accumulator = None
+        t._retains_grad = False
+        return t
+
+    @staticmethod
+    def _make_subclass(cls, data: Tensor, requires_grad: bool = False) -> Tensor:
+        """A ``cls`` instance sharing ``data``'s array (how ``nn.Parameter`` is made)."""
+        t = cls._wrap(data._data, data.device)
+        t.requires_grad = requires_grad
+        return t
+
+    # ------------------------------------------------------------ properties
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def dim(self) -> int:
+        """Number of dimensions."""
+        return len(self.shape)
+
+    def size(self, dim: int | None = None):
+        """The shape, or the length of one dimension."""
+        if dim is None:
+            return self.shape
+        return self.shape[_wrap_dim(dim, len(self.shape))]
+
+    def numel(self) -> int:
+        """Number of elements."""
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n
+
+    nelement = numel
+
+    def stride(self, dim: int | None = None):
+        """Strides in elements (of one dim, or all)."""
+        strides = tuple(self._backend.strides_of(self._data))
+        return strides if dim is None else strides[_wrap_dim(dim, len(strides))]
+
+    def storage_offset(self) -> int:
+        return self._backend.storage_offset_of(self._data)
+
+    def data_ptr(self) -> int:
+        return self._backend.data_ptr(self._data)
+
+    def element_size(self) -> int:
+        return self.dtype.itemsize
+
+    @property
+    def itemsize(self) -> int:
+        return self.dtype.itemsize
+
+    @property
+    def nbytes(self) -> int:
+        return self.numel() * self.dtype.itemsize
+
+    def is_contiguous(self) -> bool:
+        """Whether the elements are laid out in C order with no gaps."""
+        return is_contiguous_geometry(self.shape, self.stride())
+
+    def is_floating_point(self) -> bool:
+        return self.dtype.is_floating_point
+
+    @property
+    def is_leaf(self) -> bool:
+        return self.grad_fn is None
+
+    @property
+    def is_cuda(self) -> bool:
+        return self.device.type == "cuda"
+
+    @property
+    def is_cpu(self) -> bool:
+        return self.device.type == "cpu"
+
+    @property
+    def _version(self) -> int:
+        return self._version_box[0]
+
+    @property
+    def data(self) -> Tensor:
+        """This tensor's values, detached from autograd (shares memory)."""
+        return self.detach()
+
+    @data.setter
+    def data(self, value: Tensor) -> None:
+        if value.shape != self.shape or value.dtype is not self.dtype \
+                or value.device is not self.device:
+            # torch allows a full swap; so do we, keeping autograd identity.
+            self.shape, self.dtype, self.device = value.shape, value.dtype, value.device
+            self._backend = value._backend
+        self._data = value._data
+
+    # -------------------------------------------------------------- autograd
+    def requires_grad_(self, requires_grad: bool = True) -> Tensor:
+        """Set whether autograd records ops on this leaf tensor."""
+        if not self.is_leaf and not requires_grad:
+            raise RuntimeError(
+                "you can only change requires_grad flags of leaf variables. If you want to use "
+                "a computed variable in a subgraph that doesn't require differentiation use "
+                "var_no_grad = var.detach().")
+        if requires_grad and not self.dtype.is_floating_point:
+            raise RuntimeError(
+                f"only Tensors of floating point dtype can require gradients, got {self.dtype}")
+        self.requires_grad = requires_grad
+        return self
+
+    def detach(self) -> Tensor:
+        """A tensor sharing this one's memory, cut off from the graph."""
+        return Tensor._wrap(self._data, self.device, base=self)
+
+    def detach_(self) -> Tensor:
+        """Cut this tensor off from the graph in place."""
+        self.grad_fn = None
+        self.requires_grad = False
+        return self
+
+    def retain_grad(self) -> None:
+        """Keep ``.grad`` for this non-leaf tensor after backward."""
+        if not self.requires_grad:
+            raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
+        if self.is_leaf or self._retains_grad:
+            return
+        self._retains_grad = True
+        import weakref
+
+        ref = weakref.ref(self)
+
+        def keep(grad):
+            t = ref()
+            if t is not None:
+                t.grad = grad.detach().clone() if t.grad is None else t.grad + grad
+            return None
+
+        self.grad_fn._hooks.setdefault(self._out_idx, []).append(keep)
+
+    def register_hook(self, hook):
+        """Call ``hook(grad)`` when this tensor's gradient is computed; a non-None return
+        replaces the gradient. Returns a handle with ``remove()``."""
+        if not self.requires_grad:
+            raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+        node, idx = grad_edge(self)
+        hooks = node._hooks.setdefault(idx, [])
+        hooks.insert(0, hook) if self._retains_grad else hooks.append(hook)
+        return _RemovableHandle(hooks, hook)
+
+    def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
+        """Accumulate d(self)/d(leaf) into every leaf's ``.grad``.
+
+        Args:
+            gradient: d(loss)/d(self); required unless ``self`` has one element.
+            retain_graph: keep saved tensors for another backward (default: create_graph).
+            create_graph: record the backward pass itself (for higher-order gradients).
+            inputs: only accumulate into these tensors.
+        """
+        engine.run_backward(self, gradient, retain_graph, create_graph,
+                            inputs=inputs, accumulate=True)
+
+    # ------------------------------------------------------------ host access
+    def item(self):
+        """The value of a one-element tensor as a Python number."""
+        if self.numel() != 1:
+            raise RuntimeError(
+                f"a Tensor with {self.numel()} elements cannot be converted to Scalar")
+        return self._backend.item(self._data)
+
+    def numpy(self, *, force: bool = False) -> np.ndarray:
+        """A numpy array of the values (shares memory for CPU tensors, like torch)."""
+        if self.requires_grad and not force:
+            raise RuntimeError(
+                "Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() "
+                "instead.")
+        if self.device is not CPU and not force:
+            raise TypeError(
+                f"can't convert {self.device} device type tensor to numpy. Use Tensor.cpu() to "
+                "copy the tensor to host memory first.")
+        if self.dtype is D.bfloat16:
+            raise TypeError("Got unsupported ScalarType BFloat16: numpy has no bfloat16")
+        return self._backend.to_numpy(self._data)
+
+    def _host_numpy(self) -> np.ndarray:
+        """Values as numpy on the host, for printing and tolist (bf16 widened to float32)."""
+        t = self.detach()
+        if t.dtype is D.bfloat16:
+            t = t.to(D.float32)
+        return t._backend.to_numpy(t._data)
+
+    def tolist(self):
+        """The values as (nested) Python lists."""
+        return self._host_numpy().tolist()
+
+    def __array__(self, dtype=None, copy=None):
+        arr = self._host_numpy()
+        return arr if dtype is None else arr.astype(dtype)
+
+    def __dlpack__(self, stream=None, **kwargs):
+        if self.requires_grad:
+            raise RuntimeError("Can't export tensors that require gradient, use tensor.detach()")
+        return self._backend.to_dlpack(self._data, stream)
+
+    def __dlpack_device__(self):
+        return self._backend.dlpack_device(self._data)
+
+    # --------------------------------------------------------- python protocol
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-d tensor")
+        return self.shape[0]
+
+    def __iter__(self):
+        if not self.shape:
+            raise TypeError("iteration over a 0-d tensor")
+        return (self[i] for i in range(self.shape[0]))
+
+    def __bool__(self) -> bool:
+        if self.numel() != 1:
+            raise RuntimeError(
+                f"Boolean value of Tensor with {self.numel()} values is ambiguous")
+        return bool(self.item())
+
+    def __float__(self) -> float:
+        return float(self.item())
+
+    def __int__(self) -> int:
+        return int(self.item())
+
+    def __index__(self) -> int:
+        if self.dtype.category != 1 or self.numel() != 1:
+            raise TypeError("only integer tensors of a single element can be converted to an "
+                            "index")
+        return int(self.item())
+
+    __hash__ = object.__hash__
+
+    def __repr__(self) -> str:
+        from genesis.printing import tensor_repr
+
+        return tensor_repr(self)
+
+    def __reduce_ex__(self, protocol):
+        raise TypeError("genesis tensors are not picklable: use genesis.save")
+
+
+def _wrap_dim(dim: int, ndim: int) -> int:
+    n = max(ndim, 1)
+    if not -n <= dim < n:
+        raise IndexError(
+            f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], but got {dim})")
+    return dim + n if dim < 0 else dim
+
+
+def is_contiguous_geometry(shape, strides) -> bool:
+    """Whether ``shape``/``strides`` describe C order with no gaps (size-1 dims ignored)."""
+    expected = 1
+    for size, stride in zip(reversed(shape), reversed(strides)):
+        if size == 1:
+            continue
+        if size == 0:
+            return True
+        if stride != expected:
+            return False
+        expected *= size
+    return True
+
+
+_TENSOR_TYPES.add(Tensor)
+__all__ = ["Size", "Tensor", "is_contiguous_geometry", "as_device"]

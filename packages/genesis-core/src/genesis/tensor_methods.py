@@ -1,0 +1,134 @@
+"""Attach the op functions to ``Tensor`` as methods and Python operators.
+
+Kept apart from ``tensor.py`` so the class file holds only the tensor's own state; every
+method here is the function of the same name in ``genesis.ops`` with ``self`` first.
+"""
+
+from __future__ import annotations
+
+from genesis import creation, ops
+from genesis.ops import conversion, elementwise, indexing, inplace
+from genesis.tensor import Tensor
+
+_SAME_NAME = (
+    # elementwise
+    "abs", "add", "atan2", "bitwise_and", "bitwise_not", "bitwise_or", "bitwise_xor", "ceil",
+    "clamp", "clamp_max", "clamp_min", "clip", "cos", "div", "divide", "eq", "equal", "erf",
+    "exp", "exp2", "expm1", "floor", "floor_divide", "ge", "greater", "greater_equal", "gt",
+    "isfinite", "isinf", "isnan", "le", "lerp", "less", "less_equal", "log", "log1p", "log2",
+    "logical_and", "logical_not", "logical_or", "logical_xor", "lt", "maximum", "minimum",
+    "mul", "multiply", "ne", "neg", "not_equal", "pow", "reciprocal", "relu", "remainder",
+    "round", "rsqrt", "sigmoid", "sign", "sin", "sqrt", "square", "sub", "subtract", "tanh",
+    "true_divide",
+    # reductions
+    "all", "amax", "amin", "any", "argmax", "argmin", "count_nonzero", "cumsum",
+    "logsumexp", "max", "mean", "min", "norm", "prod", "std", "sum", "var",
+    # linalg, joining, sorting, indexing, fused
+    "bmm", "dot", "matmul", "mm", "outer", "chunk", "flip", "fliplr", "flipud",
+    "repeat_interleave", "roll", "split", "tensor_split", "tile", "tril", "triu", "argsort",
+    "kthvalue", "msort", "sort", "topk", "gather", "index_add", "index_select",
+    "masked_fill", "masked_select", "nonzero", "argwhere", "scatter", "scatter_add",
+    "softmax", "log_softmax",
+    # views
+    "as_strided", "broadcast_to", "contiguous", "expand", "flatten", "movedim", "moveaxis",
+    "narrow", "permute", "ravel", "reshape", "select", "squeeze", "swapaxes", "swapdims",
+    "t", "transpose", "unbind", "unflatten", "unsqueeze", "view",
+    # conversion
+    "clone", "to", "type_as",
+)
+
+
+def _install() -> None:
+    for name in _SAME_NAME:
+        setattr(Tensor, name, getattr(ops, name))
+    from genesis.ops.joining import repeat
+    from genesis.ops.views import expand_as
+
+    Tensor.repeat = repeat
+    Tensor.expand_as = expand_as
+    Tensor.view_as = lambda self, other: ops.view(self, other.shape)
+    Tensor.reshape_as = lambda self, other: ops.reshape(self, other.shape)
+    Tensor.cpu = conversion.cpu
+    Tensor.cuda = conversion.cuda
+    for name, fn in conversion.DTYPE_SHORTHANDS.items():
+        setattr(Tensor, name, fn)
+
+    # in-place
+    for name in ("add_", "sub_", "mul_", "div_", "pow_", "remainder_", "copy_", "fill_",
+                 "zero_", "clamp_", "masked_fill_", "index_put_", "scatter_", "scatter_add_",
+                 "index_add_"):
+        setattr(Tensor, name, getattr(inplace, name))
+    for name, fn in inplace.UNARY_INPLACE.items():
+        setattr(Tensor, name, fn)
+    Tensor.clip_ = inplace.clamp_
+    Tensor.uniform_ = creation.uniform_
+    Tensor.normal_ = creation.normal_
+    Tensor.random_ = creation.random_
+    Tensor.index_put = lambda self, indices, values, accumulate=False: inplace.index_put_(
+        self.clone(), indices, values, accumulate)
+
+    # new_* factories keep the tensor's dtype and device
+    Tensor.new_zeros = lambda self, *size, dtype=None, device=None, requires_grad=False: \
+        creation.zeros(*size, dtype=dtype or self.dtype, device=device or self.device,
+                       requires_grad=requires_grad)
+    Tensor.new_ones = lambda self, *size, dtype=None, device=None, requires_grad=False: \
+        creation.ones(*size, dtype=dtype or self.dtype, device=device or self.device,
+                      requires_grad=requires_grad)
+    Tensor.new_empty = lambda self, *size, dtype=None, device=None, requires_grad=False: \
+        creation.empty(*size, dtype=dtype or self.dtype, device=device or self.device,
+                       requires_grad=requires_grad)
+    Tensor.new_full = lambda self, size, fill_value, dtype=None, device=None, \
+        requires_grad=False: creation.full(size, fill_value, dtype=dtype or self.dtype,
+                                           device=device or self.device,
+                                           requires_grad=requires_grad)
+    Tensor.new_tensor = lambda self, data, dtype=None, device=None, requires_grad=False: \
+        creation.tensor(data, dtype=dtype or self.dtype, device=device or self.device,
+                        requires_grad=requires_grad)
+
+    # properties
+    Tensor.T = property(lambda self: ops.permute(self, tuple(reversed(range(self.ndim)))))
+    Tensor.mT = property(lambda self: ops.transpose(self, -2, -1))
+    Tensor.H = Tensor.T
+
+    # indexing
+    Tensor.__getitem__ = indexing.getitem
+    Tensor.__setitem__ = indexing.setitem
+
+    # operators
+    Tensor.__add__ = Tensor.__radd__ = lambda a, b: elementwise.Add.apply(a, b)
+    Tensor.__sub__ = lambda a, b: elementwise.Sub.apply(a, b)
+    Tensor.__rsub__ = lambda a, b: elementwise.Sub.apply(b, a)
+    Tensor.__mul__ = Tensor.__rmul__ = lambda a, b: elementwise.Mul.apply(a, b)
+    Tensor.__truediv__ = lambda a, b: elementwise.Div.apply(a, b)
+    Tensor.__rtruediv__ = lambda a, b: elementwise.Div.apply(b, a)
+    Tensor.__floordiv__ = lambda a, b: elementwise.floor_divide(a, b)
+    Tensor.__rfloordiv__ = lambda a, b: elementwise.floor_divide(b, a)
+    Tensor.__mod__ = lambda a, b: elementwise.remainder(a, b)
+    Tensor.__rmod__ = lambda a, b: elementwise.remainder(b, a)
+    Tensor.__pow__ = lambda a, b: elementwise.Pow.apply(a, b)
+    Tensor.__rpow__ = lambda a, b: elementwise.Pow.apply(b, a)
+    Tensor.__matmul__ = ops.matmul
+    Tensor.__rmatmul__ = lambda a, b: ops.matmul(b, a)
+    Tensor.__neg__ = ops.neg
+    Tensor.__pos__ = lambda a: a
+    Tensor.__abs__ = ops.abs
+    Tensor.__invert__ = lambda a: elementwise.logical_not(a) if a.dtype.name == "bool" \
+        else elementwise.bitwise_not(a)
+    Tensor.__and__ = Tensor.__rand__ = elementwise.bitwise_and
+    Tensor.__or__ = Tensor.__ror__ = elementwise.bitwise_or
+    Tensor.__xor__ = Tensor.__rxor__ = elementwise.bitwise_xor
+    Tensor.__eq__ = elementwise.eq
+    Tensor.__ne__ = elementwise.ne
+    Tensor.__lt__ = elementwise.lt
+    Tensor.__le__ = elementwise.le
+    Tensor.__gt__ = elementwise.gt
+    Tensor.__ge__ = elementwise.ge
+    Tensor.__iadd__ = inplace.add_
+    Tensor.__isub__ = inplace.sub_
+    Tensor.__imul__ = inplace.mul_
+    Tensor.__itruediv__ = inplace.div_
+    Tensor.__ipow__ = inplace.pow_
+    Tensor.__imod__ = inplace.remainder_
+
+
+_install()
