@@ -1,0 +1,352 @@
+"""Batched matrix product ``(..., M, K) @ (..., K, N)`` in Triton, tuned for Hopper.
+
+Two kernels:
+
+* ``_mm_tma_kernel`` for fp16/bf16 operands whose rows or columns are contiguous and
+  16-byte aligned (the common case, transposed views included): tiles arrive through the
+  bulk tensor copy engine (TMA descriptors built on the host) and feed ``wgmma``;
+  fp32 accumulation. A transposed operand is read through a descriptor of its real layout
+  and transposed in shared memory (``.T``), never copied.
+* ``_mm_kernel`` for everything else (fp32, fp64, odd strides or alignment, more than one
+  batch dim that cannot be merged): pointer loads with any strides.
+
+Precision of float32: torch's default (``torch.backends.cuda.matmul.allow_tf32 = False``)
+is full fp32. We match it by default with ``FP32_PRECISION = "ieee"`` (fp32 FMA
+products, fp32 accumulation). ``"tf32x3"`` (three tf32 products, error close to fp32) and
+``"tf32"`` (10-bit mantissa products, as torch with allow_tf32=True) are faster opt-ins.
+
+Tile configurations are chosen per problem bucket by timing a few candidates the first
+time a bucket is seen (our own tiny autotuner: it times with a device synchronisation, so
+it is correct whatever stream genesis launches on); small problems skip timing.
+"""
+
+import math
+import time
+
+import triton
+import triton.language as tl
+
+from genesis import dtypes as D
+
+from .layout import collapse, contiguous_strides, empty, fill_, clone
+
+FP32_PRECISION = "ieee"  # "ieee" (torch's default), "tf32x3", or "tf32"
+_TUNE_MIN_FLOPS = 2 * 1024**3  # below this, pick a config by rule instead of timing
+
+
+# ---------------------------------------------------------------------------- kernels
+@triton.jit
+def _tile_ids(pid, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.constexpr):
+    """Grouped ordering: GROUP_M row-tiles share their B column panels in L2."""
+    num_m = tl.cdiv(M, BLOCK_M)
+    num_n = tl.cdiv(N, BLOCK_N)
+    width = GROUP_M * num_n
+    group = pid // width
+    first_m = group * GROUP_M
+    size_m = min(num_m - first_m, GROUP_M)
+    pid_m = first_m + (pid % width) % size_m
+    pid_n = (pid % width) // size_m
+    return pid_m, pid_n
+
+
+@triton.jit
+def _mm_tma_kernel(a_desc, b_desc, c_desc, M, N, K,
+                   A_T: tl.constexpr, B_T: tl.constexpr, BATCHED: tl.constexpr,
+                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                   GROUP_M: tl.constexpr):
+    pid_m, pid_n = _tile_ids(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
+    bid = tl.program_id(1)
+    off_m = pid_m * BLOCK_M
+    off_n = pid_n * BLOCK_N
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k in range(0, tl.cdiv(K, BLOCK_K)):
+        off_k = k * BLOCK_K
+        if BATCHED:
+            if A_T:
+                a = a_desc.load([bid, off_k, off_m]).reshape(BLOCK_K, BLOCK_M).T
+            else:
+                a = a_desc.load([bid, off_m, off_k]).reshape(BLOCK_M, BLOCK_K)
+            if B_T:
+                b = b_desc.load([bid, off_n, off_k]).reshape(BLOCK_N, BLOCK_K).T
+            else:
+                b = b_desc.load([bid, off_k, off_n]).reshape(BLOCK_K, BLOCK_N)
+        else:
+            if A_T:
+                a = a_desc.load([off_k, off_m]).T
+            else:
+                a = a_desc.load([off_m, off_k])
+            if B_T:
+                b = b_desc.load([off_n, off_k]).T
+            else:
+                b = b_desc.load([off_k, off_n])
+        acc = tl.dot(a, b, acc)
+    c = acc.to(c_desc.dtype)
+    if BATCHED:
+        c_desc.store([bid, off_m, off_n], c.reshape(1, BLOCK_M, BLOCK_N))
+    else:
+        c_desc.store([off_m, off_n], c)
+
+
+@triton.jit
+def _mm_kernel(a_ptr, b_ptr, c_ptr, M, N, K, B1,
+               sa0, sa1, sam, sak, sb0, sb1, sbk, sbn, sc0, sc1, scm, scn,
+               PREC: tl.constexpr, ACC: tl.constexpr, EVEN_K: tl.constexpr,
+               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+               GROUP_M: tl.constexpr):
+    pid_m, pid_n = _tile_ids(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
+    bid = tl.program_id(1).to(tl.int64)
+    b0 = bid // B1
+    b1 = bid % B1
+    a_ptr += b0 * sa0 + b1 * sa1
+    b_ptr += b0 * sb0 + b1 * sb1
+    c_ptr += b0 * sc0 + b1 * sc1
+    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    # Wrapped rows/columns keep the loads unmasked (their results are never stored).
+    am = (rm % M).to(tl.int64)
+    bn = (rn % N).to(tl.int64)
+    rk = tl.arange(0, BLOCK_K)
+    a_ptrs = a_ptr + am[:, None] * sam + rk[None, :] * sak
+    b_ptrs = b_ptr + rk[:, None] * sbk + bn[None, :] * sbn
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=ACC)
+    for k in range(0, tl.cdiv(K, BLOCK_K)):
+        if EVEN_K:
+            a = tl.load(a_ptrs)
+            b = tl.load(b_ptrs)
+        else:
+            left = K - k * BLOCK_K
+            a = tl.load(a_ptrs, mask=rk[None, :] < left, other=0.0)
+            b = tl.load(b_ptrs, mask=rk[:, None] < left, other=0.0)
+        acc = tl.dot(a, b, acc, input_precision=PREC)
+        a_ptrs += BLOCK_K * sak
+        b_ptrs += BLOCK_K * sbk
+    c_ptrs = c_ptr + rm[:, None].to(tl.int64) * scm + rn[None, :].to(tl.int64) * scn
+    tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+# ---------------------------------------------------------------------------- configs
+# (BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_stages, num_warps)
+_TMA_CANDIDATES = [
+    (128, 256, 64, 8, 3, 8),
+    (256, 128, 64, 8, 3, 8),
+    (128, 256, 64, 8, 4, 8),
+    (128, 128, 64, 8, 4, 8),
+    (128, 128, 64, 8, 4, 4),
+    (64, 128, 64, 8, 4, 4),
+]
+_PTR_CANDIDATES = {
+    "half": [(128, 256, 64, 8, 3, 8), (128, 128, 64, 8, 4, 8), (128, 128, 32, 8, 4, 4),
+             (64, 128, 64, 8, 4, 4)],
+    "fp32": [(128, 128, 32, 8, 3, 8), (128, 64, 32, 8, 4, 4), (64, 64, 32, 8, 4, 4)],
+    "fp64": [(64, 64, 16, 8, 3, 4), (32, 64, 16, 8, 3, 4)],
+}
+_tuned: dict = {}
+
+
+def _small_config(kind: str, M: int, N: int):
+    if kind == "fp64":
+        return (32, 32, 16, 8, 2, 4)
+    if kind == "fp32":
+        return (64, 64, 32, 8, 3, 4)
+    bm = 64 if M <= 64 else 128
+    bn = 64 if N <= 64 else 128
+    return (bm, bn, 64, 8, 3, 4)
+
+
+def _sync():
+    try:
+        from cuda.bindings import driver
+
+        driver.cuCtxSynchronize()
+    except ImportError:  # pragma: no cover - cuda-python is a dependency
+        import torch
+
+        torch.cuda.synchronize()
+
+
+def _choose(key, candidates, launch, flops: int):
+    """The fastest of ``candidates`` for this problem bucket (timed once, then cached)."""
+    cfg = _tuned.get(key)
+    if cfg is not None:
+        return cfg
+    best, best_t = None, math.inf
+    reps = max(1, min(20, int(5e-3 / max(flops / 6e14, 1e-7))))
+    for cand in candidates:
+        try:
+            launch(cand)  # compile and warm
+            _sync()
+            t0 = time.perf_counter()
+            for _ in range(reps):
+                launch(cand)
+            _sync()
+            t = time.perf_counter() - t0
+        except Exception:  # out of shared memory or registers for this shape: skip it
+            continue
+        if t < best_t:
+            best, best_t = cand, t
+    if best is None:
+        raise RuntimeError(f"matmul: no kernel configuration compiled for {key}")
+    _tuned[key] = best
+    return best
+
+
+def _bucket(x: int) -> int:
+    return 1 << max(0, (x - 1).bit_length())
+
+
+# --------------------------------------------------------------------------- launchers
+def _canon(shape, strides):
+    """Strides with those of size-1 dims replaced by the contiguous value (they are free)."""
+    out = list(strides)
+    acc = 1
+    for d in range(len(shape) - 1, -1, -1):
+        if shape[d] == 1:
+            out[d] = acc
+        acc = shape[d] * out[d] if shape[d] != 1 else acc
+    return out
+
+
+def _tma_layout(strides, rows: int, cols: int, isz: int):
+    """'n' if (rows, cols) is row-major, 't' if column-major, None if TMA cannot read it."""
+    sr, sc = strides
+    if sc == 1 and (sr * isz) % 16 == 0:
+        return "n"
+    if sr == 1 and (sc * isz) % 16 == 0:
+        return "t"
+    return None
+
+
+def _try_tma(a, b, c, M, N, K, batch, sa, sb) -> bool:
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    isz = a.dtype.itemsize
+    if N * isz % 16 or c.data_ptr() % 16 or a.data_ptr() % 16 or b.data_ptr() % 16:
+        return False
+    la = _tma_layout(sa[-2:], M, K, isz)
+    lb = _tma_layout(sb[-2:], K, N, isz)
+    if la is None or lb is None:
+        return False
+    bs_a = bs_b = 0
+    if batch > 1:
+        if (sa[0] * isz) % 16 or (sb[0] * isz) % 16:
+            return False
+        bs_a, bs_b = sa[0], sb[0]
+    a_t, b_t = la == "t", lb == "t"
+    batched = batch > 1
+
+    def desc(x, rows, cols, transposed, bstride, srow):
+        # Descriptor over the operand's real memory layout; block shape set per config.
+        if transposed:
+            shape, strides = [cols, rows], [srow, 1]
+        else:
+            shape, strides = [rows, cols], [srow, 1]
+        if batched:
+            return TensorDescriptor(x, [batch] + shape, [bstride] + strides,
+                                    [1, 16, 16])
+        return TensorDescriptor(x, shape, strides, [16, 16])
+
+    a_desc = desc(a, M, K, a_t, bs_a, sa[-1] if a_t else sa[-2])
+    b_desc = desc(b, K, N, b_t, bs_b, sb[-1] if b_t else sb[-2])
+    c_desc = desc(c, M, N, False, M * N, N)
+    lead = [1] if batched else []
+
+    def launch(cfg):
+        bm, bn, bk, gm, st, nw = cfg
+        a_desc.block_shape = lead + ([bk, bm] if a_t else [bm, bk])
+        b_desc.block_shape = lead + ([bn, bk] if b_t else [bk, bn])
+        c_desc.block_shape = lead + [bm, bn]
+        grid = (triton.cdiv(M, bm) * triton.cdiv(N, bn), batch)
+        _mm_tma_kernel[grid](a_desc, b_desc, c_desc, M, N, K, A_T=a_t, B_T=b_t,
+                             BATCHED=batched, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk,
+                             GROUP_M=gm, num_stages=st, num_warps=nw)
+
+    flops = 2 * M * N * K * batch
+    if flops < _TUNE_MIN_FLOPS:
+        cfg = _small_config("half", M, N)
+    else:
+        key = ("tma", a.dtype.name, a_t, b_t, batched, _bucket(M), _bucket(N), _bucket(K),
+               _bucket(batch))
+        cfg = _choose(key, _TMA_CANDIDATES, launch, flops)
+    launch(cfg)
+    return True
+
+
+def _launch_ptr(a, b, c, M, N, K, bshape, sa, sb, sc):
+    dt = a.dtype
+    kind = "fp64" if dt is D.float64 else "fp32" if dt is D.float32 else "half"
+    prec = FP32_PRECISION if kind == "fp32" else "ieee" if kind == "fp64" else None
+    acc = tl.float64 if kind == "fp64" else tl.float32
+    B0, B1 = (bshape + [1, 1])[:2] if len(bshape) <= 2 else (None, None)
+    pa = list(sa[:-2]) + [0, 0]
+    pb = list(sb[:-2]) + [0, 0]
+    pc = list(sc[:-2]) + [0, 0]
+    batch = B0 * B1
+
+    def launch(cfg):
+        bm, bn, bk, gm, st, nw = cfg
+        grid = (triton.cdiv(M, bm) * triton.cdiv(N, bn), batch)
+        _mm_kernel[grid](a, b, c, M, N, K, B1, pa[0], pa[1], sa[-2], sa[-1],
+                         pb[0], pb[1], sb[-2], sb[-1], pc[0], pc[1], sc[-2], sc[-1],
+                         PREC=prec, ACC=acc, EVEN_K=K % bk == 0, BLOCK_M=bm, BLOCK_N=bn,
+                         BLOCK_K=bk, GROUP_M=gm, num_stages=st, num_warps=nw)
+
+    flops = 2 * M * N * K * batch
+    if flops < _TUNE_MIN_FLOPS:
+        cfg = _small_config(kind, M, N)
+    else:
+        key = ("ptr", dt.name, prec, _bucket(M), _bucket(N), _bucket(K), _bucket(batch))
+        cfg = _choose(key, _PTR_CANDIDATES[kind], launch, flops)
+    launch(cfg)
+
+
+def matmul(a, b):
+    """Batched matrix product: ``a`` (..., M, K) @ ``b`` (..., K, N) -> (..., M, N).
+
+    Same batch shape and floating dtype for both; half types accumulate in float32.
+
+    Example: ``matmul(x, w)`` with x (B, T, C) and w (B, C, H) gives (B, T, H).
+    """
+    *batch_shape, M, K = a.shape
+    N = b.shape[-1]
+    dt = a.dtype
+    c = empty((*batch_shape, M, N), dt, a.device)
+    if M == 0 or N == 0 or any(n == 0 for n in batch_shape):
+        return c
+    if K == 0:
+        return fill_(c, 0)
+    nb = len(batch_shape)
+    sa = _canon(a.shape, a.strides)
+    sb = _canon(b.shape, b.strides)
+    sc = list(contiguous_strides(c.shape))
+    bshape, bstr = collapse(tuple(batch_shape), [sa[:nb], sb[:nb], sc[:nb]])
+    if len(bshape) > 2:  # batch dims that cannot be merged: make the operands contiguous
+        a, b = clone(a), clone(b)
+        return matmul(a, b)
+    sa = bstr[0] + sa[nb:]
+    sb = bstr[1] + sb[nb:]
+    sc = bstr[2] + sc[nb:]
+    batch = math.prod(bshape)
+    if batch > 65535:
+        a, b = clone(a), clone(b)  # contiguous: split the batch across grid axes
+        return _matmul_big_batch(a, b, c, M, N, K, batch)
+    if dt in (D.float16, D.bfloat16) and len(bshape) <= 1:
+        if _try_tma(a, b, c, M, N, K, batch, sa, sb):
+            return c
+    _launch_ptr(a, b, c, M, N, K, bshape, sa, sb, sc)
+    return c
+
+
+def _matmul_big_batch(a, b, c, M, N, K, batch):
+    # More than 65535 matrices: view the contiguous batch as (batch/B1, B1).
+    B1 = 1
+    for d in range(min(65535, batch), 0, -1):
+        if batch % d == 0 and batch // d <= 65535:
+            B1 = d
+            break
+    if batch // B1 > 65535:
+        raise ValueError(f"matmul: batch of {batch} matrices is too large for one launch")
+    sa = [B1 * M * K, M * K, K, 1]
+    sb = [B1 * K * N, K * N, N, 1]
+    sc = [B1 * M * N, M * N, N, 1]
+    _launch_ptr(a, b, c, M, N, K, [batch // B1, B1], sa, sb, sc)
+    return c
