@@ -183,6 +183,9 @@ class _BaseIter:
         self._drop_last = loader.drop_last
         self._index_sampler = loader._index_sampler
         self._sampler_iter = iter(self._index_sampler)
+        # drawn by every iterator, workers or not (as torch), so that a seeded shuffle gives
+        # the same order with any num_workers
+        self._base_seed = loader._base_seed()
         self._num_yielded = 0
 
     def __iter__(self):
@@ -223,7 +226,7 @@ class _MultiProcessIter(_BaseIter):
         self._done_event = ctx.Event()
         self._index_queues = []
         self._workers = []
-        base_seed = loader._base_seed()
+        base_seed = self._base_seed
         for wid in range(self._num_workers):
             iq = ctx.Queue()
             iq.cancel_join_thread()  # unread tasks must never block our exit
