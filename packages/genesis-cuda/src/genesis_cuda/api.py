@@ -14,10 +14,10 @@ Example:
 from __future__ import annotations
 
 from genesis.cuda import OutOfMemoryError
-
 from genesis_cuda import driver as _driver
 from genesis_cuda import generator as _generator
 from genesis_cuda.array import record_stream
+from genesis_cuda.device import _index as _device_index
 from genesis_cuda.device import (
     current_device,
     device,
@@ -30,7 +30,6 @@ from genesis_cuda.device import (
     set_device,
     synchronize,
 )
-from genesis_cuda.device import _index as _device_index
 from genesis_cuda.memory import (
     empty_cache,
     max_memory_allocated,

@@ -17,7 +17,6 @@ from __future__ import annotations
 import importlib
 
 from genesis.backends.base import Backend
-
 from genesis_cuda import array as _array
 from genesis_cuda import device as _device
 from genesis_cuda import generator as _generator

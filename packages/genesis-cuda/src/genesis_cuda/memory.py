@@ -7,7 +7,6 @@ Functions asked about a device genesis has not used yet answer without creating 
 from __future__ import annotations
 
 from genesis.cuda import OutOfMemoryError
-
 from genesis_cuda import device as _device
 from genesis_cuda import driver, streams
 from genesis_cuda.allocator import CachingAllocator

@@ -13,8 +13,8 @@ from __future__ import annotations
 import ctypes
 
 import numpy as np
-from genesis import dtypes as D
 
+from genesis import dtypes as D
 from genesis_cuda import array as _array
 from genesis_cuda import driver, streams
 
