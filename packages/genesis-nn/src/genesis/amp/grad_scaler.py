@@ -30,7 +30,8 @@ class OptState(Enum):
 
 def _f32(x: float) -> float:
     """``x`` rounded to float32: torch keeps the scale in a float32 tensor."""
-    return float(np.float32(x))
+    with np.errstate(over="ignore"):  # an overflow to inf is checked by the caller
+        return float(np.float32(x))
 
 
 def _fresh_state() -> dict[str, Any]:
