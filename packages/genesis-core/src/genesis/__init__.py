@@ -102,6 +102,16 @@ def numel(input: Tensor) -> int:
     return input.numel()
 
 
+def set_num_threads(n: int) -> None:
+    """Threads the CPU backend's kernels may use (torch's intra-op pool)."""
+    device("cpu").backend.set_num_threads(n)
+
+
+def get_num_threads() -> int:
+    """Threads the CPU backend's kernels may use."""
+    return device("cpu").backend.get_num_threads()
+
+
 def __getattr__(name: str):
     # Checkpoint functions live in genesis.serialization (imported on first use).
     if name in ("save", "load"):

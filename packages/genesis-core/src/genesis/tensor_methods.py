@@ -12,7 +12,7 @@ from genesis.tensor import Tensor
 
 _SAME_NAME = (
     # elementwise
-    "abs", "add", "atan2", "bitwise_and", "bitwise_not", "bitwise_or", "bitwise_xor", "ceil",
+    "abs", "add", "addcdiv", "addcmul", "atan2", "bitwise_and", "bitwise_not", "bitwise_or", "bitwise_xor", "ceil",
     "clamp", "clamp_max", "clamp_min", "clip", "cos", "div", "divide", "eq", "equal", "erf",
     "exp", "exp2", "expm1", "floor", "floor_divide", "ge", "greater", "greater_equal", "gt",
     "isfinite", "isinf", "isnan", "le", "lerp", "less", "less_equal", "log", "log1p", "log2",
@@ -42,10 +42,11 @@ def _install() -> None:
     for name in _SAME_NAME:
         setattr(Tensor, name, getattr(ops, name))
     from genesis.ops.joining import repeat
-    from genesis.ops.views import expand_as
+    from genesis.ops.views import expand_as, unfold
 
     Tensor.repeat = repeat
     Tensor.expand_as = expand_as
+    Tensor.unfold = unfold
     Tensor.view_as = lambda self, other: ops.view(self, other.shape)
     Tensor.reshape_as = lambda self, other: ops.reshape(self, other.shape)
     Tensor.cpu = conversion.cpu
@@ -61,6 +62,9 @@ def _install() -> None:
     for name, fn in inplace.UNARY_INPLACE.items():
         setattr(Tensor, name, fn)
     Tensor.clip_ = inplace.clamp_
+    Tensor.addcmul_ = inplace.addcmul_
+    Tensor.addcdiv_ = inplace.addcdiv_
+    Tensor.lerp_ = inplace.lerp_
     Tensor.uniform_ = creation.uniform_
     Tensor.normal_ = creation.normal_
     Tensor.random_ = creation.random_

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from genesis.autograd.function import AccumulateGrad, Node, grad_edge
+import time
+
+from genesis.autograd.function import AccumulateGrad, Node, _op_observers, grad_edge
 from genesis.autograd.grad_mode import _state as _grad_state
 
 
@@ -188,7 +190,14 @@ def _call_node(node: Node, grads_in: dict, retain_graph: bool) -> tuple:
             shape, dtype, device = node._output_meta[i]
             g = genesis.zeros(shape, dtype=dtype, device=device)
         grads.append(g)
-    result = node.apply_backward(tuple(grads))
+    if _op_observers:
+        start = time.perf_counter_ns()
+        result = node.apply_backward(tuple(grads))
+        end = time.perf_counter_ns()
+        for obs in _op_observers:
+            obs(node.name(), start, end)
+    else:
+        result = node.apply_backward(tuple(grads))
     n_inputs = len(node.next_functions)
     if len(result) < n_inputs:
         raise RuntimeError(

@@ -90,6 +90,10 @@ class Backend(ABC):
     def as_strided(self, a: Array, shape: Shape, strides: Shape, offset: int) -> Array:
         """A view of ``a``'s storage with the given geometry (no copy, shares memory)."""
 
+    def reinterpret(self, a: Array, dtype: DType) -> Array:
+        """*Optional.* ``a``'s bytes seen as ``dtype`` of the same itemsize (a view)."""
+        raise TypeError(f"backend {self.name!r} cannot reinterpret arrays as {dtype}")
+
     # -------------------------------------------------------------- creation
     @abstractmethod
     def empty(self, shape: Shape, dtype: DType, index: int | None) -> Array:

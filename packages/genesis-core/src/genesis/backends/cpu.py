@@ -67,6 +67,12 @@ class CPUBackend(Backend):
     def synchronize(self, index) -> None:
         return None
 
+    def set_num_threads(self, n: int) -> None:
+        torch.set_num_threads(n)
+
+    def get_num_threads(self) -> int:
+        return torch.get_num_threads()
+
     # array basics
     def dtype_of(self, a):
         return _FROM_TORCH[a.dtype]
@@ -85,6 +91,9 @@ class CPUBackend(Backend):
 
     def as_strided(self, a, shape, strides, offset):
         return a.as_strided(shape, strides, offset)
+
+    def reinterpret(self, a, dtype):
+        return a.view(_TO_TORCH[dtype])
 
     # creation
     def empty(self, shape, dtype, index):

@@ -4,7 +4,7 @@ import builtins
 
 from genesis.ops.conversion import clone, to, type_as
 from genesis.ops.elementwise import (
-    abs, add, atan2, bitwise_and, bitwise_not, bitwise_or, bitwise_xor, ceil, clamp,
+    abs, add, addcdiv, addcmul, atan2, bitwise_and, bitwise_not, bitwise_or, bitwise_xor, ceil, clamp,
     clamp_max, clamp_min, clip, cos, div, divide, eq, equal, erf, exp, exp2, expm1, floor,
     floor_divide, ge, greater, greater_equal, gt, isfinite, isinf, isnan, le, lerp, less,
     less_equal, log, log1p, log2, logical_and, logical_not, logical_or, logical_xor, lt,

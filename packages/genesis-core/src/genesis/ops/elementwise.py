@@ -546,6 +546,16 @@ def lerp(input: Tensor, end: Tensor, weight) -> Tensor:
     return input + weight * (end - input)
 
 
+def addcmul(input: Tensor, tensor1: Tensor, tensor2: Tensor, *, value=1) -> Tensor:
+    """``input + value * tensor1 * tensor2``."""
+    return input + (tensor1 * tensor2) * value if value != 1 else input + tensor1 * tensor2
+
+
+def addcdiv(input: Tensor, tensor1: Tensor, tensor2: Tensor, *, value=1) -> Tensor:
+    """``input + value * tensor1 / tensor2``."""
+    return input + (tensor1 / tensor2) * value if value != 1 else input + tensor1 / tensor2
+
+
 def square(input: Tensor) -> Tensor:
     """``input * input``."""
     return input * input

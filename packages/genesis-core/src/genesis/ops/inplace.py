@@ -71,8 +71,13 @@ def _binary_inplace(op: str, fn):
     """``t.op_(other)``: a direct ``out=`` kernel call unless autograd must record it."""
 
     def method(self: Tensor, other, **kwargs) -> Tensor:
-        if kwargs or _records(self, (other,)):
+        if _records(self, (other,)):
             return apply_inplace(self, lambda s: fn(s, other, **kwargs), other)
+        alpha = kwargs.pop("alpha", 1)
+        if kwargs:
+            raise TypeError(f"{op}_() got unexpected keyword arguments {sorted(kwargs)}")
+        if alpha != 1:
+            other = other * alpha
         dtype = None
         if op == "div":
             dtype = D.result_type(self, other)
@@ -106,6 +111,22 @@ mul_ = _binary_inplace("mul", E.mul)
 div_ = _binary_inplace("div", E.div)
 pow_ = _binary_inplace("pow", E.pow)
 remainder_ = _binary_inplace("remainder", E.remainder)
+
+
+def addcmul_(t: Tensor, tensor1: Tensor, tensor2: Tensor, *, value=1) -> Tensor:
+    """In place ``t += value * tensor1 * tensor2``."""
+    return add_(t, tensor1 * tensor2, alpha=value)
+
+
+def addcdiv_(t: Tensor, tensor1: Tensor, tensor2: Tensor, *, value=1) -> Tensor:
+    """In place ``t += value * tensor1 / tensor2``."""
+    return add_(t, tensor1 / tensor2, alpha=value)
+
+
+def lerp_(t: Tensor, end: Tensor, weight) -> Tensor:
+    """In place ``t += weight * (end - t)``."""
+    return add_(t, end - t, alpha=weight) if not isinstance(weight, Tensor) \
+        else add_(t, (end - t) * weight)
 
 
 def copy_(t: Tensor, src, non_blocking: bool = False) -> Tensor:

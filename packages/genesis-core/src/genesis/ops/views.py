@@ -7,6 +7,7 @@ backend implements one view primitive. Views share their base's version counter.
 from __future__ import annotations
 
 from genesis.autograd.function import Function
+from genesis.dtypes import DType
 from genesis.ops.common import normalize_dim, shape_arg, sum_to_shape, wrap
 from genesis.tensor import Tensor, is_contiguous_geometry
 
@@ -101,9 +102,37 @@ class View(Function):
 def view(x: Tensor, *shape) -> Tensor:
     """The same memory seen with another shape (one ``-1`` is inferred); errors if the
     strides do not allow it (use ``reshape``)."""
-    if len(shape) == 1 and not isinstance(shape[0], (int, tuple, list)):
-        raise TypeError(f"view() takes a shape; reinterpreting as {shape[0]!r} is not supported")
+    if len(shape) == 1 and isinstance(shape[0], DType):
+        return view_dtype(x, shape[0])
     return View.apply(x, _infer_shape(shape_arg(shape, True) if shape else (), x.numel()))
+
+
+def view_dtype(x: Tensor, dtype: DType) -> Tensor:
+    """The same bytes read as ``dtype`` of equal item size (not differentiable)."""
+    if dtype.itemsize != x.dtype.itemsize:
+        raise RuntimeError(f"view({dtype}): only dtypes of the same size as {x.dtype} "
+                           f"({x.dtype.itemsize} bytes) are supported")
+    if dtype is x.dtype:
+        return x
+    return wrap(x._backend.reinterpret(x._data, dtype), x.device, base=x)
+
+
+def unfold(x: Tensor, dimension: int, size: int, step: int) -> Tensor:
+    """Windows of length ``size`` every ``step`` along ``dimension``, as a new last dim
+    (a view; overlapping windows share memory)."""
+    d = normalize_dim(dimension, x.ndim)
+    n = x.shape[d] if x.ndim else 1
+    if size > n or size < 0:
+        raise RuntimeError(f"maximum size for tensor at dimension {d} is {n} but size is {size}")
+    if step <= 0:
+        raise RuntimeError(f"step is {step} but must be > 0")
+    strides, offset = _geometry(x)
+    if x.ndim == 0:
+        return AsStrided.apply(x, (size,), (1,), offset)
+    count = (n - size) // step + 1
+    shape = x.shape[:d] + (count,) + x.shape[d + 1:] + (size,)
+    new_strides = strides[:d] + (strides[d] * step,) + strides[d + 1:] + (strides[d],)
+    return AsStrided.apply(x, shape, new_strides, offset)
 
 
 def reshape(x: Tensor, *shape) -> Tensor:
