@@ -1,0 +1,753 @@
+"""``Module``: the base class of every layer and model.
+
+A module owns three ordered tables — ``_parameters``, ``_buffers`` and ``_modules`` — and
+``__setattr__`` routes attribute assignments into them, so ``self.fc = Linear(...)`` or
+``self.weight = Parameter(...)`` is all a subclass has to write. Everything else here
+(recursive iteration, state dicts, device/dtype moves, hooks, ``repr``) walks those tables.
+"""
+
+from __future__ import annotations
+
+import itertools
+import weakref
+from collections import OrderedDict, namedtuple
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import genesis
+from genesis import Tensor
+from genesis.dtypes import DType
+from genesis.nn.parameter import Buffer, Parameter
+
+__all__ = ["Module", "RemovableHandle"]
+
+
+class _IncompatibleKeys(namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])):
+    """What ``load_state_dict`` returns: the keys the module expected but did not get, and
+    the keys it got but does not have."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        if not self.missing_keys and not self.unexpected_keys:
+            return "<All keys matched successfully>"
+        return super().__repr__()
+
+    __str__ = __repr__
+
+
+class RemovableHandle:
+    """A handle whose ``remove()`` unregisters the hook it was returned for.
+
+    Also a context manager: the hook is removed on exit.
+    """
+
+    _next_id = itertools.count()
+
+    def __init__(self, hooks_dict: dict) -> None:
+        # A weak reference: a handle kept around must not keep a dead module's hooks alive.
+        self._hooks_ref = weakref.ref(hooks_dict)
+        self.id = next(RemovableHandle._next_id)
+
+    def remove(self) -> None:
+        hooks = self._hooks_ref()
+        if hooks is not None:
+            hooks.pop(self.id, None)
+
+    def __enter__(self) -> RemovableHandle:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.remove()
+
+
+class _HookDict(OrderedDict):
+    """An OrderedDict that can be weakly referenced (plain dicts cannot)."""
+
+
+def _addindent(text: str, spaces: int) -> str:
+    lines = text.split("\n")
+    if len(lines) == 1:
+        return text
+    return lines[0] + "\n" + "\n".join(" " * spaces + line for line in lines[1:])
+
+
+def _is_floating(t: Tensor) -> bool:
+    return t.dtype.is_floating_point
+
+
+class Module:
+    """Base class for all neural-network modules.
+
+    Subclasses create their parameters and submodules in ``__init__`` (after calling
+    ``super().__init__()``) and compute their output in ``forward``; calling the module runs
+    ``forward`` together with any registered hooks.
+
+    Example::
+
+        >>> class Model(genesis.nn.Module):
+        ...     def __init__(self):
+        ...         super().__init__()
+        ...         self.fc1 = genesis.nn.Linear(4, 8)
+        ...         self.fc2 = genesis.nn.Linear(8, 2)
+        ...     def forward(self, x):
+        ...         return self.fc2(genesis.nn.functional.relu(self.fc1(x)))
+        >>> [name for name, _ in Model().named_parameters()]
+        ['fc1.weight', 'fc1.bias', 'fc2.weight', 'fc2.bias']
+    """
+
+    training: bool
+    _version: int = 1
+
+    def __init__(self) -> None:
+        # object.__setattr__: our own __setattr__ reads these tables, which do not exist yet.
+        setattr_ = object.__setattr__
+        setattr_(self, "training", True)
+        setattr_(self, "_parameters", OrderedDict())
+        setattr_(self, "_buffers", OrderedDict())
+        setattr_(self, "_non_persistent_buffers_set", set())
+        setattr_(self, "_modules", OrderedDict())
+        setattr_(self, "_forward_pre_hooks", _HookDict())
+        setattr_(self, "_forward_hooks", _HookDict())
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError(
+            f'Module [{type(self).__name__}] is missing the required "forward" function'
+        )
+
+    # ------------------------------------------------------------ registration
+    def register_buffer(self, name: str, tensor: Tensor | None, persistent: bool = True) -> None:
+        """Add a tensor that is module state but not a parameter (e.g. BatchNorm's running
+        mean). Persistent buffers are saved in ``state_dict``; non-persistent ones are not.
+
+        Args:
+            name: attribute name of the buffer.
+            tensor: the buffer, or ``None`` (registered but skipped by iteration and saving).
+            persistent: whether the buffer belongs to the ``state_dict``.
+        """
+        if "_buffers" not in self.__dict__:
+            raise AttributeError("cannot assign buffer before Module.__init__() call")
+        self._check_new_name(name, "buffer", self._buffers)
+        if tensor is not None and not isinstance(tensor, Tensor):
+            raise TypeError(
+                f"cannot assign '{type(tensor).__name__}' object to buffer '{name}' "
+                "(genesis Tensor or None required)"
+            )
+        self._buffers[name] = tensor
+        if persistent:
+            self._non_persistent_buffers_set.discard(name)
+        else:
+            self._non_persistent_buffers_set.add(name)
+
+    def register_parameter(self, name: str, param: Parameter | None) -> None:
+        """Add a parameter under ``name`` (``None`` registers the name with no tensor).
+
+        Args:
+            name: attribute name of the parameter.
+            param: a ``Parameter`` or ``None``.
+        """
+        if "_parameters" not in self.__dict__:
+            raise AttributeError("cannot assign parameter before Module.__init__() call")
+        self._check_new_name(name, "parameter", self._parameters)
+        if param is None:
+            self._parameters[name] = None
+            return
+        if not isinstance(param, Parameter):
+            raise TypeError(
+                f"cannot assign '{type(param).__name__}' object to parameter '{name}' "
+                "(genesis.nn.Parameter or None required)"
+            )
+        if param.grad_fn is not None:
+            raise ValueError(
+                f"Cannot assign non-leaf Tensor to parameter '{name}'. Model parameters must "
+                "be created explicitly. To express '{name}' as a function of another Tensor, "
+                "compute the value in the forward() method."
+            )
+        self._parameters[name] = param
+
+    def add_module(self, name: str, module: Module | None) -> None:
+        """Add a child module under ``name`` (reachable as an attribute)."""
+        if module is not None and not isinstance(module, Module):
+            raise TypeError(f"{type(module).__name__} is not a Module subclass")
+        self._check_new_name(name, "module", self._modules)
+        self._modules[name] = module
+
+    register_module = add_module
+
+    def _check_new_name(self, name: str, kind: str, table: dict) -> None:
+        if not isinstance(name, str):
+            raise TypeError(f"{kind} name should be a string, got {type(name).__name__}")
+        if name == "":
+            raise KeyError(f'{kind} name can\'t be empty string ""')
+        if "." in name:
+            raise KeyError(f'{kind} name can\'t contain ".", got: {name}')
+        if hasattr(self, name) and name not in table:
+            raise KeyError(f"attribute '{name}' already exists")
+
+    def get_submodule(self, target: str) -> Module:
+        """The submodule at dotted path ``target`` (``""`` is the module itself)."""
+        if target == "":
+            return self
+        mod: Module = self
+        for item in target.split("."):
+            if not hasattr(mod, item):
+                raise AttributeError(f"{mod._get_name()} has no attribute `{item}`")
+            mod = getattr(mod, item)
+            if not isinstance(mod, Module):
+                raise AttributeError(f"`{item}` is not an nn.Module")
+        return mod
+
+    def get_parameter(self, target: str) -> Parameter:
+        """The parameter at dotted path ``target`` (e.g. ``"encoder.fc.weight"``)."""
+        module_path, _, name = target.rpartition(".")
+        mod = self.get_submodule(module_path)
+        if name not in mod._parameters:
+            raise AttributeError(f"{mod._get_name()} has no parameter `{name}`")
+        return mod._parameters[name]
+
+    def get_buffer(self, target: str) -> Tensor:
+        """The buffer at dotted path ``target``."""
+        module_path, _, name = target.rpartition(".")
+        mod = self.get_submodule(module_path)
+        if name not in mod._buffers:
+            raise AttributeError(f"{mod._get_name()} has no buffer `{name}`")
+        return mod._buffers[name]
+
+    # ---------------------------------------------------- attribute routing
+    def __getattr__(self, name: str) -> Any:
+        # Only called when normal lookup failed: look in the three tables.
+        d = self.__dict__
+        for table in ("_parameters", "_buffers", "_modules"):
+            t = d.get(table)
+            if t is not None and name in t:
+                return t[name]
+        raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        d = self.__dict__
+        params = d.get("_parameters")
+        if isinstance(value, Parameter):
+            if params is None:
+                raise AttributeError("cannot assign parameters before Module.__init__() call")
+            self._forget(name, d, self._buffers, self._modules)
+            self._non_persistent_buffers_set.discard(name)
+            self.register_parameter(name, value)
+            return
+        if params is not None and name in params:
+            if value is not None:
+                raise TypeError(
+                    f"cannot assign '{type(value).__name__}' as parameter '{name}' "
+                    "(genesis.nn.Parameter or None expected)"
+                )
+            self.register_parameter(name, value)
+            return
+        modules = d.get("_modules")
+        if isinstance(value, Module):
+            if modules is None:
+                raise AttributeError("cannot assign module before Module.__init__() call")
+            self._forget(name, d, self._parameters, self._buffers)
+            self._non_persistent_buffers_set.discard(name)
+            modules[name] = value
+            return
+        if modules is not None and name in modules:
+            if value is not None:
+                raise TypeError(
+                    f"cannot assign '{type(value).__name__}' as child module '{name}' "
+                    "(genesis.nn.Module or None expected)"
+                )
+            modules[name] = value
+            return
+        if isinstance(value, Buffer):
+            self._forget(name, d, self._parameters, self._modules)
+            self.register_buffer(name, value.data, value.persistent)
+            return
+        buffers = d.get("_buffers")
+        if buffers is not None and name in buffers:
+            if value is not None and not isinstance(value, Tensor):
+                raise TypeError(
+                    f"cannot assign '{type(value).__name__}' as buffer '{name}' "
+                    "(genesis.Tensor or None expected)"
+                )
+            buffers[name] = value
+            return
+        object.__setattr__(self, name, value)
+
+    @staticmethod
+    def _forget(name: str, *tables: dict) -> None:
+        for table in tables:
+            table.pop(name, None)
+
+    def __delattr__(self, name: str) -> None:
+        for table in (self._parameters, self._buffers, self._modules):
+            if name in table:
+                del table[name]
+                self._non_persistent_buffers_set.discard(name)
+                return
+        object.__delattr__(self, name)
+
+    def __dir__(self) -> list[str]:
+        keys = list(object.__dir__(self))
+        keys += list(self._parameters) + list(self._buffers) + list(self._modules)
+        return sorted(k for k in set(keys) if not k[0].isdigit())
+
+    # ----------------------------------------------------------- iteration
+    def _named_members(self, get_members: Callable, prefix: str = "", recurse: bool = True,
+                       remove_duplicate: bool = True) -> Iterator[tuple[str, Any]]:
+        seen: set[int] = set()
+        modules = (self.named_modules(prefix=prefix, remove_duplicate=remove_duplicate)
+                   if recurse else [(prefix, self)])
+        for module_prefix, module in modules:
+            for name, value in get_members(module):
+                if value is None or (remove_duplicate and id(value) in seen):
+                    continue
+                if remove_duplicate:
+                    seen.add(id(value))
+                yield (module_prefix + "." + name if module_prefix else name), value
+
+    def parameters(self, recurse: bool = True) -> Iterator[Parameter]:
+        """The module's parameters (and its submodules' when ``recurse``), each once."""
+        for _, param in self.named_parameters(recurse=recurse):
+            yield param
+
+    def named_parameters(self, prefix: str = "", recurse: bool = True,
+                         remove_duplicate: bool = True) -> Iterator[tuple[str, Parameter]]:
+        """``(dotted_name, parameter)`` pairs; a parameter shared by two modules is listed
+        once unless ``remove_duplicate=False``."""
+        return self._named_members(lambda m: m._parameters.items(), prefix, recurse,
+                                   remove_duplicate)
+
+    def buffers(self, recurse: bool = True) -> Iterator[Tensor]:
+        """The module's buffers (and its submodules' when ``recurse``)."""
+        for _, buf in self.named_buffers(recurse=recurse):
+            yield buf
+
+    def named_buffers(self, prefix: str = "", recurse: bool = True,
+                      remove_duplicate: bool = True) -> Iterator[tuple[str, Tensor]]:
+        """``(dotted_name, buffer)`` pairs."""
+        return self._named_members(lambda m: m._buffers.items(), prefix, recurse,
+                                   remove_duplicate)
+
+    def children(self) -> Iterator[Module]:
+        """The immediate child modules."""
+        for _, module in self.named_children():
+            yield module
+
+    def named_children(self) -> Iterator[tuple[str, Module]]:
+        """``(name, module)`` for the immediate children, each module once."""
+        seen: set[int] = set()
+        for name, module in self._modules.items():
+            if module is not None and id(module) not in seen:
+                seen.add(id(module))
+                yield name, module
+
+    def modules(self) -> Iterator[Module]:
+        """This module and all its descendants, depth first, each once."""
+        for _, module in self.named_modules():
+            yield module
+
+    def named_modules(self, memo: set | None = None, prefix: str = "",
+                      remove_duplicate: bool = True) -> Iterator[tuple[str, Module]]:
+        """``(dotted_name, module)`` for this module (name ``prefix``) and its descendants."""
+        if memo is None:
+            memo = set()
+        if id(self) in memo:
+            return
+        if remove_duplicate:
+            memo.add(id(self))
+        yield prefix, self
+        for name, module in self._modules.items():
+            if module is None:
+                continue
+            sub_prefix = prefix + ("." if prefix else "") + name
+            yield from module.named_modules(memo, sub_prefix, remove_duplicate)
+
+    # --------------------------------------------------------------- modes
+    def train(self, mode: bool = True) -> Module:
+        """Set training mode (``mode=True``) or evaluation mode on this module and its
+        descendants. Returns ``self``."""
+        if not isinstance(mode, bool):
+            raise ValueError("training mode is expected to be boolean")
+        self.training = mode
+        for module in self.children():
+            module.train(mode)
+        return self
+
+    def eval(self) -> Module:
+        """Set evaluation mode (same as ``train(False)``). Returns ``self``."""
+        return self.train(False)
+
+    def requires_grad_(self, requires_grad: bool = True) -> Module:
+        """Set ``requires_grad`` on every parameter. Returns ``self``."""
+        for p in self.parameters():
+            p.requires_grad_(requires_grad)
+        return self
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Reset the gradients of all parameters: to ``None`` (default) or to zeros."""
+        for p in self.parameters():
+            if p.grad is None:
+                continue
+            if set_to_none:
+                p.grad = None
+            else:
+                grad = p.grad
+                if grad.grad_fn is not None:
+                    grad = grad.detach()
+                    p.grad = grad
+                with genesis.no_grad():
+                    grad.zero_()
+
+    def apply(self, fn: Callable[[Module], None]) -> Module:
+        """Call ``fn`` on every submodule (children first) and then on ``self``; typically
+        used to initialise weights. Returns ``self``."""
+        for module in self.children():
+            module.apply(fn)
+        fn(self)
+        return self
+
+    # ------------------------------------------------------ device / dtype
+    def _apply(self, fn: Callable[[Tensor], Tensor]) -> Module:
+        """Replace every parameter, gradient and buffer ``t`` by ``fn(t)``.
+
+        Parameters keep their identity (their data is swapped) so that references held
+        elsewhere, e.g. by an optimizer, still point at the module's parameters.
+        """
+        for module in self.children():
+            module._apply(fn)
+        for param in self._parameters.values():
+            if param is None:
+                continue
+            with genesis.no_grad():
+                new_data = fn(param)
+            if new_data is not param:
+                _swap_data(param, new_data)
+            if param.grad is not None:
+                with genesis.no_grad():
+                    new_grad = fn(param.grad)
+                if new_grad is not param.grad:
+                    param.grad = new_grad
+        for key, buf in self._buffers.items():
+            if buf is not None:
+                with genesis.no_grad():
+                    self._buffers[key] = fn(buf)
+        return self
+
+    def to(self, *args: Any, **kwargs: Any) -> Module:
+        """Move and/or cast parameters and buffers, in place; returns ``self``.
+
+        Forms: ``to(device)``, ``to(dtype)``, ``to(device, dtype)``, ``to(tensor)`` (its device
+        and dtype), and the keywords ``device=``, ``dtype=``, ``non_blocking=``. A dtype
+        applies only to floating-point parameters and buffers (integer buffers such as
+        BatchNorm's ``num_batches_tracked`` keep their type), as in torch.
+
+        Example::
+
+            >>> model = genesis.nn.Linear(2, 2).to("cpu", genesis.float64)
+            >>> model.weight.dtype
+            genesis.float64
+        """
+        device, dtype, non_blocking = _parse_to(args, kwargs)
+        if dtype is not None and not dtype.is_floating_point:
+            raise TypeError(
+                f"nn.Module.to only accepts floating point dtypes, but got desired dtype={dtype}"
+            )
+
+        def convert(t: Tensor) -> Tensor:
+            target = dtype if (dtype is not None and _is_floating(t)) else None
+            if target is None:
+                if device is None:
+                    return t
+                return t.to(device, non_blocking=non_blocking)
+            if device is None:
+                return t.to(target)
+            return t.to(device, target, non_blocking=non_blocking)
+
+        return self._apply(convert)
+
+    def cuda(self, device: Any = None) -> Module:
+        """Move all parameters and buffers to a CUDA device (``cuda:0`` by default)."""
+        if device is None:
+            device = "cuda"
+        elif isinstance(device, int):
+            device = f"cuda:{device}"
+        return self.to(device)
+
+    def cpu(self) -> Module:
+        """Move all parameters and buffers to the CPU."""
+        return self.to("cpu")
+
+    def _cast_floating(self, dtype) -> Module:
+        return self._apply(lambda t: t.to(dtype) if _is_floating(t) else t)
+
+    def float(self) -> Module:
+        """Cast floating-point parameters and buffers to float32."""
+        return self._cast_floating(genesis.float32)
+
+    def double(self) -> Module:
+        """Cast floating-point parameters and buffers to float64."""
+        return self._cast_floating(genesis.float64)
+
+    def half(self) -> Module:
+        """Cast floating-point parameters and buffers to float16."""
+        return self._cast_floating(genesis.float16)
+
+    def bfloat16(self) -> Module:
+        """Cast floating-point parameters and buffers to bfloat16."""
+        return self._cast_floating(genesis.bfloat16)
+
+    def type(self, dst_type) -> Module:
+        """Cast all parameters and buffers (floating or not) to ``dst_type``."""
+        return self._apply(lambda t: t.to(dst_type))
+
+    # ---------------------------------------------------------- state dict
+    def state_dict(self, *, destination: dict | None = None, prefix: str = "",
+                   keep_vars: bool = False) -> dict[str, Tensor]:
+        """An ordered dict of every parameter and persistent buffer by dotted name.
+
+        Tensors are detached (they share memory with the module) unless ``keep_vars``.
+
+        Example::
+
+            >>> list(genesis.nn.Linear(2, 3).state_dict())
+            ['weight', 'bias']
+        """
+        if destination is None:
+            destination = OrderedDict()
+        for name, param in self._parameters.items():
+            if param is not None:
+                destination[prefix + name] = param if keep_vars else param.detach()
+        for name, buf in self._buffers.items():
+            if buf is not None and name not in self._non_persistent_buffers_set:
+                destination[prefix + name] = buf if keep_vars else buf.detach()
+        for name, module in self._modules.items():
+            if module is not None:
+                module.state_dict(destination=destination, prefix=prefix + name + ".",
+                                  keep_vars=keep_vars)
+        return destination
+
+    def _load_from_state_dict(self, state_dict: dict, prefix: str, strict: bool,
+                              missing_keys: list, unexpected_keys: list,
+                              error_msgs: list, assign: bool) -> None:
+        persistent = {k: v for k, v in self._buffers.items()
+                      if k not in self._non_persistent_buffers_set}
+        local_state = {k: v for k, v in itertools.chain(self._parameters.items(),
+                                                        persistent.items()) if v is not None}
+        for name, param in local_state.items():
+            key = prefix + name
+            if key not in state_dict:
+                missing_keys.append(key)
+                continue
+            value = state_dict[key]
+            if not isinstance(value, Tensor):
+                error_msgs.append(
+                    f'While copying the parameter named "{key}", expected genesis.Tensor '
+                    f"from checkpoint but received {type(value).__name__}"
+                )
+                continue
+            if tuple(value.shape) != tuple(param.shape):
+                error_msgs.append(
+                    f"size mismatch for {key}: copying a param with shape "
+                    f"{tuple(value.shape)} from checkpoint, the shape in current model is "
+                    f"{tuple(param.shape)}."
+                )
+                continue
+            try:
+                if assign:
+                    self._assign_loaded(name, param, value)
+                else:
+                    with genesis.no_grad():
+                        param.copy_(value)
+            except Exception as exc:  # report every bad key, not only the first
+                error_msgs.append(
+                    f'While copying the parameter named "{key}", whose dimensions in the '
+                    f"model are {tuple(param.shape)} and whose dimensions in the checkpoint "
+                    f"are {tuple(value.shape)}, an exception occurred : {exc.args}."
+                )
+        if strict:
+            for key in state_dict:
+                if not key.startswith(prefix):
+                    continue
+                first = key[len(prefix):].split(".", 1)[0]
+                if first not in self._modules and first not in local_state:
+                    unexpected_keys.append(key)
+
+    def _assign_loaded(self, name: str, old: Tensor, value: Tensor) -> None:
+        if name in self._parameters:
+            if isinstance(value, Parameter):
+                value.requires_grad_(old.requires_grad)
+            else:
+                value = Parameter(value, requires_grad=old.requires_grad)
+            self._parameters[name] = value
+        else:
+            self._buffers[name] = value
+
+    def load_state_dict(self, state_dict: dict, strict: bool = True,
+                        assign: bool = False) -> _IncompatibleKeys:
+        """Copy parameters and buffers from ``state_dict`` into this module.
+
+        Values are copied into the existing tensors under ``no_grad`` (casting dtype and
+        moving device as needed), so optimizers holding the parameters stay valid. With
+        ``assign=True`` the state dict's tensors replace the module's instead.
+
+        Args:
+            state_dict: a dict from ``state_dict()`` (of this or an equal architecture).
+            strict: raise if keys are missing or unexpected (default ``True``).
+            assign: replace tensors instead of copying into them.
+
+        Returns:
+            ``(missing_keys, unexpected_keys)``, a named tuple.
+
+        Raises:
+            RuntimeError: listing every missing/unexpected key (when ``strict``) and every
+                shape mismatch.
+        """
+        if not isinstance(state_dict, dict):
+            raise TypeError(f"Expected state_dict to be dict-like, got {type(state_dict)}.")
+        missing: list[str] = []
+        unexpected: list[str] = []
+        error_msgs: list[str] = []
+
+        def load(module: Module, prefix: str) -> None:
+            module._load_from_state_dict(state_dict, prefix, True, missing, unexpected,
+                                         error_msgs, assign)
+            for name, child in module._modules.items():
+                if child is not None:
+                    load(child, prefix + name + ".")
+
+        load(self, "")
+        if strict:
+            if unexpected:
+                error_msgs.insert(0, "Unexpected key(s) in state_dict: {}. ".format(
+                    ", ".join(f'"{k}"' for k in unexpected)))
+            if missing:
+                error_msgs.insert(0, "Missing key(s) in state_dict: {}. ".format(
+                    ", ".join(f'"{k}"' for k in missing)))
+        if error_msgs:
+            raise RuntimeError("Error(s) in loading state_dict for {}:\n\t{}".format(
+                type(self).__name__, "\n\t".join(error_msgs)))
+        return _IncompatibleKeys(missing, unexpected)
+
+    # --------------------------------------------------------------- hooks
+    def register_forward_pre_hook(self, hook: Callable, *, prepend: bool = False,
+                                  with_kwargs: bool = False) -> RemovableHandle:
+        """Call ``hook(module, args)`` before every ``forward``.
+
+        The hook may return ``None`` or replacement positional args (a tuple, or a single
+        value that is wrapped in one). With ``with_kwargs=True`` it is called as
+        ``hook(module, args, kwargs)`` and may return ``(args, kwargs)``.
+
+        Returns:
+            a handle whose ``remove()`` unregisters the hook.
+        """
+        handle = RemovableHandle(self._forward_pre_hooks)
+        self._forward_pre_hooks[handle.id] = (hook, with_kwargs)
+        if prepend:
+            self._forward_pre_hooks.move_to_end(handle.id, last=False)
+        return handle
+
+    def register_forward_hook(self, hook: Callable, *, prepend: bool = False,
+                              with_kwargs: bool = False,
+                              always_call: bool = False) -> RemovableHandle:
+        """Call ``hook(module, args, output)`` after every ``forward``.
+
+        The hook may return ``None`` or a replacement output. With ``with_kwargs=True`` it
+        is called as ``hook(module, args, kwargs, output)``.
+
+        Returns:
+            a handle whose ``remove()`` unregisters the hook.
+
+        Example::
+
+            >>> seen = []
+            >>> lin = genesis.nn.Linear(2, 2)
+            >>> handle = lin.register_forward_hook(lambda m, args, out: seen.append(out.shape))
+            >>> _ = lin(genesis.zeros(3, 2)); handle.remove(); _ = lin(genesis.zeros(1, 2))
+            >>> seen
+            [(3, 2)]
+        """
+        handle = RemovableHandle(self._forward_hooks)
+        self._forward_hooks[handle.id] = (hook, with_kwargs)
+        if prepend:
+            self._forward_hooks.move_to_end(handle.id, last=False)
+        return handle
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if not (self._forward_pre_hooks or self._forward_hooks):
+            return self.forward(*args, **kwargs)
+        for hook, with_kwargs in list(self._forward_pre_hooks.values()):
+            if with_kwargs:
+                result = hook(self, args, kwargs)
+                if result is not None:
+                    if not (isinstance(result, tuple) and len(result) == 2):
+                        raise RuntimeError(
+                            "forward pre-hook must return None or a tuple of (new_args, "
+                            f"new_kwargs), but got {result}."
+                        )
+                    args, kwargs = result
+            else:
+                result = hook(self, args)
+                if result is not None:
+                    args = result if isinstance(result, tuple) else (result,)
+        output = self.forward(*args, **kwargs)
+        for hook, with_kwargs in list(self._forward_hooks.values()):
+            result = hook(self, args, kwargs, output) if with_kwargs else hook(self, args, output)
+            if result is not None:
+                output = result
+        return output
+
+    # --------------------------------------------------------------- repr
+    def extra_repr(self) -> str:
+        """The module-specific part of ``repr`` (e.g. ``in_features=4, out_features=2``);
+        subclasses override it."""
+        return ""
+
+    def _get_name(self) -> str:
+        return type(self).__name__
+
+    def __repr__(self) -> str:
+        extra = self.extra_repr()
+        extra_lines = extra.split("\n") if extra else []
+        child_lines = []
+        for key, module in self._modules.items():
+            mod_str = _addindent(repr(module), 2)
+            child_lines.append("(" + key + "): " + mod_str)
+        lines = extra_lines + child_lines
+        main = self._get_name() + "("
+        if lines:
+            if len(extra_lines) == 1 and not child_lines:
+                main += extra_lines[0]
+            else:
+                main += "\n  " + "\n  ".join(lines) + "\n"
+        return main + ")"
+
+    # -------------------------------------------------------------- pickling
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+
+
+def _swap_data(param: Tensor, new: Tensor) -> None:
+    """Make ``param`` hold ``new``'s data (device/dtype may differ), keeping its identity."""
+    param.data = new
+
+
+def _parse_to(args: tuple, kwargs: dict):
+    """Split ``Module.to``'s arguments into ``(device, dtype, non_blocking)``."""
+    device = kwargs.pop("device", None)
+    dtype = kwargs.pop("dtype", None)
+    non_blocking = kwargs.pop("non_blocking", False)
+    kwargs.pop("copy", None)
+    if kwargs:
+        raise TypeError(f"to() got unexpected keyword arguments {sorted(kwargs)}")
+    for arg in args:
+        if isinstance(arg, Tensor):
+            device, dtype = arg.device, arg.dtype
+        elif isinstance(arg, DType):
+            dtype = arg
+        elif isinstance(arg, bool):
+            non_blocking = arg
+        elif arg is not None:
+            device = arg
+    if device is not None:
+        device = genesis.device(device) if not isinstance(device, int) else \
+            genesis.device("cuda", device)
+    return device, dtype, non_blocking

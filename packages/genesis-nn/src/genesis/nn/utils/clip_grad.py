@@ -1,0 +1,133 @@
+"""Gradient clipping: ``clip_grad_norm_`` and ``clip_grad_value_``.
+
+Everything stays on the device: the total norm is a 0-d tensor and the clip coefficient is
+applied as a tensor, so no step reads a value back to the host (except
+``error_if_nonfinite``, which has to look).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+import genesis
+from genesis import Tensor
+
+__all__ = ["clip_grad_norm_", "clip_grad_norm", "clip_grad_value_", "get_total_norm",
+           "clip_grads_with_norm_"]
+
+_TensorOrTensors = Tensor | Iterable[Tensor]
+
+
+def _as_list(tensors: _TensorOrTensors) -> list[Tensor]:
+    if isinstance(tensors, Tensor):
+        return [tensors]
+    return list(tensors)
+
+
+def _vector_norm(t: Tensor, norm_type: float) -> Tensor:
+    """The ``norm_type``-norm of all of ``t``'s elements, as a 0-d tensor."""
+    return genesis.linalg.vector_norm(t, norm_type)
+
+
+def get_total_norm(tensors: _TensorOrTensors, norm_type: float = 2.0,
+                   error_if_nonfinite: bool = False, foreach: bool | None = None) -> Tensor:
+    """The norm of the norms of ``tensors`` (as if they were concatenated into one vector).
+
+    Args:
+        tensors: tensors (typically gradients); ``None`` entries are skipped.
+        norm_type: the p of the norm; ``float("inf")`` for the max-abs norm.
+        error_if_nonfinite: raise if the total norm is NaN or infinite.
+
+    Returns:
+        a 0-d tensor on the first tensor's device.
+    """
+    tensors = [t for t in _as_list(tensors) if t is not None]
+    norm_type = float(norm_type)
+    if not tensors:
+        return genesis.tensor(0.0)
+    device = tensors[0].device
+    with genesis.no_grad():
+        norms = [_vector_norm(t.detach(), norm_type).to(device) for t in tensors]
+        stacked = genesis.stack(norms)  # (num_tensors,)
+        total = _vector_norm(stacked, norm_type)
+    if error_if_nonfinite and not bool(total.isfinite()):
+        raise RuntimeError(
+            f"The total norm of order {norm_type} for gradients from `parameters` is "
+            "non-finite, so it cannot be clipped. To disable this error and scale the "
+            "gradients by the non-finite norm anyway, set `error_if_nonfinite=False`"
+        )
+    return total
+
+
+def clip_grads_with_norm_(parameters: _TensorOrTensors, max_norm: float, total_norm: Tensor,
+                          foreach: bool | None = None) -> None:
+    """Scale the gradients of ``parameters`` in place by ``min(1, max_norm / (total_norm +
+    1e-6))``, given a precomputed ``total_norm``."""
+    grads = [p.grad for p in _as_list(parameters) if p.grad is not None]
+    if not grads:
+        return
+    with genesis.no_grad():
+        coef = (max_norm / (total_norm + 1e-6)).clamp(max=1.0)
+        for g in grads:
+            g.mul_(coef.to(g.device, g.dtype))
+
+
+def clip_grad_norm_(parameters: _TensorOrTensors, max_norm: float, norm_type: float = 2.0,
+                    error_if_nonfinite: bool = False, foreach: bool | None = None) -> Tensor:
+    """Scale all gradients together so their total norm is at most ``max_norm``.
+
+    The total norm is that of all gradients concatenated into one vector; gradients are
+    multiplied in place by ``min(1, max_norm / (total_norm + 1e-6))``.
+
+    Args:
+        parameters: a tensor or tensors whose ``.grad`` is clipped.
+        max_norm: the largest allowed total norm.
+        norm_type: the p of the norm; ``float("inf")`` for the max-abs norm.
+        error_if_nonfinite: raise if the total norm is NaN or infinite (reads it to the
+            host).
+        foreach: accepted for torch compatibility; ignored.
+
+    Returns:
+        the total norm before clipping, a 0-d tensor.
+
+    Example::
+
+        >>> model = genesis.nn.Linear(4, 2)
+        >>> model(genesis.randn(8, 4)).sum().backward()
+        >>> norm = genesis.nn.utils.clip_grad_norm_(model.parameters(), max_norm=1.0)
+    """
+    parameters = _as_list(parameters)
+    grads = [p.grad for p in parameters if p.grad is not None]
+    total = get_total_norm(grads, norm_type, error_if_nonfinite)
+    clip_grads_with_norm_(parameters, max_norm, total)
+    return total
+
+
+def clip_grad_norm(parameters: _TensorOrTensors, max_norm: float, norm_type: float = 2.0,
+                   error_if_nonfinite: bool = False, foreach: bool | None = None) -> Tensor:
+    """Deprecated alias of ``clip_grad_norm_``."""
+    return clip_grad_norm_(parameters, max_norm, norm_type, error_if_nonfinite, foreach)
+
+
+def clip_grad_value_(parameters: _TensorOrTensors, clip_value: float,
+                     foreach: bool | None = None) -> None:
+    """Clamp every gradient element to ``[-clip_value, clip_value]`` in place.
+
+    Args:
+        parameters: a tensor or tensors whose ``.grad`` is clipped.
+        clip_value: the largest allowed magnitude.
+
+    Example::
+
+        >>> model = genesis.nn.Linear(4, 2)
+        >>> model(genesis.randn(8, 4)).sum().backward()
+        >>> genesis.nn.utils.clip_grad_value_(model.parameters(), 0.1)
+    """
+    clip_value = float(clip_value)
+    if math.isnan(clip_value):
+        raise ValueError("clip_value must not be NaN")
+    with genesis.no_grad():
+        for p in _as_list(parameters):
+            if p.grad is not None:
+                p.grad.clamp_(min=-clip_value, max=clip_value)
