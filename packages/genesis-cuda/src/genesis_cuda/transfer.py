@@ -82,6 +82,8 @@ _stagers: dict[int, _PinnedStager] = {}
 def from_numpy(data, index: int) -> _array.CudaArray:
     """Copy a numpy array (any strides) to a new contiguous array on device ``index``."""
     host = np.ascontiguousarray(data)
+    if host.ndim != np.ndim(data):  # ascontiguousarray turns 0-d into 1-d
+        host = host.reshape(np.shape(data))
     out = _array.empty(host.shape, genesis_dtype_of_numpy(host.dtype), index)
     nbytes = host.nbytes
     if nbytes:
