@@ -124,6 +124,12 @@ class CUDABackend(Backend):
     def as_strided(self, a, shape, strides, offset):
         return _array.CudaArray(shape, strides, offset, a.dtype, a.storage, a.device)
 
+    def reinterpret(self, a, dtype):
+        if dtype.itemsize != a.dtype.itemsize:
+            raise TypeError(f"cannot reinterpret {a.dtype} as {dtype}: element sizes differ "
+                            f"({a.dtype.itemsize} vs {dtype.itemsize} bytes)")
+        return _array.CudaArray(a.shape, a.strides, a.offset, dtype, a.storage, a.device)
+
     # -------------------------------------------------------------- creation
     def empty(self, shape, dtype, index):
         return _array.empty(shape, dtype, _device._current_device if index is None else index)
