@@ -382,3 +382,44 @@ def test_cuda_random_is_reproducible_from_manual_seed():
     d = genesis.rand(10, device="cuda").cpu().numpy()
     genesis.cuda.set_rng_state(state)
     np.testing.assert_array_equal(genesis.rand(10, device="cuda").cpu().numpy(), d)
+
+
+@pytest.mark.multigpu
+def test_cross_device_copy_with_cast_and_strides(backend):
+    from genesis import dtypes as D
+
+    data = np.arange(64, dtype=np.float32).reshape(8, 8)
+    a = backend.from_numpy(data, 0)
+    at = backend.as_strided(a, (8, 8), (1, 8), 0)  # a transposed view on device 0
+    b = backend.empty((8, 8), D.float64, 1)
+    backend.copy_(b, at)
+    np.testing.assert_array_equal(backend.to_numpy(b), data.T.astype(np.float64))
+    back = backend.empty((8, 8), D.float32, 0)
+    backend.copy_(backend.as_strided(back, (8, 8), (1, 8), 0), b)
+    np.testing.assert_array_equal(backend.to_numpy(back), data)
+
+
+@pytest.mark.multigpu
+def test_second_device_allocator_streams_and_kernels(backend):
+    from genesis import dtypes as D
+    from genesis_cuda import api
+
+    base0, base1 = api.memory_allocated(0), api.memory_allocated(1)
+    x = backend.from_numpy(np.arange(1000, dtype=np.float32), 1)
+    assert backend.device_index_of(x) == 1
+    assert api.memory_allocated(1) > base1 and api.memory_allocated(0) == base0
+    s1 = api.Stream(1)
+    with api.stream(s1):
+        assert api.current_device() == 1 and api.current_stream(1) == s1
+        y = backend.binary("add", x, 1.0)
+    assert api.current_device() == 0
+    s1.synchronize()
+    np.testing.assert_array_equal(backend.to_numpy(y), np.arange(1000, dtype=np.float32) + 1)
+    api.set_device(1)
+    try:
+        z = backend.full((10,), 3.0, D.float32, 1)
+        assert backend.item(backend.sum(z, (0,), False, D.float32)) == 30.0
+    finally:
+        api.set_device(0)
+    del x, y, z
+    assert api.memory_allocated(1) == base1

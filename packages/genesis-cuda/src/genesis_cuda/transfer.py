@@ -16,6 +16,7 @@ import numpy as np
 
 from genesis import dtypes as D
 from genesis_cuda import array as _array
+from genesis_cuda import device as _device
 from genesis_cuda import driver, streams
 
 _TO_NUMPY = {
@@ -106,7 +107,10 @@ def _contiguous(a: _array.CudaArray) -> _array.CudaArray:
         return a
     from genesis_cuda.kernels import elementwise
 
-    return elementwise.contiguous(a)
+    if a.device == _device._current_device:
+        return elementwise.contiguous(a)
+    with _device.device(a.device):  # kernels launch in the current device's context
+        return elementwise.contiguous(a)
 
 
 def to_numpy(a: _array.CudaArray) -> np.ndarray:
@@ -164,5 +168,6 @@ def copy_across_devices(dst: _array.CudaArray, src: _array.CudaArray) -> _array.
         # src's memory must not be reused on its own stream before the copy has read it.
         src_stream.wait_stream(dst_stream)
     if not direct:
-        elementwise.copy_(dst, target)
+        with _device.device(dst.device):
+            elementwise.copy_(dst, target)
     return dst
