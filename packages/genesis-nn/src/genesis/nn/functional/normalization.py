@@ -205,5 +205,5 @@ def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12) -
         >>> F.normalize(genesis.tensor([[3.0, 4.0]]), dim=1)
         tensor([[0.6000, 0.8000]])
     """
-    denom = genesis.linalg.vector_norm(input, p, dim, keepdim=True).clamp(min=eps)
+    denom = genesis.norm(input, p, dim, keepdim=True).clamp(min=eps)
     return input / denom

@@ -54,9 +54,9 @@ def _renorm_rows_(weight: Tensor, idx: Tensor, max_norm: float, norm_type: float
     """Scale the rows ``weight[idx]`` in place so each has norm at most ``max_norm``."""
     with genesis.no_grad():
         rows = weight.index_select(0, idx)  # (K, D)
-        norms = genesis.linalg.vector_norm(rows, norm_type, -1, keepdim=True)  # (K, 1)
+        norms = genesis.norm(rows, norm_type, -1, keepdim=True)  # (K, 1)
         scale = (max_norm / (norms + 1e-7)).clamp(max=1.0)
-        weight[idx] = rows * scale
+        weight.index_put_((idx,), rows * scale)
 
 
 def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
@@ -65,7 +65,7 @@ def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
     Args:
         tensor: int64 class indices of any shape.
         num_classes: number of classes; ``-1`` means ``tensor.max() + 1`` (reads the value
-            back to the host).
+            back to the host). Core's op; re-exported here where torch has it.
 
     Shape:
         output: ``(*tensor.shape, num_classes)``.
@@ -76,11 +76,4 @@ def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
         tensor([[1, 0, 0],
                 [0, 0, 1]])
     """
-    if tensor.dtype is not genesis.int64:
-        raise RuntimeError(
-            f"one_hot is only applicable to index tensor of type LongTensor, got {tensor.dtype}"
-        )
-    if num_classes == -1:
-        num_classes = int(tensor.max().item()) + 1 if tensor.numel() else 0
-    classes = genesis.arange(num_classes, device=tensor.device)  # (C,)
-    return (tensor.unsqueeze(-1) == classes).to(genesis.int64)
+    return genesis.one_hot(tensor, num_classes)

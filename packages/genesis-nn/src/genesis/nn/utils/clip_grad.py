@@ -27,7 +27,7 @@ def _as_list(tensors: _TensorOrTensors) -> list[Tensor]:
 
 def _vector_norm(t: Tensor, norm_type: float) -> Tensor:
     """The ``norm_type``-norm of all of ``t``'s elements, as a 0-d tensor."""
-    return genesis.linalg.vector_norm(t, norm_type)
+    return genesis.norm(t, norm_type)
 
 
 def get_total_norm(tensors: _TensorOrTensors, norm_type: float = 2.0,
