@@ -241,7 +241,7 @@ def _load(fh: BinaryIO, where: str, map_location):
     metadata = header.pop("__metadata__", None)
     entries = _check_entries(header, size - data_start, where)
     mapper = _device_mapper(map_location)
-    structure = None
+    structure = plain = object()  # no genesis structure: a plain safetensors file
     if isinstance(metadata, dict) and _METADATA_KEY in metadata:
         try:
             doc = json.loads(metadata[_METADATA_KEY])
@@ -253,7 +253,7 @@ def _load(fh: BinaryIO, where: str, map_location):
     for name, (dtype, shape, begin, end) in entries.items():
         arrays[name] = _read_array(fh, data_start + start + begin, end - begin, dtype, shape,
                                    name, where)
-    if structure is None:  # a plain safetensors file: a flat dict of tensors
+    if structure is plain:  # a flat dict of tensors
         return {name: _make_tensor(arr, entries[name][0], mapper("cpu"), False)
                 for name, arr in arrays.items()}
     return _decode(structure, arrays, entries, mapper, where, {})

@@ -12,8 +12,9 @@ from genesis.tensor import Tensor
 
 _SAME_NAME = (
     # elementwise
-    "abs", "add", "addcdiv", "addcmul", "atan2", "bitwise_and", "bitwise_not", "bitwise_or", "bitwise_xor", "ceil",
-    "clamp", "clamp_max", "clamp_min", "clip", "cos", "div", "divide", "eq", "equal", "erf",
+    "abs", "add", "addcdiv", "addcmul", "atan2", "bitwise_and", "bitwise_not", "bitwise_or",
+    "bitwise_xor", "ceil", "clamp", "clamp_max", "clamp_min", "clip", "cos", "div", "divide",
+    "eq", "equal", "erf",
     "exp", "exp2", "expm1", "floor", "floor_divide", "ge", "greater", "greater_equal", "gt",
     "isfinite", "isinf", "isnan", "le", "lerp", "less", "less_equal", "log", "log1p", "log2",
     "logical_and", "logical_not", "logical_or", "logical_xor", "lt", "maximum", "minimum",

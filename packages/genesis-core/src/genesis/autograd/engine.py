@@ -6,9 +6,8 @@ inputs instead. Both free saved tensors unless ``retain_graph`` is set.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import time
+from collections.abc import Sequence
 
 from genesis.autograd.function import AccumulateGrad, Node, _op_observers, grad_edge
 from genesis.autograd.grad_mode import _state as _grad_state

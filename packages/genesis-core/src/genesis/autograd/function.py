@@ -186,29 +186,52 @@ class Function:
                 if type(a) in _TENSOR_TYPES and a.requires_grad:
                     record = True
                     break
+        if not record:  # the common inference/optimizer path: no graph, no Node
+            if _op_observers:
+                return _observed(cls, _NO_GRAD_CTX, args, kwargs)
+            return cls.forward(_NO_GRAD_CTX, *args, **kwargs)
         ctx = Node(cls)
-        if _op_observers:
-            start = time.perf_counter_ns()
-            out = _run_forward(cls, ctx, args, kwargs)
-            end = time.perf_counter_ns()
-            for obs in _op_observers:
-                obs(cls.__name__, start, end)
-        else:
-            out = _run_forward(cls, ctx, args, kwargs)
+        _grad_state.enabled = False  # forward's own ops are not recorded
+        try:
+            out = _observed(cls, ctx, args, kwargs) if _op_observers \
+                else cls.forward(ctx, *args, **kwargs)
+        finally:
+            _grad_state.enabled = True
         if ctx._dirty:
             _bump_versions(ctx._dirty)
-        if record:
-            _record(ctx, args, out)
+        _record(ctx, args, out)
         return out
 
 
-def _run_forward(cls, ctx, args, kwargs):
-    prev = _grad_state.enabled
-    _grad_state.enabled = False  # forward's own ops are not recorded
-    try:
-        return cls.forward(ctx, *args, **kwargs)
-    finally:
-        _grad_state.enabled = prev
+def _observed(cls, ctx, args, kwargs):
+    start = time.perf_counter_ns()
+    out = cls.forward(ctx, *args, **kwargs)
+    end = time.perf_counter_ns()
+    for obs in _op_observers:
+        obs(cls.__name__, start, end)
+    return out
+
+
+class _NoGradContext:
+    """The ``ctx`` of ops that record nothing: saving is skipped, dirty inputs are bumped at
+    once. Attributes forward sets on it are scratch values nobody reads back."""
+
+    needs_input_grad = ()
+
+    def save_for_backward(self, *tensors) -> None:
+        pass
+
+    def mark_dirty(self, *tensors) -> None:
+        _bump_versions(tensors)
+
+    def mark_non_differentiable(self, *tensors) -> None:
+        pass
+
+    def set_materialize_grads(self, value: bool) -> None:
+        pass
+
+
+_NO_GRAD_CTX = _NoGradContext()
 
 
 def _bump_versions(tensors) -> None:

@@ -26,7 +26,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 
-from genesis.dtypes import DType, float32
+from genesis.dtypes import DType, float32, float64
 
 Array = object  # a backend's array type; see the module docstring
 Shape = tuple[int, ...]
@@ -367,38 +367,41 @@ class Backend(ABC):
     def layer_norm(self, x: Array, weight: Array | None, bias: Array | None,
                    eps: float) -> tuple[Array, Array, Array]:
         """*Optional.* Layer norm over the last dim: returns ``(y, mean, rstd)``, with
-        ``mean``/``rstd`` float32 of shape ``x.shape[:-1] + (1,)``."""
-        x32 = self.cast(x, float32)
+        ``mean``/``rstd`` float32 (float64 for float64 input) of shape ``x.shape[:-1] + (1,)``."""
+        acc = _acc_dtype(self.dtype_of(x))
+        xw = self.cast(x, acc)
         last = len(x.shape) - 1
         n = x.shape[-1]
-        mean = self.binary("div", self.sum(x32, (last,), True, float32), float(n))
-        centered = self.binary("sub", x32, self._expand(mean, x32))
+        mean = self.binary("div", self.sum(xw, (last,), True, acc), float(n))
+        centered = self.binary("sub", xw, self._expand(mean, xw))
         var = self.binary(
-            "div", self.sum(self.binary("mul", centered, centered), (last,), True, float32),
+            "div", self.sum(self.binary("mul", centered, centered), (last,), True, acc),
             float(n))
         rstd = self.unary("rsqrt", self.binary("add", var, float(eps)))
-        y = self.binary("mul", centered, self._expand(rstd, x32))
-        y = self._affine(y, weight, bias)
+        y = self.binary("mul", centered, self._expand(rstd, xw))
+        y = self._affine(y, weight, bias, acc)
         return self.cast(y, self.dtype_of(x)), mean, rstd
 
     def layer_norm_backward(self, grad: Array, x: Array, weight: Array | None, mean: Array,
                             rstd: Array) -> tuple[Array, Array | None, Array | None]:
         """*Optional.* ``(grad_x, grad_weight, grad_bias)`` of ``layer_norm``."""
-        g = self.cast(grad, float32)
-        x32 = self.cast(x, float32)
+        acc = _acc_dtype(self.dtype_of(x))
+        g = self.cast(grad, acc)
+        xw = self.cast(x, acc)
         last = len(x.shape) - 1
         n = float(x.shape[-1])
-        xhat = self.binary("mul", self.binary("sub", x32, self._expand(mean, x32)),
-                           self._expand(rstd, x32))
+        xhat = self.binary("mul", self.binary("sub", xw, self._expand(mean, xw)),
+                           self._expand(rstd, xw))
         lead = tuple(range(last))
-        gw = self.cast(self.sum(self.binary("mul", g, xhat), lead, False, float32),
+        gw = self.cast(self.sum(self.binary("mul", g, xhat), lead, False, acc),
                        self.dtype_of(weight)) if weight is not None else None
-        gb = self.cast(self.sum(g, lead, False, float32), self.dtype_of(weight)) \
+        gb = self.cast(self.sum(g, lead, False, acc), self.dtype_of(weight)) \
             if weight is not None else None
-        gxhat = self.binary("mul", g, self._expand_to(self.cast(weight, float32), g)) \
+        gxhat = self.binary("mul", g, self._expand_to(self.cast(weight, acc), g)) \
             if weight is not None else g
-        mean_g = self.binary("div", self.sum(gxhat, (last,), True, float32), n)
-        mean_gx = self.binary("div", self.sum(self.binary("mul", gxhat, xhat), (last,), True, float32), n)
+        mean_g = self.binary("div", self.sum(gxhat, (last,), True, acc), n)
+        mean_gx = self.binary(
+            "div", self.sum(self.binary("mul", gxhat, xhat), (last,), True, acc), n)
         inner = self.binary("sub", self.binary("sub", gxhat, self._expand(mean_g, g)),
                             self.binary("mul", xhat, self._expand(mean_gx, g)))
         gx = self.binary("mul", inner, self._expand(rstd, g))
@@ -407,27 +410,29 @@ class Backend(ABC):
     def rms_norm(self, x: Array, weight: Array | None, eps: float) -> tuple[Array, Array]:
         """*Optional.* RMS norm over the last dim: ``(y, rstd)``, ``rstd`` float32 of shape
         ``x.shape[:-1] + (1,)``."""
-        x32 = self.cast(x, float32)
+        acc = _acc_dtype(self.dtype_of(x))
+        xw = self.cast(x, acc)
         last = len(x.shape) - 1
-        ms = self.binary("div", self.sum(self.binary("mul", x32, x32), (last,), True, float32),
+        ms = self.binary("div", self.sum(self.binary("mul", xw, xw), (last,), True, acc),
                          float(x.shape[-1]))
         rstd = self.unary("rsqrt", self.binary("add", ms, float(eps)))
-        y = self._affine(self.binary("mul", x32, self._expand(rstd, x32)), weight, None)
+        y = self._affine(self.binary("mul", xw, self._expand(rstd, xw)), weight, None, acc)
         return self.cast(y, self.dtype_of(x)), rstd
 
     def rms_norm_backward(self, grad: Array, x: Array, weight: Array | None,
                           rstd: Array) -> tuple[Array, Array | None]:
         """*Optional.* ``(grad_x, grad_weight)`` of ``rms_norm``."""
-        g = self.cast(grad, float32)
-        x32 = self.cast(x, float32)
+        acc = _acc_dtype(self.dtype_of(x))
+        g = self.cast(grad, acc)
+        xw = self.cast(x, acc)
         last = len(x.shape) - 1
-        xhat = self.binary("mul", x32, self._expand(rstd, x32))
+        xhat = self.binary("mul", xw, self._expand(rstd, xw))
         gw = None
         if weight is not None:
-            gw = self.cast(self.sum(self.binary("mul", g, xhat), tuple(range(last)), False, float32),
+            gw = self.cast(self.sum(self.binary("mul", g, xhat), tuple(range(last)), False, acc),
                            self.dtype_of(weight))
-            g = self.binary("mul", g, self._expand_to(self.cast(weight, float32), g))
-        mean_gx = self.binary("div", self.sum(self.binary("mul", g, xhat), (last,), True, float32),
+            g = self.binary("mul", g, self._expand_to(self.cast(weight, acc), g))
+        mean_gx = self.binary("div", self.sum(self.binary("mul", g, xhat), (last,), True, acc),
                               float(x.shape[-1]))
         inner = self.binary("sub", g, self.binary("mul", xhat, self._expand(mean_gx, g)))
         gx = self.binary("mul", inner, self._expand(rstd, g))
@@ -448,9 +453,14 @@ class Backend(ABC):
         strides = tuple(0 if n == 1 else s for n, s in zip(shape, strides))
         return self.as_strided(a, like.shape, strides, self.storage_offset_of(a))
 
-    def _affine(self, y: Array, weight: Array | None, bias: Array | None) -> Array:
+    def _affine(self, y: Array, weight: Array | None, bias: Array | None, acc: DType) -> Array:
         if weight is not None:
-            y = self.binary("mul", y, self._expand_to(self.cast(weight, float32), y))
+            y = self.binary("mul", y, self._expand_to(self.cast(weight, acc), y))
         if bias is not None:
-            y = self.binary("add", y, self._expand_to(self.cast(bias, float32), y))
+            y = self.binary("add", y, self._expand_to(self.cast(bias, acc), y))
         return y
+
+
+def _acc_dtype(dtype: DType) -> DType:
+    """Accumulation dtype of the composite norms: float64 stays, the rest use float32."""
+    return dtype if dtype is float64 else float32
