@@ -92,8 +92,9 @@ def tensor(data, dtype: D.DType | None = None, device=None,
         else:
             arr = np.array(data, dtype=numpy_dtype(inferred))
     target = dtype or inferred
-    arr = np.ascontiguousarray(arr, dtype=numpy_dtype(target) if target is not D.bfloat16
-                               else np.float32)
+    # np.asarray, not np.ascontiguousarray: the latter turns 0-d data into shape (1,)
+    arr = np.asarray(arr, dtype=numpy_dtype(target) if target is not D.bfloat16
+                     else np.float32, order="C")
     return _finish(_from_host(arr.copy(), target, dev), requires_grad)
 
 
