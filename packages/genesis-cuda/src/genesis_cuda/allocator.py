@@ -78,6 +78,9 @@ class DriverOps(Protocol):
 
     def event_synchronize(self, event) -> None: ...
 
+    def synchronize(self) -> None:
+        """Wait for all work on the device (before cached memory goes back to the driver)."""
+
 
 class Chunk:
     """A piece of a segment: free (in a pool) or owned by one ``Storage``."""
@@ -369,9 +372,13 @@ class CachingAllocator:
         """Give every wholly free segment back to the driver; returns bytes released."""
         self.synchronize_pending()
         released = 0
+        synced = False
         for base, head in list(self._segments.items()):
             if head.allocated or head.next is not None or head.event_count:
                 continue
+            if not synced:  # a cached chunk may still be read by queued kernels on its stream
+                self.ops.synchronize()
+                synced = True
             free = self._pool(head.stream, head.small)
             del free[bisect_left(free, (head.size, head.ptr))]
             self.ops.free(base)

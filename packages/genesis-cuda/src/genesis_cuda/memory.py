@@ -59,6 +59,10 @@ class CudaOps:
     def event_synchronize(self, event) -> None:
         driver.check(self.cu.cuEventSynchronize(event), "cuEventSynchronize")
 
+    def synchronize(self) -> None:
+        with driver.using_device(self.index):
+            driver.check(self.cu.cuCtxSynchronize(), "cuCtxSynchronize")
+
 
 def _create_allocator(index: int) -> None:
     """Device init hook: every device gets its allocator, following its current stream."""
