@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from genesis import dtypes as D
-from genesis.device import as_device
+from genesis.device import placement
 from genesis.ops.common import shape_arg, wrap
 from genesis.random import resolve_generator
 from genesis.tensor import Tensor
@@ -74,7 +74,7 @@ def tensor(data, dtype: D.DType | None = None, device=None,
     Example:
         >>> genesis.tensor([[1, 2], [3, 4]], dtype=genesis.float32)
     """
-    dev = as_device(device)
+    dev = placement(device)
     if isinstance(data, Tensor):
         out = data.detach().to(device=dev, dtype=dtype or data.dtype, copy=True)
         return _finish(out, requires_grad)
@@ -108,7 +108,7 @@ def _from_host(arr: np.ndarray, dtype: D.DType, dev) -> Tensor:
 
 def as_tensor(data, dtype: D.DType | None = None, device=None) -> Tensor:
     """``data`` as a tensor, sharing memory when it already is one (or a CPU numpy array)."""
-    dev = as_device(device) if device is not None else None
+    dev = placement(device) if device is not None else None
     if isinstance(data, Tensor):
         if (dtype is None or dtype is data.dtype) and (dev is None or dev is data.device):
             return data
@@ -127,7 +127,7 @@ def from_numpy(ndarray: np.ndarray) -> Tensor:
         raise TypeError(f"can't convert np.ndarray of type {ndarray.dtype}. The only supported "
                         "types are: float64, float32, float16, int64, int32, int16, int8, "
                         "uint8, and bool.")
-    dev = as_device("cpu")
+    dev = placement("cpu")
     return wrap(dev.backend.from_numpy(ndarray, None), dev)
 
 
@@ -148,7 +148,7 @@ def from_dlpack(ext) -> Tensor:
 
 # --------------------------------------------------------------- filled
 def _factory(shape, value, dtype, device, requires_grad) -> Tensor:
-    dev = as_device(device)
+    dev = placement(device)
     if dtype is None:
         dtype = D.get_default_dtype() if value is None or isinstance(value, float) \
             else D.scalar_dtype(value)
@@ -222,7 +222,7 @@ def arange(start, end=None, step=1, *, dtype=None, device=None,
     if (vals[1] - vals[0]) * vals[2] < 0:
         raise RuntimeError(f"arange: upper bound and larger bound inconsistent with step sign "
                            f"(start={vals[0]}, end={vals[1]}, step={vals[2]})")
-    dev = as_device(device)
+    dev = placement(device)
     return _finish(wrap(dev.backend.arange(*vals, dtype, dev.index), dev), requires_grad)
 
 
@@ -249,7 +249,7 @@ def eye(n: int, m: int | None = None, *, dtype=None, device=None,
 
 # --------------------------------------------------------------- random
 def _random_fill(shape, dtype, device, fill) -> Tensor:
-    dev = as_device(device)
+    dev = placement(device)
     dtype = dtype or D.get_default_dtype()
     out = wrap(dev.backend.empty(shape, dtype, dev.index), dev)
     fill(out)
@@ -287,7 +287,7 @@ def randint(low, high=None, size=None, *, generator=None, dtype=None, device=Non
     if low >= high:
         raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={low} "
                            f">= to={high}")
-    dev = as_device(device)
+    dev = placement(device)
     out = wrap(dev.backend.empty(shape_arg((size,) if isinstance(size, int) else size),
                                  dtype or D.int64, dev.index), dev)
     dev.backend.random_(out._data, int(low), int(high), resolve_generator(generator, dev))
@@ -302,7 +302,7 @@ def randint_like(input: Tensor, low, high=None, *, dtype=None) -> Tensor:
 
 def randperm(n: int, *, generator=None, dtype=None, device=None) -> Tensor:
     """A random permutation of ``0..n-1``."""
-    dev = as_device(device)
+    dev = placement(device)
     gen = resolve_generator(generator, dev)
     return wrap(dev.backend.randperm(int(n), dtype or D.int64, dev.index, gen), dev)
 

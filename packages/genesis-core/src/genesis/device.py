@@ -11,7 +11,8 @@ class device:  # noqa: N801 - named like torch.device
 
     Args:
         type_or_spec: ``'cpu'``, ``'cuda'``, ``'cuda:1'`` or another device.
-        index: device ordinal; defaults to 0 for non-CPU types.
+        index: device ordinal; without one (``'cuda'``) tensors go to the backend's
+            current device, and a tensor's ``.device`` always names the ordinal.
     """
 
     __slots__ = ("type", "index", "_backend")
@@ -37,8 +38,6 @@ class device:  # noqa: N801 - named like torch.device
             raise ValueError(f"device index must be >= 0, got {index}")
         if dev_type == "cpu":
             index = None  # there is one CPU device, as in torch
-        elif index is None:
-            index = 0
         key = (dev_type, index)
         dev = cls._interned.get(key)
         if dev is None:
@@ -85,6 +84,14 @@ def as_device(spec) -> device:
     if isinstance(spec, int):
         return device("cuda", spec)
     return device(spec)
+
+
+def placement(spec) -> device:
+    """The concrete device new tensors for ``spec`` go to (``'cuda'`` -> the current GPU)."""
+    dev = as_device(spec)
+    if dev.index is None and dev.type != "cpu":
+        dev = device(dev.type, dev.backend.current_device())
+    return dev
 
 
 CPU = device("cpu")

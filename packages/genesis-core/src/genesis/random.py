@@ -11,7 +11,7 @@ import contextlib
 import time
 
 from genesis.backends import registry
-from genesis.device import CPU, as_device
+from genesis.device import CPU, placement
 
 _initial_seed = int(time.time_ns() % (2**63))
 
@@ -33,7 +33,7 @@ class Generator:
     """
 
     def __init__(self, device="cpu", *, _state=None):
-        self.device = as_device(device)
+        self.device = placement(device)
         backend = self.device.backend
         self._gen = _state if _state is not None else backend.new_generator(self.device.index)
         self._seed = None
@@ -140,7 +140,7 @@ def fork_rng(devices=(), enabled: bool = True):
     if not enabled:
         yield
         return
-    devs = [CPU] + [as_device(d) for d in devices]
+    devs = [CPU] + [placement(d) for d in devices]
     saved = [(d, d.backend.get_generator_state(default_generator_for(d))) for d in devs]
     try:
         yield

@@ -13,7 +13,7 @@ import numpy as np
 from genesis import dtypes as D
 from genesis.autograd import engine
 from genesis.autograd.function import _TENSOR_TYPES, _RemovableHandle, grad_edge
-from genesis.device import CPU, as_device
+from genesis.device import CPU
 
 
 class Size(tuple):
@@ -342,4 +342,4 @@ def is_contiguous_geometry(shape, strides) -> bool:
 
 
 _TENSOR_TYPES.add(Tensor)
-__all__ = ["Size", "Tensor", "is_contiguous_geometry", "as_device"]
+__all__ = ["Size", "Tensor", "is_contiguous_geometry"]

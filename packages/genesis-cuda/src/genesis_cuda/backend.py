@@ -94,6 +94,9 @@ class CUDABackend(Backend):
     def device_count(self) -> int:
         return _device.device_count()
 
+    def current_device(self):
+        return _device._current_device
+
     def synchronize(self, index) -> None:
         _device.synchronize(index)
 

@@ -52,6 +52,10 @@ class Backend(ABC):
     def device_count(self) -> int:
         """Number of devices of this type (0 when unavailable)."""
 
+    def current_device(self) -> int:
+        """*Optional.* The ordinal ``genesis.device('<name>')`` (no index) places tensors on."""
+        return 0
+
     @abstractmethod
     def synchronize(self, index: int | None) -> None:
         """Block the host until all work queued on device ``index`` has finished."""

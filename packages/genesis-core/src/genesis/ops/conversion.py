@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from genesis import dtypes as D
 from genesis.autograd.function import Function
-from genesis.device import CPU, as_device
+from genesis.device import CPU, placement
 from genesis.device import device as Device
 from genesis.ops.common import wrap
 from genesis.tensor import Tensor
@@ -72,7 +72,7 @@ def _parse_to_args(t: Tensor, args, kwargs):
             device = a
         elif a is not None:
             raise TypeError(f"to() received an invalid argument {a!r}")
-    return (None if device is None else as_device(device)), dtype
+    return (None if device is None else placement(device)), dtype
 
 
 def to(input: Tensor, *args, non_blocking: bool = False, copy: bool = False,
@@ -102,7 +102,7 @@ def cpu(input: Tensor) -> Tensor:
 
 
 def cuda(input: Tensor, device=None) -> Tensor:
-    return to(input, as_device("cuda" if device is None else device))
+    return to(input, placement("cuda" if device is None else device))
 
 
 def type_as(input: Tensor, other: Tensor) -> Tensor:

@@ -101,7 +101,8 @@ def var(input: Tensor, dim=None, unbiased=None, keepdim: bool = False, *,
     for d in dims:
         n *= input.shape[d]
     centered = input - mean(input, dims, keepdim=True)
-    return sum(centered * centered, dims, keepdim) / max(n - correction, 0)
+    # (not max(): this module's max shadows the builtin)
+    return sum(centered * centered, dims, keepdim) / (n - correction if n > correction else 0)
 
 
 def std(input: Tensor, dim=None, unbiased=None, keepdim: bool = False, *,
@@ -127,7 +128,7 @@ class _Extreme(Function):
 
     @classmethod
     def forward(cls, ctx, x, dims, keepdim):
-        if x.numel() == 0 and dims:
+        if x.numel() == 0 and (any(x.shape[d] == 0 for d in dims) or not dims):
             raise RuntimeError(
                 f"{'amax' if cls.largest else 'amin'}(): Expected reduction dim to be specified "
                 "for input.numel() == 0. Specify the reduction dim with the 'dim' argument.")
