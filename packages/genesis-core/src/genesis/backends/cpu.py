@@ -200,10 +200,14 @@ class CPUBackend(Backend):
         return torch.argmin(a, dim, keepdim=keepdim)
 
     def all(self, a, dims, keepdim):
-        return torch.all(a, dim=dims, keepdim=keepdim) if dims else a.to(torch.bool, copy=True)
+        if not dims:  # 0-d: torch keeps uint8 as uint8 (0/1), like its reductions
+            return (a != 0).to(torch.uint8 if a.dtype is torch.uint8 else torch.bool)
+        return torch.all(a, dim=dims, keepdim=keepdim)
 
     def any(self, a, dims, keepdim):
-        return torch.any(a, dim=dims, keepdim=keepdim) if dims else a.to(torch.bool, copy=True)
+        if not dims:  # 0-d: torch keeps uint8 as uint8 (0/1), like its reductions
+            return (a != 0).to(torch.uint8 if a.dtype is torch.uint8 else torch.bool)
+        return torch.any(a, dim=dims, keepdim=keepdim)
 
     def cumsum(self, a, dim, dtype):
         return torch.cumsum(a, dim, dtype=_TO_TORCH[dtype])

@@ -128,7 +128,7 @@ class _Extreme(Function):
 
     @classmethod
     def forward(cls, ctx, x, dims, keepdim):
-        if x.numel() == 0 and (any(x.shape[d] == 0 for d in dims) or not dims):
+        if x.numel() == 0 and (0 in [x.shape[d] for d in dims] or not dims):
             raise RuntimeError(
                 f"{'amax' if cls.largest else 'amin'}(): Expected reduction dim to be specified "
                 "for input.numel() == 0. Specify the reduction dim with the 'dim' argument.")
