@@ -40,10 +40,15 @@ class View:
         return self.storage.ptr + self.offset * self.dtype.itemsize
 
 
+_STORAGES = []  # every wrapped storage, to map kernel-internal views back (interpreter)
+
+
 def wrap(t: torch.Tensor) -> View:
     st = _Storage()
     st.flat = torch.empty(0, dtype=t.dtype, device=t.device).set_(t.untyped_storage())
     st.ptr = st.flat.data_ptr()
+    if INTERPRET:
+        _STORAGES.append(st)
     v = View()
     v.shape, v.strides, v.offset = tuple(t.shape), tuple(t.stride()), t.storage_offset()
     v.dtype, v.storage, v.device = GEN[t.dtype], st, 0
@@ -61,7 +66,12 @@ def _setup():
         def conv(a):
             if isinstance(a, View):
                 return a.storage.flat[a.offset:]
-            return a
+            addr = a.data_ptr()  # a kernel-internal view: find the storage holding it
+            for st in reversed(_STORAGES):
+                size = st.flat.numel() * st.flat.element_size()
+                if st.ptr <= addr < st.ptr + max(size, 1):
+                    return st.flat[(addr - st.ptr) // st.flat.element_size():]
+            raise AssertionError("address outside every wrapped storage")
         _launch.interpret_arg = conv
         _launch.empty = _shim_empty
 
@@ -83,6 +93,8 @@ def dev(t: torch.Tensor) -> View:
 def host(a) -> torch.Tensor:
     """A torch tensor with ``a``'s values (copied through the copy kernel if not a View)."""
     sync()
+    if isinstance(a, torch.Tensor):
+        return a
     if isinstance(a, View):
         return a.storage.flat.as_strided(a.shape, a.strides, a.offset).clone()
     out = torch.empty(a.shape, dtype=TORCH[a.dtype], device=DEV)

@@ -189,3 +189,37 @@ def numel(shape) -> int:
     for d in shape:
         n *= d
     return n
+
+
+class View:
+    """A minimal array-like view (shape, strides, dtype, device, first-element address) for
+    feeding a re-strided operand to another kernel; never returned to genesis."""
+
+    __slots__ = ("shape", "strides", "dtype", "device", "ptr")
+
+    def __init__(self, ptr: int, shape, strides, dtype, device):
+        self.ptr = ptr
+        self.shape = tuple(shape)
+        self.strides = tuple(strides)
+        self.dtype = dtype
+        self.device = device
+
+    def data_ptr(self) -> int:
+        return self.ptr
+
+
+def coalesce(sizes, strides):
+    """Merge adjacent dims (outer to inner) that are contiguous with each other; drops
+    size-1 dims. Returns (sizes, strides) lists."""
+    out_n: list = []
+    out_s: list = []
+    for n, s in zip(sizes, strides):
+        if n == 1:
+            continue
+        if out_n and out_s[-1] == s * n:
+            out_n[-1] *= n
+            out_s[-1] = s
+        else:
+            out_n.append(n)
+            out_s.append(s)
+    return out_n, out_s

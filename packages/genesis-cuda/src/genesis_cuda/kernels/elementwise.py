@@ -599,7 +599,10 @@ def _launch_flat(common, skey, out, ptrs, ys, zs, n, any_block, ct, odt):
     launcher.launch(key, out.device, (triton.cdiv(n, block),), args, big)
 
 
-def _launch_tiled(common, skey, out, ptrs, ys, zs, sizes, strides, modes, any_block, ct, odt):
+def _launch_tiled(common, skey, out, ptrs, ys, zs, sizes, strides, modes, any_block, ct, odt,
+                  device=None):
+    if device is None:
+        device = out.device
     if len(sizes) > 5:  # walk the leading dims on the host; rare
         lead, rest = sizes[0], sizes[1:]
         sub_strides = [st[1:] for st in strides]
@@ -615,7 +618,7 @@ def _launch_tiled(common, skey, out, ptrs, ys, zs, sizes, strides, modes, any_bl
                 else:
                     p2.append(p)
             _launch_tiled(common, skey, o2, p2, ys, zs, rest, sub_strides, modes, any_block,
-                          ct, odt)
+                          ct, odt, device)
         return
     while len(sizes) < 2:
         sizes.insert(0, 1)
@@ -673,7 +676,7 @@ def _launch_tiled(common, skey, out, ptrs, ys, zs, sizes, strides, modes, any_bl
             op, modes_[0], modes_[1], modes_[2], tl_dtype(ct), tl_dtype(odt), sbits, nin, nbits,
             any_block, max(nb, 1), unit, hints, dims16, br, bc, big)
     key = (common, skey, aligned(out, *ptrs), nb, unit, hints, dims16, br, bc)
-    _tiled[warps].launch(key, out.device, grid, args, big)
+    _tiled[warps].launch(key, device, grid, args, big)
 
 
 # ------------------------------------------------------------------- contract functions

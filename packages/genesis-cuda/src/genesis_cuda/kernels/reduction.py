@@ -1,0 +1,507 @@
+"""Reductions: sum, prod, amax, amin, all, any (any dims), argmax/argmin and cumsum (one dim).
+
+The input is seen as (kept, reduced): kept dims in C order (the output's order), reduced
+dims sorted by stride; each side is coalesced to at most three dims (else the input is
+first copied into that layout). One kernel reads a [BK, BR] tile per step: BK output rows
+by BR reduced elements, along whichever side has stride 1, so the last-dim, first-dim and
+all-dims cases all read memory contiguously. When there are too few output rows to fill
+the GPU, the reduced range is split across programs that write float32/float64/int64
+partials, and the same kernel reduces the partials in a second launch.
+"""
+
+from __future__ import annotations
+
+import builtins
+
+import triton
+import triton.language as tl
+
+from genesis import dtypes as D
+
+from . import _launch
+from ._launch import Launcher, View, aligned, coalesce, next_pow2, numel, tl_dtype
+
+
+# --------------------------------------------------------------------------- device code
+@triton.jit
+def _decompose(i, na, nb, sa, sb, sc, ND: tl.constexpr, A1: tl.constexpr):
+    """Offset of flat index ``i`` over up to three dims (innermost first: a, b, c)."""
+    if ND == 0:
+        off = i * 0
+    elif ND == 1:
+        if A1:
+            off = i
+        else:
+            off = i * sa
+    elif ND == 2:
+        ia = i % na
+        ib = i // na
+        if A1:
+            off = ia + ib * sb
+        else:
+            off = ia * sa + ib * sb
+    else:
+        ia = i % na
+        t = i // na
+        ib = t % nb
+        ic = t // nb
+        if A1:
+            off = ia + ib * sb + ic * sc
+        else:
+            off = ia * sa + ib * sb + ic * sc
+    return off
+
+
+@triton.jit
+def _mul(a, b):
+    return a * b
+
+
+@triton.jit
+def _combine(acc, v, OP: tl.constexpr):
+    if OP == "sum":
+        acc = acc + v
+    elif OP == "prod":
+        acc = acc * v
+    elif OP == "max":
+        if v.dtype.is_floating():
+            acc = tl.where(acc != acc, acc, tl.where(v != v, v, tl.maximum(acc, v)))
+        else:
+            acc = tl.maximum(acc, v)
+    elif OP == "min":
+        if v.dtype.is_floating():
+            acc = tl.where(acc != acc, acc, tl.where(v != v, v, tl.minimum(acc, v)))
+        else:
+            acc = tl.minimum(acc, v)
+    elif OP == "all":
+        acc = tl.minimum(acc, v)
+    else:  # any
+        acc = tl.maximum(acc, v)
+    return acc
+
+
+@triton.jit
+def _finish(acc, OP: tl.constexpr):
+    if OP == "sum":
+        res = tl.sum(acc, 1)
+    elif OP == "prod":
+        res = tl.reduce(acc, 1, _mul)
+    elif OP == "max" or OP == "any":
+        res = tl.max(acc, 1)
+        if acc.dtype.is_floating():
+            nan = tl.sum(tl.where(acc != acc, acc, 0.0), 1)  # NaN where any NaN, else 0
+            res = tl.where(nan != nan, nan, res)
+    else:
+        res = tl.min(acc, 1)
+        if acc.dtype.is_floating():
+            nan = tl.sum(tl.where(acc != acc, acc, 0.0), 1)
+            res = tl.where(nan != nan, nan, res)
+    return res
+
+
+@triton.jit(do_not_specialize=["K", "R", "RCH", "ka", "kb", "ksa", "ksb", "ksc", "ra", "rb",
+                               "rsa", "rsb", "rsc", "out_split_stride"])
+def _reduce_kernel(x_ptr, out_ptr, K, R, RCH, ka, kb, ksa, ksb, ksc, ra, rb, rsa, rsb, rsc,
+                   out_split_stride,
+                   OP: tl.constexpr, ACC: tl.constexpr, KD: tl.constexpr, RD: tl.constexpr,
+                   KA1: tl.constexpr, RA1: tl.constexpr, IDENT: tl.constexpr,
+                   BK: tl.constexpr, BR: tl.constexpr, BIG: tl.constexpr):
+    pid_k = tl.program_id(0)
+    pid_s = tl.program_id(1)
+    if BIG:
+        pid_k = pid_k.to(tl.int64)
+        pid_s = pid_s.to(tl.int64)
+    k = pid_k * BK + tl.arange(0, BK)
+    kmask = k < K
+    koff = _decompose(k, ka, kb, ksa, ksb, ksc, KD, KA1)
+    r_start = pid_s * RCH
+    r_end = tl.minimum(r_start + RCH, R)
+    ident = tl.full([BK, BR], IDENT, ACC)
+    acc = ident
+    for r0 in range(r_start, r_end, BR):
+        r = r0 + tl.arange(0, BR)
+        roff = _decompose(r, ra, rb, rsa, rsb, rsc, RD, RA1)
+        mask = kmask[:, None] & (r < r_end)[None, :]
+        x = tl.load(x_ptr + koff[:, None] + roff[None, :], mask=mask)
+        if OP == "all" or OP == "any":
+            v = (x != 0).to(ACC)
+        else:
+            v = x.to(ACC)
+        v = tl.where(mask, v, ident)
+        acc = _combine(acc, v, OP)
+    res = _finish(acc, OP)
+    out_ty = out_ptr.dtype.element_ty
+    tl.store(out_ptr + pid_s * out_split_stride + k, res.to(out_ty), mask=kmask)
+
+
+@triton.jit(do_not_specialize=["K", "R", "ka", "kb", "ksa", "ksb", "ksc", "rs"])
+def _arg_kernel(x_ptr, out_ptr, K, R, ka, kb, ksa, ksb, ksc, rs,
+                IS_MAX: tl.constexpr, CT: tl.constexpr, FILL: tl.constexpr, KD: tl.constexpr,
+                KA1: tl.constexpr,
+                R1: tl.constexpr, BK: tl.constexpr, BR: tl.constexpr, BIG: tl.constexpr):
+    pid = tl.program_id(0)
+    if BIG:
+        pid = pid.to(tl.int64)
+    k = pid * BK + tl.arange(0, BK)
+    kmask = k < K
+    koff = _decompose(k, ka, kb, ksa, ksb, ksc, KD, KA1)
+    best = tl.zeros([BK], CT)
+    best_nan = tl.zeros([BK], tl.int1)
+    best_idx = tl.zeros([BK], tl.int64)
+    for r0 in range(0, R, BR):
+        r = r0 + tl.arange(0, BR)
+        if BIG:
+            r = r.to(tl.int64)
+        if R1:
+            roff = r
+        else:
+            roff = r * rs
+        mask = kmask[:, None] & (r < R)[None, :]
+        x = tl.load(x_ptr + koff[:, None] + roff[None, :], mask=mask, other=0).to(CT)
+        fill = tl.full([BK, BR], FILL, CT)
+        if CT.is_floating():
+            isn = (x != x) & mask
+            has_nan = tl.max(isn.to(tl.int32), 1) > 0
+            xv = tl.where(isn | (mask == 0), fill, x)
+        else:
+            isn = mask & (x != x)
+            has_nan = tl.max(isn.to(tl.int32), 1) > 0
+            xv = tl.where(mask, x, fill)
+        if IS_MAX:
+            m = tl.max(xv, 1)
+        else:
+            m = tl.min(xv, 1)
+        cand = tl.where(has_nan[:, None], isn, (xv == m[:, None]) & mask)
+        idx = tl.min(tl.where(cand, r[None, :], R), 1).to(tl.int64)
+        if IS_MAX:
+            better = m > best
+        else:
+            better = m < best
+        first = r0 == 0
+        upd = (~best_nan) & (has_nan | better | first)
+        best = tl.where(upd, m, best)
+        best_idx = tl.where(upd, idx, best_idx)
+        best_nan = best_nan | has_nan
+    tl.store(out_ptr + k, best_idx, mask=kmask)
+
+
+@triton.jit(do_not_specialize=["K", "R", "ka", "kb", "ksa", "ksb", "ksc", "oka", "okb",
+                               "oksa", "oksb", "oksc", "rs", "ors"])
+def _cumsum_kernel(x_ptr, out_ptr, K, R, ka, kb, ksa, ksb, ksc, oka, okb, oksa, oksb, oksc,
+                   rs, ors, ACC: tl.constexpr, KD: tl.constexpr, BK: tl.constexpr,
+                   BR: tl.constexpr, BIG: tl.constexpr):
+    pid = tl.program_id(0)
+    if BIG:
+        pid = pid.to(tl.int64)
+    k = pid * BK + tl.arange(0, BK)
+    kmask = k < K
+    koff = _decompose(k, ka, kb, ksa, ksb, ksc, KD, False)
+    ooff = _decompose(k, oka, okb, oksa, oksb, oksc, KD, False)
+    carry = tl.zeros([BK], ACC)
+    out_ty = out_ptr.dtype.element_ty
+    for r0 in range(0, R, BR):
+        r = r0 + tl.arange(0, BR)
+        if BIG:
+            r = r.to(tl.int64)
+        mask = kmask[:, None] & (r < R)[None, :]
+        x = tl.load(x_ptr + koff[:, None] + (r * rs)[None, :], mask=mask, other=0).to(ACC)
+        c = tl.cumsum(x, 1) + carry[:, None]
+        tl.store(out_ptr + ooff[:, None] + (r * ors)[None, :], c.to(out_ty), mask=mask)
+        carry = carry + tl.sum(x, 1)
+
+
+# ---------------------------------------------------------------------------- host code
+_reduce = {w: Launcher(_reduce_kernel, num_warps=w) for w in (4, 8)}
+_arg = Launcher(_arg_kernel, num_warps=4)
+_cumsum = Launcher(_cumsum_kernel, num_warps=4)
+
+_INT_MIN = {"int8": -2**7, "int16": -2**15, "int32": -2**31, "int64": -2**63, "uint8": 0}
+_INT_MAX = {"int8": 2**7 - 1, "int16": 2**15 - 1, "int32": 2**31 - 1, "int64": 2**63 - 1,
+            "uint8": 255}
+TILE = 4096  # elements of one [BK, BR] tile
+
+
+def _new(shape, dtype, device):
+    return _launch.empty(shape, dtype, device)
+
+
+def _plan(a, dims):
+    """(kept sizes, kept strides, reduced sizes, reduced strides), each coalesced, outer first."""
+    shape, strides = a.shape, a.strides
+    dset = set(dims)
+    kept = [d for d in range(len(shape)) if d not in dset]
+    ksz, kst = coalesce([shape[d] for d in kept], [strides[d] for d in kept])
+    red = sorted((d for d in dims if shape[d] != 1), key=lambda d: -strides[d])
+    rsz, rst = coalesce([shape[d] for d in red], [strides[d] for d in red])
+    return ksz, kst, rsz, rst
+
+
+def _inner3(sizes, strides):
+    """Innermost-first (na, nb, sa, sb, sc) for up to three dims."""
+    n = list(reversed(sizes)) + [1, 1, 1]
+    s = list(reversed(strides)) + [0, 0, 0]
+    return n[0], n[1], s[0], s[1], s[2]
+
+
+def _materialise(a, ksz, kst, rsz, rst):
+    """Copy ``a`` into a contiguous (kept..., reduced...) buffer; returns it as a 2-D view."""
+    from .elementwise import copy_
+
+    K, R = numel(ksz), numel(rsz)
+    buf = _new((K, R), a.dtype, a.device)
+    src = View(a.data_ptr(), tuple(ksz) + tuple(rsz), tuple(kst) + tuple(rst), a.dtype, a.device)
+    dst = View(buf.data_ptr(), tuple(ksz) + tuple(rsz),
+               _launch.contiguous_strides(tuple(ksz) + tuple(rsz)), a.dtype, a.device)
+    copy_(dst, src)
+    return buf, [K], [R], [R], [1]
+
+
+def _out_shape(shape, dims, keepdim):
+    dset = set(dims)
+    if keepdim:
+        return tuple(1 if d in dset else n for d, n in enumerate(shape))
+    return tuple(n for d, n in enumerate(shape) if d not in dset)
+
+
+def _acc_dtype(op, in_dt, out_dt):
+    if op in ("all", "any"):
+        return D.int32
+    if op in ("max", "min"):
+        if in_dt is D.float16 or in_dt is D.bfloat16:
+            return D.float32
+        return D.int8 if in_dt is D.bool_ else in_dt
+    if out_dt.is_floating_point:
+        return D.float64 if out_dt is D.float64 else D.float32
+    return D.int64
+
+
+def _ident(op, acc):
+    if op == "sum" or op == "any":
+        return 0
+    if op == "prod" or op == "all":
+        return 1
+    if acc.is_floating_point:
+        return float("-inf") if op == "max" else float("inf")
+    return _INT_MIN[acc.name] if op == "max" else _INT_MAX[acc.name]
+
+
+def _run(op, x, out_ptr, acc, ksz, kst, rsz, rst, split_ok=True):
+    """Reduce ``x`` (planned as ksz/kst, rsz/rst) into ``out_ptr`` (contiguous over kept)."""
+    K, R = numel(ksz), numel(rsz)
+    device = x.device
+    k_inner = bool(kst) and kst[-1] == 1
+    r_inner = bool(rst) and rst[-1] == 1
+    if k_inner and not r_inner:
+        bk = min(next_pow2(K), 128)
+        br = max(1, min(next_pow2(R), TILE // bk))
+    else:
+        br = min(next_pow2(R), TILE)
+        bk = max(1, min(next_pow2(K), TILE // br))
+    kprog = triton.cdiv(K, bk)
+    target = 4 * _launch.sm_count(device)
+    splits = 1
+    rch = R
+    if split_ok and kprog < target and R > 2 * br:
+        splits = min(triton.cdiv(target, kprog), triton.cdiv(R, br))
+        rch = triton.cdiv(triton.cdiv(R, splits), br) * br
+        splits = triton.cdiv(R, rch)
+    ident = _ident(op, acc)
+    if splits > 1:
+        ws = _new((splits, K), acc, device)
+        _launch_reduce(op, x, ws, acc, ident, ksz, kst, rsz, rst, K, R, rch, splits, K, bk, br)
+        _run(op, ws, out_ptr, acc, [K], [1], [splits], [K], split_ok=False)
+        return
+    _launch_reduce(op, x, out_ptr, acc, ident, ksz, kst, rsz, rst, K, R, max(R, 1), 1, 0, bk, br)
+
+
+def _launch_reduce(op, x, out, acc, ident, ksz, kst, rsz, rst, K, R, rch, splits, oss, bk, br):
+    ka, kb, ksa, ksb, ksc = _inner3(ksz, kst)
+    ra, rb, rsa, rsb, rsc = _inner3(rsz, rst)
+    kd, rd = len(ksz), len(rsz)
+    span = builtins.sum(s * (n - 1) for s, n in zip(kst + rst, ksz + rsz))
+    big = span >= 2**31 or K * splits >= 2**31 or R >= 2**31 - TILE
+    ka1 = kd > 0 and ksa == 1
+    ra1 = rd > 0 and rsa == 1
+    warps = 8 if bk * br >= 4096 else 4
+    args = (x, out, K, R, rch, ka, kb, ksa, ksb, ksc, ra, rb, rsa, rsb, rsc, oss,
+            op, tl_dtype(acc), kd, rd, ka1, ra1, ident, bk, br, big)
+    key = (op, acc.name, kd, rd, ka1, ra1, bk, br, x.dtype.name, out.dtype.name,
+           aligned(x, out))
+    _reduce[warps].launch(key, x.device, (triton.cdiv(K, bk), splits), args, big)
+
+
+def _reduce_op(op, a, dims, keepdim, out_dtype):
+    shape = a.shape
+    out = _new(_out_shape(shape, dims, keepdim), out_dtype, a.device)
+    if not dims:  # reduces nothing: a converted copy
+        from .elementwise import copy_
+
+        return copy_(out, a)
+    ksz, kst, rsz, rst = _plan(a, dims)
+    K, R = numel(ksz), numel(rsz)
+    if K == 0:
+        return out
+    acc = _acc_dtype(op, a.dtype, out_dtype)
+    if R == 0:
+        if op in ("max", "min"):
+            raise RuntimeError(f"a{op} of an empty dimension has no identity "
+                               f"(shape {shape}, dims {dims})")
+        from .elementwise import fill_
+
+        return fill_(out, _ident(op, acc))
+    x = a
+    if len(ksz) > 3 or len(rsz) > 3:
+        x, ksz, rsz, kst, rst = _materialise(a, ksz, kst, rsz, rst)
+    _run(op, x, out, acc, ksz, kst, rsz, rst)
+    return out
+
+
+# ------------------------------------------------------------------- contract functions
+def sum(a, dims, keepdim, dtype):  # noqa: A001 - the contract's name
+    """Sum over ``dims`` in ``dtype`` (float32 accumulation for half types)."""
+    return _reduce_op("sum", a, dims, keepdim, dtype)
+
+
+def prod(a, dims, keepdim, dtype):
+    """Product over ``dims`` in ``dtype``."""
+    return _reduce_op("prod", a, dims, keepdim, dtype)
+
+
+def amax(a, dims, keepdim):
+    """Maximum over ``dims`` (NaN propagates)."""
+    return _reduce_op("max", a, dims, keepdim, a.dtype)
+
+
+def amin(a, dims, keepdim):
+    """Minimum over ``dims`` (NaN propagates)."""
+    return _reduce_op("min", a, dims, keepdim, a.dtype)
+
+
+def all(a, dims, keepdim):  # noqa: A001
+    """bool: every element over ``dims`` is non-zero."""
+    return _reduce_op("all", a, dims, keepdim, D.bool_)
+
+
+def any(a, dims, keepdim):  # noqa: A001
+    """bool: some element over ``dims`` is non-zero."""
+    return _reduce_op("any", a, dims, keepdim, D.bool_)
+
+
+def _argreduce(is_max, a, dim, keepdim):
+    shape = a.shape
+    out = _new(_out_shape(shape, (dim,), keepdim), D.int64, a.device)
+    if numel(shape) == 0:
+        if shape[dim] == 0:
+            raise RuntimeError(f"arg{'max' if is_max else 'min'} of an empty dimension "
+                               f"(shape {shape}, dim {dim})")
+        return out
+    ksz, kst, rsz, rst = _plan(a, (dim,))
+    K, R = numel(ksz), numel(rsz)
+    x = a
+    if len(ksz) > 3:
+        x, ksz, rsz, kst, rst = _materialise(a, ksz, kst, rsz, rst)
+    if R == 1:
+        from .elementwise import fill_
+
+        return fill_(out, 0)
+    ka, kb, ksa, ksb, ksc = _inner3(ksz, kst)
+    rs = rst[0]
+    ct = a.dtype
+    if ct is D.float16 or ct is D.bfloat16:
+        ct = D.float32
+    elif ct is D.bool_:
+        ct = D.int8
+    k_inner = bool(kst) and kst[-1] == 1
+    if k_inner and rs != 1:
+        bk = min(next_pow2(K), 64)
+        br = max(1, min(next_pow2(R), 2048 // bk))
+    else:
+        br = min(next_pow2(R), 2048)
+        bk = max(1, min(next_pow2(K), 2048 // br))
+    span = builtins.sum(s * (n - 1) for s, n in zip(kst + rst, ksz + rsz))
+    big = span >= 2**31 or K >= 2**31 - 4096 or R >= 2**31 - 4096
+    kd = len(ksz)
+    ka1 = kd > 0 and ksa == 1
+    if ct.is_floating_point:
+        fill = float("-inf") if is_max else float("inf")
+    else:
+        fill = _INT_MIN[ct.name] if is_max else _INT_MAX[ct.name]
+    args = (x, out, K, R, ka, kb, ksa, ksb, ksc, rs, is_max, tl_dtype(ct), fill, kd, ka1,
+            rs == 1, bk, br, big)
+    key = (is_max, ct.name, a.dtype.name, kd, ka1, rs == 1, bk, br, aligned(x, out))
+    _arg.launch(key, a.device, (triton.cdiv(K, bk),), args, big)
+    return out
+
+
+def argmax(a, dim, keepdim):
+    """int64 index of the first maximum along ``dim`` (NaN counts as the maximum)."""
+    return _argreduce(True, a, dim, keepdim)
+
+
+def argmin(a, dim, keepdim):
+    """int64 index of the first minimum along ``dim`` (NaN counts as the minimum)."""
+    return _argreduce(False, a, dim, keepdim)
+
+
+def cumsum(a, dim, dtype):
+    """Inclusive prefix sum along ``dim`` in ``dtype`` (a new contiguous array)."""
+    shape = a.shape
+    out = _new(shape, dtype, a.device)
+    if numel(shape) == 0:
+        return out
+    if len(shape) == 0:
+        from .elementwise import copy_
+
+        return copy_(out, a)
+    return _cumsum_into(a, out, dim, dtype)
+
+
+def _cumsum_into(a, out, dim, dtype):
+    shape = a.shape
+    ostr = out.strides
+    kept = [d for d in range(len(shape)) if d != dim]
+    # coalesce kept dims jointly for input and output
+    ksz, kst, okst = [], [], []
+    for d in kept:
+        n = shape[d]
+        if n == 1:
+            continue
+        if ksz and kst[-1] == a.strides[d] * n and okst[-1] == ostr[d] * n:
+            ksz[-1] *= n
+            kst[-1] = a.strides[d]
+            okst[-1] = ostr[d]
+        else:
+            ksz.append(n)
+            kst.append(a.strides[d])
+            okst.append(ostr[d])
+    if len(ksz) > 3:  # rare: go through a contiguous copy, seen as (outer, R, inner)
+        from .elementwise import contiguous
+
+        c = contiguous(a)
+        outer, inner = numel(shape[:dim]), numel(shape[dim + 1:])
+        geo = ((outer, shape[dim], inner), (shape[dim] * inner, inner, 1))
+        return _cumsum_into(View(c.data_ptr(), *geo, a.dtype, a.device),
+                            View(out.data_ptr(), *geo, dtype, a.device), 1, dtype) and out
+    K, R = numel(ksz), shape[dim]
+    ka, kb, ksa, ksb, ksc = _inner3(ksz, kst)
+    oka, okb, oksa, oksb, oksc = _inner3(ksz, okst)
+    if dtype.is_floating_point:
+        acc = D.float64 if dtype is D.float64 else D.float32
+    else:
+        acc = D.int64
+    if a.strides[dim] == 1:
+        br = min(next_pow2(R), 1024)
+        bk = max(1, min(next_pow2(K), 1024 // br))
+    else:
+        bk = min(next_pow2(K), 64)
+        br = max(1, min(next_pow2(R), 1024 // bk))
+    span = builtins.sum(s * (n - 1) for s, n in zip(kst + [a.strides[dim]], ksz + [R]))
+    big = span >= 2**31 or numel(shape) >= 2**31 - 4096
+    kd = len(ksz)
+    args = (a, out, K, R, ka, kb, ksa, ksb, ksc, oka, okb, oksa, oksb, oksc, a.strides[dim],
+            ostr[dim], tl_dtype(acc), kd, bk, br, big)
+    key = (acc.name, a.dtype.name, dtype.name, kd, bk, br, aligned(a, out))
+    _cumsum.launch(key, a.device, (triton.cdiv(K, bk),), args, big)
+    return out
+
+
