@@ -2,6 +2,7 @@
 
 The core wheel is built offline and installed with --no-deps into a scratch venv that sees this
 interpreter's torch and numpy but none of the other genesis distributions (see scratch_venv).
+One fresh interpreter runs every check (importing torch is the slow part) and reports JSON.
 """
 
 from __future__ import annotations
@@ -15,13 +16,20 @@ PROBE = r"""
 import json, sys
 import genesis
 
-result = {"file": genesis.__file__, "sum": genesis.tensor([1.0, 2.0]).sum().item()}
+result = {"file": genesis.__file__,
+          "loaded_at_import": sorted(m for m in sys.modules
+                                     if m == "genesis_cuda" or m == "genesis.backends.cpu")}
+result["sum"] = genesis.tensor([1.0, 2.0]).sum().item()
 x = genesis.tensor([1.0, 2.0, 3.0], requires_grad=True)
 (x * x).sum().backward()
 result["grad"] = x.grad.tolist()
-result["backends_loaded_at_import"] = [
-    name for name in ("genesis_cuda", "genesis.backends.cpu") if name in sys.modules
-]
+result["installed"] = genesis.backends.installed()
+result["available"] = genesis.backends.available()
+result["cuda"] = [genesis.cuda.is_available(), genesis.cuda.device_count()]
+try:
+    genesis.zeros(2, device="cuda")
+except Exception as exc:
+    result["cuda_error"] = f"{type(exc).__name__}: {exc}"
 try:
     import genesis.nn
 except ModuleNotFoundError as exc:
@@ -34,52 +42,41 @@ print(json.dumps(result))
 
 
 @pytest.fixture(scope="module")
-def core_venv(tmp_path_factory):
+def core_alone(tmp_path_factory):
+    """The probe's report from a venv holding only the genesis-core wheel."""
     root = tmp_path_factory.mktemp("core-alone")
     wheel = build_wheel(PACKAGES / "genesis-core", root / "wheels")
     python = make_venv(root)
     pip_install(python, wheel)
-    return root, python
-
-
-def test_core_wheel_alone_works_on_cpu_and_has_no_nn(core_venv):
-    root, python = core_venv
     proc = run_in(python, PROBE, cwd=root)
     assert proc.returncode == 0, f"probe failed:\n{proc.stdout}\n{proc.stderr}"
     result = json.loads(proc.stdout.strip().splitlines()[-1])
-
-    venv_dir = (root / "venv").resolve()
-    assert str(venv_dir) in result["file"], (
-        f"genesis was imported from {result['file']}, not from the scratch venv {venv_dir}")
-    assert result["sum"] == 3.0
-    assert result["grad"] == [2.0, 4.0, 6.0]
-    assert "genesis_cuda" not in result["backends_loaded_at_import"]
-    assert result["nn_error"] in ("genesis.nn", "genesis"), (
-        f"`import genesis.nn` should fail with ModuleNotFoundError in a core-only install, "
-        f"got {result}")
+    result["venv"] = str((root / "venv").resolve())
+    return result
 
 
-def test_core_alone_registers_only_the_cpu_backend(core_venv):
-    root, python = core_venv
-    code = ("import json, genesis.backends as b; "
-            "print(json.dumps([b.installed(), b.available()]))")
-    proc = run_in(python, code, cwd=root)
-    assert proc.returncode == 0, proc.stderr
-    installed, available = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert installed == ["cpu"]
-    assert available == ["cpu"]
+def test_genesis_comes_from_the_core_wheel(core_alone):
+    assert core_alone["file"].startswith(core_alone["venv"]), (
+        f"genesis was imported from {core_alone['file']}, not from the scratch venv")
 
 
-def test_cuda_without_plugin_names_the_package_to_install(core_venv):
-    root, python = core_venv
-    code = ("import genesis\n"
-            "assert genesis.cuda.is_available() is False and genesis.cuda.device_count() == 0\n"
-            "try:\n"
-            "    genesis.zeros(2, device='cuda')\n"
-            "except Exception as exc:\n"
-            "    print(type(exc).__name__, exc)\n"
-            "else:\n"
-            "    print('no error')\n")
-    proc = run_in(python, code, cwd=root)
-    assert proc.returncode == 0, proc.stderr
-    assert "pip install genesis-cuda" in proc.stdout, proc.stdout
+def test_core_alone_works_on_the_cpu(core_alone):
+    assert core_alone["sum"] == 3.0
+    assert core_alone["grad"] == [2.0, 4.0, 6.0]
+
+
+def test_genesis_nn_is_not_there(core_alone):
+    assert core_alone["nn_error"] in ("genesis.nn", "genesis"), (
+        "`import genesis.nn` should raise ModuleNotFoundError in a core-only install; "
+        f"it imported {core_alone.get('nn_file')}")
+
+
+def test_only_the_cpu_backend_is_registered_and_nothing_loads_at_import(core_alone):
+    assert core_alone["installed"] == ["cpu"]
+    assert core_alone["available"] == ["cpu"]
+    assert core_alone["loaded_at_import"] == []
+
+
+def test_cuda_without_plugin_names_the_package_to_install(core_alone):
+    assert core_alone["cuda"] == [False, 0]
+    assert "pip install genesis-cuda" in core_alone.get("cuda_error", ""), core_alone

@@ -33,13 +33,20 @@ def run(cmd: list[str], **kwargs) -> subprocess.CompletedProcess:
     return proc
 
 
+_built: dict[Path, Path] = {}
+
+
 def build_wheel(project: Path, out_dir: Path) -> Path:
-    """Build ``project``'s wheel offline with the running interpreter's hatchling."""
-    run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
-         "--no-index", "--quiet", "--wheel-dir", str(out_dir), str(project)])
-    name = project.name.replace("-", "_")
-    (wheel,) = out_dir.glob(f"{name}-*.whl")
-    return wheel
+    """Build ``project``'s wheel offline with this interpreter's hatchling (the packages' build
+    backend), once per test session: later calls for the same project return the same wheel."""
+    project = project.resolve()
+    if project not in _built:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        before = set(out_dir.glob("*.whl"))
+        run([sys.executable, "-m", "hatchling", "build", "--target", "wheel",
+             "--directory", str(out_dir)], cwd=project)
+        (_built[project],) = set(out_dir.glob("*.whl")) - before
+    return _built[project]
 
 
 def _is_genesis_entry(name: str) -> bool:
