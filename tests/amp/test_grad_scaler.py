@@ -21,11 +21,11 @@ def to_genesis(t: torch.Tensor, requires_grad: bool = False):
 
 
 def to_torch(g) -> torch.Tensor:
-    return torch.from_numpy(np.array(g.detach().numpy(), copy=True))
+    return torch.from_numpy(np.array(g.detach().to("cpu").numpy(), copy=True))
 
 
 def raw(g) -> bytes:
-    return g.detach().numpy().tobytes()
+    return g.detach().to("cpu").numpy().tobytes()
 
 
 SHAPES = [(3, 4), (4,)]
@@ -271,3 +271,26 @@ def test_invalid_arguments():
         GradScaler("cpu", backoff_factor=1.5)
     with pytest.raises(ValueError, match="growth_interval"):
         GradScaler("cpu", growth_interval=0)
+
+
+@pytest.mark.cuda
+def test_cuda_skipped_step_and_growth():
+    w = genesis.tensor([1.0, -2.0, 3.0]).to("cuda").requires_grad_(True)
+    opt = goptim.Adam([w], lr=0.1)
+    scaler = GradScaler("cuda", init_scale=16.0, growth_interval=2)
+    assert scaler.is_enabled()
+    history = []
+    for i in range(6):
+        loss = (w * w).sum()
+        if i == 2:
+            loss = loss * math.inf
+        opt.zero_grad()
+        scaler.scale(loss).backward()
+        before = raw(w)
+        scaler.step(opt)
+        scaler.update()
+        if i == 2:
+            assert raw(w) == before  # skipped: bitwise unchanged
+        history.append(scaler.get_scale())
+    assert history == [16.0, 32.0, 16.0, 16.0, 32.0, 32.0]
+    assert opt.state[w]["step"] == 5

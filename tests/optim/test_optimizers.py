@@ -27,7 +27,7 @@ def to_genesis(t: torch.Tensor, requires_grad: bool = False):
 
 
 def to_torch(g) -> torch.Tensor:
-    return torch.from_numpy(np.array(g.detach().numpy(), copy=True))
+    return torch.from_numpy(np.array(g.detach().to("cpu").numpy(), copy=True))
 
 
 def _configs():
@@ -306,3 +306,31 @@ def test_repr_lists_groups():
     opt = goptim.AdamW([genesis.zeros(1, requires_grad=True)], lr=0.5)
     text = repr(opt)
     assert text.startswith("AdamW (") and "lr: 0.5" in text and "Parameter Group 0" in text
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("name,kwargs", [
+    ("SGD", {"lr": 0.1, "momentum": 0.9, "nesterov": True, "weight_decay": 0.01}),
+    ("Adam", {"lr": 0.01, "amsgrad": True, "weight_decay": 0.1}),
+    ("AdamW", {"lr": 0.01, "maximize": True}),
+    ("RMSprop", {"lr": 0.01, "centered": True, "momentum": 0.9}),
+    ("Adagrad", {"lr": 0.1, "lr_decay": 0.01, "initial_accumulator_value": 0.1}),
+])
+def test_cuda_params_match_torch(name, kwargs):
+    weights, grads = _data(seed=4)
+    g_params = [to_genesis(w).to("cuda").requires_grad_(True) for w in weights]
+    t_params = [w.clone().requires_grad_(True) for w in weights]
+    g_opt = getattr(goptim, name)(g_params, **kwargs)
+    t_opt = getattr(torch.optim, name)(t_params, **kwargs)
+    for step_grads in grads:
+        for gp, tp, g in zip(g_params, t_params, step_grads):
+            gp.grad, tp.grad = to_genesis(g).to("cuda"), g.clone()
+        g_opt.step()
+        t_opt.step()
+    for gp, tp in zip(g_params, t_params):
+        assert gp.device.type == "cuda"
+        assert_close(to_torch(gp), tp.detach())
+    for state in g_opt.state.values():
+        for value in state.values():
+            if isinstance(value, genesis.Tensor):
+                assert value.device.type == "cuda"
