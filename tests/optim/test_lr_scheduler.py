@@ -60,6 +60,13 @@ CASES = [
     ("OneCycleLR", {"max_lr": 1.0, "epochs": 4, "steps_per_epoch": 10, "three_phase": True,
                     "anneal_strategy": "linear", "div_factor": 10.0, "final_div_factor": 100.0}),
     ("OneCycleLR", {"max_lr": 1.0, "total_steps": 40, "cycle_momentum": False}),
+    ("MultiplicativeLR", {"lr_lambda": lambda e: 0.9 if e % 2 else 0.97}),
+    ("ConstantLR", {}),
+    ("ConstantLR", {"factor": 0.25, "total_iters": 7}),
+    ("PolynomialLR", {"total_iters": 12, "power": 2.0}),
+    ("PolynomialLR", {}),
+    ("CosineAnnealingWarmRestarts", {"T_0": 5}),
+    ("CosineAnnealingWarmRestarts", {"T_0": 3, "T_mult": 2, "eta_min": 0.002}),
 ]
 
 
@@ -150,6 +157,28 @@ def test_sequential_equals_torch(variant):
     assert g == t
 
 
+def test_chained_equals_torch():
+    def make(mod, opt):
+        return mod.ChainedScheduler([mod.ConstantLR(opt, factor=0.1, total_iters=3),
+                                     mod.ExponentialLR(opt, gamma=0.9),
+                                     mod.MultiStepLR(opt, [4, 8], gamma=0.5)])
+
+    g_opt, t_opt = _optimizers()
+    assert _sequence(make(gsched, g_opt), g_opt, 15) == _sequence(make(tsched, t_opt), t_opt, 15)
+    with pytest.raises(ValueError, match="ReduceLROnPlateau"):
+        gsched.ChainedScheduler([gsched.ReduceLROnPlateau(g_opt)])
+
+
+def test_warm_restarts_fractional_epochs_equal_torch():
+    g_opt, t_opt = _optimizers()
+    gs = gsched.CosineAnnealingWarmRestarts(g_opt, T_0=4, T_mult=2, eta_min=0.001)
+    ts = tsched.CosineAnnealingWarmRestarts(t_opt, T_0=4, T_mult=2, eta_min=0.001)
+    for epoch in [0.25, 0.5, 3.75, 4.0, 6.5, 11.9, 12.0, 30.2]:
+        gs.step(epoch)
+        ts.step(epoch)
+        assert gs.get_last_lr() == ts.get_last_lr()
+
+
 def test_sequential_errors():
     g_opt, _ = _optimizers()
     other, _ = _optimizers()
@@ -166,6 +195,8 @@ def test_sequential_errors():
     ("StepLR", {"step_size": 3, "gamma": 0.5}), ("MultiStepLR", {"milestones": [2, 6, 6]}),
     ("ExponentialLR", {"gamma": 0.8}), ("CosineAnnealingLR", {"T_max": 8, "eta_min": 0.01}),
     ("LinearLR", {"start_factor": 0.2, "total_iters": 6}),
+    ("ConstantLR", {"factor": 0.5, "total_iters": 4}), ("PolynomialLR", {"total_iters": 9}),
+    ("CosineAnnealingWarmRestarts", {"T_0": 4, "T_mult": 2}),
 ])
 def test_closed_form_step_with_epoch_equals_torch(name, kwargs):
     g_opt, t_opt = _optimizers()
@@ -244,7 +275,11 @@ def _resume_case(make, n_before=7, n_after=9, metrics=None):
     lambda o: gsched.SequentialLR(o, [gsched.LinearLR(o, start_factor=0.1, total_iters=4),
                                       gsched.CosineAnnealingLR(o, T_max=12)], milestones=[4]),
     lambda o: gsched.get_cosine_schedule_with_warmup(o, 3, 16),
-], ids=["step", "multistep", "exp", "cosine", "linear", "onecycle", "sequential", "warmup"])
+    lambda o: gsched.CosineAnnealingWarmRestarts(o, T_0=3, T_mult=2),
+    lambda o: gsched.ChainedScheduler([gsched.ConstantLR(o, 0.5, total_iters=9),
+                                       gsched.PolynomialLR(o, total_iters=12)]),
+], ids=["step", "multistep", "exp", "cosine", "linear", "onecycle", "sequential", "warmup",
+        "restarts", "chained"])
 def test_state_dict_resume_continues_the_same_sequence(make):
     _resume_case(make)
 

@@ -4,8 +4,8 @@ Each scheduler rewrites ``group["lr"]`` of its optimizer's parameter groups when
 ``step()`` is called (once per epoch or per batch, after ``optimizer.step()``). The
 "chainable" schedulers compute the new rate from the current one exactly as torch does
 (same formulas, same floating-point order), so the sequences match torch's to the last bit.
-The base class is in ``lr_scheduler_base.py``, the one-cycle and plateau schedulers in
-``lr_scheduler_cyclic.py``; all are re-exported here.
+The base class is in ``lr_scheduler_base.py``; the one-cycle, warm-restart, chained and
+plateau schedulers are in ``lr_scheduler_cyclic.py``; all are re-exported here.
 """
 
 from __future__ import annotations
@@ -18,7 +18,12 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from genesis.optim.lr_scheduler_base import LRScheduler
-from genesis.optim.lr_scheduler_cyclic import OneCycleLR, ReduceLROnPlateau
+from genesis.optim.lr_scheduler_cyclic import (
+    ChainedScheduler,
+    CosineAnnealingWarmRestarts,
+    OneCycleLR,
+    ReduceLROnPlateau,
+)
 from genesis.optim.optimizer import Optimizer
 
 
@@ -251,6 +256,110 @@ class CosineAnnealingLR(LRScheduler):
                 for base_lr in self.base_lrs]
 
 
+class MultiplicativeLR(LRScheduler):
+    """Multiply each group's rate by ``lr_lambda(epoch)`` every epoch (after the first).
+
+    Args:
+        optimizer: the optimizer.
+        lr_lambda: a function of the epoch giving the factor, or one function per group.
+        last_epoch: index of the last epoch.
+
+    Example::
+
+        >>> sched = MultiplicativeLR(opt, lambda epoch: 0.95)
+    """
+
+    def __init__(self, optimizer: Optimizer, lr_lambda: Callable[[int], float]
+                 | list[Callable[[int], float]], last_epoch: int = -1) -> None:
+        self.optimizer = optimizer
+        if isinstance(lr_lambda, (list, tuple)):
+            if len(lr_lambda) != len(optimizer.param_groups):
+                raise ValueError(f"Expected {len(optimizer.param_groups)} lr_lambdas, "
+                                 f"but got {len(lr_lambda)}")
+            self.lr_lambdas = list(lr_lambda)
+        else:
+            self.lr_lambdas = [lr_lambda] * len(optimizer.param_groups)
+        for fn in self.lr_lambdas:
+            if not callable(fn):
+                raise TypeError(f"lr_lambda should be a function, but got {type(fn).__name__}")
+        super().__init__(optimizer, last_epoch)
+
+    state_dict = LambdaLR.state_dict
+    load_state_dict = LambdaLR.load_state_dict
+
+    def get_lr(self) -> list[float]:
+        if self._is_initial:
+            return self._current_lrs()
+        return [group["lr"] * fn(self.last_epoch)
+                for fn, group in zip(self.lr_lambdas, self.optimizer.param_groups, strict=True)]
+
+
+class ConstantLR(LRScheduler):
+    """Scale the rate by ``factor`` for the first ``total_iters`` epochs, then restore it.
+
+    Args:
+        optimizer: the optimizer.
+        factor: the scale (in ``[0, 1]``).
+        total_iters: number of epochs at the reduced rate.
+        last_epoch: index of the last epoch.
+
+    Example::
+
+        >>> sched = ConstantLR(opt, factor=0.5, total_iters=4)
+    """
+
+    def __init__(self, optimizer: Optimizer, factor: float = 1.0 / 3, total_iters: int = 5,
+                 last_epoch: int = -1) -> None:
+        if factor > 1.0 or factor < 0:
+            raise ValueError("Constant multiplicative factor expected to be between 0 and 1.")
+        self.factor = factor
+        self.total_iters = total_iters
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self) -> list[float]:
+        if self.last_epoch == 0:
+            return [group["lr"] * self.factor for group in self.optimizer.param_groups]
+        if self.last_epoch != self.total_iters:
+            return self._current_lrs()
+        return [group["lr"] * (1.0 / self.factor) for group in self.optimizer.param_groups]
+
+    def _get_closed_form_lr(self) -> list[float]:
+        return [base_lr * (self.factor + (self.last_epoch >= self.total_iters)
+                           * (1 - self.factor)) for base_lr in self.base_lrs]
+
+
+class PolynomialLR(LRScheduler):
+    """Decay the rate as ``(1 - epoch / total_iters) ** power`` down to 0 at ``total_iters``.
+
+    Args:
+        optimizer: the optimizer.
+        total_iters: number of epochs of the decay.
+        power: exponent of the polynomial.
+        last_epoch: index of the last epoch.
+
+    Example::
+
+        >>> sched = PolynomialLR(opt, total_iters=100, power=2.0)
+    """
+
+    def __init__(self, optimizer: Optimizer, total_iters: int = 5, power: float = 1.0,
+                 last_epoch: int = -1) -> None:
+        self.total_iters = total_iters
+        self.power = power
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self) -> list[float]:
+        if self._is_initial or self.last_epoch > self.total_iters:
+            return self._current_lrs()
+        factor = ((1.0 - self.last_epoch / self.total_iters)
+                  / (1.0 - (self.last_epoch - 1) / self.total_iters)) ** self.power
+        return [group["lr"] * factor for group in self.optimizer.param_groups]
+
+    def _get_closed_form_lr(self) -> list[float]:
+        return [base_lr * (1.0 - min(self.total_iters, self.last_epoch) / self.total_iters)
+                ** self.power for base_lr in self.base_lrs]
+
+
 class SequentialLR(LRScheduler):
     """Run schedulers one after another, switching at the milestone epochs.
 
@@ -372,7 +481,8 @@ def get_cosine_schedule_with_warmup(optimizer: Optimizer, warmup_steps: int, tot
     return LambdaLR(optimizer, factor, last_epoch)
 
 __all__ = [
-    "LRScheduler", "LambdaLR", "StepLR", "MultiStepLR", "ExponentialLR", "LinearLR",
-    "CosineAnnealingLR", "SequentialLR", "OneCycleLR", "ReduceLROnPlateau",
+    "LRScheduler", "LambdaLR", "MultiplicativeLR", "StepLR", "MultiStepLR", "ConstantLR",
+    "ExponentialLR", "LinearLR", "PolynomialLR", "CosineAnnealingLR", "SequentialLR",
+    "ChainedScheduler", "OneCycleLR", "CosineAnnealingWarmRestarts", "ReduceLROnPlateau",
     "get_cosine_schedule_with_warmup",
 ]

@@ -1,4 +1,4 @@
-"""The one-cycle policy and the reduce-on-plateau scheduler (re-exported by ``lr_scheduler``)."""
+"""One-cycle, warm restarts, chaining and reduce-on-plateau (re-exported by ``lr_scheduler``)."""
 
 from __future__ import annotations
 
@@ -269,3 +269,120 @@ class ReduceLROnPlateau(LRScheduler):
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         self.__dict__.update(state_dict)
         self._init_is_better(self.mode, self.threshold, self.threshold_mode)
+
+
+class CosineAnnealingWarmRestarts(LRScheduler):
+    """Cosine annealing that restarts from the base rate every ``T_i`` epochs (SGDR).
+
+    The first period is ``T_0`` epochs, each next one ``T_mult`` times longer.
+
+    Args:
+        optimizer: the optimizer.
+        T_0: length of the first period.
+        T_mult: growth factor of the period (an int >= 1).
+        eta_min: minimum learning rate.
+        last_epoch: index of the last epoch.
+
+    Example::
+
+        >>> sched = CosineAnnealingWarmRestarts(opt, T_0=10, T_mult=2)
+    """
+
+    def __init__(self, optimizer: Optimizer, T_0: int, T_mult: int = 1,  # noqa: N803
+                 eta_min: float = 0.0, last_epoch: int = -1) -> None:
+        if not isinstance(T_0, int) or T_0 <= 0:
+            raise ValueError(f"Expected positive integer T_0, but got {T_0}")
+        if not isinstance(T_mult, int) or T_mult < 1:
+            raise ValueError(f"Expected integer T_mult >= 1, but got {T_mult}")
+        if not isinstance(eta_min, (float, int)):
+            raise ValueError(f"Expected float or int eta_min, but got {eta_min!r}")
+        self.T_0 = T_0
+        self.T_i = T_0
+        self.T_mult = T_mult
+        self.eta_min = eta_min
+        self.T_cur = last_epoch
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self) -> list[float]:
+        return [self.eta_min + (base_lr - self.eta_min)
+                * (1 + math.cos(math.pi * self.T_cur / self.T_i)) / 2 for base_lr in self.base_lrs]
+
+    def step(self, epoch: float | None = None) -> None:
+        """Advance one epoch, or jump to ``epoch`` (fractional epochs allowed, as torch)."""
+        if epoch is None and self.last_epoch < 0:
+            epoch = 0
+        if epoch is None:
+            epoch = self.last_epoch + 1
+            self.T_cur = self.T_cur + 1
+            if self.T_cur >= self.T_i:
+                self.T_cur = self.T_cur % self.T_i
+                self.T_i = self.T_i * self.T_mult
+        else:
+            if epoch < 0:
+                raise ValueError(f"Expected non-negative epoch, but got {epoch}")
+            if epoch >= self.T_0:
+                if self.T_mult == 1:
+                    self.T_cur = epoch % self.T_0
+                else:
+                    n = int(math.log(epoch / self.T_0 * (self.T_mult - 1) + 1, self.T_mult))
+                    self.T_cur = epoch - self.T_0 * (self.T_mult**n - 1) / (self.T_mult - 1)
+                    self.T_i = self.T_0 * self.T_mult**n
+            else:
+                self.T_i = self.T_0
+                self.T_cur = epoch
+        self.last_epoch = math.floor(epoch)
+        for group, lr in zip(self.optimizer.param_groups, self.get_lr(), strict=True):
+            group["lr"] = lr
+        self._last_lr = self._current_lrs()
+
+
+class ChainedScheduler(LRScheduler):
+    """Step several schedulers together each epoch: their effects multiply.
+
+    Args:
+        schedulers: the schedulers (all on one optimizer; no ReduceLROnPlateau).
+        optimizer: that optimizer (defaults to the first scheduler's).
+
+    Example::
+
+        >>> sched = ChainedScheduler([ConstantLR(opt, 0.1, total_iters=2),
+        ...                           ExponentialLR(opt, gamma=0.9)])
+    """
+
+    def __init__(self, schedulers: list[LRScheduler], optimizer: Optimizer | None = None) -> None:
+        if len(schedulers) < 1:
+            raise ValueError(f"{type(self).__name__} expects at least one scheduler to be "
+                             "chained, but got no scheduler.")
+        optimizer = optimizer or schedulers[0].optimizer
+        for i, sched in enumerate(schedulers):
+            if not hasattr(sched, "optimizer"):
+                raise TypeError(f"{type(self).__name__} at index {i} should have `optimizer` "
+                                "as its attribute.")
+            if isinstance(sched, ReduceLROnPlateau):
+                raise ValueError(f"{type(self).__name__} does not support ReduceLROnPlateau "
+                                 f"(found at index {i}): its step() needs a metric")
+            if sched.optimizer is not optimizer:
+                raise ValueError(f"{type(self).__name__} expects all schedulers to belong to "
+                                 f"the same optimizer, but scheduler {i} "
+                                 f"({type(sched).__name__}) has another one")
+        self._schedulers = list(schedulers)
+        self.optimizer = optimizer
+        self._last_lr = self._current_lrs()
+
+    def step(self) -> None:  # type: ignore[override]
+        """Step every chained scheduler once."""
+        for sched in self._schedulers:
+            sched.step()
+        self._last_lr = self._current_lrs()
+
+    def state_dict(self) -> dict[str, Any]:
+        state = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "_schedulers")}
+        state["_schedulers"] = [s.state_dict() for s in self._schedulers]
+        return state
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        state = dict(state_dict)
+        saved = state.pop("_schedulers")
+        self.__dict__.update(state)
+        for sched, s in zip(self._schedulers, saved):
+            sched.load_state_dict(s)
