@@ -39,6 +39,9 @@ _SAME_NAME = (
 )
 
 
+_OPERANDS = (Tensor, int, float, bool)
+
+
 def _install() -> None:
     for name in _SAME_NAME:
         setattr(Tensor, name, getattr(ops, name))
@@ -122,8 +125,12 @@ def _install() -> None:
     Tensor.__and__ = Tensor.__rand__ = elementwise.bitwise_and
     Tensor.__or__ = Tensor.__ror__ = elementwise.bitwise_or
     Tensor.__xor__ = Tensor.__rxor__ = elementwise.bitwise_xor
-    Tensor.__eq__ = elementwise.eq
-    Tensor.__ne__ = elementwise.ne
+    # `x == None` / `x == "a"` are False (True for !=) in torch, never an error: Python's
+    # fallback after NotImplemented gives exactly that (and keeps `x in [..., None]` working).
+    Tensor.__eq__ = lambda a, b: elementwise.eq(a, b) if isinstance(b, _OPERANDS) \
+        else NotImplemented
+    Tensor.__ne__ = lambda a, b: elementwise.ne(a, b) if isinstance(b, _OPERANDS) \
+        else NotImplemented
     Tensor.__lt__ = elementwise.lt
     Tensor.__le__ = elementwise.le
     Tensor.__gt__ = elementwise.gt

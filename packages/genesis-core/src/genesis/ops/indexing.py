@@ -75,19 +75,21 @@ def _split_key(x: Tensor, key):
             consumed += k.ndim if k.dtype is D.bool_ else 1
         elif isinstance(k, (int, slice)):
             consumed += 1
-    if items.count(Ellipsis) > 1:
+    # identity tests only: `==` on a list of tensors would compare elementwise
+    n_ellipsis = sum(1 for k in items if k is Ellipsis)
+    if n_ellipsis > 1:
         raise IndexError("an index can only have a single ellipsis ('...')")
     if consumed > x.ndim:
         raise IndexError(f"too many indices for tensor of dimension {x.ndim}")
-    if Ellipsis in items:
-        i = items.index(Ellipsis)
+    if n_ellipsis:
+        i = next(j for j, k in enumerate(items) if k is Ellipsis)
         items[i:i + 1] = [slice(None)] * (x.ndim - consumed)
     basic, advanced, view_dim, src_dim = [], {}, 0, 0
     for k in items:
         if k is None:
             basic.append(None)
             view_dim += 1
-        elif k == "empty":
+        elif isinstance(k, str):  # "empty": an index of False
             basic.append(None)
             advanced[view_dim] = _empty_index(x.device)
             view_dim += 1
@@ -182,7 +184,7 @@ def full_indices(shape: tuple, indices: list) -> list:
 
 def getitem(x: Tensor, key) -> Tensor:
     """``x[key]``: basic indexing gives a view, advanced indexing a copy (torch rules)."""
-    if isinstance(key, (int, slice)) or key is None:
+    if type(key) in (int, slice) or key is None:  # not bool: x[True] adds a dim
         return Slice.apply(x, _basic_key(x, (key,)))
     basic, advanced = _split_key(x, key)
     view = Slice.apply(x, _basic_key(x, basic)) if basic else x
@@ -237,7 +239,7 @@ def setitem(x: Tensor, key, value) -> None:
     """``x[key] = value`` in place (value broadcasts; autograd-aware)."""
     from genesis.ops.inplace import copy_, index_put_
 
-    if isinstance(key, (int, slice)) or key is None:
+    if type(key) in (int, slice) or key is None:  # not bool: x[True] adds a dim
         basic, advanced = _basic_key(x, (key,)), {}
     else:
         basic, advanced = _split_key(x, key)

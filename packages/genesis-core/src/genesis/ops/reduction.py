@@ -34,7 +34,9 @@ class Sum(Function):
 
     @staticmethod
     def forward(ctx, x, dims, keepdim, dtype):
+        # dtype None: decided here, after autocast may have cast x
         ctx.in_shape, ctx.dims, ctx.keepdim, ctx.in_dtype = x.shape, dims, keepdim, x.dtype
+        dtype = dtype or _sum_dtype(x.dtype)
         return wrap(x._backend.sum(x._data, dims, keepdim, dtype), x.device)
 
     @staticmethod
@@ -46,13 +48,12 @@ class Sum(Function):
 def sum(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:  # noqa: A001
     """Sum over ``dim`` (all dims when None); ints and bools sum as int64."""
     dims = normalize_dims(dim, input.ndim)
-    return Sum.apply(input, dims, keepdim, dtype or _sum_dtype(input.dtype))
+    return Sum.apply(input, dims, keepdim, dtype)
 
 
 def mean(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
     """Arithmetic mean over ``dim`` (floating inputs, or pass ``dtype``)."""
-    dtype = dtype or input.dtype
-    if not dtype.is_floating_point:
+    if not (dtype or input.dtype).is_floating_point:
         raise RuntimeError(
             "mean(): could not infer output dtype. Input dtype must be either a floating point "
             f"or complex dtype. Got: {input.dtype}")
@@ -64,10 +65,13 @@ def mean(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tenso
 
 
 class Prod(Function):
+    autocast = "fp32"
+
     @staticmethod
     def forward(ctx, x, dims, keepdim, dtype):
         ctx.save_for_backward(x)
         ctx.dims, ctx.keepdim = dims, keepdim
+        dtype = dtype or _sum_dtype(x.dtype)
         return wrap(x._backend.prod(x._data, dims, keepdim, dtype), x.device)
 
     @staticmethod
@@ -86,7 +90,7 @@ class Prod(Function):
 def prod(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
     """Product over ``dim`` (all dims when None)."""
     dims = normalize_dims(dim, input.ndim)
-    return Prod.apply(input, dims, keepdim, dtype or _sum_dtype(input.dtype))
+    return Prod.apply(input, dims, keepdim, dtype)
 
 
 def var(input: Tensor, dim=None, unbiased=None, keepdim: bool = False, *,
@@ -96,6 +100,9 @@ def var(input: Tensor, dim=None, unbiased=None, keepdim: bool = False, *,
         correction = 1 if unbiased is None or unbiased else 0
     if isinstance(unbiased, bool) is False and unbiased is not None:
         raise TypeError("var(): unbiased must be a bool")
+    if input.dtype in (D.float16, D.bfloat16):  # accumulate in float32, as torch does
+        return var(input.to(D.float32), dim, unbiased, keepdim,
+                   correction=correction).to(input.dtype)
     dims = normalize_dims(dim, input.ndim)
     n = 1
     for d in dims:
@@ -277,9 +284,12 @@ def count_nonzero(input: Tensor, dim=None) -> Tensor:
 
 
 class Cumsum(Function):
+    autocast = "fp32"
+
     @staticmethod
     def forward(ctx, x, dim, dtype):
         ctx.dim, ctx.in_dtype = dim, x.dtype
+        dtype = dtype or _sum_dtype(x.dtype)
         return wrap(x._backend.cumsum(x._data, dim, dtype), x.device)
 
     @staticmethod
@@ -292,7 +302,7 @@ class Cumsum(Function):
 
 def cumsum(input: Tensor, dim: int, *, dtype=None) -> Tensor:
     """Inclusive prefix sums along ``dim``."""
-    return Cumsum.apply(input, normalize_dim(dim, input.ndim), dtype or _sum_dtype(input.dtype))
+    return Cumsum.apply(input, normalize_dim(dim, input.ndim), dtype)
 
 
 class Norm2(Function):
