@@ -334,3 +334,17 @@ def test_cuda_params_match_torch(name, kwargs):
         for value in state.values():
             if isinstance(value, genesis.Tensor):
                 assert value.device.type == "cuda"
+
+
+def test_step_hooks():
+    w = genesis.zeros(2, requires_grad=True)
+    opt = goptim.SGD([w], lr=1.0)
+    calls = []
+    pre = opt.register_step_pre_hook(lambda o, args, kw: calls.append(("pre", w.tolist())))
+    opt.register_step_post_hook(lambda o, args, kw: calls.append(("post", w.tolist())))
+    w.grad = genesis.ones(2)
+    opt.step()
+    assert calls == [("pre", [0.0, 0.0]), ("post", [-1.0, -1.0])]
+    pre.remove()
+    opt.step()
+    assert calls[-1] == ("post", [-2.0, -2.0]) and len(calls) == 3

@@ -29,6 +29,17 @@ _SET_ERROR = ("optimizer parameters need to be organized in ordered collections,
               "ordering of tensors in sets will change between runs; use a list instead")
 
 
+class _HookHandle:
+    """Returned by the ``register_*_hook`` methods: ``remove()`` unregisters the hook."""
+
+    def __init__(self, hooks: list, hook: Callable) -> None:
+        self._hooks, self._hook = hooks, hook
+
+    def remove(self) -> None:
+        if self._hook in self._hooks:
+            self._hooks.remove(self._hook)
+
+
 class Optimizer:
     """Base class of all optimizers.
 
@@ -50,6 +61,8 @@ class Optimizer:
         self.defaults = defaults
         self.state: defaultdict[Any, dict[str, Any]] = defaultdict(dict)
         self.param_groups: list[dict[str, Any]] = []
+        self._step_pre_hooks: list[Callable] = []
+        self._step_post_hooks: list[Callable] = []
         if isinstance(params, genesis.Tensor):
             raise TypeError(
                 "params argument given to the optimizer should be an iterable of Tensors "
@@ -130,6 +143,8 @@ class Optimizer:
         Returns:
             The closure's loss, or ``None``.
         """
+        for hook in list(self._step_pre_hooks):
+            hook(self, (closure,), {})
         loss = None
         if closure is not None:
             with genesis.enable_grad():
@@ -147,7 +162,27 @@ class Optimizer:
                     self.update(p, grad, state, group)
                     if state:  # an optimizer without state (plain SGD) records none, as torch
                         self.state[p] = state
+        for hook in list(self._step_post_hooks):
+            hook(self, (closure,), {})
         return loss
+
+    def register_step_pre_hook(self, hook: Callable) -> _HookHandle:
+        """Call ``hook(optimizer, args, kwargs)`` before every ``step``.
+
+        Returns:
+            A handle whose ``remove()`` unregisters the hook.
+        """
+        self._step_pre_hooks.append(hook)
+        return _HookHandle(self._step_pre_hooks, hook)
+
+    def register_step_post_hook(self, hook: Callable) -> _HookHandle:
+        """Call ``hook(optimizer, args, kwargs)`` after every ``step``.
+
+        Returns:
+            A handle whose ``remove()`` unregisters the hook.
+        """
+        self._step_post_hooks.append(hook)
+        return _HookHandle(self._step_post_hooks, hook)
 
     def init_state(self, param, state: dict[str, Any], group: dict[str, Any]) -> None:
         """Fill ``state`` (empty) for ``param`` before its first update. Default: nothing."""
