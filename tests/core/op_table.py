@@ -739,7 +739,7 @@ add(
                         ErrorInput(S(T((2, 3)), 1, Idx((2, 2), 3, dtype="int32")),
                                    RuntimeError, "int64")]),
     OpInfo("scatter", lambda d: [
-        S(T((3, 5)), 1, Idx((3, 2), 5, unique_dim=1), T((3, 4)), name="src"),
+        S(T((3, 5)), 1, Idx((3, 2), 5, unique_dim=1), T((3, 2)), name="src"),
         S(T((3, 4), layout="T"), 0, Idx((2, 4), 3, unique_dim=0), T((2, 4)),
           name="transposed,dim=0"),
         S(T((3, 5)), -1, Idx((3, 2), 5, unique_dim=1), 1.5, name="value")],

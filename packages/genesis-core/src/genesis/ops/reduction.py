@@ -341,8 +341,8 @@ def norm(input: Tensor, p="fro", dim=None, keepdim: bool = False, dtype=None) ->
         return amax(a, dims, keepdim)
     if p == -math.inf:
         return amin(a, dims, keepdim)
-    if p == 0:
-        return sum((a != 0).to(input.dtype), dims, keepdim)
+    if p == 0:  # a count, but still in the graph (zero gradient), as in torch
+        return sum(where(a != 0, 1.0, a * 0), dims, keepdim)
     if p == 1:
         return sum(a, dims, keepdim)
     return sum(a ** p, dims, keepdim) ** (1.0 / p)
