@@ -251,6 +251,17 @@ def _flat(sd):
     return sd
 
 
+def test_module_state_dict_round_trip(tmp_path):
+    nn = pytest.importorskip("genesis.nn")
+    model = nn.Sequential(nn.Linear(4, 8), nn.LayerNorm(8), nn.Linear(8, 2))
+    model.to(genesis.bfloat16)
+    genesis.save(model.state_dict(), tmp_path / "model.safetensors")
+    other = nn.Sequential(nn.Linear(4, 8), nn.LayerNorm(8), nn.Linear(8, 2)).to(genesis.bfloat16)
+    other.load_state_dict(genesis.load(tmp_path / "model.safetensors"))
+    for (name, a), (_, b) in zip(model.state_dict().items(), other.state_dict().items()):
+        assert same(a, b), name
+
+
 def test_optimizer_and_scheduler_state_dicts_round_trip_exactly(tmp_path):
     params = [genesis.randn(3, requires_grad=True), genesis.randn(2, 2, requires_grad=True)]
     opt = goptim.Adam(params, lr=0.1, amsgrad=True)
@@ -477,6 +488,8 @@ CORRUPT = {
     "metadata not strings": lambda p: _write(p, {"__metadata__": {"genesis": 5}}, b""),
     "structure not json": lambda p: _write(p, {"__metadata__": {"genesis": "{oops"}}, b""),
     "structure without root": lambda p: _write(p, {"__metadata__": {"genesis": "{}"}}, b""),
+    "newer format version": lambda p: _write(
+        p, {"__metadata__": {"genesis": json.dumps({"version": 99, "root": None})}}, b""),
     "missing tensor": lambda p: _write(
         p, {"__metadata__": {"genesis": json.dumps(
             {"version": 1, "root": {"$": "tensor", "name": "nope"}})}}, b""),

@@ -245,10 +245,13 @@ def _load(fh: BinaryIO, where: str, map_location):
     if isinstance(metadata, dict) and _METADATA_KEY in metadata:
         try:
             doc = json.loads(metadata[_METADATA_KEY])
-            structure = doc["root"]
+            version, structure = doc["version"], doc["root"]
         except (ValueError, TypeError, KeyError) as exc:
             raise CheckpointError(f"{where}: the genesis structure in the header is not "
-                                  f"valid ({exc})") from None
+                                  f"valid ({type(exc).__name__}: {exc})") from None
+        if not _is_int(version) or version > _FORMAT_VERSION:
+            raise CheckpointError(f"{where}: checkpoint format version {version!r} is newer "
+                                  f"than this genesis reads ({_FORMAT_VERSION}); upgrade genesis")
     arrays = {}
     for name, (dtype, shape, begin, end) in entries.items():
         arrays[name] = _read_array(fh, data_start + start + begin, end - begin, dtype, shape,
