@@ -631,7 +631,10 @@ add(
            method="amin"),
     OpInfo("amax_ties", lambda d: [S(T(kind="values", values=[[1.0, 3.0, 3.0], [2.0, 2.0, 2.0]]),
                                      1, name="ties")],
-           op=genesis.amax, ref=torch.amax, dtypes=("float32", "float64")),
+           op=genesis.amax, ref=torch.amax, dtypes=("float32", "float64"),
+           # at a tie amax has no derivative: finite differences see one side; the backward
+           # test checks torch's even split of the gradient instead
+           gradcheck_max_numel=0),
     OpInfo("argmax", reduction_samples(dims_tuple=False, kind="distinct", empty=False),
            dtypes=NUMERIC, method="argmax", differentiable=False,
            errors=lambda: [ErrorInput(S(T((0,))), RuntimeError, "numel")]),

@@ -6,8 +6,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from op_table import Built, flatten_outputs, op_dtype_params, samples_for, seed_for, \
-    t_dtype, to_genesis, to_torch
+from op_table import (
+    Built,
+    flatten_outputs,
+    op_dtype_params,
+    samples_for,
+    seed_for,
+    t_dtype,
+    to_genesis,
+    to_torch,
+)
 
 import genesis
 
@@ -55,6 +63,6 @@ def test_backward_matches_torch(op, dtype, device):
                 actual = to_torch(gg)
             torch.testing.assert_close(
                 actual, expected, equal_nan=True,
-                msg=lambda m, i=i: f"{op.name}[{sample.name}] {dtype} grad of input {i}: {m}")
+                msg=lambda m, i=i, s=sample: f"{op.name}[{s.name}] {dtype} grad of input {i}: {m}")
         checked += 1
     assert checked, f"{op.name}: no sample produced a gradient to compare"
