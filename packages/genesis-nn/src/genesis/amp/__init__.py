@@ -1,21 +1,11 @@
 """``genesis.amp``: automatic mixed precision — ``autocast`` (from the core) and ``GradScaler``.
 
-``autocast`` is implemented in genesis-core (``genesis/autocast.py``, used by the ops
-layer); it is re-exported here so ``genesis.amp.autocast`` works as ``torch.amp.autocast``.
+``autocast`` is implemented in genesis-core (``genesis/autocast.py``: thread-local state and
+the per-op policy applied by the ops layer); it is re-exported here so that
+``genesis.amp.autocast`` works as ``torch.amp.autocast`` does.
 """
 
-import importlib
-
 from genesis.amp.grad_scaler import GradScaler, OptState
+from genesis.autocast import autocast, get_autocast_dtype, is_autocast_enabled
 
-_CORE_NAMES = ("autocast", "is_autocast_enabled", "get_autocast_dtype")
-
-
-def __getattr__(name: str):
-    # Resolved lazily so GradScaler stays importable even if the core's autocast is absent.
-    if name in _CORE_NAMES:
-        return getattr(importlib.import_module("genesis.autocast"), name)
-    raise AttributeError(f"module 'genesis.amp' has no attribute {name!r}")
-
-
-__all__ = ["GradScaler", "OptState", "autocast"]
+__all__ = ["GradScaler", "OptState", "autocast", "get_autocast_dtype", "is_autocast_enabled"]

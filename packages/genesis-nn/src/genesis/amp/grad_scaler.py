@@ -35,7 +35,7 @@ def _f32(x: float) -> float:
 
 
 def _fresh_state() -> dict[str, Any]:
-    return {"stage": OptState.READY, "found_inf": None, "found_inf_value": None}
+    return {"stage": OptState.READY, "found_inf": {}, "found_inf_value": None}
 
 
 class GradScaler:
@@ -115,7 +115,7 @@ class GradScaler:
         if state["stage"] is OptState.STEPPED:
             raise RuntimeError("unscale_() is being called after step().")
         inv_scale = _f32(1.0 / self._scale)
-        found = None
+        found: dict = {}  # device -> bool tensor on it: no host sync until step()
         with genesis.no_grad():
             for group in optimizer.param_groups:
                 for p in group["params"]:
@@ -124,10 +124,10 @@ class GradScaler:
                         continue
                     if grad.dtype is genesis.float16:
                         raise ValueError("Attempting to unscale FP16 gradients.")
-                    # Checked before scaling, as torch's kernel: finite * inv_scale stays
-                    # finite, and the check must not depend on the division.
+                    # Checked before scaling, as torch's kernel does.
                     bad = grad.isfinite().logical_not().any()
-                    found = bad if found is None else found.logical_or(bad)
+                    prev = found.get(grad.device)
+                    found[grad.device] = bad if prev is None else prev.logical_or(bad)
                     grad.mul_(inv_scale)
         state["found_inf"] = found
         state["stage"] = OptState.UNSCALED
@@ -148,8 +148,7 @@ class GradScaler:
             raise RuntimeError("step() has already been called since the last update().")
         if state["stage"] is OptState.READY:
             self.unscale_(optimizer)
-        found = state["found_inf"]
-        state["found_inf_value"] = bool(found.item()) if found is not None else False
+        state["found_inf_value"] = any(bool(f.item()) for f in state["found_inf"].values())
         result = None
         if not state["found_inf_value"]:
             result = optimizer.step(*args, **kwargs)
