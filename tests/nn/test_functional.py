@@ -174,9 +174,10 @@ def test_bilinear():
 # ----------------------------------------------------------- normalisation
 @pytest.mark.parametrize("affine", [True, False])
 @pytest.mark.parametrize("nshape", [(6,), (4, 6)])
-def test_layer_norm(affine, nshape):
-    x = randn(3, 4, 6) * 2 + 1
-    extra = [randn(*nshape), randn(*nshape)] if affine else []
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_layer_norm(affine, nshape, dtype):
+    x = randn(3, 4, 6, dtype=dtype) * 2 + 1
+    extra = [randn(*nshape, dtype=dtype), randn(*nshape, dtype=dtype)] if affine else []
     compare(lambda x, *wb: F.layer_norm(x, nshape, *wb, eps=1e-5),
             lambda x, *wb: TF.layer_norm(x, nshape, *wb, eps=1e-5), x, *extra)
 
@@ -238,10 +239,11 @@ def test_normalize():
 @pytest.mark.parametrize("fn", [
     lambda x: F.gelu(x), lambda x: F.gelu(x, approximate="tanh"), lambda x: F.softplus(x, 2.0),
     lambda x: F.elu(x), lambda x: F.silu(x),
-    pytest.param(lambda x: F.group_norm(x, 2), marks=pytest.mark.xfail(
-        strict=False, reason="core request: fused layer_norm computes float64 in float32")),
+    lambda x: F.group_norm(x, 2), lambda x: F.layer_norm(x, (4, 2)),
+    lambda x: F.rms_norm(x, (2,)),
     lambda x: F.batch_norm(x, None, None, training=True), lambda x: F.mish(x),
-], ids=["gelu", "gelu_tanh", "softplus", "elu", "silu", "group_norm", "batch_norm", "mish"])
+], ids=["gelu", "gelu_tanh", "softplus", "elu", "silu", "group_norm", "layer_norm", "rms_norm",
+        "batch_norm", "mish"])
 def test_composites_float64_gradcheck(fn):
     numeric_gradcheck(fn, randn(3, 4, 2))
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import genesis
 from genesis import Tensor
+from genesis.ops.linalg import linear as _linear
 
 __all__ = ["linear", "bilinear"]
 
@@ -24,10 +25,7 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
         >>> F.linear(genesis.ones(2, 3), genesis.ones(4, 3)).shape
         genesis.Size([2, 4])
     """
-    out = genesis.matmul(input, weight.t())  # (*, out)
-    if bias is not None:
-        out = out + bias
-    return out
+    return _linear(input, weight, bias)
 
 
 def bilinear(input1: Tensor, input2: Tensor, weight: Tensor,

@@ -1,0 +1,282 @@
+"""genesis.nn layers against torch.nn layers with copied weights: forward, input and
+parameter gradients, buffers, modes, and the transformer layers."""
+
+import numpy as np
+import pytest
+import torch
+import torch.nn as tnn
+from torch.testing import assert_close
+
+import genesis
+import genesis.nn as nn
+
+RNG = np.random.default_rng(1)
+
+
+def to_torch(t):
+    return torch.from_numpy(np.array(t.detach().numpy(), copy=True))
+
+
+def randn(*shape):
+    return RNG.standard_normal(shape).astype(np.float32)
+
+
+def copy_weights(g_mod, t_mod):
+    """Make ``g_mod``'s parameters and buffers equal to ``t_mod``'s (same names)."""
+    state = {k: genesis.tensor(v.detach().numpy().copy()) for k, v in t_mod.state_dict().items()}
+    g_mod.load_state_dict(state)
+
+
+def compare_module(g_mod, t_mod, *arrays, grad=True, copy=True, **tol):
+    """Same weights, same inputs: outputs, input gradients and parameter gradients agree."""
+    if copy:
+        copy_weights(g_mod, t_mod)
+
+    def floating(a):
+        return a.dtype.kind == "f"
+
+    g_in = [genesis.tensor(a, requires_grad=grad and floating(a)) for a in arrays]
+    t_in = [torch.tensor(a, requires_grad=grad and floating(a)) for a in arrays]
+    g_out, t_out = g_mod(*g_in), t_mod(*t_in)
+    if isinstance(t_out, tuple):
+        g_out, t_out = g_out[0], t_out[0]
+    assert tuple(g_out.shape) == tuple(t_out.shape)
+    assert_close(to_torch(g_out), t_out.detach(), **tol)
+    if not grad:
+        return g_out
+    go = torch.randn_like(t_out)
+    t_out.backward(go)
+    g_out.backward(genesis.tensor(go.numpy()))
+    for g, t in zip(g_in, t_in):
+        if t.requires_grad:
+            assert_close(to_torch(g.grad), t.grad, **tol)
+    t_params = dict(t_mod.named_parameters())
+    for name, p in g_mod.named_parameters():
+        tp = t_params[name]
+        if tp.grad is None:
+            assert p.grad is None or not p.grad.numpy().any(), name
+        else:
+            assert p.grad is not None, name
+            assert_close(to_torch(p.grad), tp.grad, **tol, msg=lambda m, n=name: f"{n}: {m}")
+    return g_out
+
+
+# ----------------------------------------------------------------- simple layers
+@pytest.mark.parametrize("bias", [True, False])
+def test_linear(bias):
+    compare_module(nn.Linear(5, 3, bias=bias), tnn.Linear(5, 3, bias=bias), randn(4, 2, 5))
+
+
+def test_linear_default_init_range_and_names():
+    lin = nn.Linear(100, 50)
+    w = lin.weight.detach().numpy()
+    bound = 1 / np.sqrt(100)
+    assert np.abs(w).max() <= bound and np.abs(w).max() > 0.9 * bound
+    assert w.std() == pytest.approx(bound / np.sqrt(3), rel=0.05)
+    assert [n for n, _ in lin.named_parameters()] == ["weight", "bias"]
+    assert lin.weight.shape == (50, 100)
+
+
+def test_linear_device_dtype_kwargs():
+    lin = nn.Linear(2, 3, dtype=genesis.float64, device="cpu")
+    assert lin.weight.dtype is genesis.float64 and lin.bias.dtype is genesis.float64
+
+
+def test_bilinear():
+    compare_module(nn.Bilinear(3, 4, 2), tnn.Bilinear(3, 4, 2), randn(5, 3), randn(5, 4))
+
+
+def test_identity_flatten_unflatten():
+    x = randn(2, 3, 4, 5)
+    compare_module(nn.Identity(3, foo=1), tnn.Identity(), x)
+    compare_module(nn.Flatten(), tnn.Flatten(), x)
+    compare_module(nn.Flatten(0, 2), tnn.Flatten(0, 2), x)
+    compare_module(nn.Unflatten(1, (3, 1)), tnn.Unflatten(1, (3, 1)), x)
+    compare_module(nn.Unflatten(-1, (5, 1)), tnn.Unflatten(-1, (5, 1)), x)
+    assert repr(nn.Flatten()) == "Flatten(start_dim=1, end_dim=-1)"
+
+
+# ------------------------------------------------------------------ embedding
+def test_embedding_and_padding_idx():
+    idx = np.array([[1, 0, 3], [3, 3, 0]], dtype=np.int64)
+    compare_module(nn.Embedding(5, 4), tnn.Embedding(5, 4), idx)
+    emb = nn.Embedding(5, 4, padding_idx=0)
+    assert not emb.weight.detach().numpy()[0].any()  # padding row starts at zero
+    compare_module(emb, tnn.Embedding(5, 4, padding_idx=0), idx)
+    assert not emb.weight.grad.numpy()[0].any()  # and never gets a gradient
+    assert emb.weight.grad.numpy()[3].any()
+
+
+def test_embedding_from_pretrained():
+    table = genesis.tensor(randn(4, 3))
+    emb = nn.Embedding.from_pretrained(table)
+    assert not emb.weight.requires_grad
+    out = emb(genesis.tensor(np.array([2], dtype=np.int64)))
+    np.testing.assert_array_equal(out.numpy()[0], table.numpy()[2])
+    assert nn.Embedding.from_pretrained(table, freeze=False).weight.requires_grad
+
+
+# -------------------------------------------------------------- normalisation
+@pytest.mark.parametrize("shape,nshape", [((4, 6), 6), ((2, 3, 4, 6), (4, 6))])
+def test_layer_norm(shape, nshape):
+    t = tnn.LayerNorm(nshape)
+    with torch.no_grad():  # non-trivial affine parameters
+        t.weight.normal_()
+        t.bias.normal_()
+    compare_module(nn.LayerNorm(nshape), t, randn(*shape) * 3 + 1)
+    compare_module(nn.LayerNorm(nshape, elementwise_affine=False),
+                   tnn.LayerNorm(nshape, elementwise_affine=False), randn(*shape))
+    compare_module(nn.LayerNorm(nshape, bias=False), tnn.LayerNorm(nshape, bias=False),
+                   randn(*shape))
+
+
+def test_rms_norm():
+    t = tnn.RMSNorm(8, eps=1e-6)
+    with torch.no_grad():
+        t.weight.normal_()
+    compare_module(nn.RMSNorm(8, eps=1e-6), t, randn(3, 5, 8))
+    compare_module(nn.RMSNorm((5, 8)), tnn.RMSNorm((5, 8)), randn(3, 5, 8))
+    compare_module(nn.RMSNorm(8, elementwise_affine=False),
+                   tnn.RMSNorm(8, elementwise_affine=False), randn(2, 8))
+
+
+def test_group_norm():
+    t = tnn.GroupNorm(2, 6)
+    with torch.no_grad():
+        t.weight.normal_()
+        t.bias.normal_()
+    compare_module(nn.GroupNorm(2, 6), t, randn(3, 6, 4, 4) * 2 - 1)
+    compare_module(nn.GroupNorm(3, 6, affine=False), tnn.GroupNorm(3, 6, affine=False),
+                   randn(3, 6, 5))
+    with pytest.raises(ValueError):
+        nn.GroupNorm(4, 6)
+
+
+@pytest.mark.parametrize("cls,tcls,shape", [
+    (nn.BatchNorm1d, tnn.BatchNorm1d, (8, 4)),
+    (nn.BatchNorm1d, tnn.BatchNorm1d, (8, 4, 5)),
+    (nn.BatchNorm2d, tnn.BatchNorm2d, (3, 4, 5, 5)),
+    (nn.BatchNorm3d, tnn.BatchNorm3d, (2, 4, 3, 3, 3)),
+])
+@pytest.mark.parametrize("momentum", [0.1, None])
+def test_batch_norm_train_eval_running_stats(cls, tcls, shape, momentum):
+    g, t = cls(4, momentum=momentum), tcls(4, momentum=momentum)
+    copy_weights(g, t)
+    for step in range(3):
+        x = randn(*shape) * (step + 1) + step
+        compare_module(g, t, x, copy=False)
+        for name in ("running_mean", "running_var", "num_batches_tracked"):
+            assert_close(to_torch(getattr(g, name)), getattr(t, name), msg=name)
+        for p in list(g.parameters()) + list(t.parameters()):
+            p.grad = None
+    g.eval()
+    t.eval()
+    compare_module(g, t, randn(*shape), copy=False)
+
+
+def test_batch_norm_without_tracking_and_without_affine():
+    compare_module(nn.BatchNorm1d(3, track_running_stats=False),
+                   tnn.BatchNorm1d(3, track_running_stats=False), randn(6, 3))
+    g = nn.BatchNorm1d(3, track_running_stats=False).eval()
+    t = tnn.BatchNorm1d(3, track_running_stats=False).eval()
+    compare_module(g, t, randn(6, 3))  # eval without running stats uses batch stats
+    assert g.running_mean is None and list(g.state_dict()) == ["weight", "bias"]
+    compare_module(nn.BatchNorm2d(3, affine=False), tnn.BatchNorm2d(3, affine=False),
+                   randn(2, 3, 4, 4))
+
+
+def test_batch_norm_errors_and_reset():
+    bn = nn.BatchNorm2d(3)
+    with pytest.raises(ValueError, match="expected 4D input"):
+        bn(genesis.zeros(2, 3))
+    bn(genesis.tensor(randn(2, 3, 2, 2)))
+    assert int(bn.num_batches_tracked.item()) == 1
+    bn.reset_running_stats()
+    assert int(bn.num_batches_tracked.item()) == 0
+    assert bn.running_var.numpy().tolist() == [1.0, 1.0, 1.0]
+
+
+def test_batch_norm_loaded_counter_drives_cumulative_average():
+    t = tnn.BatchNorm1d(2, momentum=None)
+    for _ in range(4):
+        t(torch.randn(5, 2))
+    g = nn.BatchNorm1d(2, momentum=None)
+    copy_weights(g, t)
+    compare_module(g, t, randn(5, 2), copy=False)
+    assert_close(to_torch(g.running_mean), t.running_mean)
+    assert_close(to_torch(g.running_var), t.running_var)
+
+
+# ------------------------------------------------------------------ dropout
+def test_dropout_modules_train_and_eval():
+    x = genesis.ones(100, 100)
+    drop = nn.Dropout(0.25)
+    y = drop(x).numpy()
+    assert abs((y == 0).mean() - 0.25) < 0.02
+    assert drop.eval()(x) is x
+    assert repr(nn.Dropout(0.25)) == "Dropout(p=0.25, inplace=False)"
+    with pytest.raises(ValueError):
+        nn.Dropout(-0.1)
+    assert nn.Dropout2d(0.5).eval()(x.reshape(1, 100, 10, 10)).shape == (1, 100, 10, 10)
+    assert nn.Dropout1d(0.5)(genesis.ones(2, 3, 4)).shape == (2, 3, 4)
+    assert nn.AlphaDropout(0.5).eval()(x) is x
+
+
+# -------------------------------------------------------------- activations
+ACTIVATION_MODULES = [
+    (nn.ReLU(), tnn.ReLU()), (nn.ReLU6(), tnn.ReLU6()), (nn.GELU(), tnn.GELU()),
+    (nn.GELU("tanh"), tnn.GELU("tanh")), (nn.SiLU(), tnn.SiLU()), (nn.Mish(), tnn.Mish()),
+    (nn.Sigmoid(), tnn.Sigmoid()), (nn.Tanh(), tnn.Tanh()),
+    (nn.LeakyReLU(0.2), tnn.LeakyReLU(0.2)), (nn.ELU(0.7), tnn.ELU(0.7)),
+    (nn.CELU(1.3), tnn.CELU(1.3)), (nn.SELU(), tnn.SELU()),
+    (nn.Softplus(beta=2.0, threshold=5.0), tnn.Softplus(beta=2.0, threshold=5.0)),
+    (nn.Hardtanh(-2.0, 2.0), tnn.Hardtanh(-2.0, 2.0)), (nn.Hardsigmoid(), tnn.Hardsigmoid()),
+    (nn.Hardswish(), tnn.Hardswish()), (nn.LogSigmoid(), tnn.LogSigmoid()),
+    (nn.Softsign(), tnn.Softsign()), (nn.Tanhshrink(), tnn.Tanhshrink()),
+    (nn.Threshold(0.1, 20.0), tnn.Threshold(0.1, 20.0)), (nn.GLU(1), tnn.GLU(1)),
+    (nn.Softmax(dim=1), tnn.Softmax(dim=1)), (nn.LogSoftmax(dim=-1), tnn.LogSoftmax(dim=-1)),
+    (nn.Softmin(dim=0), tnn.Softmin(dim=0)), (nn.PReLU(), tnn.PReLU()),
+    (nn.PReLU(4), tnn.PReLU(4)),
+]
+
+
+@pytest.mark.parametrize("g,t", ACTIVATION_MODULES, ids=[type(g).__name__ for g, _ in
+                                                        ACTIVATION_MODULES])
+def test_activation_modules(g, t):
+    compare_module(g, t, randn(3, 4, 5) * 3)
+    assert repr(g) == repr(t)
+
+
+def test_inplace_relu_module():
+    x = genesis.tensor(np.array([-1.0, 1.0], np.float32))
+    assert nn.ReLU(inplace=True)(x) is x
+    assert repr(nn.ReLU(inplace=True)) == "ReLU(inplace=True)"
+
+
+# ------------------------------------------------------ small model end to end
+def test_mlp_training_steps_match_torch():
+    def build(lib):
+        return lib.Sequential(lib.Linear(4, 16), lib.LayerNorm(16), lib.GELU(),
+                              lib.Linear(16, 16), lib.BatchNorm1d(16), lib.SiLU(),
+                              lib.Linear(16, 3))
+
+    g, t = build(nn), build(tnn)
+    copy_weights(g, t)
+    x, y = randn(32, 4), randn(32, 3)
+    lr = 0.1
+    for _ in range(3):
+        g_loss = ((g(genesis.tensor(x)) - genesis.tensor(y)) ** 2).mean()
+        t_loss = ((t(torch.tensor(x)) - torch.tensor(y)) ** 2).mean()
+        assert_close(to_torch(g_loss), t_loss.detach())
+        g.zero_grad()
+        t.zero_grad()
+        g_loss.backward()
+        t_loss.backward()
+        with genesis.no_grad():
+            for p in g.parameters():
+                p.sub_(p.grad * lr)
+        with torch.no_grad():
+            for p in t.parameters():
+                p.sub_(p.grad * lr)
+    for (name, gv), tv in zip(g.state_dict().items(), t.state_dict().values()):
+        assert_close(to_torch(gv), tv, msg=name)
