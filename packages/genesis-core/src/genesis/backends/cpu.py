@@ -216,6 +216,9 @@ class CPUBackend(Backend):
     def matmul(self, a, b):
         return torch.matmul(a, b)
 
+    def linear(self, x, weight, bias):
+        return torch.nn.functional.linear(x, weight, bias)
+
     # indexing
     def gather(self, a, dim, index):
         return torch.gather(a, dim, index)

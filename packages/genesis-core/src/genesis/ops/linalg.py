@@ -43,6 +43,52 @@ class Matmul(Function):
         return ga, gb
 
 
+class Linear(Function):
+    """``x @ W^T + b`` as one op: one graph node, and autocast treats it as matmul-like."""
+
+    autocast = "lower"
+
+    @staticmethod
+    def forward(ctx, x, weight, bias):
+        _check("linear", x, weight)
+        if x.shape[-1] != weight.shape[-1]:
+            raise RuntimeError(
+                f"linear: input of shape {tuple(x.shape)} and weight of shape "
+                f"{tuple(weight.shape)} cannot be multiplied ({x.shape[-1]} input features vs "
+                f"{weight.shape[-1]})")
+        if bias is not None:
+            check_same_device("linear", x, bias)
+            if bias.dtype is not x.dtype:
+                raise RuntimeError(f"linear: bias dtype {bias.dtype} does not match input "
+                                   f"dtype {x.dtype}")
+        out = wrap(x._backend.linear(x._data, weight._data,
+                                     None if bias is None else bias._data), x.device)  # (*, out)
+        ctx.save_for_backward(x, weight)
+        ctx.has_bias = bias is not None
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        x, weight = ctx.saved_tensors
+        gx = gw = gb = None
+        if ctx.needs_input_grad[0]:
+            gx = matmul(g, weight)
+        g2 = g.reshape(-1, g.shape[-1])  # (N, out)
+        if ctx.needs_input_grad[1]:
+            gw = Matmul.apply(g2.mT, x.reshape(-1, x.shape[-1]))  # (out, in)
+        if ctx.has_bias and ctx.needs_input_grad[2]:
+            gb = g2.sum(0)
+        return gx, gw, gb
+
+
+def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+    """``input @ weight.T + bias`` (what ``nn.functional.linear`` computes)."""
+    if weight.ndim != 2:
+        raise RuntimeError(f"linear: weight must be 2-D (out_features, in_features), got shape "
+                           f"{tuple(weight.shape)}")
+    return Linear.apply(input, weight, bias)
+
+
 def matmul(input: Tensor, other: Tensor) -> Tensor:
     """Matrix product with torch's rules for 1-d operands and broadcast batch dims.
 

@@ -1,9 +1,11 @@
 """Convolutions as im2col + one matmul, written with core ops so autograd gives the gradients.
 
-The input is padded, cut into sliding windows with ``Tensor.unfold`` (a strided view: no copy),
-the windows are laid out as columns ``(N, G, C/G*kh*kw, Ho*Wo)`` (the one copy), and a batched
-matmul with the weight ``(G, O/G, C/G*kh*kw)`` produces ``(N, G, O/G, Ho*Wo)``, which is
-already the memory order of the ``(N, O, Ho, Wo)`` result. conv1d is conv2d on a height-1 image.
+The input is padded, cut into sliding windows with ``as_strided`` (a strided view: no copy),
+and the windows are laid out as patch rows ``(N*Ho*Wo, C*kh*kw)`` (the im2col copy). Without
+groups one fused ``linear`` (matmul + bias) gives ``(N*Ho*Wo, C_out)``, made contiguous as
+``(N, C_out, Ho, Wo)``. With groups the columns are ``(N, G, C/G*kh*kw, Ho*Wo)`` and a batched
+matmul with the weight ``(G, O/G, C/G*kh*kw)`` produces ``(N, G, O/G, Ho*Wo)``, already the
+memory order of the result. conv1d is conv2d on a height-1 image.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 import genesis
+from genesis.ops.linalg import linear as _linear
 
 __all__ = ["conv1d", "conv2d"]
 
@@ -83,13 +86,18 @@ def _pad_mode(x, pads: tuple[int, ...], mode: str):
 
 def _windows2d(x, kernel: tuple[int, int], stride: tuple[int, int],
                dilation: tuple[int, int]):
-    """Sliding windows of a (N, C, H, W) tensor as a view: (N, C, Ho, Wo, kh, kw)."""
+    """Sliding windows of a (N, C, H, W) tensor as one strided view: (N, C, Ho, Wo, kh, kw).
+
+    Window (i, j) starts at row ``i*sH``, column ``j*sW``; its elements are ``dH``/``dW``
+    apart. ``as_strided``'s backward adds overlapping windows' gradients back together.
+    """
     (kh, kw), (sh, sw), (dh, dw) = kernel, stride, dilation
-    span_h, span_w = dh * (kh - 1) + 1, dw * (kw - 1) + 1
-    win = x.unfold(2, span_h, sh).unfold(3, span_w, sw)  # (N, C, Ho, Wo, span_h, span_w)
-    if dh > 1 or dw > 1:
-        win = win[..., ::dh, ::dw]  # (N, C, Ho, Wo, kh, kw)
-    return win
+    n, c, h, w = x.shape
+    ho = (h - dh * (kh - 1) - 1) // sh + 1
+    wo = (w - dw * (kw - 1) - 1) // sw + 1
+    st_n, st_c, st_h, st_w = x.stride()
+    return x.as_strided((n, c, ho, wo, kh, kw),
+                        (st_n, st_c, st_h * sh, st_w * sw, st_h * dh, st_w * dw))
 
 
 def _same_padding(kernel: tuple[int, ...], dilation: tuple[int, ...]) -> list[int]:
@@ -153,10 +161,16 @@ def _conv2d_core(name: str, x, weight, bias, stride, pads, dilation, groups: int
     ho, wo = (hp - span_h) // stride[0] + 1, (wp - span_w) // stride[1] + 1
 
     x = _pad_lastdims(x, tuple(pads))
-    cols = _windows2d(x, (kh, kw), stride, dilation)             # (N, C, Ho, Wo, kh, kw)
-    cols = cols.reshape(n, groups, c_per_group, ho, wo, kh, kw)  # a view: C splits cleanly
-    cols = cols.permute(0, 1, 2, 5, 6, 3, 4)                     # (N, G, Cg, kh, kw, Ho, Wo)
+    win = _windows2d(x, (kh, kw), stride, dilation)             # (N, C, Ho, Wo, kh, kw)
     k = c_per_group * kh * kw
+    if groups == 1:
+        # rows = patches: one fused linear (matmul + bias), whose weight gradient is a single
+        # 2-d matmul over all N*Ho*Wo patches
+        cols = win.permute(0, 2, 3, 1, 4, 5).reshape(n * ho * wo, k)    # (N*L, K): im2col copy
+        out = _linear(cols, weight.reshape(out_ch, k), bias)            # (N*L, O)
+        return out.reshape(n, ho, wo, out_ch).permute(0, 3, 1, 2).contiguous()  # (N, O, Ho, Wo)
+    cols = win.reshape(n, groups, c_per_group, ho, wo, kh, kw)   # a view: C splits cleanly
+    cols = cols.permute(0, 1, 2, 5, 6, 3, 4)                     # (N, G, Cg, kh, kw, Ho, Wo)
     cols = cols.reshape(n, groups, k, ho * wo)                   # (N, G, K, L): im2col copy
     wmat = weight.reshape(groups, out_ch // groups, k)           # (G, O/G, K)
     out = wmat @ cols                                            # (N, G, O/G, L)
