@@ -8,7 +8,7 @@ device type, ``Function.apply`` casts the op's floating inputs on that device ty
 | "lower"   | matmul, mm, bmm (so linear, conv, attention built on them) | the autocast dtype  |
 | "fp32"    | softmax, log_softmax, layer_norm, rms_norm, sum (and so     | float32             |
 |           | mean and the losses built on it), prod, cumsum, norm, exp,  |                     |
-|           | log, log1p, expm1                                           |                     |
+|           | log, log1p, log2, expm1, pow, rsqrt                         |                     |
 | (none)    | everything else                                             | unchanged: mixed    |
 |           |                                                             | inputs promote      |
 

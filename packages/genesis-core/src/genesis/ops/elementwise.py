@@ -88,11 +88,11 @@ sign = _unary("sign", float_op=False)
 exp = _unary("exp", lambda g, x, y: g * y, autocast="fp32")
 exp2 = _unary("exp2", lambda g, x, y: g * y * _LN2)
 log = _unary("log", lambda g, x, y: g / x, autocast="fp32")
-log2 = _unary("log2", lambda g, x, y: g / (x * _LN2))
+log2 = _unary("log2", lambda g, x, y: g / (x * _LN2), autocast="fp32")
 log1p = _unary("log1p", lambda g, x, y: g / (x + 1), autocast="fp32")
 expm1 = _unary("expm1", lambda g, x, y: g * (y + 1), autocast="fp32")
 sqrt = _unary("sqrt", lambda g, x, y: g / (y * 2))
-rsqrt = _unary("rsqrt", lambda g, x, y: g * y * y * y * -0.5)
+rsqrt = _unary("rsqrt", lambda g, x, y: g * y * y * y * -0.5, autocast="fp32")
 sin = _unary("sin", lambda g, x, y: g * x.cos())
 cos = _unary("cos", lambda g, x, y: -g * x.sin())
 tanh = _unary("tanh", lambda g, x, y: g * (1 - y * y))
@@ -278,6 +278,7 @@ class Div(_Binary):
 
 class Pow(_Binary):
     op = "pow"
+    autocast = "fp32"
 
     @staticmethod
     def grads(g, a, b, z, needs):
