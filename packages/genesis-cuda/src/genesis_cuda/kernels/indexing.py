@@ -20,9 +20,23 @@ import triton.language as tl
 
 from genesis import dtypes as D
 
-from .layout import (BLOCK, Ptr, clone, contiguous_strides, copy_into, copy_strided, empty,
-                     grid1, linear_ids, numel, offset6, plan, scalar_args, scalar_block,
-                     unravel6)
+from .layout import (
+    BLOCK,
+    Ptr,
+    clone,
+    contiguous_strides,
+    copy_into,
+    copy_strided,
+    empty,
+    grid1,
+    linear_ids,
+    numel,
+    offset6,
+    plan,
+    scalar_args,
+    scalar_block,
+    unravel6,
+)
 
 _ATOMIC_DTYPES = {D.float16, D.bfloat16, D.float32, D.float64, D.int32, D.int64}
 

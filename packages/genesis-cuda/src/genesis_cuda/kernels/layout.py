@@ -16,8 +16,6 @@ import math
 import triton
 import triton.language as tl
 
-from genesis import dtypes as D
-
 MAXD = 6  # dims a strided kernel addresses directly; more are split on the host
 BLOCK = 1024
 _I32_LIMIT = 2**31 - 1
@@ -153,6 +151,14 @@ def linear_ids(n, BLOCK: tl.constexpr, BIG: tl.constexpr):
     return lin, lin < n
 
 
+@triton.jit
+def cast(x, dtype: tl.constexpr):
+    """``x.to(dtype)``; float64 -> 16-bit floats goes through float32, as torch does."""
+    if x.dtype.is_fp64() and dtype.primitive_bitwidth == 16 and dtype.is_floating():
+        return x.to(tl.float32).to(dtype)
+    return x.to(dtype)
+
+
 # MODE: 0 plain copy, 1 tril (keep col - row <= k), 2 triu (keep col - row >= k)
 @triton.jit
 def _copy_kernel(dst, src, n, n1, n2, n3, n4, n5,
@@ -166,7 +172,7 @@ def _copy_kernel(dst, src, n, n1, n2, n3, n4, n5,
     if MODE == 2:
         x = tl.where(c5 - c4 >= diag, x, tl.zeros_like(x))
     tl.store(dst + offset6(c0, c1, c2, c3, c4, c5, d0, d1, d2, d3, d4, d5),
-             x.to(dst.dtype.element_ty), mask=mask)
+             cast(x, dst.dtype.element_ty), mask=mask)
 
 
 @triton.jit
@@ -203,7 +209,7 @@ def _arange_kernel(out, n, start: tl.float64, step: tl.float64, istart: tl.int64
         v = istart + i * istep
     else:
         v = start + i.to(tl.float64) * step
-    tl.store(out + i, v.to(out.dtype.element_ty), mask=i < n)
+    tl.store(out + i, cast(v, out.dtype.element_ty), mask=i < n)
 
 
 # ------------------------------------------------------------------------ launchers

@@ -28,7 +28,7 @@ import triton.language as tl
 
 from genesis import dtypes as D
 
-from .layout import collapse, contiguous_strides, empty, fill_, clone
+from .layout import clone, collapse, contiguous_strides, empty, fill_
 
 FP32_PRECISION = "ieee"  # "ieee" (torch's default), "tf32x3", or "tf32"
 _TUNE_MIN_FLOPS = 2 * 1024**3  # below this, pick a config by rule instead of timing
@@ -117,7 +117,7 @@ def _mm_kernel(a_ptr, b_ptr, c_ptr, M, N, K, B1,
             left = K - k * BLOCK_K
             a = tl.load(a_ptrs, mask=rk[None, :] < left, other=0.0)
             b = tl.load(b_ptrs, mask=rk[:, None] < left, other=0.0)
-        acc = tl.dot(a, b, acc, input_precision=PREC)
+        acc = tl.dot(a, b, acc, input_precision=PREC, out_dtype=ACC)
         a_ptrs += BLOCK_K * sak
         b_ptrs += BLOCK_K * sbk
     c_ptrs = c_ptr + rm[:, None].to(tl.int64) * scm + rn[None, :].to(tl.int64) * scn

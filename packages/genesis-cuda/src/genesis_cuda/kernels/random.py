@@ -44,6 +44,14 @@ def _u53(w0, w1):
     return (hi * 67108864.0 + lo) * 1.1102230246251565e-16
 
 
+@triton.jit
+def _narrow(v, dtype: tl.constexpr, F64: tl.constexpr):
+    """float64 -> output type, through float32 for narrow types (one fp64 rounding)."""
+    if F64:
+        return v.to(dtype)
+    return v.to(tl.float32).to(dtype)
+
+
 @triton.jit(do_not_specialize=["seed", "base", "span", "low"])
 def _random_kernel(out, n, seed, base, p0: tl.float64, p1: tl.float64, span, low: tl.int64,
                    n1, n2, n3, n4, n5, d0, d1, d2, d3, d4, d5,
@@ -56,24 +64,22 @@ def _random_kernel(out, n, seed, base, p0: tl.float64, p1: tl.float64, span, low
     if KIND == 0:
         if F64:
             u = _u53(w0, w1)
-            v = p0 + (p1 - p0) * u
         else:
-            u = _u24(w0)
-            v = p0.to(tl.float32) + (p1 - p0).to(tl.float32) * u
-        y = v.to(out.dtype.element_ty)
+            u = _u24(w0).to(tl.float64)
+        y = _narrow(p0 + (p1 - p0) * u, out.dtype.element_ty, F64)
         # Rounding to a narrow type can land on `high`; the range is half-open.
-        y = tl.where(y.to(tl.float64) >= p1, p0.to(out.dtype.element_ty), y)
+        low_y = _narrow(tl.zeros([BLOCK], tl.float64) + p0, out.dtype.element_ty, F64)
+        y = tl.where(y.to(tl.float64) >= p1, low_y, y)
     elif KIND == 1:
         if F64:
             u1 = 1.0 - _u53(w0, w1)  # (0, 1]: log is finite
             u2 = _u53(w2, w3)
             z = tl.sqrt(-2.0 * tl.log(u1)) * tl.cos(_TWO_PI * u2)
-            y = (p0 + p1 * z).to(out.dtype.element_ty)
         else:
             u1 = 1.0 - _u24(w0)
             u2 = _u24(w1)
-            z = tl.sqrt(-2.0 * tl.log(u1)) * tl.cos(6.283185307179586 * u2)
-            y = (p0.to(tl.float32) + p1.to(tl.float32) * z).to(out.dtype.element_ty)
+            z = (tl.sqrt(-2.0 * tl.log(u1)) * tl.cos(6.283185307179586 * u2)).to(tl.float64)
+        y = _narrow(p0 + p1 * z, out.dtype.element_ty, F64)
     elif KIND == 2:
         r = (w0.to(tl.uint64) << 32) | w1.to(tl.uint64)
         y = ((r % span.to(tl.uint64)).to(tl.int64) + low).to(out.dtype.element_ty)

@@ -265,7 +265,7 @@ def sort(a, dim: int, descending: bool, stable: bool):
                                      DESCENDING=bool(descending), WIDE=wide, BLOCK=C,
                                      LOG_N=log_c, num_warps=8)
     L = C
-    mb = 1024
+    mb = min(1024, P)
     while L < P:
         _merge_kernel[(P // mb, R)](k0, v0, k1, v1, P, L, L.bit_length(), BLOCK=mb,
                                     num_warps=4)

@@ -1,0 +1,143 @@
+"""Triton matmul vs torch CUDA (cuBLAS).
+
+Tolerances: torch's defaults for each dtype (``torch.testing.assert_close``: fp64 1e-7,
+fp32 rtol 1.3e-6 / atol 1e-5, fp16 rtol 1e-3 / atol 1e-5, bf16 rtol 1.6e-2 / atol 1e-5).
+They hold because inputs are scaled by ``1/sqrt(K)`` so outputs are O(1): both sides
+accumulate in fp32 (fp64 for fp64) in different orders, a difference of ~1e-7 absolute,
+far under atol; half outputs round to the nearest fp16/bf16, where a flip of the last bit
+is within rtol. Our fp32 default is full fp32 (``FP32_PRECISION = "ieee"``), like torch's
+default ``allow_tf32 = False``.
+"""
+
+import math
+
+import pytest
+import torch
+
+from genesis import dtypes as D
+
+pytestmark = pytest.mark.cuda
+
+# --- helpers (each kernel test file carries its own copy: test folders share no modules)
+_TORCH = {D.bool_: torch.bool, D.uint8: torch.uint8, D.int8: torch.int8,
+          D.int16: torch.int16, D.int32: torch.int32, D.int64: torch.int64,
+          D.float16: torch.float16, D.bfloat16: torch.bfloat16, D.float32: torch.float32,
+          D.float64: torch.float64}
+_GENESIS = {v: k for k, v in _TORCH.items()}
+
+
+def to_dev(t: torch.Tensor):
+    """A CudaArray with ``t``'s values *and* geometry (strides, storage offset)."""
+    import genesis_cuda.backend  # noqa: F401 - device init installs Triton's stream hooks
+    from genesis_cuda import array, transfer
+
+    flat = t.detach().new_empty(0).set_(t.untyped_storage()).cpu()
+    raw = flat.view(torch.int16) if t.dtype is torch.bfloat16 else flat
+    base = transfer.from_numpy(raw.numpy(), 0)
+    return array.CudaArray(tuple(t.shape), tuple(t.stride()), t.storage_offset(),
+                           _GENESIS[t.dtype], base.storage, base.device)
+
+
+def to_torch(a) -> torch.Tensor:
+    """``a``'s values as a contiguous CPU torch tensor."""
+    from genesis_cuda import array, transfer
+    from genesis_cuda.kernels.layout import clone
+
+    c = clone(a)
+    if a.dtype is D.bfloat16:
+        c = array.CudaArray(c.shape, c.strides, 0, D.int16, c.storage, c.device)
+        return torch.from_numpy(transfer.to_numpy(c)).view(torch.bfloat16)
+    return torch.from_numpy(transfer.to_numpy(c))
+
+
+FLOATS = [torch.float32, torch.float16, torch.bfloat16, torch.float64]
+
+
+def _operands(batch, M, K, N, dtype, a_t=False, b_t=False):
+    scale = 1 / math.sqrt(max(K, 1))
+    a = torch.randn(*batch, M, K, device="cuda") * scale
+    b = torch.randn(*batch, K, N, device="cuda")
+    if a_t:  # same values, column-major storage
+        a = a.transpose(-1, -2).contiguous().transpose(-1, -2)
+    if b_t:
+        b = b.transpose(-1, -2).contiguous().transpose(-1, -2)
+    return a.to(dtype), b.to(dtype)
+
+
+def _check(a, b):
+    from genesis_cuda.kernels.matmul import matmul
+
+    out = to_torch(matmul(to_dev(a), to_dev(b)))
+    expect = torch.matmul(a, b).cpu()
+    assert out.shape == expect.shape and out.dtype == expect.dtype
+    torch.testing.assert_close(out, expect)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("M,K,N", [(1, 1, 1), (17, 33, 65), (64, 64, 64), (128, 256, 64),
+                                   (200, 136, 72), (3, 512, 5)])
+def test_matmul_shapes(dtype, M, K, N):
+    _check(*_operands((), M, K, N, dtype))
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("a_t,b_t", [(True, False), (False, True), (True, True)])
+def test_matmul_transposed_operands(dtype, a_t, b_t):
+    _check(*_operands((), 96, 160, 136, dtype, a_t, b_t))
+    _check(*_operands((3,), 64, 80, 48, dtype, a_t, b_t))
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_matmul_batched(dtype):
+    _check(*_operands((4,), 33, 70, 19, dtype))
+    _check(*_operands((2, 3), 64, 128, 64, dtype))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_matmul_strided_views(dtype):
+    a, b = _operands((6,), 40, 64, 48, dtype)
+    a = a[::2]                              # batch stride doubled
+    b = torch.randn(3, 64, 96, device="cuda").to(dtype)[..., ::2]  # column stride 2
+    _check(a, b)
+    # broadcast batch (stride 0) and batch dims that do not merge
+    a2 = torch.randn(1, 16, 32, device="cuda").to(dtype).expand(5, 16, 32)
+    b2 = torch.randn(5, 32, 24, device="cuda").to(dtype)
+    _check(a2, b2)
+    a3 = torch.randn(4, 3, 16, 32, device="cuda").to(dtype).permute(1, 0, 2, 3)
+    b3 = torch.randn(3, 4, 32, 8, device="cuda").to(dtype)[:, :, :, :]
+    _check(a3, b3)
+    a4 = torch.randn(2, 3, 5, 16, 32, device="cuda").to(dtype).permute(2, 0, 1, 3, 4)
+    b4 = torch.randn(5, 2, 3, 32, 8, device="cuda").to(dtype)
+    _check(a4, b4)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_matmul_empty(dtype):
+    from genesis_cuda.kernels.matmul import matmul
+
+    for (sa, sb) in [((0, 5), (5, 3)), ((4, 0), (0, 3)), ((4, 5), (5, 0)), ((0, 2, 3), (0, 3, 4))]:
+        a = torch.randn(sa, device="cuda").to(dtype)
+        b = torch.randn(sb, device="cuda").to(dtype)
+        out = to_torch(matmul(to_dev(a), to_dev(b)))
+        assert torch.equal(out, torch.matmul(a, b).cpu())  # K == 0 gives zeros
+
+
+def test_matmul_tuned_large_bf16():
+    # Big enough to go through the config timing path once (bf16, TMA kernel).
+    _check(*_operands((), 1024, 1024, 1024, torch.bfloat16))
+
+
+def test_matmul_fp32_precision_options():
+    from genesis_cuda.kernels import matmul as mm
+
+    a, b = _operands((), 256, 512, 192, torch.float32)
+    ref = torch.matmul(a.double(), b.double()).cpu()
+    old = mm.FP32_PRECISION
+    try:
+        for prec, bound in [("ieee", 1e-6), ("tf32x3", 1e-5), ("tf32", 5e-3)]:
+            mm.FP32_PRECISION = prec
+            out = to_torch(mm.matmul(to_dev(a), to_dev(b))).double()
+            err = ((out - ref).norm() / ref.norm()).item()
+            assert err < bound, (prec, err)
+    finally:
+        mm.FP32_PRECISION = old
