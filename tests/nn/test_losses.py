@@ -18,7 +18,7 @@ REDUCTIONS = ["none", "mean", "sum"]
 
 
 def to_genesis(t: torch.Tensor):
-    g = genesis.tensor(t.detach().numpy())
+    g = genesis.from_numpy(t.detach().numpy().copy())
     if t.requires_grad:
         g.requires_grad_(True)
     return g

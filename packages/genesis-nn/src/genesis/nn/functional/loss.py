@@ -78,6 +78,20 @@ def _check_nll_shapes(name: str, input, target, weight) -> int:
     return n_classes
 
 
+def _take(weight, index):
+    """``weight[index]`` for a (C,) weight and an int64 index tensor of any shape."""
+    return weight.index_select(0, index.reshape(-1)).reshape(index.shape)
+
+
+def _weighted_mean(total, denom):
+    """``total / denom`` as torch's reductions do it: nan when ``denom`` is 0 (every target
+    ignored), yet a zero gradient then (the nan is added as a constant, not divided through)."""
+    empty = denom == 0
+    safe = genesis.where(empty, genesis.ones_like(denom), denom)
+    nan = genesis.where(empty, genesis.full_like(denom, float("nan")), genesis.zeros_like(denom))
+    return total / safe + nan
+
+
 def _nll(input, target, weight, ignore_index: int, reduction: str):
     """Validated nll_loss body: (per-element loss or reduction) without shape checks."""
     class_dim = 0 if input.ndim == 1 else 1
@@ -85,13 +99,13 @@ def _nll(input, target, weight, ignore_index: int, reduction: str):
     safe = genesis.where(keep, target, genesis.zeros_like(target))
     picked = input.gather(class_dim, safe.unsqueeze(class_dim)).squeeze(class_dim)
     mask = keep.to(input.dtype)
-    w = mask if weight is None else weight[safe] * mask         # (N, ...)
+    w = mask if weight is None else _take(weight, safe) * mask  # (N, ...)
     loss = -picked * w
     if reduction == "none":
         return loss
     if reduction == "sum":
         return loss.sum()
-    return loss.sum() / w.sum()  # weighted mean (0/0 = nan when every target is ignored)
+    return _weighted_mean(loss.sum(), w.sum())
 
 
 def nll_loss(input, target, weight=None, ignore_index: int = -100, reduction: str = "mean"):
@@ -186,10 +200,10 @@ def cross_entropy(input, target, weight=None, ignore_index: int = -100,
     elif reduction == "sum":
         smooth = smooth.sum()
     elif weight is None:
-        smooth = smooth.sum() / keep.to(logp.dtype).sum()
+        smooth = _weighted_mean(smooth.sum(), keep.to(logp.dtype).sum())
     else:
         safe = genesis.where(keep, target, genesis.zeros_like(target))
-        smooth = smooth.sum() / (weight[safe] * keep.to(logp.dtype)).sum()
+        smooth = _weighted_mean(smooth.sum(), (_take(weight, safe) * keep.to(logp.dtype)).sum())
     return nll * (1.0 - label_smoothing) + smooth * (label_smoothing / n_classes)
 
 

@@ -1,9 +1,10 @@
-"""2-d pooling from sliding-window views (``Tensor.unfold``) and core reductions.
+"""2-d pooling from sliding-window views (``as_strided``) and core reductions.
 
-Max pooling picks each window's first maximum with ``argmax`` and reads it with ``gather``, so
-the gradient goes to exactly that element (torch's rule, ties included). Average pooling sums
-windows of the zero-padded input and divides by a per-position divisor computed on the host
-from shapes alone. Adaptive average pooling is separable: two small averaging matrices.
+Max pooling takes each window's first maximum with ``max(dim)``, whose gradient goes to
+exactly that element (torch's rule, ties included). Non-overlapping windows (stride equal to
+the kernel, the common case) are a reshape and permute instead of a strided view. Average
+pooling sums windows of the zero-padded input and divides by a per-position divisor computed
+on the host from shapes alone. Adaptive average pooling is separable: two small averaging matrices.
 """
 
 from __future__ import annotations
@@ -56,11 +57,20 @@ def _padded_windows(name, x, k, s, p, d, ceil_mode, value):
     if ho <= 0 or wo <= 0:
         raise ValueError(f"{name}: given input size ({x.shape[-3]}x{h}x{w}), calculated "
                          f"output size ({x.shape[-3]}x{ho}x{wo}) is too small")
+    if s == k and d == (1, 1) and p == (0, 0) and not _needs_ceil_pad(h, w, ho, wo, k):
+        # non-overlapping tiles: a reshape/permute, whose backward is cheap (no scatter-add)
+        x = x[:, :, :ho * k[0], :wo * k[1]]
+        tiles = x.reshape(x.shape[0], x.shape[1], ho, k[0], wo, k[1])
+        return tiles.permute(0, 1, 2, 4, 3, 5), ho, wo                # (N, C, Ho, Wo, kh, kw)
     need_h = (ho - 1) * s[0] + d[0] * (k[0] - 1) + 1
     need_w = (wo - 1) * s[1] + d[1] * (k[1] - 1) + 1
     pads = (p[1], max(p[1], need_w - w - p[1]), p[0], max(p[0], need_h - h - p[0]))
     xp = _pad_lastdims(x, pads, value)
     return _windows2d(xp, k, s, d)[:, :, :ho, :wo], ho, wo
+
+
+def _needs_ceil_pad(h, w, ho, wo, k) -> bool:
+    return ho * k[0] > h or wo * k[1] > w
 
 
 def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
@@ -90,14 +100,12 @@ def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
     n, c, h, w = x.shape
     win, ho, wo = _padded_windows("max_pool2d", x, k, s, p, d, ceil_mode, -math.inf)
     flat = win.reshape(n, c, ho, wo, k[0] * k[1])             # (N, C, Ho, Wo, kh*kw)
-    arg = flat.argmax(dim=-1, keepdim=True)                   # first max (NaN counts as max)
-    out = flat.gather(-1, arg).squeeze(-1)                    # (N, C, Ho, Wo)
+    out, arg = flat.max(dim=-1)  # first max (NaN counts as max); its gradient goes there only
     if unbatched:
         out = out.squeeze(0)
     if not return_indices:
         return out
     # window-local argmax -> flat index into the unpadded (H, W) plane
-    arg = arg.squeeze(-1)
     row0 = genesis.arange(ho, device=x.device).reshape(ho, 1) * s[0] - p[0]   # (Ho, 1)
     col0 = genesis.arange(wo, device=x.device).reshape(1, wo) * s[1] - p[1]   # (1, Wo)
     row = row0 + (arg // k[1]) * d[0]
