@@ -1,0 +1,315 @@
+"""layer_norm and rms_norm over the last dim, forward and backward, fused.
+
+Forward: one pass per row (rows of up to ``SINGLE_MAX`` elements stay in registers; longer
+rows stream in chunks), writing y in x's dtype and float32 mean/rstd of shape
+``x.shape[:-1] + (1,)``, as the contract's composite defaults do.
+
+Backward: a persistent grid; each program walks a strided set of rows computing grad_x and
+accumulating its share of grad_weight/grad_bias in float32 registers, written once as a
+(programs, N) partial; a first-dim sum reduces the partials into the weight's dtype.
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+from genesis import dtypes as D
+
+from . import _launch
+from ._launch import Launcher, aligned, next_pow2
+from .elementwise import _m_rsqrt
+from .softmax import rows_of
+
+SINGLE_MAX = 16384
+
+
+@triton.jit(do_not_specialize=["M", "N", "xs", "wst", "bst"])
+def _norm_fwd(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, M, N, xs, wst, bst, eps,
+              RMS: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr,
+              SINGLE: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BIG: tl.constexpr):
+    pid = tl.program_id(0)
+    rows = pid * BM + tl.arange(0, BM)
+    if BIG:
+        rows = rows.to(tl.int64)
+    rmask = rows < M
+    cols = tl.arange(0, BN)
+    xrow = x_ptr + rows[:, None] * xs
+    yrow = y_ptr + rows[:, None] * N
+    out_ty = y_ptr.dtype.element_ty
+    if SINGLE:
+        cmask = cols < N
+        mask = rmask[:, None] & cmask[None, :]
+        x = tl.load(xrow + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+        if RMS:
+            rstd = _m_rsqrt(tl.sum(x * x, 1) / N + eps)
+            xhat = x * rstd[:, None]
+        else:
+            mean = tl.sum(x, 1) / N
+            xc = tl.where(mask, x - mean[:, None], 0.0)
+            rstd = _m_rsqrt(tl.sum(xc * xc, 1) / N + eps)
+            xhat = xc * rstd[:, None]
+            tl.store(mean_ptr + rows, mean, mask=rmask)
+        y = xhat
+        if HAS_W:
+            w = tl.load(w_ptr + cols * wst, mask=cmask, other=0.0).to(tl.float32)
+            y = y * w[None, :]
+        if HAS_B:
+            b = tl.load(b_ptr + cols * bst, mask=cmask, other=0.0).to(tl.float32)
+            y = y + b[None, :]
+        tl.store(yrow + cols[None, :], y.to(out_ty), mask=mask)
+        tl.store(rstd_ptr + rows, rstd, mask=rmask)
+    else:
+        acc = tl.zeros([BM], tl.float32)
+        for c0 in range(0, N, BN):
+            c = c0 + cols
+            mask = rmask[:, None] & (c < N)[None, :]
+            x = tl.load(xrow + c[None, :], mask=mask, other=0.0).to(tl.float32)
+            if RMS:
+                acc += tl.sum(x * x, 1)
+            else:
+                acc += tl.sum(x, 1)
+        if RMS:
+            mean = acc * 0.0
+            rstd = _m_rsqrt(acc / N + eps)
+        else:
+            mean = acc / N
+            var = tl.zeros([BM], tl.float32)
+            for c0 in range(0, N, BN):
+                c = c0 + cols
+                mask = rmask[:, None] & (c < N)[None, :]
+                x = tl.load(xrow + c[None, :], mask=mask, other=0.0).to(tl.float32)
+                xc = tl.where(mask, x - mean[:, None], 0.0)
+                var += tl.sum(xc * xc, 1)
+            rstd = _m_rsqrt(var / N + eps)
+            tl.store(mean_ptr + rows, mean, mask=rmask)
+        for c0 in range(0, N, BN):
+            c = c0 + cols
+            cmask = c < N
+            mask = rmask[:, None] & cmask[None, :]
+            x = tl.load(xrow + c[None, :], mask=mask, other=0.0).to(tl.float32)
+            y = (x - mean[:, None]) * rstd[:, None]
+            if HAS_W:
+                w = tl.load(w_ptr + c * wst, mask=cmask, other=0.0).to(tl.float32)
+                y = y * w[None, :]
+            if HAS_B:
+                b = tl.load(b_ptr + c * bst, mask=cmask, other=0.0).to(tl.float32)
+                y = y + b[None, :]
+            tl.store(yrow + c[None, :], y.to(out_ty), mask=mask)
+        tl.store(rstd_ptr + rows, rstd, mask=rmask)
+
+
+@triton.jit
+def _bwd_tile(g_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, gx_ptr, rows, rmask, c, cmask, N,
+              gs, xs, wst, RMS: tl.constexpr, HAS_W: tl.constexpr):
+    """(g, xhat, w*g) for a [BM, BN] tile."""
+    mask = rmask[:, None] & cmask[None, :]
+    x = tl.load(x_ptr + rows[:, None] * xs + c[None, :], mask=mask, other=0.0).to(tl.float32)
+    g = tl.load(g_ptr + rows[:, None] * gs + c[None, :], mask=mask, other=0.0).to(tl.float32)
+    rstd = tl.load(rstd_ptr + rows, mask=rmask, other=0.0)
+    if RMS:
+        xhat = x * rstd[:, None]
+    else:
+        mean = tl.load(mean_ptr + rows, mask=rmask, other=0.0)
+        xhat = tl.where(mask, (x - mean[:, None]) * rstd[:, None], 0.0)
+    if HAS_W:
+        w = tl.load(w_ptr + c * wst, mask=cmask, other=0.0).to(tl.float32)
+        wg = g * w[None, :]
+    else:
+        wg = g
+    return g, xhat, wg, rstd
+
+
+@triton.jit(do_not_specialize=["M", "N", "gs", "xs", "wst"])
+def _norm_bwd(g_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, gx_ptr, dw_ptr, db_ptr, M, N, gs, xs,
+              wst, RMS: tl.constexpr, HAS_W: tl.constexpr, SINGLE: tl.constexpr,
+              BM: tl.constexpr, BN: tl.constexpr, BIG: tl.constexpr):
+    pid = tl.program_id(0)
+    nprog = tl.num_programs(0)
+    cols = tl.arange(0, BN)
+    out_ty = gx_ptr.dtype.element_ty
+    if SINGLE:
+        cmask = cols < N
+        dw = tl.zeros([BN], tl.float32)
+        db = tl.zeros([BN], tl.float32)
+        for r0 in range(pid * BM, M, nprog * BM):
+            rows = r0 + tl.arange(0, BM)
+            if BIG:
+                rows = rows.to(tl.int64)
+            rmask = rows < M
+            g, xhat, wg, rstd = _bwd_tile(g_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, gx_ptr,
+                                          rows, rmask, cols, cmask, N, gs, xs, wst, RMS, HAS_W)
+            c1 = tl.sum(xhat * wg, 1) / N
+            if RMS:
+                gx = (wg - xhat * c1[:, None]) * rstd[:, None]
+            else:
+                c2 = tl.sum(wg, 1) / N
+                gx = (wg - xhat * c1[:, None] - c2[:, None]) * rstd[:, None]
+            mask = rmask[:, None] & cmask[None, :]
+            tl.store(gx_ptr + rows[:, None] * N + cols[None, :], gx.to(out_ty), mask=mask)
+            if HAS_W:
+                dw += tl.sum(g * xhat, 0)
+                if not RMS:
+                    db += tl.sum(g, 0)
+        if HAS_W:
+            tl.store(dw_ptr + pid * N + cols, dw, mask=cmask)
+            if not RMS:
+                tl.store(db_ptr + pid * N + cols, db, mask=cmask)
+    else:
+        if HAS_W:  # this program's partial rows start at zero
+            for c0 in range(0, N, BN):
+                c = c0 + cols
+                tl.store(dw_ptr + pid * N + c, tl.zeros([BN], tl.float32), mask=c < N)
+                if not RMS:
+                    tl.store(db_ptr + pid * N + c, tl.zeros([BN], tl.float32), mask=c < N)
+        for r0 in range(pid * BM, M, nprog * BM):
+            rows = r0 + tl.arange(0, BM)
+            if BIG:
+                rows = rows.to(tl.int64)
+            rmask = rows < M
+            s1 = tl.zeros([BM], tl.float32)
+            s2 = tl.zeros([BM], tl.float32)
+            for c0 in range(0, N, BN):
+                c = c0 + cols
+                cmask = c < N
+                g, xhat, wg, rstd = _bwd_tile(g_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, gx_ptr,
+                                              rows, rmask, c, cmask, N, gs, xs, wst, RMS, HAS_W)
+                s1 += tl.sum(xhat * wg, 1)
+                s2 += tl.sum(wg, 1)
+            c1 = s1 / N
+            c2 = s2 / N
+            for c0 in range(0, N, BN):
+                c = c0 + cols
+                cmask = c < N
+                g, xhat, wg, rstd = _bwd_tile(g_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, gx_ptr,
+                                              rows, rmask, c, cmask, N, gs, xs, wst, RMS, HAS_W)
+                if RMS:
+                    gx = (wg - xhat * c1[:, None]) * rstd[:, None]
+                else:
+                    gx = (wg - xhat * c1[:, None] - c2[:, None]) * rstd[:, None]
+                mask = rmask[:, None] & cmask[None, :]
+                tl.store(gx_ptr + rows[:, None] * N + c[None, :], gx.to(out_ty), mask=mask)
+                if HAS_W:
+                    p = dw_ptr + pid * N + c
+                    tl.store(p, tl.load(p, mask=cmask, other=0.0) + tl.sum(g * xhat, 0),
+                             mask=cmask)
+                    if not RMS:
+                        q = db_ptr + pid * N + c
+                        tl.store(q, tl.load(q, mask=cmask, other=0.0) + tl.sum(g, 0),
+                                 mask=cmask)
+
+
+_fwd = {w: Launcher(_norm_fwd, num_warps=w) for w in (1, 2, 4, 8, 16)}
+_bwd = {w: Launcher(_norm_bwd, num_warps=w) for w in (1, 2, 4, 8, 16)}
+
+
+def _config(n: int, tile_max: int = 2048):
+    if n <= SINGLE_MAX:
+        bn = next_pow2(n)
+        bm = max(1, min(64, tile_max // bn))
+        tile = bm * bn
+        warps = 1 if tile <= 256 else 2 if tile <= 512 else 4 if tile <= 2048 else \
+            8 if tile <= 8192 else 16
+        return True, bm, bn, warps
+    return False, 1, 4096, 8
+
+
+def _rows(a):
+    geo = rows_of(a)
+    if geo is None:
+        from .elementwise import contiguous
+
+        a = contiguous(a)
+        geo = rows_of(a)
+    return a, geo
+
+
+def _forward(x, weight, bias, eps, rms):
+    x, (m, n, xs) = _rows(x)
+    shape = x.shape
+    stat_shape = tuple(shape[:-1]) + (1,)
+    y = _launch.empty(shape, x.dtype, x.device)
+    rstd = _launch.empty(stat_shape, D.float32, x.device)
+    mean = None if rms else _launch.empty(stat_shape, D.float32, x.device)
+    if m * n == 0:
+        return y, mean, rstd
+    single, bm, bn, warps = _config(n)
+    big = m * max(xs, n) >= 2**31
+    has_w, has_b = weight is not None, bias is not None
+    wst = weight.strides[0] if has_w else 0
+    bst = bias.strides[0] if has_b else 0
+    args = (x, weight, bias, y, mean, rstd, m, n, xs, wst, bst, float(eps), rms, has_w, has_b,
+            single, bm, bn, big)
+    key = (rms, has_w, has_b, single, bm, bn, x.dtype.name,
+           weight.dtype.name if has_w else None, bias.dtype.name if has_b else None,
+           aligned(x, y, rstd), aligned(*(a for a in (weight, bias, mean) if a is not None)))
+    _fwd[warps].launch(key, x.device, (triton.cdiv(m, bm),), args, big)
+    return y, mean, rstd
+
+
+def _backward(grad, x, weight, mean, rstd, rms):
+    from .elementwise import contiguous
+    from .reduction import sum as _sum
+
+    x, (m, n, xs) = _rows(x)
+    grad, (_, _, gs) = _rows(grad)
+    rstd = contiguous(rstd)
+    if mean is not None:
+        mean = contiguous(mean)
+    gx = _launch.empty(x.shape, x.dtype, x.device)
+    has_w = weight is not None
+    if m * n == 0:
+        if not has_w:
+            return gx, None, None
+        from .elementwise import fill_
+
+        gw = fill_(_launch.empty((n,), weight.dtype, x.device), 0)
+        gb = None if rms else fill_(_launch.empty((n,), weight.dtype, x.device), 0)
+        return gx, gw, gb
+    single, bm, bn, warps = _config(n, 4096)
+    progs_per_sm = max(1, 32 // warps)
+    nprog = max(1, min(triton.cdiv(m, bm), _launch.sm_count(x.device) * progs_per_sm))
+    dw = db = None
+    if has_w:
+        dw = _launch.empty((nprog, n), D.float32, x.device)
+        if not rms:
+            db = _launch.empty((nprog, n), D.float32, x.device)
+    wst = weight.strides[0] if has_w else 0
+    big = m * max(xs, gs, n) >= 2**31 or nprog * n >= 2**31
+    args = (grad, x, weight, mean, rstd, gx, dw, db, m, n, gs, xs, wst, rms, has_w, single,
+            bm, bn, big)
+    key = (rms, has_w, single, bm, bn, x.dtype.name, grad.dtype.name,
+           weight.dtype.name if has_w else None,
+           aligned(*(a for a in (grad, x, weight, mean, rstd, gx, dw, db) if a is not None)))
+    _bwd[warps].launch(key, x.device, (nprog,), args, big)
+    if not has_w:
+        return gx, None, None
+    gw = _sum(dw, (0,), False, weight.dtype)
+    gb = None if rms else _sum(db, (0,), False, weight.dtype)
+    return gx, gw, gb
+
+
+# ------------------------------------------------------------------- contract functions
+def layer_norm(x, weight, bias, eps):
+    """Layer norm over the last dim: ``(y, mean, rstd)``; mean/rstd float32 of shape
+    ``x.shape[:-1] + (1,)``."""
+    return _forward(x, weight, bias, eps, False)
+
+
+def layer_norm_backward(grad, x, weight, mean, rstd):
+    """``(grad_x, grad_weight, grad_bias)`` of ``layer_norm`` (weight grads None without
+    a weight)."""
+    return _backward(grad, x, weight, mean, rstd, False)
+
+
+def rms_norm(x, weight, eps):
+    """RMS norm over the last dim: ``(y, rstd)``, rstd float32 of shape
+    ``x.shape[:-1] + (1,)``."""
+    y, _, rstd = _forward(x, weight, None, eps, True)
+    return y, rstd
+
+
+def rms_norm_backward(grad, x, weight, rstd):
+    """``(grad_x, grad_weight)`` of ``rms_norm``."""
+    gx, gw, _ = _backward(grad, x, weight, None, rstd, True)
+    return gx, gw
