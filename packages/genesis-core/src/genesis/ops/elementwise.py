@@ -252,6 +252,16 @@ class Add(_Binary):
 class Sub(_Binary):
     op = "sub"
 
+    @classmethod
+    def forward(cls, ctx, a, b):
+        # torch refuses any bool operand (not only two bool tensors, which the kernel catches)
+        if a is True or a is False or b is True or b is False \
+                or getattr(a, "dtype", None) is D.bool_ or getattr(b, "dtype", None) is D.bool_:
+            raise RuntimeError(
+                "Subtraction, the `-` operator, with a bool tensor is not supported. If you are "
+                "trying to invert a mask, use the `~` or `logical_not()` operator instead.")
+        return super().forward(ctx, a, b)
+
     @staticmethod
     def grads(g, a, b, z, needs):
         return g, (-g if needs[1] else None)
