@@ -520,6 +520,24 @@ def test_corrupt_files_raise_a_clear_error(tmp_path, make):
     assert issubclass(CheckpointError, ValueError)
 
 
+def test_torch_pickle_files_are_refused_without_unpickling(tmp_path):
+    torch.save({"x": torch.ones(2)}, tmp_path / "model.pt")
+    with pytest.raises(CheckpointError, match="zip/pickle"):
+        genesis.load(tmp_path / "model.pt")
+    (tmp_path / "old.pt").write_bytes(pickle.dumps({"x": 1}, protocol=2))
+    with pytest.raises(CheckpointError, match="never unpickles"):
+        genesis.load(tmp_path / "old.pt")
+
+
+def test_header_length_with_a_pickle_like_first_byte_still_loads(tmp_path):
+    for width in range(0, 400, 4):  # some header length n has n % 256 == 0x80
+        genesis.save({"k" * width: genesis.ones(1)}, tmp_path / "x.st")
+        if (tmp_path / "x.st").read_bytes()[0] == 0x80:
+            assert genesis.load(tmp_path / "x.st")["k" * width].tolist() == [1.0]
+            return
+    pytest.fail("no header length hit 0x80 in its low byte")
+
+
 def test_every_truncation_of_a_valid_file_is_rejected(tmp_path):
     good = tmp_path / "good.st"
     genesis.save({"a": genesis.arange(10, dtype=genesis.float32), "b": [1, 2.5],

@@ -267,10 +267,10 @@ def _read_header(fh: BinaryIO, size: int, where: str) -> tuple[dict, int]:
         raise CheckpointError(f"{where}: file is {size} bytes, too short to be a safetensors "
                               "checkpoint (truncated?)")
     first = fh.read(8)
-    if first[:4] == b"PK\x03\x04" or first[:1] == b"\x80":
+    n = int.from_bytes(first, "little")
+    if n > size - 8 and (first[:4] == b"PK\x03\x04" or first[:1] == b"\x80"):
         raise CheckpointError(f"{where}: this is a zip/pickle file (torch.save's format?), not "
                               "a safetensors checkpoint; genesis never unpickles files")
-    n = int.from_bytes(first, "little")
     if n > size - 8:
         raise CheckpointError(f"{where}: header length {n} goes past the end of the file "
                               f"({size} bytes): truncated or not a safetensors file")
