@@ -29,7 +29,7 @@ MAX_BITONIC = 4096  # longest row sorted in registers by one program
 
 # ----------------------------------------------------------------------------- device
 @triton.jit
-def _sort_key(x, DESCENDING: tl.constexpr, WIDE: tl.constexpr):
+def _sort_key(x, desc, WIDE: tl.constexpr):
     """Integer key (int32, or int64 when WIDE) whose signed order is x's order."""
     if x.dtype.is_floating():
         if x.dtype.primitive_bitwidth == 64:
@@ -57,9 +57,7 @@ def _sort_key(x, DESCENDING: tl.constexpr, WIDE: tl.constexpr):
         key = x.to(tl.int32)
     if WIDE:
         key = key.to(tl.int64)
-    if DESCENDING:
-        key = ~key
-    return key
+    return tl.where(desc != 0, ~key, key)
 
 
 @triton.jit
@@ -96,10 +94,10 @@ def _bitonic_sort(k, v, LOG_N: tl.constexpr, N_DIMS: tl.constexpr):
     return tl.reshape(hk, shape), tl.reshape(hv, shape)
 
 
-@triton.jit
-def _sort_rows_kernel(x, vals, idxs, R, n, n1, n2, n3, n4, n5,
+@triton.jit(do_not_specialize=["desc"])
+def _sort_rows_kernel(x, vals, idxs, R, n, desc, n1, n2, n3, n4, n5,
                       x0, x1, x2, x3, x4, x5, xd, o0, o1, o2, o3, o4, o5, od,
-                      DESCENDING: tl.constexpr, WIDE: tl.constexpr, ROWS: tl.constexpr,
+                      WIDE: tl.constexpr, ROWS: tl.constexpr,
                       BLOCK: tl.constexpr, LOG_N: tl.constexpr, N_DIMS: tl.constexpr):
     """Sort ROWS whole rows (each at most BLOCK long) in registers."""
     rid = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS).to(tl.int64)
@@ -109,7 +107,7 @@ def _sort_rows_kernel(x, vals, idxs, R, n, n1, n2, n3, n4, n5,
     cols = tl.arange(0, BLOCK)
     mask = (rid < R)[:, None] & (cols < n)[None, :]
     xv = tl.load(x + xoff[:, None] + cols[None, :].to(tl.int64) * xd, mask=mask)
-    key = _sort_key(xv, DESCENDING, WIDE)
+    key = _sort_key(xv, desc, WIDE)
     key = tl.where(mask, key, _max_key(key))
     idx = tl.zeros([ROWS, BLOCK], tl.int32) + cols[None, :]
     key, idx = _bitonic_sort(key, idx, LOG_N, N_DIMS)
@@ -144,11 +142,10 @@ def _max_key(key):
     return tl.full(key.shape, 0, key.dtype) + (2 ** (key.dtype.primitive_bitwidth - 1) - 1)
 
 
-@triton.jit
-def _sort_chunks_kernel(x, keys, ids, n, P, n1, n2, n3, n4, n5,
+@triton.jit(do_not_specialize=["desc"])
+def _sort_chunks_kernel(x, keys, ids, n, P, desc, n1, n2, n3, n4, n5,
                         x0, x1, x2, x3, x4, x5, xd,
-                        DESCENDING: tl.constexpr, WIDE: tl.constexpr,
-                        BLOCK: tl.constexpr, LOG_N: tl.constexpr):
+                        WIDE: tl.constexpr, BLOCK: tl.constexpr, LOG_N: tl.constexpr):
     """Sort chunk program_id(0) of row program_id(1) into scratch (row stride P)."""
     row = tl.program_id(1).to(tl.int64)
     c0, c1, c2, c3, c4, c5 = _unravel(row, n1, n2, n3, n4, n5)
@@ -156,7 +153,7 @@ def _sort_chunks_kernel(x, keys, ids, n, P, n1, n2, n3, n4, n5,
     cols = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = cols < n
     xv = tl.load(x + xoff + cols.to(tl.int64) * xd, mask=mask)
-    key = _sort_key(xv, DESCENDING, WIDE)
+    key = _sort_key(xv, desc, WIDE)
     key = tl.where(mask, key, _max_key(key))
     key, idx = _bitonic_sort(key, cols, LOG_N, LOG_N)
     base = row * P + tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
@@ -249,8 +246,8 @@ def sort(a, dim: int, descending: bool, stable: bool):
         log_n = block.bit_length() - 1
         n_dims = log_n + rows.bit_length() - 1
         _sort_rows_kernel[(triton.cdiv(R, rows),)](
-            a, vals, idxs, R, n, *rshape[1:], *xs, xd, *os_, od,
-            DESCENDING=bool(descending), WIDE=wide, ROWS=rows, BLOCK=block, LOG_N=log_n,
+            a, vals, idxs, R, n, int(bool(descending)), *rshape[1:], *xs, xd, *os_, od,
+            WIDE=wide, ROWS=rows, BLOCK=block, LOG_N=log_n,
             N_DIMS=n_dims, num_warps=8 if block * rows >= 2048 else 4)
         return vals, idxs
     # Long rows: sorted chunks, then stable pairwise merges.
@@ -261,8 +258,8 @@ def sort(a, dim: int, descending: bool, stable: bool):
     k0, v0 = empty((R, P), kdt, a.device), empty((R, P), D.int32, a.device)
     k1, v1 = empty((R, P), kdt, a.device), empty((R, P), D.int32, a.device)
     log_c = C.bit_length() - 1
-    _sort_chunks_kernel[(chunks, R)](a, k0, v0, n, P, *rshape[1:], *xs, xd,
-                                     DESCENDING=bool(descending), WIDE=wide, BLOCK=C,
+    _sort_chunks_kernel[(chunks, R)](a, k0, v0, n, P, int(bool(descending)), *rshape[1:], *xs,
+                                     xd, WIDE=wide, BLOCK=C,
                                      LOG_N=log_c, num_warps=8)
     L = C
     mb = min(1024, P)
