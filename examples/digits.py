@@ -42,6 +42,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--resume", action="store_true",
                    help="continue from OUT/checkpoint.safetensors if it exists")
     p.add_argument("--device", default=None, help="cpu or cuda (default: cuda if available)")
+    p.add_argument("--threads", type=int, default=1,
+                   help="CPU threads for the kernels (default 1: this model's ops are tiny, "
+                        "and more threads only add synchronisation, badly so on a busy machine)")
     p.add_argument("--no-plot", action="store_true", help="skip writing the PNG")
     p.add_argument("--no-progress", action="store_true", help="no tqdm progress bar")
     return p.parse_args(argv)
@@ -131,6 +134,8 @@ def plot(history: dict, path: Path) -> None:
 def main(argv=None) -> float:
     args = parse_args(argv)
     device = genesis.device(args.device or ("cuda" if genesis.cuda.is_available() else "cpu"))
+    if device.type == "cpu" and args.threads > 0:
+        genesis.set_num_threads(args.threads)
     genesis.manual_seed(args.seed)
     args.out.mkdir(parents=True, exist_ok=True)
     ckpt_path = args.out / "checkpoint.safetensors"
@@ -185,7 +190,8 @@ def main(argv=None) -> float:
             seen += y.shape[0]
             if progress is not None:
                 progress.update(1)
-                progress.set_postfix(epoch=epoch + 1, loss=f"{running / seen:.4f}")
+                progress.set_postfix(epoch=epoch + 1, loss=f"{running / seen:.4f}",
+                                     refresh=False)
         test_loss, test_acc = evaluate(model, test_loader, device)
         history["train_loss"].append(running / seen)
         history["test_loss"].append(test_loss)
