@@ -163,6 +163,7 @@ def test_mha_self_attention_with_weights(batch_first, average):
         assert_close(to_torch(g.get_parameter(name).grad), p.grad, msg=name)
 
 
+@pytest.mark.filterwarnings("ignore:Support for mismatched key_padding_mask")  # torch's
 @pytest.mark.parametrize("need_weights", [True, False])
 def test_mha_masks(need_weights):
     g, t = make_mha(embed_dim=8, num_heads=2, batch_first=True)
@@ -294,3 +295,39 @@ def test_transformer_encoder_stack():
     run_both(g, t, [randn(2, 5, 8)])
     g_dec = nn.TransformerDecoder(nn.TransformerDecoderLayer(8, 2, 16, dropout=0.0), 2)
     assert g_dec(genesis.zeros(3, 2, 8), genesis.zeros(4, 2, 8)).shape == (3, 2, 8)
+
+
+# ------------------------------------------------------------------- CUDA
+@pytest.mark.cuda
+def test_attention_on_cuda_matches_cpu():
+    q, k, v = randn(2, 8, 7, 16), randn(2, 2, 7, 16), randn(2, 2, 7, 16)
+    mask = RNG.random((7, 7)) > 0.2
+    outs = {}
+    for device in ("cpu", "cuda"):
+        ins = [genesis.tensor(a, device=device, requires_grad=True) for a in (q, k, v)]
+        out = F.scaled_dot_product_attention(*ins, enable_gqa=True, is_causal=True)
+        out2 = F.scaled_dot_product_attention(ins[0], ins[0], ins[0],
+                                              attn_mask=genesis.tensor(mask, device=device))
+        (out.sum() + (out2 * out2).sum()).backward()
+        outs[device] = [out, out2] + [t.grad for t in ins]
+    # GPU matmuls and reductions sum in another order (and may use TF32).
+    for a, b in zip(outs["cuda"], outs["cpu"]):
+        assert_close(to_torch(a.cpu()), to_torch(b), atol=1e-3, rtol=1e-3)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_mha_half_precision_on_cuda(dtype):
+    genesis.manual_seed(0)
+    mha = nn.MultiheadAttention(32, 4, batch_first=True).cuda()
+    x = genesis.tensor(randn(2, 9, 32), device="cuda")
+    ref, ref_w = mha(x, x, x)
+    dt = getattr(genesis, dtype)
+    low = mha.half() if dtype == "float16" else mha.bfloat16()
+    out, w = low(x.to(dt), x.to(dt), x.to(dt))
+    assert out.dtype is dt
+    # Half types carry 8-11 mantissa bits: compare against float32 loosely.
+    assert_close(to_torch(out.float().cpu()), to_torch(ref.cpu()), atol=5e-2, rtol=5e-2)
+    assert_close(to_torch(w.float().cpu()), to_torch(ref_w.cpu()), atol=2e-2, rtol=5e-2)
+    out.float().sum().backward()
+    assert all(p.grad is not None and p.grad.dtype is dt for p in low.parameters())

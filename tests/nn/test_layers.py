@@ -280,3 +280,62 @@ def test_mlp_training_steps_match_torch():
                 p.sub_(p.grad * lr)
     for (name, gv), tv in zip(g.state_dict().items(), t.state_dict().values()):
         assert_close(to_torch(gv), tv, msg=name)
+
+
+# ------------------------------------------------------------------- CUDA
+def _small_model():
+    return nn.ModuleDict({
+        "emb": nn.Embedding(20, 16, padding_idx=0),
+        "enc": nn.TransformerEncoderLayer(16, 4, 32, dropout=0.1, activation="gelu",
+                                          batch_first=True, norm_first=True),
+        "norm": nn.RMSNorm(16),
+        "bn": nn.BatchNorm1d(16),
+        "head": nn.Sequential(nn.Linear(16, 8), nn.SiLU(), nn.Dropout(0.2), nn.Linear(8, 3)),
+    })
+
+
+def _run_small_model(model, tokens, device):
+    x = model["emb"](tokens.to(device))  # (B, S, 16)
+    x = model["enc"](x, is_causal=True)
+    x = model["norm"](x)
+    x = model["bn"](x.transpose(1, 2)).transpose(1, 2)
+    return nn.functional.log_softmax(model["head"](x), dim=-1)
+
+
+@pytest.mark.cuda
+def test_small_model_on_cuda_matches_cpu():
+    """The same module code runs on the CUDA backend: forward, backward, running stats,
+    clipping and a state-dict round trip back to the CPU agree with the CPU run."""
+    genesis.manual_seed(0)
+    cpu = _small_model()
+    gpu = _small_model()
+    gpu.load_state_dict(cpu.state_dict())
+    gpu.cuda()
+    assert all(p.device.type == "cuda" for p in gpu.parameters())
+    assert all(b.device.type == "cuda" for b in gpu.buffers())
+    tokens = genesis.tensor(RNG.integers(0, 20, (4, 6)))
+    outs = {}
+    for name, model, device in (("cpu", cpu, "cpu"), ("cuda", gpu, "cuda")):
+        model.eval()  # dropout off, so both runs are deterministic...
+        model["bn"].train()  # ...but batch statistics (and running-stat updates) on
+        out = _run_small_model(model, tokens, device)
+        out.sum().backward()
+        outs[name] = out
+    # GPU reductions and matmuls sum in a different order (and may use TF32).
+    tol = {"atol": 1e-3, "rtol": 1e-3}
+    assert_close(to_torch(outs["cuda"].cpu()), to_torch(outs["cpu"]), **tol)
+    gpu_params = dict(gpu.named_parameters())
+    for name, p in cpu.named_parameters():
+        assert_close(to_torch(gpu_params[name].grad.cpu()), to_torch(p.grad), **tol, msg=name)
+    assert not gpu["emb"].weight.grad.cpu().numpy()[0].any()  # padding row
+    assert_close(to_torch(gpu["bn"].running_var.cpu()), to_torch(cpu["bn"].running_var), **tol)
+    norm_gpu = nn.utils.clip_grad_norm_(gpu.parameters(), 0.5)
+    norm_cpu = nn.utils.clip_grad_norm_(cpu.parameters(), 0.5)
+    assert norm_gpu.device.type == "cuda"
+    assert_close(to_torch(norm_gpu.cpu()), to_torch(norm_cpu), **tol)
+    gpu.train()
+    assert _run_small_model(gpu, tokens, "cuda").shape == (4, 6, 3)  # dropout on the GPU
+    back = _small_model()
+    back.load_state_dict(gpu.state_dict())  # copies device -> host
+    for (name, a), b in zip(back.state_dict().items(), gpu.state_dict().values()):
+        np.testing.assert_array_equal(a.numpy(), b.cpu().numpy(), err_msg=name)

@@ -1,7 +1,8 @@
 """Attention: ``scaled_dot_product_attention`` and ``multi_head_attention_forward``.
 
 Written with core matmul/softmax ops, so gradients come from autograd and the same code runs
-on every backend.
+on every backend. When the core provides a fused attention op, ``scaled_dot_product_attention``
+calls it instead; the composite here is then the reference it is tested against.
 """
 
 from __future__ import annotations
@@ -15,6 +16,11 @@ from genesis.nn.functional.linear import linear
 from genesis.nn.functional.padding import pad
 
 __all__ = ["scaled_dot_product_attention", "multi_head_attention_forward"]
+
+try:  # a fused attention op, once the core has one (backed by flash-style kernels)
+    from genesis.ops.fused import scaled_dot_product_attention as _fused_sdpa
+except ImportError:
+    _fused_sdpa = None
 
 
 def _repeat_kv(x: Tensor, n_rep: int) -> Tensor:
@@ -58,6 +64,9 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
         >>> F.scaled_dot_product_attention(q, k, v, is_causal=True).shape
         genesis.Size([2, 4, 5, 8])
     """
+    if _fused_sdpa is not None:
+        return _fused_sdpa(query, key, value, attn_mask=attn_mask, dropout_p=dropout_p,
+                           is_causal=is_causal, scale=scale, enable_gqa=enable_gqa)
     if is_causal and attn_mask is not None:
         raise RuntimeError("_scaled_dot_product_attention: Explicit attn_mask should not be "
                            "set when is_causal=True")
