@@ -88,6 +88,35 @@ def _mm_tma_kernel(a_desc, b_desc, c_desc, M, N, K,
 
 
 @triton.jit
+def _mm_tma_persistent_kernel(a_desc, b_desc, c_desc, M, N, K,
+                              A_T: tl.constexpr, B_T: tl.constexpr,
+                              BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                              BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+                              NUM_SMS: tl.constexpr):
+    """One program per SM walking output tiles; the flattened loop lets the pipeliner
+    prefetch the next tile's first K-slices while this tile's epilogue runs."""
+    num_tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N)
+    k_tiles = tl.cdiv(K, BLOCK_K)
+    for tile in tl.range(tl.program_id(0), num_tiles, NUM_SMS, flatten=True):
+        pid_m, pid_n = _tile_ids(tile, M, N, BLOCK_M, BLOCK_N, GROUP_M)
+        off_m = pid_m * BLOCK_M
+        off_n = pid_n * BLOCK_N
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for k in range(k_tiles):
+            off_k = k * BLOCK_K
+            if A_T:
+                a = a_desc.load([off_k, off_m]).T
+            else:
+                a = a_desc.load([off_m, off_k])
+            if B_T:
+                b = b_desc.load([off_n, off_k]).T
+            else:
+                b = b_desc.load([off_k, off_n])
+            acc = tl.dot(a, b, acc)
+        c_desc.store([off_m, off_n], acc.to(c_desc.dtype))
+
+
+@triton.jit
 def _mm_kernel(a_ptr, b_ptr, c_ptr, M, N, K, B1,
                sa0, sa1, sam, sak, sb0, sb1, sbk, sbn, sc0, sc1, scm, scn,
                PREC: tl.constexpr, ACC: tl.constexpr, EVEN_K: tl.constexpr,
@@ -126,6 +155,7 @@ def _mm_kernel(a_ptr, b_ptr, c_ptr, M, N, K, B1,
 
 # ---------------------------------------------------------------------------- configs
 # (BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_stages, num_warps)
+# A leading "p" marks the persistent kernel (unbatched problems only).
 _TMA_CANDIDATES = [
     (128, 256, 64, 8, 3, 8),
     (256, 128, 64, 8, 3, 8),
@@ -133,7 +163,19 @@ _TMA_CANDIDATES = [
     (128, 128, 64, 8, 4, 8),
     (128, 128, 64, 8, 4, 4),
     (64, 128, 64, 8, 4, 4),
+    ("p", 128, 256, 64, 8, 3, 8),
+    ("p", 128, 256, 64, 8, 4, 8),
+    ("p", 128, 128, 64, 8, 4, 8),
 ]
+_num_sms: dict = {}
+
+
+def _sm_count(device: int) -> int:
+    n = _num_sms.get(device)
+    if n is None:
+        n = _num_sms[device] = triton.runtime.driver.active.utils.get_device_properties(
+            device)["multiprocessor_count"]
+    return n
 _PTR_CANDIDATES = {
     "half": [(128, 256, 64, 8, 3, 8), (128, 128, 64, 8, 4, 8), (128, 128, 32, 8, 4, 4),
              (64, 128, 64, 8, 4, 4)],
@@ -251,11 +293,19 @@ def _try_tma(a, b, c, M, N, K, batch, sa, sb) -> bool:
     lead = [1] if batched else []
 
     def launch(cfg):
-        bm, bn, bk, gm, st, nw = cfg
+        persistent = cfg[0] == "p"
+        bm, bn, bk, gm, st, nw = cfg[1:] if persistent else cfg
         a_desc.block_shape = lead + ([bk, bm] if a_t else [bm, bk])
         b_desc.block_shape = lead + ([bn, bk] if b_t else [bk, bn])
         c_desc.block_shape = lead + [bm, bn]
-        grid = (triton.cdiv(M, bm) * triton.cdiv(N, bn), batch)
+        tiles = triton.cdiv(M, bm) * triton.cdiv(N, bn)
+        if persistent:
+            sms = _sm_count(c.device)
+            _mm_tma_persistent_kernel[(min(sms, tiles),)](
+                a_desc, b_desc, c_desc, M, N, K, A_T=a_t, B_T=b_t, BLOCK_M=bm, BLOCK_N=bn,
+                BLOCK_K=bk, GROUP_M=gm, NUM_SMS=sms, num_stages=st, num_warps=nw)
+            return
+        grid = (tiles, batch)
         _mm_tma_kernel[grid](a_desc, b_desc, c_desc, M, N, K, A_T=a_t, B_T=b_t,
                              BATCHED=batched, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk,
                              GROUP_M=gm, num_stages=st, num_warps=nw)
@@ -266,7 +316,8 @@ def _try_tma(a, b, c, M, N, K, batch, sa, sb) -> bool:
     else:
         key = ("tma", a.dtype.name, a_t, b_t, batched, _bucket(M), _bucket(N), _bucket(K),
                _bucket(batch))
-        cfg = _choose(key, _TMA_CANDIDATES, launch, flops)
+        cands = [c for c in _TMA_CANDIDATES if not (batched and c[0] == "p")]
+        cfg = _choose(key, cands, launch, flops)
     launch(cfg)
     return True
 
