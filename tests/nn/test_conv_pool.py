@@ -253,3 +253,28 @@ def test_pool_errors():
         F.max_pool2d(genesis.randn(1, 1, 2, 2), 3)
     with pytest.raises(ValueError, match="output_size"):
         F.adaptive_avg_pool2d(genesis.randn(1, 1, 4, 4), 0)
+
+
+# ----------------------------------------------------------------- float64 gradcheck
+def _f64(*shape):
+    return genesis.randn(*shape, dtype=genesis.float64, requires_grad=True)
+
+
+@pytest.mark.parametrize("name,fn,shapes", [
+    ("conv2d", lambda x, w, b: F.conv2d(x, w, b, stride=(2, 1), padding=1, dilation=(1, 2)),
+     [(1, 2, 5, 6), (3, 2, 2, 3), (3,)]),
+    ("conv2d_groups", lambda x, w: F.conv2d(x, w, padding="same", groups=2),
+     [(1, 4, 4, 4), (4, 2, 2, 2)]),
+    ("conv1d", lambda x, w, b: F.conv1d(x, w, b, stride=2, padding=1), [(2, 2, 7), (3, 2, 3),
+                                                                        (3,)]),
+    ("max_pool2d", lambda x: F.max_pool2d(x, 3, 2, 1, ceil_mode=True), [(1, 2, 6, 5)]),
+    ("max_pool2d_tiles", lambda x: F.max_pool2d(x, 2), [(1, 2, 4, 4)]),
+    ("avg_pool2d", lambda x: F.avg_pool2d(x, 3, 2, 1, ceil_mode=True, count_include_pad=False),
+     [(1, 2, 6, 5)]),
+    ("adaptive_avg_pool2d", lambda x: F.adaptive_avg_pool2d(x, (3, 2)), [(1, 2, 5, 7)]),
+])
+def test_gradcheck_float64(name, fn, shapes):
+    from genesis.testing import gradcheck
+
+    genesis.manual_seed(0)
+    assert gradcheck(fn, tuple(_f64(*s) for s in shapes))

@@ -262,3 +262,33 @@ def test_kl_div(reduction, log_target):
 def test_kl_div_mean_warns():
     with pytest.warns(UserWarning, match="batchmean"):
         F.kl_div(genesis.randn(2, 3), genesis.rand(2, 3), reduction="mean")
+
+
+# ----------------------------------------------------------------- float64 gradcheck
+def _f64(*shape, fn=None):
+    t = genesis.randn(*shape, dtype=genesis.float64)
+    t = fn(t) if fn is not None else t
+    return t.detach().requires_grad_(True)
+
+
+def test_gradcheck_float64():
+    from genesis.testing import gradcheck
+
+    genesis.manual_seed(0)
+    target = genesis.tensor([1, 2, 0, 2])
+    weight = genesis.rand(3, dtype=genesis.float64) + 0.5
+    assert gradcheck(lambda x: F.cross_entropy(x, target, weight, ignore_index=0,
+                                               label_smoothing=0.1), (_f64(4, 3),))
+    probs = genesis.randn(4, 3, dtype=genesis.float64).softmax(1)
+    assert gradcheck(lambda x, p: F.cross_entropy(x, p, label_smoothing=0.2),
+                     (_f64(4, 3), probs.detach().requires_grad_(True)))
+    p = _f64(5, fn=lambda t: t.sigmoid() * 0.8 + 0.1)
+    assert gradcheck(lambda p, t: F.binary_cross_entropy(p, t),
+                     (p, _f64(5, fn=lambda t: t.sigmoid())))
+    pos = genesis.rand(5, dtype=genesis.float64) * 2
+    assert gradcheck(lambda x, t: F.binary_cross_entropy_with_logits(x, t, pos_weight=pos),
+                     (_f64(5), _f64(5, fn=lambda t: t.sigmoid())))
+    assert gradcheck(lambda x, t: F.kl_div(x, t, reduction="batchmean"),
+                     (_f64(2, 4, fn=lambda t: t.log_softmax(1)),
+                      _f64(2, 4, fn=lambda t: t.softmax(1))))
+    assert gradcheck(lambda x, y: F.smooth_l1_loss(x, y, beta=0.7), (_f64(6), _f64(6)))

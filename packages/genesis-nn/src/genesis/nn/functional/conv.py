@@ -10,6 +10,8 @@ memory order of the result. conv1d is conv2d on a height-1 image.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 import genesis
@@ -64,6 +66,12 @@ def _pad_index(size: int, lo: int, hi: int, mode: str):
                      f"got {mode!r}")
 
 
+@functools.lru_cache(maxsize=128)
+def _pad_index_tensor(size: int, lo: int, hi: int, mode: str, device):
+    """``_pad_index`` as an int64 tensor on ``device``, built once per geometry."""
+    return genesis.tensor(_pad_index(size, lo, hi, mode), device=device)
+
+
 def _pad_mode(x, pads: tuple[int, ...], mode: str):
     """Pad the last dims in ``mode`` ('reflect', 'replicate', 'circular') by gathering source
     rows with ``index_select`` (differentiable: repeated rows accumulate their gradients)."""
@@ -79,7 +87,7 @@ def _pad_mode(x, pads: tuple[int, ...], mode: str):
         if mode == "circular" and (lo > size or hi > size):
             raise ValueError(f"circular padding ({lo}, {hi}) can be at most the padded "
                              f"dimension of size {size} (input of size {list(x.shape)})")
-        idx = genesis.tensor(_pad_index(size, lo, hi, mode), device=x.device)
+        idx = _pad_index_tensor(size, lo, hi, mode, x.device)
         x = x.index_select(dim, idx)
     return x
 

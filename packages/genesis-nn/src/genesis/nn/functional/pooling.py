@@ -9,6 +9,7 @@ on the host from shapes alone. Adaptive average pooling is separable: two small 
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -114,8 +115,9 @@ def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
     return out, (idx.squeeze(0) if unbatched else idx)
 
 
+@functools.lru_cache(maxsize=128)
 def _avg_divisor(h, w, ho, wo, k, s, p, count_include_pad):
-    """(Ho, Wo) divisors exactly as torch's CPU kernel counts them."""
+    """(Ho, Wo) divisors exactly as torch's CPU kernel counts them (a read-only numpy array)."""
     def one_dim(size, out, kk, ss, pp):
         start = np.arange(out) * ss - pp
         end = np.minimum(start + kk, size + pp)
@@ -124,7 +126,16 @@ def _avg_divisor(h, w, ho, wo, k, s, p, count_include_pad):
         return full, real
     fh, rh = one_dim(h, ho, k[0], s[0], p[0])
     fw, rw = one_dim(w, wo, k[1], s[1], p[1])
-    return np.outer(fh, fw) if count_include_pad else np.outer(rh, rw)
+    div = (np.outer(fh, fw) if count_include_pad else np.outer(rh, rw)).astype(np.float64)
+    div.flags.writeable = False
+    return div
+
+
+@functools.lru_cache(maxsize=128)
+def _const(key, make, dtype, device):
+    """A device tensor built once per key from host data (shapes only, never tensor values),
+    so repeated calls do not copy host data to the device again."""
+    return genesis.tensor(make(*key), dtype=dtype, device=device)
 
 
 def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
@@ -162,19 +173,19 @@ def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
         if np.all(div == div.flat[0]):
             out = total / float(div.flat[0])
         else:
-            out = total / genesis.tensor(div.astype(np.float64), dtype=x.dtype,
-                                         device=x.device)
+            key = (h, w, ho, wo, k, s, p, count_include_pad)
+            out = total / _const(key, _avg_divisor, x.dtype, x.device)
     return out.squeeze(0) if unbatched else out
 
 
-def _adaptive_matrix(size: int, out: int, dtype, device):
+def _adaptive_matrix(size: int, out: int):
     """(out, size) averaging matrix: row i averages [floor(i*size/out), ceil((i+1)*size/out))."""
     m = np.zeros((out, size), dtype=np.float64)
     for i in range(out):
         lo = (i * size) // out
         hi = -((-(i + 1) * size) // out)
         m[i, lo:hi] = 1.0 / (hi - lo)
-    return genesis.tensor(m, dtype=dtype, device=device)
+    return m
 
 
 def adaptive_avg_pool2d(input, output_size):
@@ -211,6 +222,6 @@ def adaptive_avg_pool2d(input, output_size):
                          f"size: {list(input.shape)}")
     if h % ho == 0 and w % wo == 0:  # regular windows: a plain average pool
         return avg_pool2d(input, (h // ho, w // wo))
-    rows = _adaptive_matrix(h, ho, input.dtype, input.device)          # (Ho, H)
-    cols = _adaptive_matrix(w, wo, input.dtype, input.device)          # (Wo, W)
+    rows = _const((h, ho), _adaptive_matrix, input.dtype, input.device)    # (Ho, H)
+    cols = _const((w, wo), _adaptive_matrix, input.dtype, input.device)    # (Wo, W)
     return rows @ (input @ cols.transpose(0, 1))                       # (..., Ho, Wo)
