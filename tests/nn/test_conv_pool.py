@@ -278,3 +278,35 @@ def test_gradcheck_float64(name, fn, shapes):
 
     genesis.manual_seed(0)
     assert gradcheck(fn, tuple(_f64(*s) for s in shapes))
+
+
+# ------------------------------------------------------------------------------ CUDA
+@pytest.mark.cuda
+@pytest.mark.parametrize("name", ["conv2d", "conv2d_groups", "conv1d", "max_pool2d",
+                                  "avg_pool2d", "adaptive_avg_pool2d"])
+def test_cuda_matches_torch_cpu(name):
+    """The same code on the CUDA backend: forward and backward against torch on the CPU."""
+    torch.manual_seed(11)
+    cases = {
+        "conv2d": (lambda F_, x, w, b: F_.conv2d(x, w, b, stride=2, padding=1),
+                   [(2, 3, 9, 9), (8, 3, 3, 3), (8,)]),
+        "conv2d_groups": (lambda F_, x, w: F_.conv2d(x, w, padding="same", groups=2),
+                          [(2, 4, 6, 6), (6, 2, 3, 3)]),
+        "conv1d": (lambda F_, x, w, b: F_.conv1d(x, w, b, dilation=2), [(2, 3, 12), (5, 3, 3),
+                                                                        (5,)]),
+        "max_pool2d": (lambda F_, x: F_.max_pool2d(x, 3, 2, 1, ceil_mode=True), [(2, 3, 9, 8)]),
+        "avg_pool2d": (lambda F_, x: F_.avg_pool2d(x, 3, 2, 1, count_include_pad=False),
+                       [(2, 3, 9, 8)]),
+        "adaptive_avg_pool2d": (lambda F_, x: F_.adaptive_avg_pool2d(x, (3, 5)), [(2, 3, 7, 9)]),
+    }
+    fn, shapes = cases[name]
+    t_in = [torch.randn(s).requires_grad_(True) for s in shapes]
+    g_in = [to_genesis(t).detach().to("cuda").requires_grad_(True) for t in t_in]
+    t_out, g_out = fn(TF, *t_in), fn(F, *g_in)
+    assert g_out.device.type == "cuda"
+    assert_close(to_torch(g_out.cpu()), t_out.detach(), rtol=1e-4, atol=1e-4)  # TF32-free fp32
+    cot = torch.randn_like(t_out)
+    t_out.backward(cot)
+    g_out.backward(to_genesis(cot).to("cuda"))
+    for t, g in zip(t_in, g_in):
+        assert_close(to_torch(g.grad.cpu()), t.grad, rtol=1e-4, atol=1e-4)

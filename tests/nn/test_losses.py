@@ -292,3 +292,37 @@ def test_gradcheck_float64():
                      (_f64(2, 4, fn=lambda t: t.log_softmax(1)),
                       _f64(2, 4, fn=lambda t: t.softmax(1))))
     assert gradcheck(lambda x, y: F.smooth_l1_loss(x, y, beta=0.7), (_f64(6), _f64(6)))
+
+
+# ------------------------------------------------------------------------------ CUDA
+@pytest.mark.cuda
+def test_losses_on_cuda_match_torch_cpu():
+    """Every loss on the CUDA backend against torch on the CPU (forward and input grads)."""
+    torch.manual_seed(12)
+    x = torch.randn(6, 5, dtype=torch.float64)
+    t = index_target((6,), 5, ignore=1)
+    w = torch.rand(5, dtype=torch.float64) + 0.5
+    p = torch.rand(6, 5, dtype=torch.float64) * 0.9 + 0.05
+    y = torch.rand(6, 5, dtype=torch.float64)
+    cases = [
+        (lambda M, x: M.cross_entropy(x, W(M, t), W(M, w), ignore_index=1, label_smoothing=0.1),
+         x),
+        (lambda M, x: M.nll_loss(x.log_softmax(1), W(M, t), W(M, w)), x),
+        (lambda M, x: M.mse_loss(x, W(M, y)), x),
+        (lambda M, x: M.smooth_l1_loss(x, W(M, y), beta=0.5), x),
+        (lambda M, p: M.binary_cross_entropy(p, W(M, y), W(M, w)), p),
+        (lambda M, x: M.binary_cross_entropy_with_logits(x, W(M, y), pos_weight=W(M, w)), x),
+        (lambda M, x: M.kl_div(x.log_softmax(1), W(M, p.softmax(1)), reduction="batchmean"), x),
+    ]
+    for fn, inp in cases:
+        ti = inp.clone().requires_grad_(True)
+        gi = to_genesis(inp).to("cuda").requires_grad_(True)
+        t_out, g_out = fn(TF, ti), fn(F, gi)
+        assert_close(to_torch(g_out.cpu()), t_out.detach())
+        t_out.backward()
+        g_out.backward()
+        assert_close(to_torch(gi.grad.cpu()), ti.grad)
+
+
+def W(module, t):  # noqa: N802 - a constant or target on the module's device
+    return t if module is TF else to_genesis(t).to("cuda")
