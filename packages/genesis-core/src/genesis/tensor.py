@@ -185,7 +185,9 @@ class Tensor:
 
     def detach(self) -> Tensor:
         """A tensor sharing this one's memory, cut off from the graph."""
-        return Tensor._wrap(self._data, self.device, base=self)
+        t = Tensor._wrap(self._data, self.device, base=self)
+        t._base = None  # shares the version counter, but is no view for autograd (as torch)
+        return t
 
     def detach_(self) -> Tensor:
         """Cut this tensor off from the graph in place."""

@@ -46,13 +46,15 @@ class _Unary(Function):
 
     op = ""
     float_op = True  # integer inputs are computed in the default float dtype
+    saves = "xy"  # what grad() reads: only those count as saved for in-place checks
 
     @classmethod
     def forward(cls, ctx, x):
         dtype = float_dtype_for(x.dtype) if cls.float_op else x.dtype
         data = x._data if dtype is x.dtype else x._backend.cast(x._data, dtype)
         y = wrap(_unary_kernel(x._backend, cls.op)(data), x.device)
-        ctx.save_for_backward(x, y)
+        saves = cls.saves
+        ctx.save_for_backward(x if "x" in saves else None, y if "y" in saves else None)
         return y
 
     @classmethod
@@ -65,8 +67,17 @@ class _Unary(Function):
         return g * 0.0  # piecewise-constant ops: zero gradient, as torch
 
 
+# What each op's gradient reads (the same as torch saves): editing anything else in place
+# after the op must not break backward.
+_SAVES = {"neg": "", "abs": "x", "sign": "", "exp": "y", "exp2": "y", "log": "x", "log2": "x",
+          "log1p": "x", "expm1": "y", "sqrt": "y", "rsqrt": "y", "sin": "x", "cos": "x",
+          "tanh": "y", "sigmoid": "y", "relu": "y", "erf": "x", "floor": "", "ceil": "",
+          "round": ""}
+
+
 def _unary(name: str, grad=None, float_op: bool = True, autocast: str | None = None):
-    attrs = {"op": name, "float_op": float_op, "autocast": autocast}
+    attrs = {"op": name, "float_op": float_op, "autocast": autocast,
+             "saves": _SAVES.get(name, "xy")}
     if grad is not None:
         attrs["grad"] = staticmethod(grad)
     cls = type(name.capitalize(), (_Unary,), attrs)
@@ -206,6 +217,9 @@ class _Binary(Function):
 
     op = ""
     true_div = False
+    # What grads() reads (as torch saves): the rest may be edited in place after the op.
+    saves_inputs = True
+    saves_output = False
 
     @classmethod
     def forward(cls, ctx, a, b):
@@ -216,10 +230,13 @@ class _Binary(Function):
                 dtype = D.get_default_dtype()
         backend, device, x, y, dtype = _operands(cls.op, a, b, dtype)
         z = wrap(_binary_kernel(backend, cls.op)(x, y), device)
-        ctx.save_for_backward(a if isinstance(a, Tensor) else None,
-                              b if isinstance(b, Tensor) else None, z)
-        ctx.a_scalar = None if isinstance(a, Tensor) else a
-        ctx.b_scalar = None if isinstance(b, Tensor) else b
+        a_t, b_t = isinstance(a, Tensor), isinstance(b, Tensor)
+        keep = cls.saves_inputs
+        ctx.save_for_backward(a if a_t and keep else None, b if b_t and keep else None,
+                              z if cls.saves_output else None)
+        ctx.a_scalar = None if a_t else a
+        ctx.b_scalar = None if b_t else b
+        ctx.metas = ((a.shape, a.dtype) if a_t else None, (b.shape, b.dtype) if b_t else None)
         return z
 
     @classmethod
@@ -228,21 +245,22 @@ class _Binary(Function):
         av = a if a is not None else ctx.a_scalar
         bv = b if b is not None else ctx.b_scalar
         ga, gb = cls.grads(g, av, bv, z, ctx.needs_input_grad)
-        return _fit(ga, a), _fit(gb, b)
+        return _fit(ga, ctx.metas[0]), _fit(gb, ctx.metas[1])
 
 
-def _fit(g, t):
-    """Reduce a gradient to input ``t``'s shape and dtype (``None`` for scalars)."""
-    if g is None or t is None:
+def _fit(g, meta):
+    """Reduce a gradient to an input's ``(shape, dtype)`` (``None``: a scalar input)."""
+    if g is None or meta is None:
         return None
-    g = sum_to_shape(g, t.shape)
-    if g.dtype is not t.dtype:
-        g = g.to(t.dtype)
+    g = sum_to_shape(g, meta[0])
+    if g.dtype is not meta[1]:
+        g = g.to(meta[1])
     return g
 
 
 class Add(_Binary):
     op = "add"
+    saves_inputs = False
 
     @staticmethod
     def grads(g, a, b, z, needs):
@@ -251,6 +269,7 @@ class Add(_Binary):
 
 class Sub(_Binary):
     op = "sub"
+    saves_inputs = False
 
     @classmethod
     def forward(cls, ctx, a, b):
@@ -278,6 +297,7 @@ class Mul(_Binary):
 class Div(_Binary):
     op = "div"
     true_div = True
+    saves_output = True
 
     @staticmethod
     def grads(g, a, b, z, needs):
@@ -288,6 +308,7 @@ class Div(_Binary):
 
 class Pow(_Binary):
     op = "pow"
+    saves_output = True
     autocast = "fp32"
 
     @staticmethod
