@@ -91,6 +91,9 @@ FP32 = {
     "log": lambda d: genesis.log(probs(d)),
     "log1p": lambda d: genesis.log1p(probs(d)),
     "expm1": lambda d: genesis.expm1(randn(4, 8, dtype=d)),
+    "log2": lambda d: genesis.log2(probs(d)),
+    "pow": lambda d: genesis.pow(probs(d), 2.5),
+    "rsqrt": lambda d: genesis.rsqrt(probs(d)),
     "softplus": lambda d: F.softplus(randn(4, 8, dtype=d)),
 }
 SAME = {  # not in any list: computed in the inputs' dtype
