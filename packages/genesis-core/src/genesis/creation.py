@@ -235,7 +235,7 @@ def linspace(start, end, steps: int, *, dtype=None, device=None,
     step = (end - start) / (steps - 1) if steps > 1 else 0.0
     idx = np.arange(steps, dtype=np.float64)
     # torch fills the second half from the end so the last value is exactly `end`
-    vals = np.where(idx < steps // 2, start + step * idx, end - step * (steps - 1 - idx))
+    vals = np.where(idx < max(steps // 2, 1), start + step * idx, end - step * (steps - 1 - idx))
     return tensor(vals, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
