@@ -223,3 +223,9 @@ def coalesce(sizes, strides):
             out_n.append(n)
             out_s.append(s)
     return out_n, out_s
+
+
+def spec(*ints) -> tuple:
+    """Triton's specialisation class of each integer argument (1, multiple of 16, other):
+    part of a cache key whenever those arguments are left specialisable."""
+    return tuple(1 if v == 1 else 16 if v % 16 == 0 else 0 for v in ints)

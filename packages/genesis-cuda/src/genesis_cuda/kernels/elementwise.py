@@ -225,7 +225,7 @@ def _ipow(x, y, NBITS: tl.constexpr):
     e = tl.where(neg, 0, y)
     base = x
     result = tl.zeros_like(x) + 1
-    for _ in tl.static_range(NBITS):
+    for _ in range(NBITS):  # a loop, not unrolled: unrolling 63 steps compiles slowly
         result = tl.where((e & 1) != 0, result * base, result)
         e = e >> 1
         base = base * base
@@ -392,10 +392,7 @@ def _ew_flat(out_ptr, x_ptr, y_ptr, z_ptr, ys, zs, n,
 
 
 @triton.jit
-def _offsets(base, r, c, sr, sc, R1: tl.constexpr, C1: tl.constexpr, HINT: tl.constexpr):
-    if HINT:
-        sr = tl.multiple_of(sr, 16)
-        sc = tl.multiple_of(sc, 16)
+def _offsets(base, r, c, sr, sc, R1: tl.constexpr, C1: tl.constexpr):
     if R1:
         ro = r
     else:
@@ -409,9 +406,9 @@ def _offsets(base, r, c, sr, sc, R1: tl.constexpr, C1: tl.constexpr, HINT: tl.co
 
 @triton.jit
 def _load_tile(ptr, s, base, r, c, sr, sc, mask, MODE: tl.constexpr, R1: tl.constexpr,
-               C1: tl.constexpr, HINT: tl.constexpr, SBITS: tl.constexpr):
+               C1: tl.constexpr, SBITS: tl.constexpr):
     if MODE == 1:
-        v = tl.load(ptr + _offsets(base, r, c, sr, sc, R1, C1, HINT), mask=mask)
+        v = tl.load(ptr + _offsets(base, r, c, sr, sc, R1, C1), mask=mask)
     elif MODE == 2:
         v = tl.load(ptr)
     elif MODE == 3:
@@ -421,10 +418,7 @@ def _load_tile(ptr, s, base, r, c, sr, sc, mask, MODE: tl.constexpr, R1: tl.cons
     return v
 
 
-@triton.jit(do_not_specialize=["ys", "zs", "NB1", "NB2", "ROWS", "COLS", "TR", "TC",
-                               "ob0", "ob1", "ob2", "osr", "osc", "xb0", "xb1", "xb2",
-                               "xsr", "xsc", "yb0", "yb1", "yb2", "ysr", "ysc",
-                               "zb0", "zb1", "zb2", "zsr", "zsc"])
+@triton.jit(do_not_specialize=["ys", "zs", "NB1", "NB2", "TR", "TC"])
 def _ew_tiled(out_ptr, x_ptr, y_ptr, z_ptr, ys, zs,
               NB1, NB2, ROWS, COLS, TR, TC,
               ob0, ob1, ob2, osr, osc, xb0, xb1, xb2, xsr, xsc,
@@ -432,10 +426,9 @@ def _ew_tiled(out_ptr, x_ptr, y_ptr, z_ptr, ys, zs,
               OP: tl.constexpr, XM: tl.constexpr, YM: tl.constexpr, ZM: tl.constexpr,
               CT: tl.constexpr, OT: tl.constexpr, SBITS: tl.constexpr, NIN: tl.constexpr,
               NBITS: tl.constexpr, ANY_BLOCK: tl.constexpr, NBATCH: tl.constexpr,
-              UNIT: tl.constexpr, HINTS: tl.constexpr, DIMS16: tl.constexpr,
-              BR: tl.constexpr, BC: tl.constexpr, BIG: tl.constexpr):
-    # UNIT: bit flags "stride is 1" — out r,c = 1,2; x 4,8; y 16,32; z 64,128.
-    # HINTS: bit per operand (out 1, x 2, y 4, z 8): its non-unit strides are multiples of 16.
+              UNIT: tl.constexpr, BR: tl.constexpr, BC: tl.constexpr, BIG: tl.constexpr):
+    # UNIT: bit flags "stride is 1" — out r,c = 1,2; x 4,8; y 16,32; z 64,128. Sizes and
+    # strides are left to Triton's specialisation (multiples of 16 let accesses vectorise).
     pid = tl.program_id(0)
     if BIG:
         pid = pid.to(tl.int64)
@@ -456,21 +449,17 @@ def _ew_tiled(out_ptr, x_ptr, y_ptr, z_ptr, ys, zs,
         b0 = b // NB1
     r = tr * BR + tl.arange(0, BR)
     c = tc * BC + tl.arange(0, BC)
-    if DIMS16 & 1:
-        ROWS = tl.multiple_of(ROWS, 16)
-    if DIMS16 & 2:
-        COLS = tl.multiple_of(COLS, 16)
     mask = (r < ROWS)[:, None] & (c < COLS)[None, :]
     x = _load_tile(x_ptr, 0, b0 * xb0 + b1 * xb1 + b2 * xb2, r, c, xsr, xsc, mask, XM,
-                   UNIT & 4, UNIT & 8, HINTS & 2, False)
+                   UNIT & 4, UNIT & 8, False)
     y = _load_tile(y_ptr, ys, b0 * yb0 + b1 * yb1 + b2 * yb2, r, c, ysr, ysc, mask, YM,
-                   UNIT & 16, UNIT & 32, HINTS & 4, SBITS)
+                   UNIT & 16, UNIT & 32, SBITS)
     z = _load_tile(z_ptr, zs, b0 * zb0 + b1 * zb1 + b2 * zb2, r, c, zsr, zsc, mask, ZM,
-                   UNIT & 64, UNIT & 128, HINTS & 8, SBITS)
+                   UNIT & 64, UNIT & 128, SBITS)
     res = _compute(x, y, z, OP, CT, OT, NIN, NBITS)
     if not ANY_BLOCK:
         res = tl.broadcast_to(res, (BR, BC))
-    o = _offsets(b0 * ob0 + b1 * ob1 + b2 * ob2, r, c, osr, osc, UNIT & 1, UNIT & 2, HINTS & 1)
+    o = _offsets(b0 * ob0 + b1 * ob1 + b2 * ob2, r, c, osr, osc, UNIT & 1, UNIT & 2)
     tl.store(out_ptr + o, res, mask=mask)
 
 
@@ -639,7 +628,6 @@ def _launch_tiled(common, skey, out, ptrs, ys, zs, sizes, strides, modes, any_bl
         span = max(span, sum(s * (d - 1) for s, d in zip(st, sizes)))
         full.append(list(st[:nb]) + [0] * (3 - nb) + [st[-2], st[-1]])
     unit = 0
-    hints = 0
     transposed = False
     for k, st in enumerate(full):
         m = _TENSOR if k == 0 else modes[k - 1]
@@ -649,11 +637,8 @@ def _launch_tiled(common, skey, out, ptrs, ys, zs, sizes, strides, modes, any_bl
             unit |= 1 << (2 * k)
         if st[4] == 1:
             unit |= 2 << (2 * k)
-        if all(s % 16 == 0 for s in st if s != 1):
-            hints |= 1 << k
         if st[4] != 1 and st[4] != 0 and st[3] == 1:
             transposed = True
-    dims16 = (rows % 16 == 0) | ((cols % 16 == 0) << 1)
     if transposed:
         br, bc, warps = 64, 64, 4
     else:
@@ -674,8 +659,9 @@ def _launch_tiled(common, skey, out, ptrs, ys, zs, sizes, strides, modes, any_bl
     args = (out, ptrs[0], ptrs[1], ptrs[2], ys, zs, nb1, nb2, rows, cols, tr, tcn,
             *fo, *fx, *fy, *fz,
             op, modes_[0], modes_[1], modes_[2], tl_dtype(ct), tl_dtype(odt), sbits, nin, nbits,
-            any_block, max(nb, 1), unit, hints, dims16, br, bc, big)
-    key = (common, skey, aligned(out, *ptrs), nb, unit, hints, dims16, br, bc)
+            any_block, max(nb, 1), unit, br, bc, big)
+    key = (common, skey, aligned(out, *ptrs), nb, unit, br, bc,
+           _launch.spec(rows, cols, *fo, *fx, *fy, *fz))
     _tiled[warps].launch(key, device, grid, args, big)
 
 

@@ -24,7 +24,7 @@ from .softmax import rows_of
 SINGLE_MAX = 16384
 
 
-@triton.jit(do_not_specialize=["M", "N", "xs", "wst", "bst"])
+@triton.jit(do_not_specialize=["M"])
 def _norm_fwd(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, M, N, xs, wst, bst, eps,
               RMS: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr,
               SINGLE: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BIG: tl.constexpr):
@@ -120,7 +120,7 @@ def _bwd_tile(g_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, gx_ptr, rows, rmask, c, c
     return g, xhat, wg, rstd
 
 
-@triton.jit(do_not_specialize=["M", "N", "gs", "xs", "wst"])
+@triton.jit(do_not_specialize=["M"])
 def _norm_bwd(g_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, gx_ptr, dw_ptr, db_ptr, M, N, gs, xs,
               wst, RMS: tl.constexpr, HAS_W: tl.constexpr, SINGLE: tl.constexpr,
               BM: tl.constexpr, BN: tl.constexpr, BIG: tl.constexpr):
@@ -242,7 +242,8 @@ def _forward(x, weight, bias, eps, rms):
             single, bm, bn, big)
     key = (rms, has_w, has_b, single, bm, bn, x.dtype.name,
            weight.dtype.name if has_w else None, bias.dtype.name if has_b else None,
-           aligned(x, y, rstd), aligned(*(a for a in (weight, bias, mean) if a is not None)))
+           aligned(x, y, rstd), aligned(*(a for a in (weight, bias, mean) if a is not None)),
+           _launch.spec(n, xs, wst, bst))
     _fwd[warps].launch(key, x.device, (triton.cdiv(m, bm),), args, big)
     return y, mean, rstd
 
@@ -280,7 +281,8 @@ def _backward(grad, x, weight, mean, rstd, rms):
             bm, bn, big)
     key = (rms, has_w, single, bm, bn, x.dtype.name, grad.dtype.name,
            weight.dtype.name if has_w else None,
-           aligned(*(a for a in (grad, x, weight, mean, rstd, gx, dw, db) if a is not None)))
+           aligned(*(a for a in (grad, x, weight, mean, rstd, gx, dw, db) if a is not None)),
+           _launch.spec(n, gs, xs, wst))
     _bwd[warps].launch(key, x.device, (nprog,), args, big)
     if not has_w:
         return gx, None, None

@@ -99,8 +99,7 @@ def _finish(acc, OP: tl.constexpr):
     return res
 
 
-@triton.jit(do_not_specialize=["K", "R", "RCH", "ka", "kb", "ksa", "ksb", "ksc", "ra", "rb",
-                               "rsa", "rsb", "rsc", "out_split_stride"])
+@triton.jit(do_not_specialize=["ka", "kb", "ra", "rb"])
 def _reduce_kernel(x_ptr, out_ptr, K, R, RCH, ka, kb, ksa, ksb, ksc, ra, rb, rsa, rsb, rsc,
                    out_split_stride,
                    OP: tl.constexpr, ACC: tl.constexpr, KD: tl.constexpr, RD: tl.constexpr,
@@ -134,7 +133,7 @@ def _reduce_kernel(x_ptr, out_ptr, K, R, RCH, ka, kb, ksa, ksb, ksc, ra, rb, rsa
     tl.store(out_ptr + pid_s * out_split_stride + k, res.to(out_ty), mask=kmask)
 
 
-@triton.jit(do_not_specialize=["K", "R", "ka", "kb", "ksa", "ksb", "ksc", "rs"])
+@triton.jit(do_not_specialize=["ka", "kb"])
 def _arg_kernel(x_ptr, out_ptr, K, R, ka, kb, ksa, ksb, ksc, rs,
                 IS_MAX: tl.constexpr, CT: tl.constexpr, FILL: tl.constexpr, KD: tl.constexpr,
                 KA1: tl.constexpr,
@@ -185,8 +184,7 @@ def _arg_kernel(x_ptr, out_ptr, K, R, ka, kb, ksa, ksb, ksc, rs,
     tl.store(out_ptr + k, best_idx, mask=kmask)
 
 
-@triton.jit(do_not_specialize=["K", "R", "ka", "kb", "ksa", "ksb", "ksc", "oka", "okb",
-                               "oksa", "oksb", "oksc", "rs", "ors"])
+@triton.jit(do_not_specialize=["ka", "kb", "oka", "okb"])
 def _cumsum_kernel(x_ptr, out_ptr, K, R, ka, kb, ksa, ksb, ksc, oka, okb, oksa, oksb, oksc,
                    rs, ors, ACC: tl.constexpr, KD: tl.constexpr, BK: tl.constexpr,
                    BR: tl.constexpr, BIG: tl.constexpr):
@@ -207,7 +205,9 @@ def _cumsum_kernel(x_ptr, out_ptr, K, R, ka, kb, ksa, ksb, ksc, oka, okb, oksa, 
         x = tl.load(x_ptr + koff[:, None] + (r * rs)[None, :], mask=mask, other=0).to(ACC)
         c = tl.cumsum(x, 1) + carry[:, None]
         tl.store(out_ptr + ooff[:, None] + (r * ors)[None, :], c.to(out_ty), mask=mask)
-        carry = carry + tl.sum(x, 1)
+        # the running total is the last column (masked tail columns add zeros); written as
+        # a fresh reduction, not `carry + sum(x)`, which trips a Triton 3.6 pass on sm_90
+        carry = tl.sum(tl.where((tl.arange(0, BR) == BR - 1)[None, :], c, 0), 1)
 
 
 # ---------------------------------------------------------------------------- host code
@@ -326,7 +326,7 @@ def _launch_reduce(op, x, out, acc, ident, ksz, kst, rsz, rst, K, R, rch, splits
     args = (x, out, K, R, rch, ka, kb, ksa, ksb, ksc, ra, rb, rsa, rsb, rsc, oss,
             op, tl_dtype(acc), kd, rd, ka1, ra1, ident, bk, br, big)
     key = (op, acc.name, kd, rd, ka1, ra1, bk, br, x.dtype.name, out.dtype.name,
-           aligned(x, out))
+           aligned(x, out), _launch.spec(K, R, rch, ksa, ksb, ksc, rsa, rsb, rsc, oss))
     _reduce[warps].launch(key, x.device, (triton.cdiv(K, bk), splits), args, big)
 
 
@@ -428,7 +428,8 @@ def _argreduce(is_max, a, dim, keepdim):
         fill = _INT_MIN[ct.name] if is_max else _INT_MAX[ct.name]
     args = (x, out, K, R, ka, kb, ksa, ksb, ksc, rs, is_max, tl_dtype(ct), fill, kd, ka1,
             rs == 1, bk, br, big)
-    key = (is_max, ct.name, a.dtype.name, kd, ka1, rs == 1, bk, br, aligned(x, out))
+    key = (is_max, ct.name, a.dtype.name, kd, ka1, rs == 1, bk, br, aligned(x, out),
+           _launch.spec(K, R, ksa, ksb, ksc, rs))
     _arg.launch(key, a.device, (triton.cdiv(K, bk),), args, big)
     return out
 
@@ -500,7 +501,8 @@ def _cumsum_into(a, out, dim, dtype):
     kd = len(ksz)
     args = (a, out, K, R, ka, kb, ksa, ksb, ksc, oka, okb, oksa, oksb, oksc, a.strides[dim],
             ostr[dim], tl_dtype(acc), kd, bk, br, big)
-    key = (acc.name, a.dtype.name, dtype.name, kd, bk, br, aligned(a, out))
+    key = (acc.name, a.dtype.name, dtype.name, kd, bk, br, aligned(a, out),
+           _launch.spec(K, R, ksa, ksb, ksc, oksa, oksb, oksc, a.strides[dim], ostr[dim]))
     _cumsum.launch(key, a.device, (triton.cdiv(K, bk),), args, big)
     return out
 

@@ -19,7 +19,7 @@ from ._launch import Launcher, View, aligned, coalesce, next_pow2
 SINGLE_MAX = 16384
 
 
-@triton.jit(do_not_specialize=["M", "N", "xs", "ys"])
+@triton.jit(do_not_specialize=["M"])
 def _softmax_fwd(x_ptr, y_ptr, M, N, xs, ys, LOG: tl.constexpr, CT: tl.constexpr,
                  SINGLE: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BIG: tl.constexpr):
     pid = tl.program_id(0)
@@ -66,7 +66,7 @@ def _softmax_fwd(x_ptr, y_ptr, M, N, xs, ys, LOG: tl.constexpr, CT: tl.constexpr
             tl.store(yrow + c[None, :], y.to(y_ptr.dtype.element_ty), mask=mask)
 
 
-@triton.jit(do_not_specialize=["M", "N", "ys_", "gs", "os"])
+@triton.jit(do_not_specialize=["M"])
 def _softmax_bwd(y_ptr, g_ptr, o_ptr, M, N, ys_, gs, os, LOG: tl.constexpr, CT: tl.constexpr,
                  SINGLE: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BIG: tl.constexpr):
     pid = tl.program_id(0)
@@ -193,7 +193,7 @@ def softmax(x, dim, log):
     big = m * max(xs, n) >= 2**31
     ct = _ct(x.dtype)
     args = (x, y, m, n, xs, n, bool(log), ct, single, bm, bn, big)
-    key = (bool(log), x.dtype.name, single, bm, bn, aligned(x, y))
+    key = (bool(log), x.dtype.name, single, bm, bn, aligned(x, y), _launch.spec(n, xs))
     _fwd[warps].launch(key, x.device, (triton.cdiv(m, bm),), args, big)
     return y
 
@@ -224,7 +224,8 @@ def softmax_backward(y, grad, dim, log):
     big = m * max(ys, gs, n) >= 2**31
     ct = _ct(y.dtype)
     args = (y, grad, out, m, n, ys, gs, n, bool(log), ct, single, bm, bn, big)
-    key = (bool(log), y.dtype.name, grad.dtype.name, single, bm, bn, aligned(y, grad, out))
+    key = (bool(log), y.dtype.name, grad.dtype.name, single, bm, bn, aligned(y, grad, out),
+           _launch.spec(n, ys, gs))
     _bwd[warps].launch(key, y.device, (triton.cdiv(m, bm),), args, big)
     return out
 

@@ -1,0 +1,389 @@
+"""Op benchmark: genesis's Triton kernels vs torch on the same GPU in the same run.
+
+    python tools/bench/ops.py [--out docs/bench] [--quick] [--sweep]
+    python tools/bench/ops.py --plot-only [--out docs/bench]   # md + png from the json
+
+Prints a table of ratios (torch time / genesis time: above 1 is faster than torch) and
+writes ``ops.json``, ``ops.md`` and ``ops.png`` (chart; needs matplotlib) under ``--out``.
+Device times are medians from ``triton.testing.do_bench`` (CUDA events, L2 flushed between
+repetitions); genesis launches on its current stream, which is the legacy default stream,
+the one torch's events are recorded on. Genesis is called at the kernel-module level
+(``genesis_cuda.kernels.*``) on ``CudaArray`` inputs from genesis's allocator. The host
+overhead row times a synchronised loop of 16-element adds. Targets are issue 4's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+# ------------------------------------------------------------------------ helpers
+def _setup():
+    import torch
+
+    import genesis_cuda.array as garr
+    from genesis import dtypes as D
+
+    garr.empty((1,), D.float32, 0)  # lazy CUDA init; installs the Triton hooks
+    from genesis_cuda import streams
+
+    handle = streams.current_handle(0)
+    if handle != 0:  # time on genesis's stream
+        torch.cuda.set_stream(torch.cuda.ExternalStream(handle))
+    return torch, garr, D
+
+
+class _TorchView:
+    """A torch tensor seen as a kernel operand (only for the first copy into genesis)."""
+
+    def __init__(self, t, gdt):
+        self.t, self.shape, self.strides = t, tuple(t.shape), tuple(t.stride())
+        self.dtype, self.device = gdt, 0
+
+    def data_ptr(self):
+        return self.t.data_ptr()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default=os.path.join(ROOT, "docs", "bench"))
+    ap.add_argument("--quick", action="store_true", help="fewer rows, shorter timing")
+    ap.add_argument("--sweep", action="store_true", help="also sweep the flat kernel's block")
+    ap.add_argument("--plot-only", action="store_true", help="rewrite md/png from the json")
+    args = ap.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    path = os.path.join(args.out, "ops.json")
+    if args.plot_only:
+        with open(path) as f:
+            doc = json.load(f)
+        _write_md(doc, args.out)
+        _plot(doc, args.out)
+        return
+    doc = run(args)
+    with open(path, "w") as f:
+        json.dump(doc, f, indent=1)
+    _write_md(doc, args.out)
+    _plot(doc, args.out)
+    _print(doc)
+
+
+def run(args):
+    import triton
+
+    torch, garr, D = _setup()
+    from genesis_cuda.kernels import elementwise as ew
+    from genesis_cuda.kernels import norms
+    from genesis_cuda.kernels import reduction as red
+    from genesis_cuda.kernels import softmax as sm
+
+    TD = {D.float32: torch.float32, D.bfloat16: torch.bfloat16, D.float16: torch.float16}
+    rep = 40 if args.quick else 100
+
+    def bench(fn):
+        return triton.testing.do_bench(fn, warmup=10, rep=rep, return_mode="median")
+
+    def to_g(t):
+        """A genesis CudaArray holding torch tensor ``t``'s values (same shape/strides)."""
+        gdt = {v: k for k, v in TD.items()}[t.dtype]
+        c = t.contiguous()
+        a = garr.empty(tuple(c.shape), gdt, 0)
+        ew.copy_(a, _TorchView(c, gdt))
+        torch.cuda.synchronize()
+        return a
+
+    def gview(a, t_view, base):
+        """A genesis view of ``a`` with the geometry of torch view ``t_view`` of ``base``."""
+        return garr.as_strided(a, tuple(t_view.shape), tuple(t_view.stride()),
+                               t_view.storage_offset() - base.storage_offset())
+
+    rows = []
+
+    def add(group, name, dtype, shape, tfn, gfn, target, nbytes=None, check=None):
+        gfn()  # compile
+        tfn()
+        torch.cuda.synchronize()
+        if check is not None:
+            check()
+        tt = bench(tfn)
+        gt = bench(gfn)
+        row = {"group": group, "name": name, "dtype": str(dtype).replace("torch.", ""),
+               "shape": list(shape), "torch_ms": tt, "genesis_ms": gt, "ratio": tt / gt,
+               "target": target}
+        if nbytes:
+            row["genesis_TBps"] = nbytes / gt / 1e9
+            row["torch_TBps"] = nbytes / tt / 1e9
+        rows.append(row)
+        print(f"  {group:12s} {name:34s} {row['dtype']:9s} torch {tt*1e3:9.1f} us  genesis "
+              f"{gt*1e3:9.1f} us  ratio {tt/gt:5.2f}", flush=True)
+
+    dev = "cuda"
+    props = torch.cuda.get_device_properties(0)
+    # physical ceiling: a large device-to-device copy (bytes read + written)
+    big = torch.empty(2**28, dtype=torch.float32, device=dev)
+    big2 = torch.empty_like(big)
+    ct = bench(lambda: big2.copy_(big))
+    copy_tbps = 2 * big.numel() * 4 / ct / 1e9
+    del big, big2
+    print(f"device: {props.name}; D2D copy {copy_tbps:.2f} TB/s", flush=True)
+
+    if args.sweep:
+        _sweep(torch, ew, to_g, bench, D)
+
+    N16 = 2**24
+    # ---------------------------------------------------------------- elementwise
+    for dt in (torch.float32, torch.bfloat16):
+        isz = torch.tensor([], dtype=dt).element_size()
+        x = torch.randn(N16, device=dev, dtype=dt)
+        y = torch.randn(N16, device=dev, dtype=dt)
+        gx, gy = to_g(x), to_g(y)
+        kadd, kmul, kexp = ew.binary_kernel("add"), ew.binary_kernel("mul"), \
+            ew.unary_kernel("exp")
+        add("elementwise", "add 16M", dt, (N16,), lambda: x + y, lambda: kadd(gx, gy), 0.95,
+            3 * N16 * isz)
+        add("elementwise", "mul scalar 16M", dt, (N16,), lambda: x * 1.5,
+            lambda: kmul(gx, 1.5), 0.95, 2 * N16 * isz)
+        add("elementwise", "exp 16M", dt, (N16,), lambda: torch.exp(x), lambda: kexp(gx), 0.95,
+            2 * N16 * isz)
+        if not args.quick:
+            x4, y4 = torch.randn(4 * N16, device=dev, dtype=dt), \
+                torch.randn(4 * N16, device=dev, dtype=dt)
+            gx4, gy4 = to_g(x4), to_g(y4)
+            add("elementwise", "add 64M", dt, (4 * N16,), lambda: x4 + y4,
+                lambda: kadd(gx4, gy4), 0.95, 12 * N16 * isz)
+            del x4, y4, gx4, gy4
+        # transposed (non-contiguous) inputs: a.T + b, exp(a.T), contiguous(a.T)
+        a2 = torch.randn(4096, 4096, device=dev, dtype=dt)
+        b2 = torch.randn(4096, 4096, device=dev, dtype=dt)
+        ga2, gb2 = to_g(a2), to_g(b2)
+        gat = gview(ga2, a2.t(), a2)
+        at = a2.t()
+        add("transposed", "a.T + b 4096^2", dt, (4096, 4096), lambda: at + b2,
+            lambda: kadd(gat, gb2), 0.8, 3 * N16 * isz)
+        add("transposed", "exp(a.T) 4096^2", dt, (4096, 4096), lambda: torch.exp(at),
+            lambda: kexp(gat), 0.8, 2 * N16 * isz)
+        add("transposed", "contiguous(a.T) 4096^2", dt, (4096, 4096), lambda: at.contiguous(),
+            lambda: ew.contiguous(gat), 0.8, 2 * N16 * isz)
+        add("elementwise", "cast->fp16 16M" if dt == torch.float32 else "cast->fp32 16M", dt,
+            (N16,), lambda: x.to(torch.float16 if dt == torch.float32 else torch.float32),
+            lambda: ew.cast(gx, D.float16 if dt == torch.float32 else D.float32), 0.95, None)
+        del x, y, gx, gy, a2, b2, ga2, gb2, gat, at
+
+    # ---------------------------------------------------------------- reductions
+    for dt in (torch.float32, torch.bfloat16):
+        gdt = D.float32 if dt == torch.float32 else D.bfloat16
+        isz = torch.tensor([], dtype=dt).element_size()
+        a = torch.randn(4096, 4096, device=dev, dtype=dt)
+        ga = to_g(a)
+        for dims, label in (((1,), "last dim"), ((0,), "first dim"), ((0, 1), "all")):
+            add("reduction", f"sum {label} 4096^2", dt, (4096, 4096),
+                lambda d=dims: torch.sum(a, d), lambda d=dims: red.sum(ga, d, False, gdt), 0.9,
+                N16 * isz)
+            add("reduction", f"amax {label} 4096^2", dt, (4096, 4096),
+                lambda d=dims: torch.amax(a, d), lambda d=dims: red.amax(ga, d, False), 0.9,
+                N16 * isz)
+        kmul = ew.binary_kernel("mul")
+        add("reduction", "mean last dim 4096^2", dt, (4096, 4096), lambda: torch.mean(a, 1),
+            lambda: kmul(red.sum(ga, (1,), False, gdt), 1 / 4096), 0.9, N16 * isz)
+        if not args.quick:
+            t = torch.randn(16, 1024, 1024, device=dev, dtype=dt)
+            gt_ = to_g(t)
+            add("reduction", "sum middle dim 16x1024x1024", dt, tuple(t.shape),
+                lambda: torch.sum(t, 1), lambda: red.sum(gt_, (1,), False, gdt), 0.9,
+                N16 * isz)
+            add("reduction", "argmax last dim 4096^2", dt, (4096, 4096),
+                lambda: torch.argmax(a, 1), lambda: red.argmax(ga, 1, False), None, N16 * isz)
+            add("reduction", "cumsum last dim 4096^2", dt, (4096, 4096),
+                lambda: torch.cumsum(a, 1), lambda: red.cumsum(ga, 1, gdt), None, 2 * N16 * isz)
+            del t, gt_
+        del a, ga
+
+    # ------------------------------------------------------- softmax and norms
+    F = torch.nn.functional
+    for dt in (torch.float32, torch.bfloat16):
+        gdt = D.float32 if dt == torch.float32 else D.bfloat16
+        isz = torch.tensor([], dtype=dt).element_size()
+        for n in (1024, 4096, 8192):
+            m = N16 // n
+            x = torch.randn(m, n, device=dev, dtype=dt)
+            g = torch.randn(m, n, device=dev, dtype=dt)
+            w = torch.randn(n, device=dev, dtype=dt)
+            b = torch.randn(n, device=dev, dtype=dt)
+            gx, gg, gw, gb = to_g(x), to_g(g), to_g(w), to_g(b)
+            shp = (m, n)
+            for log in (False, True):
+                nm = "log_softmax" if log else "softmax"
+                tf = torch.log_softmax if log else torch.softmax
+                add("softmax", f"{nm} fwd {m}x{n}", dt, shp, lambda: tf(x, -1),
+                    lambda: sm.softmax(gx, 1, log), 1.0, 2 * N16 * isz)
+                y = tf(x, -1)
+                gy = to_g(y)
+                tb = torch._log_softmax_backward_data if log else torch._softmax_backward_data
+                add("softmax", f"{nm} bwd {m}x{n}", dt, shp, lambda: tb(g, y, -1, dt),
+                    lambda: sm.softmax_backward(gy, gg, 1, log), 1.0, 3 * N16 * isz)
+            add("norm", f"layer_norm fwd {m}x{n}", dt, shp,
+                lambda: F.layer_norm(x, (n,), w, b), lambda: norms.layer_norm(gx, gw, gb, 1e-5),
+                1.0, 2 * N16 * isz)
+            _, mean, rstd = torch.ops.aten.native_layer_norm(x, [n], w, b, 1e-5)
+            _, gmean, grstd = norms.layer_norm(gx, gw, gb, 1e-5)
+            add("norm", f"layer_norm bwd {m}x{n}", dt, shp,
+                lambda: torch.ops.aten.native_layer_norm_backward(
+                    g, x, [n], mean, rstd, w, b, [True, True, True]),
+                lambda: norms.layer_norm_backward(gg, gx, gw, gmean, grstd), 1.0, 3 * N16 * isz)
+            add("norm", f"rms_norm fwd {m}x{n}", dt, shp, lambda: F.rms_norm(x, (n,), w, 1e-6),
+                lambda: norms.rms_norm(gx, gw, 1e-6), 1.0, 2 * N16 * isz)
+            xr = x.detach().requires_grad_(True)
+            wr = w.detach().requires_grad_(True)
+            yr = F.rms_norm(xr, (n,), wr, 1e-6)
+            _, grs = norms.rms_norm(gx, gw, 1e-6)
+            add("norm", f"rms_norm bwd {m}x{n}", dt, shp,
+                lambda: torch.autograd.grad(yr, (xr, wr), g, retain_graph=True),
+                lambda: norms.rms_norm_backward(gg, gx, gw, grs), 1.0, 3 * N16 * isz)
+            del x, g, w, b, gx, gg, gw, gb, y, gy, xr, wr, yr
+
+    # ---------------------------------------------------------------- matmul
+    try:
+        from genesis_cuda.kernels import matmul as mm
+    except ImportError:
+        mm = None
+    if mm is not None and hasattr(mm, "matmul"):
+        for dt in (torch.bfloat16, torch.float16):
+            for n in ((4096,) if args.quick else (4096, 8192)):
+                a = torch.randn(n, n, device=dev, dtype=dt)
+                b_ = torch.randn(n, n, device=dev, dtype=dt)
+                ga, gb_ = to_g(a), to_g(b_)
+                try:
+                    add("matmul", f"matmul {n}^3", dt, (n, n, n), lambda: a @ b_,
+                        lambda: mm.matmul(ga, gb_), 0.9)
+                    rows[-1]["genesis_TFLOPs"] = 2 * n**3 / rows[-1]["genesis_ms"] / 1e9
+                    rows[-1]["torch_TFLOPs"] = 2 * n**3 / rows[-1]["torch_ms"] / 1e9
+                except Exception as exc:  # report, keep the rest of the table
+                    print(f"  matmul {n} {dt}: {type(exc).__name__}: {exc}", flush=True)
+                del a, b_, ga, gb_
+
+    # ---------------------------------------------------------------- host overhead
+    rows.append(_overhead(torch, garr, ew, D))
+    return {"device": props.name, "torch": torch.__version__, "triton": triton.__version__,
+            "copy_TBps": copy_tbps, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+            "rows": rows}
+
+
+def _overhead(torch, garr, ew, D):
+    """Host time per tiny op: a synchronised loop of 16-element adds."""
+    a_t = torch.ones(16, device="cuda")
+    b_t = torch.ones(16, device="cuda")
+    ga = garr.empty((16,), D.float32, 0)
+    gb = garr.empty((16,), D.float32, 0)
+    ew.fill_(ga, 1.0)
+    ew.fill_(gb, 1.0)
+    kadd = ew.binary_kernel("add")
+
+    def loop(fn, iters=5000):
+        for _ in range(200):
+            fn()
+        torch.cuda.synchronize()
+        best = float("inf")
+        for _ in range(5):
+            t0 = time.perf_counter()
+            for _ in range(iters):
+                fn()
+            torch.cuda.synchronize()
+            best = min(best, (time.perf_counter() - t0) / iters)
+        return best * 1e3  # ms
+
+    tt = loop(lambda: a_t + b_t)
+    gt = loop(lambda: kadd(ga, gb))
+    print(f"  {'host':12s} {'add 16 elements (per op)':34s} {'float32':9s} torch {tt*1e3:9.2f} "
+          f"us  genesis {gt*1e3:9.2f} us  ratio {tt/gt:5.2f}", flush=True)
+    return {"group": "host", "name": "add 16 elements (per op, host)", "dtype": "float32",
+            "shape": [16], "torch_ms": tt, "genesis_ms": gt, "ratio": tt / gt, "target": 0.5}
+
+
+def _sweep(torch, ew, to_g, bench, D):
+    print("sweep of the flat elementwise kernel (add, 16M):", flush=True)
+    saved = (ew.FLAT_BYTES, ew.FLAT_WARPS)
+    for dt in (torch.float32, torch.bfloat16):
+        x = torch.randn(2**24, device="cuda", dtype=dt)
+        y = torch.randn(2**24, device="cuda", dtype=dt)
+        gx, gy = to_g(x), to_g(y)
+        tt = bench(lambda: x + y)
+        for nbytes in (4096, 8192, 16384, 32768):
+            for warps in (4, 8, 16):
+                ew.FLAT_BYTES, ew.FLAT_WARPS = nbytes, warps
+                k = ew.binary_kernel("add")
+                k(gx, gy)
+                gt = bench(lambda: k(gx, gy))
+                print(f"  {str(dt):15s} bytes/prog {nbytes:6d} warps {warps:2d}: "
+                      f"{gt*1e3:7.1f} us (torch {tt*1e3:7.1f}) ratio {tt/gt:5.2f}", flush=True)
+    ew.FLAT_BYTES, ew.FLAT_WARPS = saved
+
+
+# ------------------------------------------------------------------------ reports
+def _fmt_row(r):
+    t = r.get("target")
+    ok = "" if t is None else ("yes" if r["ratio"] >= t else "NO")
+    bw = f"{r['genesis_TBps']:.2f}" if "genesis_TBps" in r else \
+        (f"{r['genesis_TFLOPs']:.0f} TF" if "genesis_TFLOPs" in r else "")
+    return (r["group"], r["name"], r["dtype"], f"{r['torch_ms']*1e3:.1f}",
+            f"{r['genesis_ms']*1e3:.1f}", f"{r['ratio']:.2f}",
+            "" if t is None else f">= {t:g}" if r["group"] != "host" else "<= 2x time", ok, bw)
+
+
+HEAD = ("group", "op", "dtype", "torch us", "genesis us", "ratio", "target", "met", "genesis TB/s")
+
+
+def _print(doc):
+    print(f"\n{doc['device']} (torch {doc['torch']}, triton {doc['triton']}); "
+          f"D2D copy ceiling {doc['copy_TBps']:.2f} TB/s; ratio = torch time / genesis time")
+    widths = [12, 34, 9, 10, 10, 6, 11, 4, 12]
+    print(" ".join(h.ljust(w) for h, w in zip(HEAD, widths)))
+    for r in doc["rows"]:
+        print(" ".join(str(c).ljust(w) for c, w in zip(_fmt_row(r), widths)))
+
+
+def _write_md(doc, out):
+    lines = [f"# Op benchmark: genesis vs torch ({doc['device']})", "",
+             f"torch {doc['torch']}, triton {doc['triton']}, {doc['date']}. "
+             f"Ratio = torch time / genesis time (above 1: genesis is faster). Device-to-device "
+             f"copy ceiling measured in the same run: {doc['copy_TBps']:.2f} TB/s (read + write). "
+             "Medians of `triton.testing.do_bench`; the host row is a synchronised loop.",
+             "Produced by `python tools/bench/ops.py`.", "",
+             "| " + " | ".join(HEAD) + " |", "|" + "---|" * len(HEAD)]
+    for r in doc["rows"]:
+        lines.append("| " + " | ".join(_fmt_row(r)) + " |")
+    with open(os.path.join(out, "ops.md"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+def _plot(doc, out):
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib not available: ops.png not written", file=sys.stderr)
+        return
+    rows = doc["rows"]
+    labels = [f"{r['name']} [{r['dtype']}]" for r in rows]
+    ratios = [r["ratio"] for r in rows]
+    colors = ["tab:green" if r.get("target") is None or r["ratio"] >= r["target"] else
+              "tab:red" for r in rows]
+    fig, ax = plt.subplots(figsize=(10, 0.28 * len(rows) + 1.5))
+    ax.barh(range(len(rows)), ratios, color=colors)
+    ax.set_yticks(range(len(rows)), labels, fontsize=7)
+    ax.invert_yaxis()
+    ax.axvline(1.0, color="black", lw=0.8)
+    ax.set_xlabel("torch time / genesis time (higher is better)")
+    ax.set_title(f"genesis vs torch, {doc['device']}")
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, "ops.png"), dpi=110)
+
+
+if __name__ == "__main__":
+    main()
