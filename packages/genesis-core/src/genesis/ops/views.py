@@ -422,8 +422,10 @@ class AsStrided(Function):
                          _last_index(shape, strides, offset))
         flat = genesis.zeros(extent, dtype=g.dtype, device=g.device)
         positions = make_view(genesis.arange(extent, device=g.device), shape, strides, offset)
-        flat = flat.index_add(0, positions.reshape(-1), g.reshape(-1))
-        return make_view(flat, in_shape, in_strides, in_offset), None, None, None
+        # positions are in range by construction: call the kernel without index checks
+        b = flat._backend
+        summed = b.index_add(flat._data, 0, positions.reshape(-1)._data, g.reshape(-1)._data)
+        return make_view(wrap(summed, g.device), in_shape, in_strides, in_offset), None, None, None
 
 
 def _last_index(shape, strides, offset) -> int:
