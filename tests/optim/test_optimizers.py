@@ -290,6 +290,34 @@ def test_load_state_dict_casts_floating_state_to_param_dtype():
     assert opt.state[a]["step"] == 3
 
 
+def test_load_state_dict_accepts_a_tensor_step_counter():
+    weights, grads = _data(seed=5)
+    t_params = [w.clone().requires_grad_(True) for w in weights]
+    t_opt = torch.optim.Adam(t_params, lr=0.01)
+    g_params = [to_genesis(w, requires_grad=True) for w in weights]
+    g_opt = goptim.Adam(g_params, lr=0.01)
+    for step_grads in grads[:3]:
+        for tp, g in zip(t_params, step_grads):
+            tp.grad = g.clone()
+        t_opt.step()
+    # torch's state dict, tensors converted: its step counters are 0-d float tensors
+    t_sd = t_opt.state_dict()
+    g_opt.load_state_dict({
+        "state": {i: {k: to_genesis(v) for k, v in s.items()} for i, s in t_sd["state"].items()},
+        "param_groups": [{k: v for k, v in grp.items()} for grp in t_sd["param_groups"]]})
+    with genesis.no_grad():
+        for gp, tp in zip(g_params, t_params):
+            gp.copy_(to_genesis(tp))
+    assert g_opt.state[g_params[0]]["step"] == 3
+    for step_grads in grads[3:]:
+        for gp, tp, g in zip(g_params, t_params, step_grads):
+            gp.grad, tp.grad = to_genesis(g), g.clone()
+        g_opt.step()
+        t_opt.step()
+    for gp, tp in zip(g_params, t_params):
+        assert_close(to_torch(gp), tp.detach())
+
+
 def test_load_state_dict_rejects_mismatched_groups():
     a = genesis.zeros(2, requires_grad=True)
     b = genesis.zeros(2, requires_grad=True)

@@ -214,9 +214,9 @@ class Optimizer:
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Restore a state from ``state_dict()`` (of an optimizer over the same parameters).
 
-        Floating state tensors are cast to their parameter's dtype and device (``step``
-        counters are kept as they are), and copied, so the loaded state never aliases
-        ``state_dict``.
+        Floating state tensors are cast to their parameter's dtype and device, and copied, so
+        the loaded state never aliases ``state_dict``; ``step`` counters become Python ints
+        (torch keeps them in 0-d tensors).
         """
         groups = self.param_groups
         saved_groups = copy.deepcopy(state_dict["param_groups"])
@@ -260,8 +260,8 @@ class Optimizer:
 def _cast_state(param, key: str, value):
     """A loaded state value moved to ``param``'s device (and dtype, for floating state)."""
     if isinstance(value, genesis.Tensor):
-        if key == "step":
-            return value.clone()
+        if key == "step":  # torch keeps the count in a 0-d tensor; genesis in a Python int
+            return int(value.item())
         if param.is_floating_point() and value.is_floating_point():
             moved = value.to(device=param.device, dtype=param.dtype)
         else:
