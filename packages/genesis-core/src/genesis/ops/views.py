@@ -386,7 +386,7 @@ def narrow(x: Tensor, dim: int, start: int, length: int) -> Tensor:
     if start < 0:
         start += n
     if not 0 <= start <= n or length < 0 or start + length > n:
-        raise IndexError(f"narrow: start ({start}) + length ({length}) exceeds dimension size "
+        raise RuntimeError(f"narrow: start ({start}) + length ({length}) exceeds dimension size "
                          f"({n}) of dim {d}")
     key = (slice(None),) * d + (slice(start, start + length),)
     return Slice.apply(x, key)

@@ -1,0 +1,236 @@
+"""Bad input gets a clear error that names what was wrong (both shapes, both devices, the
+dtype) — never a wrong result, a hang or a crash."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+import genesis
+from genesis.backends import registry
+from genesis.backends.cpu import CPUBackend
+
+
+def _raises(exc, pattern, fn, *args, **kwargs):
+    with pytest.raises(exc) as info:
+        fn(*args, **kwargs)
+    assert re.search(pattern, str(info.value)), f"{str(info.value)!r} !~ {pattern!r}"
+    return str(info.value)
+
+
+# ------------------------------------------------------------ shape mismatch
+@pytest.mark.parametrize("op", [
+    lambda a, b: a + b, lambda a, b: a - b, lambda a, b: a * b, lambda a, b: a / b,
+    lambda a, b: a ** b, lambda a, b: a == b, lambda a, b: a < b, genesis.maximum,
+    genesis.minimum, genesis.logical_and, lambda a, b: genesis.where(a > 0, a, b),
+    genesis.atan2, lambda a, b: genesis.remainder(a, b),
+], ids=["add", "sub", "mul", "div", "pow", "eq", "lt", "maximum", "minimum", "logical_and",
+        "where", "atan2", "remainder"])
+def test_broadcast_mismatch_names_both_shapes(op):
+    a, b = genesis.ones(2, 3), genesis.ones(4, 3)
+    msg = _raises(RuntimeError, "broadcast", op, a, b)
+    assert "(2, 3)" in msg and "(4, 3)" in msg, msg
+
+
+def test_other_shape_errors_name_the_shapes():
+    _raises(RuntimeError, r"\(2, 3\).*\(2, 4\)", genesis.cat,
+            [genesis.ones(2, 3), genesis.ones(2, 4)])
+    _raises(RuntimeError, r"\[2, 3\].*\[3, 2\]", genesis.stack,
+            [genesis.ones(2, 3), genesis.ones(3, 2)])
+    _raises(RuntimeError, r"\[5\].*12", genesis.ones(3, 4).view, 5)
+    _raises(RuntimeError, r"expanded size.*\[3, 2\].*\[2, 2\]|\(3\).*\(2\)",
+            genesis.ones(2, 2).expand, 3, 2)
+    msg = _raises(RuntimeError, "broadcast", genesis.ones(2, 2).copy_, genesis.ones(3))
+    assert "(3,)" in msg and "(2, 2)" in msg, msg
+    _raises(RuntimeError, r"\[2\].*\[3, 2\]", genesis.ones(2).add_, genesis.ones(3, 2))
+    _raises(IndexError, r"mask.*\[3\].*\[2, 3\]", lambda: genesis.ones(2, 3)[
+        genesis.tensor([True, False, True])])
+    _raises(RuntimeError, r"\(3,\).*\(2, 3\)",
+            lambda: (genesis.ones(2, 3, requires_grad=True) * 2).backward(genesis.ones(3)))
+
+
+@pytest.mark.parametrize(("a", "b", "pattern"), [
+    ((2, 3), (4, 5), r"\(2, 3\).*\(4, 5\)"),
+    ((3,), (4,), r"\(3,\).*\(4,\)"),
+    ((2, 2, 3), (2, 4, 5), r"\(2, 2, 3\).*\(2, 4, 5\)"),
+    ((2, 2, 3), (3, 3, 5), r"broadcast|\(2,\).*\(3,\)"),
+], ids=["2d", "1d", "batched", "batch-broadcast"])
+def test_matmul_mismatch(a, b, pattern):
+    _raises(RuntimeError, pattern, genesis.matmul, genesis.ones(*a), genesis.ones(*b))
+    _raises(RuntimeError, pattern, lambda: genesis.ones(*a) @ genesis.ones(*b))
+
+
+def test_mm_bmm_outer_shape_errors():
+    _raises(RuntimeError, "2x3 and 4x5", genesis.mm, genesis.ones(2, 3), genesis.ones(4, 5))
+    _raises(RuntimeError, "2-D", genesis.mm, genesis.ones(2, 3, 1), genesis.ones(3, 2))
+    _raises(RuntimeError, "3-D", genesis.bmm, genesis.ones(2, 3), genesis.ones(3, 2))
+    _raises(RuntimeError, r"\(2, 2, 3\).*\(3, 3, 4\)", genesis.bmm, genesis.ones(2, 2, 3),
+            genesis.ones(3, 3, 4))
+    _raises(RuntimeError, "1-D", genesis.outer, genesis.ones(2, 2), genesis.ones(2))
+    _raises(RuntimeError, "1D", genesis.matmul, genesis.ones(()), genesis.ones(2))
+
+
+# ------------------------------------------------------------ device mismatch
+class FakeBackend(CPUBackend):
+    """A second device type ('fake') whose kernels are the CPU ones."""
+
+    name = "fake"
+
+
+@pytest.fixture
+def fake_device():
+    registry.register("fake", FakeBackend())
+    yield "fake"
+    registry._loaded.pop("fake", None)
+    genesis.device("fake")._backend = None
+
+
+@pytest.mark.parametrize("op", [
+    lambda a, b: a + b, lambda a, b: a * b, genesis.maximum, lambda a, b: a == b,
+    genesis.matmul, lambda a, b: genesis.cat([a, b]),
+    lambda a, b: genesis.where(b > 0, a, b), lambda a, b: a.gather(0, b.long()),
+    lambda a, b: a.index_select(0, b.long().flatten()),
+    lambda a, b: a.masked_fill(b > 0, 1.0), lambda a, b: genesis.stack([a, b]),
+    lambda a, b: a.index_add(0, b.long()[0], b), lambda a, b: a.scatter(0, b.long(), b),
+], ids=["add", "mul", "maximum", "eq", "matmul", "cat", "where", "gather", "index_select",
+        "masked_fill", "stack", "index_add", "scatter"])
+def test_device_mismatch_names_both_devices(fake_device, op):
+    a = genesis.ones(2, 2, device=fake_device)
+    b = genesis.zeros(2, 2)
+    assert a.device.type == "fake" and (a * 2).device.type == "fake"
+    msg = _raises(RuntimeError, "device", op, a, b)
+    assert "fake" in msg and "cpu" in msg, msg
+    msg = _raises(RuntimeError, "device", op, b, a)
+    assert "fake" in msg and "cpu" in msg, msg
+
+
+def test_zero_dim_cpu_tensor_may_meet_another_device(fake_device):
+    a = genesis.ones(3, device=fake_device)
+    out = a * genesis.tensor(2.0)  # torch allows a 0-d CPU tensor as a scalar
+    assert out.device.type == "fake" and out.tolist() == [2.0, 2.0, 2.0]
+
+
+def test_to_other_device_and_back_keeps_values_and_grads(fake_device):
+    x = genesis.tensor([1.0, 2.0], requires_grad=True)
+    y = x.to(fake_device)
+    assert y.device.type == "fake"
+    (y * y).sum().backward()
+    assert x.grad.device.type == "cpu" and x.grad.tolist() == [2.0, 4.0]
+
+
+def test_cuda_without_plugin_says_what_to_install():
+    if "cuda" in registry.installed():
+        pytest.skip("genesis-cuda is installed here")
+    assert genesis.cuda.is_available() is False and genesis.cuda.device_count() == 0
+    msg = _raises(RuntimeError, "genesis-cuda", genesis.zeros, 2, device="cuda")
+    assert "pip install" in msg
+    _raises(RuntimeError, "genesis-cuda", genesis.ones(2).cuda)
+    _raises(RuntimeError, "genesis-cuda", genesis.ones(2).to, "cuda:1")
+
+
+def test_unknown_device_strings():
+    _raises(ValueError, "invalid device", genesis.device, "cuda:x")
+    _raises(ValueError, "invalid device", genesis.device, ":0")
+    _raises(RuntimeError, "'tpu'.*entry-point", genesis.zeros, 2, device="tpu")
+
+
+# ----------------------------------------------------------------- dtype errors
+def test_dtype_errors_name_the_dtypes():
+    _raises(RuntimeError, "float32.*float64|Float.*Double", genesis.matmul,
+            genesis.ones(2, 2), genesis.ones(2, 2, dtype=genesis.float64))
+    _raises(RuntimeError, "int64", genesis.mean, genesis.ones(2, dtype=genesis.int64))
+    _raises(RuntimeError, "floating", genesis.softmax, genesis.ones(2, dtype=genesis.int64), 0)
+    _raises(RuntimeError, "floating point.*int64",
+            genesis.ones(2, dtype=genesis.int64).requires_grad_)
+    _raises(TypeError, "integer|bool", genesis.bitwise_and, genesis.ones(2), genesis.ones(2))
+    _raises(TypeError, "bool", genesis.where, genesis.ones(2), genesis.ones(2), genesis.ones(2))
+    _raises(RuntimeError, "bool.*int64|int64.*bool|boolean", genesis.ones(2).masked_fill,
+            genesis.ones(2, dtype=genesis.int64), 1.0)
+    _raises(IndexError, "long, int or bool", lambda: genesis.ones(3)[genesis.tensor([0.0])])
+    _raises(RuntimeError, "int64.*int32|int32", genesis.gather, genesis.ones(2, 2), 0,
+            genesis.zeros(2, 2, dtype=genesis.int32))
+    _raises(RuntimeError, "float32.*float64|float64.*float32", genesis.scatter,
+            genesis.ones(2, 2), 0, genesis.zeros(1, 2, dtype=genesis.int64),
+            genesis.ones(1, 2, dtype=genesis.float64))
+    _raises(RuntimeError, "can't be cast.*int64|Long", genesis.ones(2, dtype=genesis.int64).mul_,
+            1.5)
+    _raises(RuntimeError, "one_hot.*int32|Long", genesis.ops.one_hot,
+            genesis.zeros(2, dtype=genesis.int32))
+    _raises(TypeError, "floating", genesis.set_default_dtype, genesis.int32)
+
+
+def test_bool_subtraction_and_negative_int_powers_raise():
+    b = genesis.tensor([True, False])
+    _raises(RuntimeError, "Subtraction.*bool", lambda: b - b)
+    _raises(RuntimeError, "Subtraction.*bool", lambda: genesis.ones(2) - True)
+    _raises(RuntimeError, "negative integer powers", lambda: genesis.tensor([2, 3]) ** -1)
+    _raises(RuntimeError, "ZeroDivision|division by zero",
+            lambda: genesis.tensor([2, 3]) // genesis.tensor([0, 1]))
+
+
+# ------------------------------------------------------------ index errors
+def test_index_errors_are_clear():
+    x = genesis.ones(2, 3)
+    _raises(IndexError, "index 2 is out of bounds for dimension 0 with size 2", lambda: x[2])
+    _raises(IndexError, "out of bounds", lambda: x[:, genesis.tensor([0, 3])])
+    _raises(IndexError, "out of bounds", lambda: x.__setitem__(genesis.tensor([5]), 1.0))
+    _raises(IndexError, "too many indices", lambda: x[0, 0, 0])
+    _raises(IndexError, "Dimension out of range.*got 2", x.sum, 2)
+    _raises(IndexError, "Dimension out of range.*got -3", x.softmax, -3)
+    _raises(IndexError, "out of bounds", x.index_select, 1, genesis.tensor([3]))
+    _raises(IndexError, "out of bounds", x.gather, 1, genesis.tensor([[0, 3]]))
+    _raises(IndexError, "single ellipsis", lambda: x[..., ...])
+    _raises(ValueError, "step", lambda: x[::-1])
+    _raises(RuntimeError, "only one dimension", x.view, -1, -1)
+    _raises(RuntimeError, "permutation", x.permute, 0, 0)
+
+
+# ------------------------------------------------ in-place on saved / leaf tensors
+def test_in_place_on_saved_tensor_raises_at_backward():
+    x = genesis.tensor([1.0, 2.0], requires_grad=True)
+    y = x.sigmoid()
+    y.add_(1)
+    msg = _raises(RuntimeError, "modified by an inplace operation", y.sum().backward)
+    assert "version 1" in msg and "expected version 0" in msg and "[2]" in msg
+
+
+def test_in_place_on_leaf_raises_at_once():
+    x = genesis.ones(2, requires_grad=True)
+    _raises(RuntimeError, "leaf Variable that requires grad", x.add_, 1)
+    _raises(RuntimeError, "leaf Variable that requires grad", x.__setitem__, 0, 2.0)
+    _raises(RuntimeError, "view of a leaf Variable", x[:1].mul_, 2)
+    assert x.tolist() == [1.0, 1.0]  # nothing was written
+
+
+def test_backward_errors():
+    x = genesis.ones(2, 2, requires_grad=True)
+    msg = _raises(RuntimeError, "only for scalar outputs", (x * 2).backward)
+    assert "(2, 2)" in msg
+    _raises(RuntimeError, "does not require grad", genesis.ones(2).sum().backward)
+    y = (x * x).sum()
+    y.backward()
+    _raises(RuntimeError, "second time.*retain_graph=True", y.backward)
+    _raises(RuntimeError, "allow_unused", genesis.autograd.grad, (x * 2).sum(),
+            [x, genesis.ones(1, requires_grad=True)])
+
+
+# -------------------------------------------------------------- misc misuse
+def test_misc_misuse_is_reported():
+    _raises(TypeError, "genesis.tensor", genesis.Tensor)
+    _raises(TypeError, "pickl|genesis.save", lambda: __import__("pickle").dumps(genesis.ones(2)))
+    _raises(RuntimeError, "min.*max", genesis.clamp, genesis.ones(2))
+    _raises(RuntimeError, "k", genesis.topk, genesis.ones(3), 4)
+    _raises(RuntimeError, "chunks", genesis.chunk, genesis.ones(3), 0)
+    _raises(RuntimeError, "split_size|positive", genesis.split, genesis.ones(3), 0)
+    _raises(RuntimeError, "repeats", genesis.ones(3).repeat_interleave, genesis.tensor([1, 2]))
+    _raises(RuntimeError, "2 dimensions", genesis.tril, genesis.ones(3))
+    _raises(RuntimeError, "non-empty", genesis.cat, [])
+    _raises(RuntimeError, "exceeds", genesis.ones(3).narrow, 0, 2, 2)
+
+
+def test_copy_between_devices_is_allowed(fake_device):
+    """copy_ (like torch's) moves data across devices rather than refusing."""
+    a = genesis.zeros(2, device=fake_device)
+    a.copy_(genesis.tensor([1.0, 2.0]))
+    assert a.device.type == "fake" and a.tolist() == [1.0, 2.0]
