@@ -32,8 +32,8 @@ def relu(input: Tensor, inplace: bool = False) -> Tensor:
 
     Example::
 
-        >>> F.relu(genesis.tensor([-1.0, 2.0]))
-        tensor([0., 2.])
+        >>> F.relu(genesis.tensor([-1.0, 2.0])).tolist()
+        [0.0, 2.0]
     """
     return input.relu_() if inplace else input.relu()
 
@@ -66,8 +66,8 @@ def leaky_relu(input: Tensor, negative_slope: float = 0.01, inplace: bool = Fals
 
     Example::
 
-        >>> F.leaky_relu(genesis.tensor([-1.0, 2.0]), 0.1)
-        tensor([-0.1000,  2.0000])
+        >>> F.leaky_relu(genesis.tensor([-1.0, 2.0]), 0.5).tolist()
+        [-0.5, 2.0]
     """
     out = genesis.where(input > 0, input, input * negative_slope)
     return input.copy_(out) if inplace else out
@@ -247,8 +247,8 @@ def softmax(input: Tensor, dim: int | None = None, _stacklevel: int = 3,
 
     Example::
 
-        >>> F.softmax(genesis.tensor([0.0, 0.0]), dim=0)
-        tensor([0.5000, 0.5000])
+        >>> F.softmax(genesis.tensor([0.0, 0.0]), dim=0).tolist()
+        [0.5, 0.5]
     """
     if dim is None:
         dim = _legacy_softmax_dim("softmax", input.ndim)

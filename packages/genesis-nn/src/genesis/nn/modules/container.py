@@ -32,7 +32,7 @@ class Sequential(Module):
         >>> model = genesis.nn.Sequential(genesis.nn.Linear(4, 8), genesis.nn.ReLU(),
         ...                               genesis.nn.Linear(8, 2))
         >>> model(genesis.zeros(3, 4)).shape
-        (3, 2)
+        genesis.Size([3, 2])
     """
 
     def __init__(self, *args: Any) -> None:
@@ -281,7 +281,7 @@ class ParameterList(Module):
     Example::
 
         >>> ps = genesis.nn.ParameterList([genesis.nn.Parameter(genesis.ones(2))])
-        >>> ps.append(genesis.zeros(3)); len(ps)
+        >>> _ = ps.append(genesis.zeros(3)); len(ps)
         2
     """
 

@@ -663,7 +663,7 @@ class Module:
             >>> handle = lin.register_forward_hook(lambda m, args, out: seen.append(out.shape))
             >>> _ = lin(genesis.zeros(3, 2)); handle.remove(); _ = lin(genesis.zeros(1, 2))
             >>> seen
-            [(3, 2)]
+            [genesis.Size([3, 2])]
         """
         handle = RemovableHandle(self._forward_hooks)
         self._forward_hooks[handle.id] = (hook, with_kwargs)
