@@ -119,9 +119,17 @@ def test_to_other_device_and_back_keeps_values_and_grads(fake_device):
     assert x.grad.device.type == "cpu" and x.grad.tolist() == [2.0, 4.0]
 
 
-def test_cuda_without_plugin_says_what_to_install():
-    if "cuda" in registry.installed():
-        pytest.skip("genesis-cuda is installed here")
+@pytest.fixture
+def without_cuda_plugin(monkeypatch):
+    """The registry as if genesis-cuda were not installed (whether or not it is)."""
+    eps = {k: v for k, v in registry._discover().items() if k != "cuda"}
+    monkeypatch.setattr(registry, "_entry_points", eps)
+    monkeypatch.delitem(registry._loaded, "cuda", raising=False)
+    for spec in ("cuda", "cuda:1"):
+        monkeypatch.setattr(genesis.device(spec), "_backend", None)
+
+
+def test_cuda_without_plugin_says_what_to_install(without_cuda_plugin):
     assert genesis.cuda.is_available() is False and genesis.cuda.device_count() == 0
     msg = _raises(RuntimeError, "genesis-cuda", genesis.zeros, 2, device="cuda")
     assert "pip install" in msg
@@ -234,3 +242,9 @@ def test_copy_between_devices_is_allowed(fake_device):
     a = genesis.zeros(2, device=fake_device)
     a.copy_(genesis.tensor([1.0, 2.0]))
     assert a.device.type == "fake" and a.tolist() == [1.0, 2.0]
+
+
+def test_cuda_plugin_without_gpu_says_so():
+    if "cuda" not in registry.installed() or genesis.cuda.is_available():
+        pytest.skip("needs genesis-cuda installed on a machine without a usable GPU")
+    _raises(RuntimeError, "(?i)cuda.*device|device.*cuda", genesis.zeros, 2, device="cuda")

@@ -65,6 +65,22 @@ def test_promote_types_table_matches_torch():
         assert genesis.promote_types(g_dtype(a), g_dtype(b)).name == str(expected)[6:], (a, b)
 
 
+def test_result_type_every_triple_matches_torch():
+    """All 23**3 triples, against torch's n-ary promotion (its PrimTorch reference)."""
+    g_ops = {k: make(k, "g") for k in KINDS}
+    t_ops = {k: make(k, "t") for k in KINDS}
+    kind = ELEMENTWISE_TYPE_PROMOTION_KIND.DEFAULT
+    bad = []
+    for ks in itertools.product(KINDS, repeat=3):
+        if not _has_tensor(ks):
+            continue
+        _, expected = elementwise_dtypes(*[t_ops[k] for k in ks], type_promotion_kind=kind)
+        actual = genesis.result_type(*[g_ops[k] for k in ks])
+        if actual.name != str(expected)[6:]:
+            bad.append(f"{ks}: genesis {actual}, torch {expected}")
+    assert not bad, f"{len(bad)} triples differ:\n" + "\n".join(bad[:20])
+
+
 @given(st.lists(st.sampled_from(KINDS), min_size=1, max_size=3))
 @settings(max_examples=300)
 def test_result_type_nary_matches_torch(kinds):
