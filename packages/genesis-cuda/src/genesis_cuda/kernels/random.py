@@ -20,8 +20,6 @@ from genesis import dtypes as D
 
 from .layout import BLOCK, Ptr, clone, empty, grid1, offset6, plan, unravel6
 
-_TWO_PI = 6.283185307179586
-
 
 @triton.jit
 def _words(seed, base, lin):
@@ -74,7 +72,7 @@ def _random_kernel(out, n, seed, base, p0: tl.float64, p1: tl.float64, span, low
         if F64:
             u1 = 1.0 - _u53(w0, w1)  # (0, 1]: log is finite
             u2 = _u53(w2, w3)
-            z = tl.sqrt(-2.0 * tl.log(u1)) * tl.cos(_TWO_PI * u2)
+            z = tl.sqrt(-2.0 * tl.log(u1)) * tl.cos(6.283185307179586 * u2)
         else:
             u1 = 1.0 - _u24(w0)
             u2 = _u24(w1)
