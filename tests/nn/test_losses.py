@@ -314,14 +314,14 @@ def test_losses_on_cuda_match_torch_cpu():
         (lambda M, x: M.binary_cross_entropy_with_logits(x, W(M, y), pos_weight=W(M, w)), x),
         (lambda M, x: M.kl_div(x.log_softmax(1), W(M, p.softmax(1)), reduction="batchmean"), x),
     ]
-    for fn, inp in cases:
+    for i, (fn, inp) in enumerate(cases):
         ti = inp.clone().requires_grad_(True)
         gi = to_genesis(inp).to("cuda").requires_grad_(True)
         t_out, g_out = fn(TF, ti), fn(F, gi)
-        assert_close(to_torch(g_out.cpu()), t_out.detach())
+        assert_close(to_torch(g_out.cpu()), t_out.detach(), msg=f"case {i} forward")
         t_out.backward()
         g_out.backward()
-        assert_close(to_torch(gi.grad.cpu()), ti.grad)
+        assert_close(to_torch(gi.grad.cpu()), ti.grad, msg=f"case {i} grad")
 
 
 def W(module, t):  # noqa: N802 - a constant or target on the module's device
