@@ -1044,3 +1044,112 @@ def tolerance(op: OpInfo, dtype: str) -> dict:
         rtol, atol, _reason = op.tol[dtype]
         return {"rtol": rtol, "atol": atol}
     return {}
+
+
+# in-place variants -------------------------------------------------------------
+def _inplace(name):
+    """``x.clone().<name>(...)``: the in-place method on a non-leaf (recorded by autograd)."""
+    return lambda x, *a, **k: getattr(x.clone(), name)(*a, **k)
+
+
+def _inplace_on_view(name):
+    """The in-place method applied to a strided view of a non-leaf, returning the base."""
+    def fn(x, *a, **k):
+        y = x.clone()
+        getattr(y[:, ::2], name)(*a, **k)
+        return y
+
+    return fn
+
+
+_INPLACE_BINARY = lambda lo=-2.0, hi=2.0: lambda d: [  # noqa: E731
+    S(T((3, 4)), T((3, 4), lo, hi), name="same-shape"),
+    S(T((3, 4), layout="T"), T((4,), lo, hi), name="transposed,broadcast"),
+    S(T((2, 3)), 1.5 if is_float(d) else 2, name="scalar"),
+    S(T((2, 3)), T((), lo, hi), name="0-d")]
+
+
+def _pow_inplace_samples(d):
+    return [S(T((3, 4), 0.5, 2), T((3, 4), -1, 2), name="same-shape"),
+            S(T((2, 3), 0.5, 2), 2, name="scalar")]
+
+
+for _name, _lo, _hi, _dt in (("add_", -2, 2, NUMERIC), ("sub_", -2, 2, SIGNED + FLOATS),
+                             ("mul_", -2, 2, NUMERIC), ("div_", 0.5, 2, FLOATS),
+                             ("pow_", 0.5, 2, FLOATS), ("remainder_", 0.5, 2, FLOATS)):
+    _gen = _pow_inplace_samples if _name == "pow_" else _INPLACE_BINARY(_lo, _hi)
+    add(OpInfo(_name, _gen, dtypes=_dt, op=_inplace(_name), ref=_inplace(_name)))
+    add(OpInfo(_name + "view", lambda d: [S(T((3, 4), 0.5, 2), T((3, 2), 0.5, 2), name="view")],
+               dtypes=("float32", "float64"), op=_inplace_on_view(_name),
+               ref=_inplace_on_view(_name)))
+for _name, _lo, _hi in (("exp_", -2, 2), ("log_", 0.1, 3), ("sqrt_", 0.1, 3),
+                        ("sigmoid_", -2, 2), ("tanh_", -2, 2), ("neg_", -2, 2),
+                        ("abs_", -2, 2), ("relu_", -2, 2), ("sin_", -2, 2), ("floor_", -2, 2)):
+    add(OpInfo(_name, unary_samples(_lo, _hi), op=_inplace(_name), ref=_inplace(_name)),
+        OpInfo(_name + "view", lambda d, lo=_lo, hi=_hi: [S(T((3, 4), lo, hi), name="view")],
+               dtypes=("float32", "float64"), op=_inplace_on_view(_name),
+               ref=_inplace_on_view(_name)))
+add(
+    OpInfo("clamp_", lambda d: [S(T((3, 4)), *((-0.5, 0.5) if is_float(d) else (-1, 1)),
+                                  name="both"),
+                                S(T((2, 3), layout="T"), None, 0.3 if is_float(d) else 1,
+                                  name="max")],
+           dtypes=NUMERIC, op=_inplace("clamp_"), ref=_inplace("clamp_")),
+    OpInfo("masked_fill_", lambda d: [S(T((3, 4)), Mask((3, 4)), 0.5 if is_float(d) else 1,
+                                        name="scalar"),
+                                      S(T((3, 4)), Mask((4,)), T((), grad=False),
+                                        name="broadcast,0-d")],
+           dtypes=ALL, op=_inplace("masked_fill_"), ref=_inplace("masked_fill_")),
+    OpInfo("copy_", lambda d: [S(T((3, 4)), T((3, 4), layout="T"), name="transposed-src"),
+                               S(T((3, 4)), T((4,)), name="broadcast-src"),
+                               S(T((2, 3)), T((2, 3), dtype="float64"), name="cast-src")],
+           op=_inplace("copy_"), ref=_inplace("copy_")),
+    OpInfo("copy_view", lambda d: [S(T((3, 4)), T((3, 2)), name="into-view")],
+           dtypes=("float32", "float64"), op=_inplace_on_view("copy_"),
+           ref=_inplace_on_view("copy_")),
+    OpInfo("fill_", lambda d: [S(T((3, 4)), 2.5 if is_float(d) else 3, name="scalar"),
+                               S(T((3, 4)), T((), grad=True), name="0-d-tensor")],
+           dtypes=NUMERIC, op=_inplace("fill_"), ref=_inplace("fill_")),
+    OpInfo("zero_", lambda d: [S(T((3, 4)), name="2-d"), S(T(()), name="0-d")], dtypes=ALL,
+           op=_inplace("zero_"), ref=_inplace("zero_")),
+    OpInfo("scatter_", lambda d: [S(T((3, 5)), 1, Idx((3, 2), 5, unique_dim=1), T((3, 2)),
+                                    name="src")],
+           dtypes=NUMERIC, op=_inplace("scatter_"), ref=_inplace("scatter_")),
+    OpInfo("scatter_add_", lambda d: [S(T((3, 5)), 1, Idx((3, 6), 5), T((3, 6)), name="src")],
+           dtypes=NUMERIC, op=_inplace("scatter_add_"), ref=_inplace("scatter_add_")),
+    OpInfo("index_add_", lambda d: [S(T((4, 3)), 0, Idx((5,), 4), T((5, 3)), name="repeats")],
+           dtypes=NUMERIC, op=_inplace("index_add_"), ref=_inplace("index_add_")),
+    OpInfo("index_put_", lambda d: [
+        S(T((4, 5)), (Idx((3,), 4, unique_dim=0),), T((3, 5)), name="rows"),
+        S(T((4, 5)), (Idx((6,), 4), Idx((6,), 5)), T((6,)), True, name="accumulate"),
+        S(T((4, 5)), (Mask((4, 5)),), T(()), name="mask")],
+        dtypes=NUMERIC, op=_inplace("index_put_"), ref=_inplace("index_put_")),
+)
+
+# keyword forms ------------------------------------------------------------------
+add(
+    OpInfo("sum_kwargs", lambda d: [S(T((2, 3, 4)), dim=(0, -1), keepdim=True, name="kw")],
+           op=genesis.sum, ref=torch.sum, dtypes=NUMERIC),
+    OpInfo("mean_kwargs", lambda d: [S(T((2, 3, 4)), dim=1, keepdim=True, name="kw")],
+           op=genesis.mean, ref=torch.mean),
+    OpInfo("max_kwargs", lambda d: [S(T((2, 3), kind="distinct"), dim=-1, keepdim=True,
+                                      name="kw")], op=genesis.max, ref=torch.max,
+           dtypes=NUMERIC),
+    OpInfo("softmax_kwargs", lambda d: [S(T((2, 3)), dim=-1, name="kw"),
+                                        S(T((2, 3)), dim=0, dtype=None, name="dtype=None")],
+           op=genesis.softmax, ref=torch.softmax),
+    OpInfo("cat_kwargs", lambda d: [S([T((2, 3)), T((2, 1))], dim=1, name="kw")],
+           op=genesis.cat, ref=torch.cat, dtypes=ALL),
+    OpInfo("where_scalars", lambda d: [S(Mask((2, 3)), 1.0, 0.0, name="float-scalars"),
+                                       S(Mask((2, 3)), 1, 0, name="int-scalars")],
+           op=genesis.where, ref=torch.where, dtypes=("float32",), differentiable=False),
+    OpInfo("matmul_int", lambda d: [S(T((2, 3), -3, 3), T((3, 4), -3, 3), name="2d"),
+                                    S(T((2, 2, 3), -3, 3), T((3,), -3, 3), name="3d@1d")],
+           op=genesis.matmul, ref=torch.matmul, dtypes=("int64", "int32"),
+           differentiable=False),
+    OpInfo("transpose_kwargs", lambda d: [S(T((2, 3)), dim0=1, dim1=0, name="kw")],
+           op=genesis.transpose, ref=torch.transpose, dtypes=("float32",)),
+)
+
+OPS_BY_NAME = {op.name: op for op in OPS}
+assert len(OPS_BY_NAME) == len(OPS), "duplicate op names in the table"

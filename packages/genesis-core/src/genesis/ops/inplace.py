@@ -198,7 +198,13 @@ def index_put_(t: Tensor, indices: tuple, values, accumulate: bool = False) -> T
     check_same_device("index_put_", t, values)
     if values.dtype is not t.dtype:
         values = values.to(t.dtype)
-    indices = tuple(indices) + (None,) * (t.ndim - len(indices))
+    flat = []
+    for i in indices:  # a bool mask stands for the coordinates of its True elements, as torch
+        if isinstance(i, Tensor) and i.dtype is D.bool_:
+            flat.extend(i.nonzero(as_tuple=True))
+        else:
+            flat.append(i)
+    indices = tuple(flat) + (None,) * (t.ndim - len(flat))
     return apply_inplace(t, lambda s: IndexPut.apply(s, indices, values, accumulate), values)
 
 
