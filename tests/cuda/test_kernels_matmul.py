@@ -141,3 +141,32 @@ def test_matmul_fp32_precision_options():
             assert err < bound, (prec, err)
     finally:
         mm.FP32_PRECISION = old
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("with_bias", [True, False])
+def test_linear_fused_bias(dtype, with_bias):
+    from genesis_cuda.kernels.matmul import linear
+
+    K = 96
+    x = (torch.randn(4, 7, K, device="cuda") / math.sqrt(K)).to(dtype)
+    w = torch.randn(80, K, device="cuda").to(dtype)
+    b = torch.randn(80, device="cuda").to(dtype) if with_bias else None
+    for xv in (x, x.transpose(0, 1)):  # leading dims that do not merge: copied first
+        out = to_torch(linear(to_dev(xv), to_dev(w), None if b is None else to_dev(b)))
+        torch.testing.assert_close(out, torch.nn.functional.linear(xv, w, b).cpu())
+    ws = torch.randn(80, 2 * K, device="cuda").to(dtype)[:, ::2]  # strided weight view
+    out = to_torch(linear(to_dev(x), to_dev(ws), None if b is None else to_dev(b)))
+    torch.testing.assert_close(out, torch.nn.functional.linear(x, ws, b).cpu())
+
+
+def test_linear_empty():
+    from genesis_cuda.kernels.matmul import linear
+
+    b = torch.randn(5, device="cuda")
+    out = to_torch(linear(to_dev(torch.randn(3, 0, device="cuda")),
+                          to_dev(torch.randn(5, 0, device="cuda")), to_dev(b)))
+    assert torch.equal(out, b.expand(3, 5).cpu())
+    out = linear(to_dev(torch.randn(0, 4, device="cuda")), to_dev(torch.randn(5, 4, device="cuda")),
+                 None)
+    assert out.shape == (0, 5)

@@ -28,7 +28,7 @@ import triton.language as tl
 
 from genesis import dtypes as D
 
-from .layout import clone, collapse, contiguous_strides, empty, fill_
+from .layout import clone, collapse, contiguous_strides, copy_strided, empty, fill_
 
 FP32_PRECISION = "ieee"  # "ieee" (torch's default), "tf32x3", or "tf32"
 _TUNE_MIN_FLOPS = 2 * 1024**3  # below this, pick a config by rule instead of timing
@@ -50,7 +50,15 @@ def _tile_ids(pid, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: 
 
 
 @triton.jit
-def _mm_tma_kernel(a_desc, b_desc, c_desc, M, N, K,
+def _add_bias(acc, bias, sbias, off_n, N, BLOCK_N: tl.constexpr):
+    """acc + bias[None, :] in float32, before the result is rounded (a fused epilogue)."""
+    rn = off_n + tl.arange(0, BLOCK_N)
+    bv = tl.load(bias + rn * sbias, mask=rn < N, other=0.0).to(tl.float32)
+    return acc + bv[None, :]
+
+
+@triton.jit
+def _mm_tma_kernel(a_desc, b_desc, c_desc, M, N, K, bias, sbias, HAS_BIAS: tl.constexpr,
                    A_T: tl.constexpr, B_T: tl.constexpr, BATCHED: tl.constexpr,
                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                    GROUP_M: tl.constexpr):
@@ -80,6 +88,8 @@ def _mm_tma_kernel(a_desc, b_desc, c_desc, M, N, K,
             else:
                 b = b_desc.load([off_k, off_n])
         acc = tl.dot(a, b, acc)
+    if HAS_BIAS:
+        acc = _add_bias(acc, bias, sbias, off_n, N, BLOCK_N)
     c = acc.to(c_desc.dtype)
     if BATCHED:
         c_desc.store([bid, off_m, off_n], c.reshape(1, BLOCK_M, BLOCK_N))
@@ -88,7 +98,8 @@ def _mm_tma_kernel(a_desc, b_desc, c_desc, M, N, K,
 
 
 @triton.jit
-def _mm_tma_persistent_kernel(a_desc, b_desc, c_desc, M, N, K,
+def _mm_tma_persistent_kernel(a_desc, b_desc, c_desc, M, N, K, bias, sbias,
+                              HAS_BIAS: tl.constexpr,
                               A_T: tl.constexpr, B_T: tl.constexpr,
                               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                               BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
@@ -113,12 +124,15 @@ def _mm_tma_persistent_kernel(a_desc, b_desc, c_desc, M, N, K,
             else:
                 b = b_desc.load([off_k, off_n])
             acc = tl.dot(a, b, acc)
+        if HAS_BIAS:
+            acc = _add_bias(acc, bias, sbias, off_n, N, BLOCK_N)
         c_desc.store([off_m, off_n], acc.to(c_desc.dtype))
 
 
 @triton.jit
 def _mm_kernel(a_ptr, b_ptr, c_ptr, M, N, K, B1,
                sa0, sa1, sam, sak, sb0, sb1, sbk, sbn, sc0, sc1, scm, scn,
+               bias, sbias, HAS_BIAS: tl.constexpr,
                PREC: tl.constexpr, ACC: tl.constexpr, EVEN_K: tl.constexpr,
                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                GROUP_M: tl.constexpr):
@@ -149,6 +163,9 @@ def _mm_kernel(a_ptr, b_ptr, c_ptr, M, N, K, B1,
         acc = tl.dot(a, b, acc, input_precision=PREC, out_dtype=ACC)
         a_ptrs += BLOCK_K * sak
         b_ptrs += BLOCK_K * sbk
+    if HAS_BIAS:  # in the accumulator's type (float64 stays float64)
+        bv = tl.load(bias + rn * sbias, mask=rn < N, other=0.0).to(ACC)
+        acc += bv[None, :]
     c_ptrs = c_ptr + rm[:, None].to(tl.int64) * scm + rn[None, :].to(tl.int64) * scn
     tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=(rm[:, None] < M) & (rn[None, :] < N))
 
@@ -258,7 +275,7 @@ def _tma_layout(strides, rows: int, cols: int, isz: int):
     return None
 
 
-def _try_tma(a, b, c, M, N, K, batch, sa, sb) -> bool:
+def _try_tma(a, b, c, M, N, K, batch, sa, sb, bias=None, sbias=0) -> bool:
     from triton.tools.tensor_descriptor import TensorDescriptor
 
     isz = a.dtype.itemsize
@@ -291,6 +308,8 @@ def _try_tma(a, b, c, M, N, K, batch, sa, sb) -> bool:
     b_desc = desc(b, K, N, b_t, bs_b, sb[-1] if b_t else sb[-2])
     c_desc = desc(c, M, N, False, M * N, N)
     lead = [1] if batched else []
+    has_bias = bias is not None
+    bias_arg = bias if has_bias else c
 
     def launch(cfg):
         persistent = cfg[0] == "p"
@@ -302,11 +321,13 @@ def _try_tma(a, b, c, M, N, K, batch, sa, sb) -> bool:
         if persistent:
             sms = _sm_count(c.device)
             _mm_tma_persistent_kernel[(min(sms, tiles),)](
-                a_desc, b_desc, c_desc, M, N, K, A_T=a_t, B_T=b_t, BLOCK_M=bm, BLOCK_N=bn,
-                BLOCK_K=bk, GROUP_M=gm, NUM_SMS=sms, num_stages=st, num_warps=nw)
+                a_desc, b_desc, c_desc, M, N, K, bias_arg, sbias, HAS_BIAS=has_bias, A_T=a_t,
+                B_T=b_t, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=gm, NUM_SMS=sms,
+                num_stages=st, num_warps=nw)
             return
         grid = (tiles, batch)
-        _mm_tma_kernel[grid](a_desc, b_desc, c_desc, M, N, K, A_T=a_t, B_T=b_t,
+        _mm_tma_kernel[grid](a_desc, b_desc, c_desc, M, N, K, bias_arg, sbias,
+                             HAS_BIAS=has_bias, A_T=a_t, B_T=b_t,
                              BATCHED=batched, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk,
                              GROUP_M=gm, num_stages=st, num_warps=nw)
 
@@ -322,7 +343,7 @@ def _try_tma(a, b, c, M, N, K, batch, sa, sb) -> bool:
     return True
 
 
-def _launch_ptr(a, b, c, M, N, K, bshape, sa, sb, sc):
+def _launch_ptr(a, b, c, M, N, K, bshape, sa, sb, sc, bias=None, sbias=0):
     dt = a.dtype
     kind = "fp64" if dt is D.float64 else "fp32" if dt is D.float32 else "half"
     prec = FP32_PRECISION if kind == "fp32" else "ieee" if kind == "fp64" else None
@@ -338,6 +359,7 @@ def _launch_ptr(a, b, c, M, N, K, bshape, sa, sb, sc):
         grid = (triton.cdiv(M, bm) * triton.cdiv(N, bn), batch)
         _mm_kernel[grid](a, b, c, M, N, K, B1, pa[0], pa[1], sa[-2], sa[-1],
                          pb[0], pb[1], sb[-2], sb[-1], pc[0], pc[1], sc[-2], sc[-1],
+                         c if bias is None else bias, sbias, HAS_BIAS=bias is not None,
                          PREC=prec, ACC=acc, EVEN_K=K % bk == 0, BLOCK_M=bm, BLOCK_N=bn,
                          BLOCK_K=bk, GROUP_M=gm, num_stages=st, num_warps=nw)
 
@@ -400,4 +422,38 @@ def _matmul_big_batch(a, b, c, M, N, K, batch):
     sb = [B1 * K * N, K * N, N, 1]
     sc = [B1 * M * N, M * N, N, 1]
     _launch_ptr(a, b, c, M, N, K, [batch // B1, B1], sa, sb, sc)
+    return c
+
+
+def linear(x, weight, bias):
+    """``x @ weight.T + bias``: x (..., K), weight (N, K), bias (N,) or None -> (..., N).
+
+    One kernel: the bias is added to the float32 accumulator before rounding (a fused
+    epilogue, as cuBLAS does). ``weight.T`` is read in place (a transposed operand).
+
+    Example: ``linear(h, w, b)`` with h (B, T, C), w (4C, C), b (4C,) gives (B, T, 4C).
+    """
+    *lead, K = x.shape
+    N = weight.shape[0]
+    dt = x.dtype
+    c = empty((*lead, N), dt, x.device)
+    M = math.prod(lead)
+    if M == 0 or N == 0:
+        return c
+    if K == 0:
+        if bias is None:
+            return fill_(c, 0)
+        copy_strided(c.data_ptr(), dt, contiguous_strides(c.shape), bias.data_ptr(), bias.dtype,
+                     [0] * len(lead) + [bias.strides[0]], tuple(c.shape))
+        return c
+    lshape, (lstr,) = collapse(tuple(lead), [list(x.strides[:-1])])
+    if len(lshape) > 1:  # leading dims that do not merge into one M dim
+        x = clone(x)
+        lstr = [K]
+    sa = _canon((M, K), [lstr[0] if lshape else K, x.strides[-1]])
+    sb = _canon((K, N), [weight.strides[1], weight.strides[0]])
+    sbias = bias.strides[0] if bias is not None else 0
+    if dt in (D.float16, D.bfloat16) and _try_tma(x, weight, c, M, N, K, 1, sa, sb, bias, sbias):
+        return c
+    _launch_ptr(x, weight, c, M, N, K, [], sa, sb, [N, 1], bias, sbias)
     return c
