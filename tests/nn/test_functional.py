@@ -356,6 +356,27 @@ def test_pad_errors():
         F.pad(x, (1, 1), mode="wrap")
 
 
+# ---------------------------------------------------------------- distances
+@pytest.mark.parametrize("dim", [1, -1, 0])
+def test_cosine_similarity(dim):
+    def g_fn(a, b):
+        return F.cosine_similarity(a, b, dim)
+
+    def t_fn(a, b):
+        return TF.cosine_similarity(a, b, dim)
+
+    compare(g_fn, t_fn, randn(4, 5, 3), randn(4, 5, 3))
+    compare(g_fn, t_fn, randn(4, 5, 3), randn(1, 5, 3))  # broadcasting
+
+
+@pytest.mark.parametrize("p", [2.0, 1.0, 3.0])
+def test_pairwise_distance(p):
+    compare(lambda a, b: F.pairwise_distance(a, b, p),
+            lambda a, b: TF.pairwise_distance(a, b, p), randn(6, 4), randn(6, 4))
+    compare(lambda a, b: F.pairwise_distance(a, b, p, keepdim=True),
+            lambda a, b: TF.pairwise_distance(a, b, p, keepdim=True), randn(2, 6, 4), randn(4))
+
+
 # -------------------------------------------------------------- losses
 def test_losses_reexported():
     for name in ("cross_entropy", "nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss",

@@ -96,6 +96,13 @@ def test_identity_flatten_unflatten():
     assert repr(nn.Flatten()) == "Flatten(start_dim=1, end_dim=-1)"
 
 
+def test_distance_modules():
+    compare_module(nn.CosineSimilarity(dim=-1), tnn.CosineSimilarity(dim=-1), randn(3, 5),
+                   randn(3, 5))
+    compare_module(nn.PairwiseDistance(p=1.0), tnn.PairwiseDistance(p=1.0), randn(3, 5),
+                   randn(3, 5))
+
+
 # ------------------------------------------------------------------ embedding
 def test_embedding_and_padding_idx():
     idx = np.array([[1, 0, 3], [3, 3, 0]], dtype=np.int64)

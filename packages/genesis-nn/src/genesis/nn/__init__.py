@@ -35,6 +35,8 @@ from genesis.nn.modules import (
     Dropout2d,
     Dropout3d,
     Embedding,
+    CosineSimilarity,
+    PairwiseDistance,
     Flatten,
     GroupNorm,
     Hardsigmoid,

@@ -38,6 +38,7 @@ from genesis.nn.functional.attention import (
     scaled_dot_product_attention,
 )
 from genesis.nn.functional.conv import conv1d, conv2d
+from genesis.nn.functional.distance import cosine_similarity, pairwise_distance
 from genesis.nn.functional.dropout import (
     alpha_dropout,
     dropout,

@@ -52,6 +52,10 @@ from genesis.nn.modules.dropout import (
     Dropout2d,
     Dropout3d,
 )
+from genesis.nn.modules.distance import (
+    CosineSimilarity,
+    PairwiseDistance,
+)
 from genesis.nn.modules.flatten import (
     Flatten,
     Unflatten,
@@ -143,6 +147,8 @@ __all__ = [
     "Softmax",
     "LogSoftmax",
     "Softmin",
+    "CosineSimilarity",
+    "PairwiseDistance",
     "Flatten",
     "Unflatten",
     "MultiheadAttention",
