@@ -45,16 +45,16 @@ from genesis.nn.modules.conv import (
     Conv1d,
     Conv2d,
 )
+from genesis.nn.modules.distance import (
+    CosineSimilarity,
+    PairwiseDistance,
+)
 from genesis.nn.modules.dropout import (
     AlphaDropout,
     Dropout,
     Dropout1d,
     Dropout2d,
     Dropout3d,
-)
-from genesis.nn.modules.distance import (
-    CosineSimilarity,
-    PairwiseDistance,
 )
 from genesis.nn.modules.flatten import (
     Flatten,
