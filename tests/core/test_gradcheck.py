@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from op_table import Built, op_dtype_params, samples_for
 
-from genesis.testing import gradcheck
+from genesis.testing import gradcheck, gradgradcheck
 
 
 @pytest.mark.parametrize(("op", "dtype"),
@@ -32,3 +32,27 @@ def test_gradcheck(op, dtype):
         checked += 1
     if op.gradcheck_max_numel:
         assert checked, f"{op.name}: no sample was small enough to gradcheck"
+
+
+@pytest.mark.parametrize(("op", "dtype"),
+                         op_dtype_params("gradgradcheck", differentiable_only=True,
+                                         dtypes=("float64",)))
+def test_gradgradcheck(op, dtype):
+    """Second derivatives (backward of backward, as create_graph=True records it)."""
+    checked = 0
+    for sample, realized in samples_for(op, dtype):
+        built = Built(realized, "genesis", "cpu", requires_grad=True)
+        if not built.leaves or sum(leaf.numel() for leaf in built.leaves) > min(
+                op.gradcheck_max_numel, 12):
+            continue
+
+        def fn(*leaves, built=built):
+            args, kwargs = built.assemble(leaves)
+            return op.op(*args, **kwargs)
+
+        try:
+            gradgradcheck(fn, tuple(built.leaves))
+        except Exception as exc:
+            raise AssertionError(f"{op.name}[{sample.name}]: {type(exc).__name__}: {exc}") \
+                from exc
+        checked += 1

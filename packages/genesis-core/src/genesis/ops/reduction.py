@@ -321,7 +321,11 @@ class Norm2(Function):
 
     @staticmethod
     def backward(ctx, g):
+        from genesis.autograd.grad_mode import is_grad_enabled
+
         x, out = ctx.saved_tensors
+        if is_grad_enabled():  # create_graph: out must be a function of x for 2nd derivatives
+            out = sum(x * x, ctx.dims, keepdim=True).sqrt()
         g = _unreduce(g, x.shape, ctx.dims, ctx.keepdim)
         scale = where(out == 0, 0.0, 1.0 / where(out == 0, 1.0, out))
         return g * x * scale, None, None

@@ -338,13 +338,27 @@ class Slice(Function):
 
     @staticmethod
     def backward(ctx, g):
+        # A Function (not a raw copy) so that double backward sees it
+        return SliceBackward.apply(g, ctx.in_shape, ctx.key), None
+
+
+class SliceBackward(Function):
+    """The gradient of ``x[key]``: ``g`` written into zeros of ``x``'s shape."""
+
+    @staticmethod
+    def forward(ctx, g, in_shape, key):
         import genesis
 
-        gx = genesis.zeros(ctx.in_shape, dtype=g.dtype, device=g.device)
-        shape, strides, offset = slice_geometry(gx, ctx.key)
+        ctx.key = key
+        gx = genesis.zeros(in_shape, dtype=g.dtype, device=g.device)
+        shape, strides, offset = slice_geometry(gx, key)
         region = make_view(gx, shape, strides, offset)
         region._backend.copy_(region._data, g._data)
-        return gx, None
+        return gx
+
+    @staticmethod
+    def backward(ctx, gg):
+        return Slice.apply(gg, ctx.key), None, None
 
 
 def slice_geometry(x: Tensor, key: tuple):
@@ -452,13 +466,17 @@ class CopySlices(Function):
 
     @staticmethod
     def backward(ctx, g):
+        import genesis
+
+        # Written with differentiable ops (AsStrided, mul) so that double backward works.
         shape, strides, offset = ctx.geometry
-        g_base = g.clone()
-        region = make_view(g_base, shape, strides, offset)
-        g_view = region.clone()
+        g = g.clone()  # contiguous at offset 0: the base's geometry
+        g_view = AsStrided.apply(g, shape, strides, offset)
+        keep = genesis.ones(g.shape, dtype=g.dtype, device=g.device)  # 0 where overwritten
+        region = make_view(keep, shape, strides, offset)
         region._backend.copy_(region._data, region._backend.full(shape, 0, g.dtype,
                                                                  g.device.index))
-        return g_base, g_view, None
+        return g * keep, g_view, None
 
 
 def rebase_view_history(base: Tensor, view_t: Tensor) -> None:
