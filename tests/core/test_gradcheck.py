@@ -43,7 +43,7 @@ def test_gradgradcheck(op, dtype):
     for sample, realized in samples_for(op, dtype):
         built = Built(realized, "genesis", "cpu", requires_grad=True)
         if not built.leaves or sum(leaf.numel() for leaf in built.leaves) > min(
-                op.gradcheck_max_numel, 12):
+                op.gradcheck_max_numel, 24):
             continue
 
         def fn(*leaves, built=built):

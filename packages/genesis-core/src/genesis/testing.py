@@ -276,18 +276,20 @@ def _analytical_jacobians(outputs: list, inputs: tuple, diff_idx: list) -> list:
     diff_inputs = [inputs[i] for i in diff_idx]
     n_out = sum(o.numel() for o in outputs)
     jacs = [np.zeros((n_out, inputs[i].numel())) for i in diff_idx]
-    recorded = [o for o in outputs if o.requires_grad]
+    recorded = [i for i, o in enumerate(outputs) if o.requires_grad]
     row = 0
-    for o in outputs:
+    for pos, o in enumerate(outputs):
         for k in range(o.numel()):
             if o.requires_grad:
-                grads_out = []
-                for other in recorded:
+                grads_out = []  # by position: one tensor may be returned twice
+                for other_pos in recorded:
+                    other = outputs[other_pos]
                     g = genesis.zeros(other.shape, dtype=other.dtype, device=other.device)
-                    if other is o:
+                    if other_pos == pos:
                         g.reshape(-1)[k] = 1.0
                     grads_out.append(g)
-                grads = genesis.autograd.grad(recorded, diff_inputs, grads_out,
+                grads = genesis.autograd.grad([outputs[i] for i in recorded], diff_inputs,
+                                              grads_out,
                                               retain_graph=True, allow_unused=True)
                 for jac, g, x in zip(jacs, grads, diff_inputs):
                     if g is None:
@@ -368,23 +370,28 @@ def gradgradcheck(fn: Callable, inputs, grad_outputs=None, *, eps: float = 1e-6,
                   atol: float = 1e-5, rtol: float = 1e-3, raise_exception: bool = True) -> bool:
     """``gradcheck`` of the first-order gradients of ``fn`` (second derivatives).
 
-    ``grad_outputs`` (one per floating output; random float64 when None) are held fixed.
+    As in torch, the gradients are differentiated with respect to both ``inputs`` and
+    ``grad_outputs`` (one per differentiable output; random float64 when None), so a
+    backward that is not itself differentiable is caught even for linear ops.
     """
     import genesis
 
     inputs = _as_tuple(inputs)
     diff_idx = [i for i, x in enumerate(inputs) if _is_genesis_tensor(x) and x.requires_grad]
-    outs = _differentiable_outputs(_as_tuple(fn(*inputs)))
+    outs = [o for o in _differentiable_outputs(_as_tuple(fn(*inputs))) if o.requires_grad]
     if grad_outputs is None:
-        grad_outputs = [genesis.randn(o.shape, dtype=o.dtype, device=o.device) for o in outs]
-    grad_outputs = _as_tuple(grad_outputs)
+        grad_outputs = [genesis.randn(o.shape, dtype=D.float64, device=o.device) for o in outs]
+    grad_outputs = tuple(g.detach().to(D.float64).requires_grad_(True)
+                         for g in _as_tuple(grad_outputs))
+    n = len(inputs)
 
     def first_order(*args):
-        outs = [o for o in _differentiable_outputs(_as_tuple(fn(*args))) if o.requires_grad]
-        diff = [args[i] for i in diff_idx]
-        grads = genesis.autograd.grad(outs, diff, grad_outputs[:len(outs)], create_graph=True,
-                                      allow_unused=True)
+        ins, gos = args[:n], args[n:]
+        outs = [o for o in _differentiable_outputs(_as_tuple(fn(*ins))) if o.requires_grad]
+        diff = [ins[i] for i in diff_idx]
+        grads = genesis.autograd.grad(outs, diff, [g.to(o.dtype) for g, o in zip(gos, outs)],
+                                      create_graph=True, allow_unused=True)
         return tuple(g for g in grads if g is not None)
 
-    return gradcheck(first_order, inputs, eps=eps, atol=atol, rtol=rtol,
+    return gradcheck(first_order, inputs + grad_outputs, eps=eps, atol=atol, rtol=rtol,
                      raise_exception=raise_exception)

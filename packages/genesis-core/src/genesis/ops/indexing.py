@@ -143,12 +143,26 @@ class Index(Function):
 
     @staticmethod
     def backward(ctx, g):
+        # A Function (not a raw kernel call) so that double backward sees it
+        return IndexBackward.apply(g, ctx.in_shape, ctx.indices), None
+
+
+class IndexBackward(Function):
+    """The gradient of ``x[indices]``: ``g`` accumulated into zeros of ``x``'s shape."""
+
+    @staticmethod
+    def forward(ctx, g, in_shape, indices):
         import genesis
 
-        gx = genesis.zeros(ctx.in_shape, dtype=g.dtype, device=g.device)
-        full = full_indices(ctx.in_shape, ctx.indices)
+        ctx.indices = indices
+        gx = genesis.zeros(in_shape, dtype=g.dtype, device=g.device)
+        full = full_indices(in_shape, indices)
         gx._backend.index_put_(gx._data, [i._data for i in full], g._data, True)
-        return gx, None
+        return gx
+
+    @staticmethod
+    def backward(ctx, gg):
+        return Index.apply(gg, ctx.indices), None, None
 
 
 def full_indices(shape: tuple, indices: list) -> list:
