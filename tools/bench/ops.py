@@ -312,15 +312,55 @@ def _sweep(torch, ew, to_g, bench, D):
         y = torch.randn(2**24, device="cuda", dtype=dt)
         gx, gy = to_g(x), to_g(y)
         tt = bench(lambda: x + y)
-        for nbytes in (4096, 8192, 16384, 32768):
-            for warps in (4, 8, 16):
+        for nbytes in (8192, 16384, 32768):
+            for warps in (4, 8):
                 ew.FLAT_BYTES, ew.FLAT_WARPS = nbytes, warps
+                ew._binary_cache.clear()
                 k = ew.binary_kernel("add")
                 k(gx, gy)
                 gt = bench(lambda: k(gx, gy))
                 print(f"  {str(dt):15s} bytes/prog {nbytes:6d} warps {warps:2d}: "
                       f"{gt*1e3:7.1f} us (torch {tt*1e3:7.1f}) ratio {tt/gt:5.2f}", flush=True)
     ew.FLAT_BYTES, ew.FLAT_WARPS = saved
+    kexp = None
+    for dt in (torch.bfloat16,):
+        x = torch.randn(2**24, device="cuda", dtype=dt)
+        gx = to_g(x)
+        tt = bench(lambda: torch.exp(x))
+        for nbytes in (8192, 16384):
+            for warps in (4, 8):
+                ew.FLAT_BYTES, ew.FLAT_WARPS = nbytes, warps
+                ew._unary_cache.clear()
+                kexp = ew.unary_kernel("exp")
+                kexp(gx)
+                gt = bench(lambda: kexp(gx))
+                print(f"  exp {str(dt):11s} bytes/prog {nbytes:6d} warps {warps:2d}: "
+                      f"{gt*1e3:7.1f} us (torch {tt*1e3:7.1f}) ratio {tt/gt:5.2f}", flush=True)
+    ew.FLAT_BYTES, ew.FLAT_WARPS = saved
+    ew._unary_cache.clear()
+    ew._binary_cache.clear()
+    from genesis_cuda.kernels import norms
+    print("sweep of layer_norm backward (bf16):", flush=True)
+    for n in (1024, 8192):
+        m = 2**24 // n
+        x = torch.randn(m, n, device="cuda", dtype=torch.bfloat16)
+        g = torch.randn(m, n, device="cuda", dtype=torch.bfloat16)
+        w = torch.randn(n, device="cuda", dtype=torch.bfloat16)
+        gx, gg, gw = to_g(x), to_g(g), to_g(w)
+        _, gmean, grstd = norms.layer_norm(gx, gw, gw, 1e-5)
+        for warps in (4, 8, 16):
+            for pps in (1, 2, 4, 8):
+                if warps * pps > 64:
+                    continue
+                norms.BWD_WARPS, norms.BWD_PROGS_PER_SM = warps, pps
+                try:
+                    norms.layer_norm_backward(gg, gx, gw, gmean, grstd)
+                    gt = bench(lambda: norms.layer_norm_backward(gg, gx, gw, gmean, grstd))
+                except Exception as exc:
+                    print(f"  n {n} warps {warps} progs/SM {pps}: {type(exc).__name__}")
+                    continue
+                print(f"  n {n:5d} warps {warps:2d} progs/SM {pps}: {gt*1e3:7.1f} us", flush=True)
+    norms.BWD_WARPS = norms.BWD_PROGS_PER_SM = 0
 
 
 # ------------------------------------------------------------------------ reports

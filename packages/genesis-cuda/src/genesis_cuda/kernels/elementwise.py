@@ -149,7 +149,9 @@ _NONE, _TENSOR, _BCAST, _SCALAR = 0, 1, 2, 3
 
 # --------------------------------------------------------------------------- device code
 @triton.jit
-def _unary(x, OP: tl.constexpr):
+def _unary(x, OP: tl.constexpr, FAST: tl.constexpr):
+    # FAST (half-precision results): hardware approximations, whose error (a couple of
+    # float32 ulps) vanishes when the result is rounded to 8 or 11 mantissa bits.
     if OP == "neg":
         r = -x
     elif OP == "abs":
@@ -161,29 +163,56 @@ def _unary(x, OP: tl.constexpr):
         else:
             r = (x > 0).to(x.dtype) - (x < 0).to(x.dtype)
     elif OP == "exp":
-        r = _m_exp(x)
+        if FAST:
+            r = tl.exp(x)
+        else:
+            r = _m_exp(x)
     elif OP == "exp2":
-        r = _m_exp2(x)
+        if FAST:
+            r = tl.exp2(x)
+        else:
+            r = _m_exp2(x)
     elif OP == "log":
-        r = _m_log(x)
+        if FAST:
+            r = tl.log(x)
+        else:
+            r = _m_log(x)
     elif OP == "log2":
-        r = _m_log2(x)
+        if FAST:
+            r = tl.log2(x)
+        else:
+            r = _m_log2(x)
     elif OP == "log1p":
         r = _m_log1p(x)
     elif OP == "expm1":
         r = _m_expm1(x)
     elif OP == "sqrt":
-        r = _m_sqrt(x)
+        if FAST:
+            r = tl.sqrt(x)
+        else:
+            r = _m_sqrt(x)
     elif OP == "rsqrt":
-        r = _m_rsqrt(x)
+        if FAST:
+            r = tl.rsqrt(x)
+        else:
+            r = _m_rsqrt(x)
     elif OP == "sin":
-        r = _m_sin(x)
+        if FAST:
+            r = tl.sin(x)
+        else:
+            r = _m_sin(x)
     elif OP == "cos":
-        r = _m_cos(x)
+        if FAST:
+            r = tl.cos(x)
+        else:
+            r = _m_cos(x)
     elif OP == "tanh":
         r = _m_tanh(x)
     elif OP == "sigmoid":
-        r = 1.0 / (1.0 + _m_exp(-x))
+        if FAST:
+            r = 1.0 / (1.0 + tl.exp(-x))
+        else:
+            r = 1.0 / (1.0 + _m_exp(-x))
     elif OP == "relu":
         r = tl.where(x < 0, 0, x).to(x.dtype)
     elif OP == "erf":
@@ -341,7 +370,7 @@ def _compute(x, y, z, OP: tl.constexpr, CT: tl.constexpr, OT: tl.constexpr,
     elif OP == "bool_not":
         r = (x == 0).to(OT)
     elif NIN == 1:
-        r = _unary(x.to(CT), OP).to(OT)
+        r = _unary(x.to(CT), OP, (OT == tl.bfloat16) or (OT == tl.float16)).to(OT)
     else:
         r = _binary(x.to(CT), y.to(CT), OP, NBITS).to(OT)
     return r
@@ -672,16 +701,35 @@ def _new(shape, dtype, device):
 
 def unary(op, a, out=None):
     """Apply unary ``op`` (one of ``Backend.UNARY_OPS``) elementwise."""
-    return unary_kernel(op)(a, out)
+    fn = _unary_cache.get(op) or unary_kernel(op)
+    return fn(a, out)
 
 
 def binary(op, a, b, out=None):
     """Apply binary ``op`` (one of ``Backend.BINARY_OPS``) elementwise; ``b`` may be a scalar."""
-    return binary_kernel(op)(a, b, out)
+    fn = _binary_cache.get(op) or binary_kernel(op)
+    return fn(a, b, out)
 
 
 _unary_cache: dict = {}
 _binary_cache: dict = {}
+_BIG_N = 2**31 - 2**20
+
+
+def _flat_plan(op, dt, odt, modes, tag, sbits, n_small):
+    """(launcher, constexpr tail of the args, key prefix, block) of one flat-kernel variant."""
+    ct = _ct(dt) if op != "bool_not" else D.int8
+    nin = 1 if modes[1] == _NONE else 2
+    if n_small:
+        block, launcher = SMALL_BLOCK, _flat_small
+    else:
+        block = _flat_block(max(dt.itemsize, odt.itemsize))
+        launcher = _flat_by_warps.get(FLAT_WARPS)
+        if launcher is None:
+            launcher = _flat_by_warps[FLAT_WARPS] = Launcher(_ew_flat, num_warps=FLAT_WARPS)
+    tail = (op, modes[0], modes[1], modes[2], tl_dtype(ct), tl_dtype(odt), sbits, nin,
+            _NBITS.get(ct.name, 0), True, block, False)
+    return launcher, tail, ("flat", op, dt.name, odt.name, modes, tag, block), block
 
 
 def unary_kernel(op):
@@ -690,24 +738,30 @@ def unary_kernel(op):
     if fn is not None:
         return fn
     bool_out = op in UNARY_BOOL_OUT
-    kop = op
-    if op in ("bitwise_not",):
-        kop = None  # decided per dtype below
+    plans: dict = {}
+    modes = (_TENSOR, _NONE, _NONE)
 
     def kernel(a, out=None):
         dt = a.dtype
         shape = a.shape
+        o = "bool_not" if (dt is D.bool_ and op == "bitwise_not") else op
         if out is None:
-            out = _new(shape, D.bool_ if bool_out else dt, a.device)
-        o = kop if kop is not None else ("bool_not" if dt is D.bool_ else op)
-        cs = contiguous_strides(shape)
-        n = numel(shape)
-        if a.strides == cs and out.strides == cs and 0 < n:
-            ct = _ct(dt)
+            out = _launch.empty(shape, D.bool_ if bool_out else dt, a.device)
+        g = _launch._geo_cache.get(shape) or _launch.geometry(shape)
+        cs, n = g
+        if a.strides == cs and out.strides == cs and 0 < n < _BIG_N:
+            small = n <= SMALL_BLOCK
             odt = out.dtype
-            _launch_flat((o, (_TENSOR, _NONE, _NONE), ct.name, odt.name, False, 1,
-                          _NBITS.get(ct.name, 0)), (None, None, None), out, [a, None, None],
-                         0, 0, n, True, ct, odt)
+            pk = (dt, odt, small)
+            plan = plans.get(pk)
+            if plan is None:
+                plan = plans[pk] = _flat_plan(o, dt, odt, modes, None, False, small)
+            launcher, tail, kb, block = plan
+            pa, po = a.data_ptr(), out.data_ptr()
+            dev = a.device
+            launcher.launch_ptrs((kb, dev, (pa & 15) == 0, (po & 15) == 0), dev,
+                                 ((n + block - 1) // block,), (po, pa, None, None, 0, 0, n) + tail,
+                                 (out, a))
             return out
         return launch(o, out, a, None, None, 1)
 
@@ -721,35 +775,44 @@ def binary_kernel(op):
     if fn is not None:
         return fn
     bool_out = op in BINARY_BOOL_OUT
+    plans: dict = {}
+    tensor_modes = (_TENSOR, _TENSOR, _NONE)
+    scalar_modes = (_TENSOR, _SCALAR, _NONE)
 
     def kernel(a, b, out=None):
         dt = a.dtype
         shape = a.shape
         if out is None:
-            out = _new(shape, D.bool_ if bool_out else dt, a.device)
-        cs = contiguous_strides(shape)
-        if b.__class__ in _IS_SCALAR:
-            if a.strides == cs and out.strides == cs:
-                n = numel(shape)
-                if n == 0:
-                    return out
-                ct = _ct(dt)
-                arg, tag, bits = _scalar_arg(b, ct)
-                odt = out.dtype
-                _launch_flat((op, (_TENSOR, _SCALAR, _NONE), ct.name, odt.name, bits, 2,
-                              _NBITS.get(ct.name, 0)), (None, tag, None), out, [a, None, None],
-                             arg, 0, n, True, ct, odt)
-                return out
-        elif a.strides == cs and b.strides == cs and out.strides == cs:
-            n = numel(shape)
-            if n == 0:
-                return out
-            ct = _ct(dt)
+            out = _launch.empty(shape, D.bool_ if bool_out else dt, a.device)
+        g = _launch._geo_cache.get(shape) or _launch.geometry(shape)
+        cs, n = g
+        if 0 < n < _BIG_N and a.strides == cs and out.strides == cs:
+            small = n <= SMALL_BLOCK
             odt = out.dtype
-            _launch_flat((op, (_TENSOR, _TENSOR, _NONE), ct.name, odt.name, False, 2,
-                          _NBITS.get(ct.name, 0)), (None, None, None), out, [a, b, None],
-                         0, 0, n, True, ct, odt)
-            return out
+            dev = a.device
+            if b.__class__ in _IS_SCALAR:
+                arg, tag, bits = _scalar_arg(b, _ct(dt))
+                pk = (dt, odt, small, tag)
+                plan = plans.get(pk)
+                if plan is None:
+                    plan = plans[pk] = _flat_plan(op, dt, odt, scalar_modes, tag, bits, small)
+                launcher, tail, kb, block = plan
+                pa, po = a.data_ptr(), out.data_ptr()
+                launcher.launch_ptrs((kb, dev, (pa & 15) == 0, (po & 15) == 0), dev,
+                                     ((n + block - 1) // block,),
+                                     (po, pa, None, None, arg, 0, n) + tail, (out, a))
+                return out
+            if b.strides == cs and b.dtype is dt:
+                pk = (dt, odt, small)
+                plan = plans.get(pk)
+                if plan is None:
+                    plan = plans[pk] = _flat_plan(op, dt, odt, tensor_modes, None, False, small)
+                launcher, tail, kb, block = plan
+                pa, pb, po = a.data_ptr(), b.data_ptr(), out.data_ptr()
+                launcher.launch_ptrs(
+                    (kb, dev, (pa & 15) == 0, (pb & 15) == 0, (po & 15) == 0), dev,
+                    ((n + block - 1) // block,), (po, pa, pb, None, 0, 0, n) + tail, (out, a, b))
+                return out
         return launch(op, out, a, b, None, 2)
 
     _binary_cache[op] = kernel

@@ -22,6 +22,8 @@ from .elementwise import _m_rsqrt
 from .softmax import rows_of
 
 SINGLE_MAX = 16384
+BWD_WARPS = 0  # 0: by tile size (benchmark sweeps override these)
+BWD_PROGS_PER_SM = 0  # 0: fill 32 warps per multiprocessor
 
 
 @triton.jit(do_not_specialize=["M"])
@@ -268,7 +270,9 @@ def _backward(grad, x, weight, mean, rstd, rms):
         gb = None if rms else fill_(_launch.empty((n,), weight.dtype, x.device), 0)
         return gx, gw, gb
     single, bm, bn, warps = _config(n, 4096)
-    progs_per_sm = max(1, 32 // warps)
+    if BWD_WARPS:
+        warps = BWD_WARPS
+    progs_per_sm = BWD_PROGS_PER_SM or max(1, 32 // warps)
     nprog = max(1, min(triton.cdiv(m, bm), _launch.sm_count(x.device) * progs_per_sm))
     dw = db = None
     if has_w:

@@ -166,10 +166,10 @@ def _arg_kernel(x_ptr, out_ptr, K, R, ka, kb, ksa, ksb, ksc, rs,
             isn = mask & (x != x)
             has_nan = tl.max(isn.to(tl.int32), 1) > 0
             xv = tl.where(mask, x, fill)
-        if IS_MAX:
-            m = tl.max(xv, 1)
+        if IS_MAX:  # (small integer reductions come back widened)
+            m = tl.max(xv, 1).to(CT)
         else:
-            m = tl.min(xv, 1)
+            m = tl.min(xv, 1).to(CT)
         cand = tl.where(has_nan[:, None], isn, (xv == m[:, None]) & mask)
         idx = tl.min(tl.where(cand, r[None, :], R), 1).to(tl.int64)
         if IS_MAX:

@@ -15,6 +15,7 @@ from genesis import dtypes as D
 
 from . import _launch
 from ._launch import Launcher, View, aligned, coalesce, next_pow2
+from .elementwise import _m_exp
 
 SINGLE_MAX = 16384
 
@@ -83,7 +84,7 @@ def _softmax_bwd(y_ptr, g_ptr, o_ptr, M, N, ys_, gs, os, LOG: tl.constexpr, CT: 
         y = tl.load(yrow + cols[None, :], mask=mask, other=0.0).to(CT)
         g = tl.load(grow + cols[None, :], mask=mask, other=0.0).to(CT)
         if LOG:
-            gx = g - tl.exp(y) * tl.sum(g, 1)[:, None]
+            gx = g - _m_exp(y) * tl.sum(g, 1)[:, None]  # precise exp: y can be far below 0
         else:
             gx = y * (g - tl.sum(g * y, 1)[:, None])
         tl.store(orow + cols[None, :], gx.to(o_ptr.dtype.element_ty), mask=mask)
@@ -104,7 +105,7 @@ def _softmax_bwd(y_ptr, g_ptr, o_ptr, M, N, ys_, gs, os, LOG: tl.constexpr, CT: 
             y = tl.load(yrow + c[None, :], mask=mask, other=0.0).to(CT)
             g = tl.load(grow + c[None, :], mask=mask, other=0.0).to(CT)
             if LOG:
-                gx = g - tl.exp(y) * acc[:, None]
+                gx = g - _m_exp(y) * acc[:, None]
             else:
                 gx = y * (g - acc[:, None])
             tl.store(orow + c[None, :], gx.to(o_ptr.dtype.element_ty), mask=mask)
