@@ -1156,3 +1156,23 @@ add(
 
 OPS_BY_NAME = {op.name: op for op in OPS}
 assert len(OPS_BY_NAME) == len(OPS), "duplicate op names in the table"
+
+
+def _write_then_read_view(x, w):
+    """In-place write through a view of a non-leaf, then read both the view and the base."""
+    y = x.clone()
+    v = y[:, ::2]
+    v.mul_(w)
+    return v * y[:, :2]
+
+
+add(
+    OpInfo("as_strided", lambda d: [S(T((3, 4)), (2, 2), (1, 2), name="overlapping"),
+                                    S(T((3, 4)), (2, 3), (4, 1), 1, name="offset"),
+                                    S(T((3, 4)), (3,), (5,), name="diagonal")],
+           op=genesis.as_strided, ref=torch.as_strided, dtypes=("float32", "float64"),
+           method="as_strided"),
+    OpInfo("view_write_then_read", lambda d: [S(T((3, 4)), T((3, 2)), name="mul_")],
+           op=_write_then_read_view, ref=_write_then_read_view, dtypes=("float32", "float64")),
+)
+OPS_BY_NAME = {op.name: op for op in OPS}

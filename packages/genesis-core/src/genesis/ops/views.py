@@ -436,6 +436,9 @@ class AsStrided(Function):
                          _last_index(shape, strides, offset))
         flat = genesis.zeros(extent, dtype=g.dtype, device=g.device)
         positions = make_view(genesis.arange(extent, device=g.device), shape, strides, offset)
+        if genesis.is_grad_enabled():  # create_graph: differentiable ops (double backward)
+            flat = flat.index_add(0, positions.reshape(-1), g.reshape(-1))
+            return AsStrided.apply(flat, in_shape, in_strides, in_offset), None, None, None
         # positions are in range by construction: call the kernel without index checks
         b = flat._backend
         summed = b.index_add(flat._data, 0, positions.reshape(-1)._data, g.reshape(-1)._data)
