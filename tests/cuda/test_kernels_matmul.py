@@ -81,10 +81,14 @@ def test_matmul_shapes(dtype, M, K, N):
 
 
 @pytest.mark.parametrize("dtype", FLOATS)
-@pytest.mark.parametrize("a_t,b_t", [(True, False), (False, True), (True, True)])
+@pytest.mark.parametrize("a_t,b_t", [(False, False), (True, False), (False, True), (True, True)])
 def test_matmul_transposed_operands(dtype, a_t, b_t):
+    # Small products take the pointer kernel, larger half ones the TMA kernels (2-d, and
+    # batched with per-matrix device descriptors); sizes off the tile grid test the edges.
     _check(*_operands((), 96, 160, 136, dtype, a_t, b_t))
     _check(*_operands((3,), 64, 80, 48, dtype, a_t, b_t))
+    _check(*_operands((), 384, 264, 200, dtype, a_t, b_t))
+    _check(*_operands((3,), 264, 200, 136, dtype, a_t, b_t))
 
 
 @pytest.mark.parametrize("dtype", FLOATS)

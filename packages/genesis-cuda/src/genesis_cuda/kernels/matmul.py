@@ -21,10 +21,12 @@ it is correct whatever stream genesis launches on); small problems skip timing.
 """
 
 import math
+import os
 import time
 
 import triton
 import triton.language as tl
+from triton.runtime import driver as _driver
 
 from genesis import dtypes as D
 
@@ -32,6 +34,10 @@ from .layout import Ptr, clone, collapse, contiguous_strides, copy_strided, empt
 
 FP32_PRECISION = "ieee"  # "ieee" (torch's default), "tf32x3", or "tf32"
 _TUNE_MIN_FLOPS = 2 * 1024**3  # below this, pick a config by rule instead of timing
+# Below this, half-precision products take the pointer kernel: a TMA launch encodes three
+# tensor maps on the host (several us), more than such a product takes on the GPU.
+_TMA_MIN_FLOPS = 2 * 256**3
+_INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 
 
 # ---------------------------------------------------------------------------- kernels
@@ -58,43 +64,63 @@ def _add_bias(acc, bias, sbias, off_n, N, BLOCK_N: tl.constexpr):
 
 
 @triton.jit
-def _mm_tma_kernel(a_desc, b_desc, c_desc, M, N, K, bias, sbias, HAS_BIAS: tl.constexpr,
-                   A_T: tl.constexpr, B_T: tl.constexpr, BATCHED: tl.constexpr,
-                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                   GROUP_M: tl.constexpr):
-    pid_m, pid_n = _tile_ids(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
-    bid = tl.program_id(1)
-    off_m = pid_m * BLOCK_M
-    off_n = pid_n * BLOCK_N
+def _tma_tile(a_desc, b_desc, c_desc, off_m, off_n, N, K, bias, sbias, HAS_BIAS: tl.constexpr,
+              A_T: tl.constexpr, B_T: tl.constexpr, BLOCK_M: tl.constexpr,
+              BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    """One (BLOCK_M, BLOCK_N) output tile: TMA loads, wgmma, fused bias, TMA store."""
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     for k in range(0, tl.cdiv(K, BLOCK_K)):
         off_k = k * BLOCK_K
-        if BATCHED:
-            if A_T:
-                a = a_desc.load([bid, off_k, off_m]).reshape(BLOCK_K, BLOCK_M).T
-            else:
-                a = a_desc.load([bid, off_m, off_k]).reshape(BLOCK_M, BLOCK_K)
-            if B_T:
-                b = b_desc.load([bid, off_n, off_k]).reshape(BLOCK_N, BLOCK_K).T
-            else:
-                b = b_desc.load([bid, off_k, off_n]).reshape(BLOCK_K, BLOCK_N)
+        if A_T:
+            a = a_desc.load([off_k, off_m]).T
         else:
-            if A_T:
-                a = a_desc.load([off_k, off_m]).T
-            else:
-                a = a_desc.load([off_m, off_k])
-            if B_T:
-                b = b_desc.load([off_n, off_k]).T
-            else:
-                b = b_desc.load([off_k, off_n])
+            a = a_desc.load([off_m, off_k])
+        if B_T:
+            b = b_desc.load([off_n, off_k]).T
+        else:
+            b = b_desc.load([off_k, off_n])
         acc = tl.dot(a, b, acc)
     if HAS_BIAS:
         acc = _add_bias(acc, bias, sbias, off_n, N, BLOCK_N)
-    c = acc.to(c_desc.dtype)
-    if BATCHED:
-        c_desc.store([bid, off_m, off_n], c.reshape(1, BLOCK_M, BLOCK_N))
+    c_desc.store([off_m, off_n], acc.to(c_desc.dtype))
+
+
+@triton.jit
+def _mm_tma_kernel(a_desc, b_desc, c_desc, M, N, K, bias, sbias, HAS_BIAS: tl.constexpr,
+                   A_T: tl.constexpr, B_T: tl.constexpr,
+                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                   GROUP_M: tl.constexpr):
+    """One program per output tile, descriptors built on the host."""
+    pid_m, pid_n = _tile_ids(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
+    _tma_tile(a_desc, b_desc, c_desc, pid_m * BLOCK_M, pid_n * BLOCK_N, N, K, bias, sbias,
+              HAS_BIAS, A_T, B_T, BLOCK_M, BLOCK_N, BLOCK_K)
+
+
+@triton.jit
+def _mm_tma_batched_kernel(a_ptr, b_ptr, c_ptr, M, N, K, sa0, sa_row, sb0, sb_row,
+                           bias, sbias, HAS_BIAS: tl.constexpr, A_T: tl.constexpr,
+                           B_T: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                           BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
+    """Batched: each program makes 2-d descriptors of its own matrices on the device, so
+    tiles are bounded (zero-filled loads, clipped stores) by that matrix, not the batch."""
+    pid_m, pid_n = _tile_ids(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
+    bid = tl.program_id(1).to(tl.int64)
+    if A_T:
+        a_desc = tl.make_tensor_descriptor(a_ptr + bid * sa0, shape=[K, M], strides=[sa_row, 1],
+                                           block_shape=[BLOCK_K, BLOCK_M])
     else:
-        c_desc.store([off_m, off_n], c)
+        a_desc = tl.make_tensor_descriptor(a_ptr + bid * sa0, shape=[M, K], strides=[sa_row, 1],
+                                           block_shape=[BLOCK_M, BLOCK_K])
+    if B_T:
+        b_desc = tl.make_tensor_descriptor(b_ptr + bid * sb0, shape=[N, K], strides=[sb_row, 1],
+                                           block_shape=[BLOCK_N, BLOCK_K])
+    else:
+        b_desc = tl.make_tensor_descriptor(b_ptr + bid * sb0, shape=[K, N], strides=[sb_row, 1],
+                                           block_shape=[BLOCK_K, BLOCK_N])
+    c_desc = tl.make_tensor_descriptor(c_ptr + bid * M * N, shape=[M, N], strides=[N, 1],
+                                       block_shape=[BLOCK_M, BLOCK_N])
+    _tma_tile(a_desc, b_desc, c_desc, pid_m * BLOCK_M, pid_n * BLOCK_N, N, K, bias, sbias,
+              HAS_BIAS, A_T, B_T, BLOCK_M, BLOCK_N, BLOCK_K)
 
 
 @triton.jit
@@ -113,7 +139,7 @@ def _mm_tma_persistent_kernel(a_desc, b_desc, c_desc, M, N, K, bias, sbias,
         off_m = pid_m * BLOCK_M
         off_n = pid_n * BLOCK_N
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-        for k in range(k_tiles):
+        for k in range(k_tiles):  # written out (not _tma_tile) so the nest flattens
             off_k = k * BLOCK_K
             if A_T:
                 a = a_desc.load([off_k, off_m]).T
@@ -279,10 +305,41 @@ def _cdiv(x: int, y: int) -> int:
     return -(-x // y)
 
 
-def _tma_binder(dt, M, N, K, batch, sa, sb, sbias):
+class _Direct:
+    """One fixed specialisation of a jit kernel with a fixed grid.
+
+    The first call goes through Triton (compile, launch); later calls hand the arguments
+    straight to the compiled kernel's launcher, skipping Triton's per-call argument binding
+    (~8 us). That is valid because a plan's integer arguments never change, only its
+    pointers, whose 16-byte alignment is part of the plan key."""
+
+    __slots__ = ("fn", "grid", "kw", "tail", "entry")
+
+    def __init__(self, fn, grid, kw):
+        self.fn = fn
+        self.grid = tuple(grid) + (1,) * (3 - len(grid))
+        self.kw = kw
+        self.tail = tuple(kw[n] for n in fn.arg_names if n in kw)  # constexprs, in order
+        self.entry = None
+
+    def __call__(self, *args):
+        e = self.entry
+        if e is not None:
+            drv = _driver.active
+            stream = drv.get_current_stream(drv.get_current_device())
+            g = self.grid
+            e[0](g[0], g[1], g[2], stream, e[1], e[2], None, None, None, *args, *self.tail)
+            return
+        compiled = self.fn[self.grid](*args, **self.kw)
+        if not _INTERPRET and compiled is not None:
+            self.entry = (compiled.run, compiled.function, compiled.packed_metadata)
+
+
+def _tma_binder(dt, M, N, K, batch, sa, sb, has_bias, sbias):
     """``bind(cfg) -> go(a, b, c, bias)`` for the TMA kernels, or None when TMA cannot read
-    these operands (layout or 16-byte alignment). Descriptors are built once per plan;
-    each call only points them at its arrays."""
+    these operands (layout or 16-byte alignment). Host descriptors are built once per plan;
+    each call only points them at its arrays. Batched problems build per-matrix
+    descriptors on the device instead."""
     from triton.tools.tensor_descriptor import TensorDescriptor
 
     isz = dt.itemsize
@@ -296,43 +353,47 @@ def _tma_binder(dt, M, N, K, batch, sa, sb, sbias):
     if batched and ((sa[0] * isz) % 16 or (sb[0] * isz) % 16):
         return None
     a_t, b_t = la == "t", lb == "t"
+    sa_row = sa[-1] if a_t else sa[-2]
+    sb_row = sb[-1] if b_t else sb[-2]
     placeholder = Ptr(0, dt)
 
-    def desc(rows, cols, transposed, bstride, srow):
+    def desc(rows, cols, transposed, srow):
         # Over the operand's real memory layout; block shape set per config.
         shape = [cols, rows] if transposed else [rows, cols]
-        if batched:
-            return TensorDescriptor(placeholder, [batch] + shape, [bstride, srow, 1], [1, 16, 16])
         return TensorDescriptor(placeholder, shape, [srow, 1], [16, 16])
 
-    a_desc = desc(M, K, a_t, sa[0] if batched else 0, sa[-1] if a_t else sa[-2])
-    b_desc = desc(K, N, b_t, sb[0] if batched else 0, sb[-1] if b_t else sb[-2])
-    c_desc = desc(M, N, False, M * N, N)
-    lead = [1] if batched else []
+    if not batched:
+        a_desc = desc(M, K, a_t, sa_row)
+        b_desc = desc(K, N, b_t, sb_row)
+        c_desc = desc(M, N, False, N)
 
     def bind(cfg):
         persistent = cfg[0] == "p"
         bm, bn, bk, gm, st, nw = cfg[1:] if persistent else cfg
-        a_desc.block_shape = lead + ([bk, bm] if a_t else [bm, bk])
-        b_desc.block_shape = lead + ([bn, bk] if b_t else [bk, bn])
-        c_desc.block_shape = lead + [bm, bn]
         tiles = _cdiv(M, bm) * _cdiv(N, bn)
-        kw = dict(A_T=a_t, B_T=b_t, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=gm,
-                  num_stages=st, num_warps=nw)
+        kw = dict(HAS_BIAS=has_bias, A_T=a_t, B_T=b_t, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk,
+                  GROUP_M=gm, num_stages=st, num_warps=nw)
+        if batched:
+            kern = _Direct(_mm_tma_batched_kernel, (tiles, batch), kw)
+
+            def go_batched(a, b, c, bias):
+                kern(a, b, c, M, N, K, sa[0], sa_row, sb[0], sb_row,
+                     c if bias is None else bias, sbias)
+
+            return go_batched
+        a_desc.block_shape = [bk, bm] if a_t else [bm, bk]
+        b_desc.block_shape = [bn, bk] if b_t else [bk, bn]
+        c_desc.block_shape = [bm, bn]
         if persistent:
-            sms = _sm_count(_current_device())
-            kern = _mm_tma_persistent_kernel[(min(sms, tiles),)]
+            sms = _sm_count(_driver.active.get_current_device())
             kw["NUM_SMS"] = sms
+            kern = _Direct(_mm_tma_persistent_kernel, (min(sms, tiles),), kw)
         else:
-            kern = _mm_tma_kernel[(tiles, batch)]
-            kw["BATCHED"] = batched
+            kern = _Direct(_mm_tma_kernel, (tiles,), kw)
 
         def go(a, b, c, bias):
             a_desc.base, b_desc.base, c_desc.base = a, b, c
-            if bias is None:
-                kern(a_desc, b_desc, c_desc, M, N, K, c, 0, HAS_BIAS=False, **kw)
-            else:
-                kern(a_desc, b_desc, c_desc, M, N, K, bias, sbias, HAS_BIAS=True, **kw)
+            kern(a_desc, b_desc, c_desc, M, N, K, c if bias is None else bias, sbias)
 
         return go
 
@@ -342,13 +403,7 @@ def _tma_binder(dt, M, N, K, batch, sa, sb, sbias):
     return bind, key, cands, _small_config("half", M, N)
 
 
-def _current_device() -> int:
-    from triton.runtime import driver
-
-    return driver.active.get_current_device()
-
-
-def _ptr_binder(dt, M, N, K, bshape, sa, sb, sc, sbias):
+def _ptr_binder(dt, M, N, K, bshape, sa, sb, sc, has_bias, sbias):
     """``bind(cfg) -> go(a, b, c, bias)`` for the strided-pointer kernel (any layout)."""
     kind = "fp64" if dt is D.float64 else "fp32" if dt is D.float32 else "half"
     prec = FP32_PRECISION if kind == "fp32" else "ieee" if kind == "fp64" else None
@@ -362,15 +417,13 @@ def _ptr_binder(dt, M, N, K, bshape, sa, sb, sc, sbias):
 
     def bind(cfg):
         bm, bn, bk, gm, st, nw = cfg
-        kern = _mm_kernel[(_cdiv(M, bm) * _cdiv(N, bn), B0 * B1)]
-        kw = dict(PREC=prec, ACC=acc, EVEN_K=K % bk == 0, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk,
-                  GROUP_M=gm, num_stages=st, num_warps=nw)
+        kern = _Direct(_mm_kernel, (_cdiv(M, bm) * _cdiv(N, bn), B0 * B1),
+                       dict(HAS_BIAS=has_bias, PREC=prec, ACC=acc, EVEN_K=K % bk == 0,
+                            BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=gm, num_stages=st,
+                            num_warps=nw))
 
         def go(a, b, c, bias):
-            if bias is None:
-                kern(a, b, c, M, N, K, *strides, c, 0, HAS_BIAS=False, **kw)
-            else:
-                kern(a, b, c, M, N, K, *strides, bias, sbias, HAS_BIAS=True, **kw)
+            kern(a, b, c, M, N, K, *strides, c if bias is None else bias, sbias)
 
         return go
 
@@ -383,13 +436,15 @@ def _plan_2d(a, b, bias, cshape, M, N, K, bshape, sa, sb, sc, sbias):
     first time a problem bucket is seen); returns ``run(a, b, bias) -> c``."""
     dt = a.dtype
     batch = math.prod(bshape)
-    binder = None
-    if dt in (D.float16, D.bfloat16) and len(bshape) <= 1 and _aligned(a, b):
-        binder = _tma_binder(dt, M, N, K, batch, sa, sb, sbias)
-    if binder is None:
-        binder = _ptr_binder(dt, M, N, K, bshape, sa, sb, sc, sbias)
-    bind, key, cands, small = binder
     flops = 2 * M * N * K * batch
+    has_bias = bias is not None
+    binder = None
+    if (dt in (D.float16, D.bfloat16) and len(bshape) <= 1 and flops >= _TMA_MIN_FLOPS
+            and _aligned(a, b)):
+        binder = _tma_binder(dt, M, N, K, batch, sa, sb, has_bias, sbias)
+    if binder is None:
+        binder = _ptr_binder(dt, M, N, K, bshape, sa, sb, sc, has_bias, sbias)
+    bind, key, cands, small = binder
     if flops < _TUNE_MIN_FLOPS:
         cfg = small
     else:
@@ -472,7 +527,8 @@ def _matmul_big_batch(a, b, M, N, K, batch):
     sa = [B1 * M * K, M * K, K, 1]
     sb = [B1 * K * N, K * N, N, 1]
     sc = [B1 * M * N, M * N, N, 1]
-    bind, key, cands, small = _ptr_binder(a.dtype, M, N, K, [batch // B1, B1], sa, sb, sc, 0)
+    bind, key, cands, small = _ptr_binder(a.dtype, M, N, K, [batch // B1, B1], sa, sb, sc,
+                                          False, 0)
     bind(small)(a, b, c, None)
     return c
 
