@@ -16,9 +16,9 @@ if _HERE not in sys.path:
     sys.path.insert(0, _HERE)
 
 
-@pytest.fixture(params=["cpu", pytest.param("cuda", marks=pytest.mark.cuda)])
+@pytest.fixture(params=["cpu", pytest.param("cuda:0", marks=pytest.mark.cuda)])
 def device(request) -> str:
-    """'cpu' always; 'cuda' too (marked ``cuda``: skipped without a GPU)."""
+    """'cpu' always; 'cuda:0' too (marked ``cuda``: skipped without a GPU)."""
     return request.param
 
 
