@@ -575,6 +575,9 @@ def clamp_max(input: Tensor, max) -> Tensor:  # noqa: A002
 
 def lerp(input: Tensor, end: Tensor, weight) -> Tensor:
     """``input + weight * (end - input)``."""
+    if input.dtype in (D.float16, D.bfloat16):  # one rounding, as torch's kernel
+        w = weight.to(D.float32) if isinstance(weight, Tensor) else weight
+        return lerp(input.to(D.float32), end.to(D.float32), w).to(input.dtype)
     return input + weight * (end - input)
 
 

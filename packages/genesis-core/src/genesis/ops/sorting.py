@@ -10,6 +10,7 @@ from genesis.tensor import Tensor
 
 sort_result = namedtuple("sort", ["values", "indices"])
 topk_result = namedtuple("topk", ["values", "indices"])
+kthvalue_result = namedtuple("kthvalue", ["values", "indices"])
 
 
 class _SelectAlongDim(Function):
@@ -72,4 +73,4 @@ def kthvalue(input: Tensor, k: int, dim: int = -1, keepdim: bool = False):
     values, indices = sort(input, dim)
     d = normalize_dim(dim, input.ndim)
     v, i = values.narrow(d, k - 1, 1), indices.narrow(d, k - 1, 1)
-    return (v, i) if keepdim else (v.squeeze(d), i.squeeze(d))
+    return kthvalue_result(*((v, i) if keepdim else (v.squeeze(d), i.squeeze(d))))
