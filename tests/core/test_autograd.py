@@ -616,3 +616,104 @@ def test_detach_in_place_is_allowed_and_shares_memory():
         return [x, x.grad, d._version]
 
     same_as_torch(scenario)
+
+
+def test_custom_function_multiple_outputs_and_materialized_grads():
+    def scenario(lib):
+        class SplitTwo(lib.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                ctx.save_for_backward(x)
+                return x * 2, x * x
+
+            @staticmethod
+            def backward(ctx, ga, gb):
+                (x,) = ctx.saved_tensors
+                # an unused output's gradient arrives as zeros (materialize_grads)
+                return ga * 2 + gb * 2 * x
+
+        x = _leaf(lib, _data(3))
+        a, b = SplitTwo.apply(x)
+        a.sum().backward()  # b unused
+        return [a, b, x.grad]
+
+    same_as_torch(scenario)
+
+
+def test_custom_function_mark_non_differentiable():
+    def scenario(lib):
+        class SortWithIdx(lib.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                values, idx = x.sort()
+                ctx.mark_non_differentiable(idx)
+                ctx.save_for_backward(idx)
+                return values, idx
+
+            @staticmethod
+            def backward(ctx, g, _):
+                (idx,) = ctx.saved_tensors
+                return lib.zeros_like(g).scatter(0, idx, g)
+
+        x = _leaf(lib, _data(5))
+        values, idx = SortWithIdx.apply(x)
+        (values * lib.arange(5, dtype=lib.float64)).sum().backward()
+        return [values, idx, x.grad, idx.requires_grad]
+
+    same_as_torch(scenario)
+
+
+def test_autograd_backward_function_with_grad_tensors():
+    def scenario(lib):
+        x = _leaf(lib, _data(2, 2))
+        a, b = x.exp(), x * 3
+        lib.autograd.backward([a, b], [lib.ones(2, 2, dtype=lib.float64),
+                                       lib.full((2, 2), 0.5, dtype=lib.float64)])
+        return [x.grad]
+
+    same_as_torch(scenario)
+
+
+def test_create_graph_keeps_graph_and_grad_has_history():
+    def scenario(lib):
+        x = _leaf(lib, _data(3))
+        y = (x ** 3).sum()
+        y.backward(create_graph=True)
+        g = x.grad
+        assert g.requires_grad
+        (g2,) = lib.autograd.grad(g.sum(), x)
+        y.backward()  # create_graph retained the graph
+        return [g2, x.grad]
+
+    same_as_torch(scenario)
+
+
+def test_grad_assignment_and_zeroing():
+    x = genesis.ones(2, requires_grad=True)
+    (x * 2).sum().backward()
+    x.grad = None
+    (x * 3).sum().backward()
+    assert x.grad.tolist() == [3.0, 3.0]
+    x.grad.zero_()
+    (x * 1).sum().backward()
+    assert x.grad.tolist() == [1.0, 1.0]
+
+
+def test_deep_graph_does_not_hit_the_recursion_limit():
+    x = genesis.ones(3, requires_grad=True)
+    y = x
+    for _ in range(5000):
+        y = y * 1.0001
+    y.sum().backward()
+    assert abs(x.grad[0].item() - 1.0001 ** 5000) < 1e-2
+
+
+def test_grad_fn_graph_structure():
+    x = genesis.ones(2, requires_grad=True)
+    y = (x * 2).sum()
+    assert y.grad_fn is not None and "Sum" in y.grad_fn.name()
+    # one edge per tensor input (genesis keeps a None slot for non-tensor arguments)
+    (mul_node, _), = [e for e in y.grad_fn.next_functions if e is not None]
+    assert "Mul" in mul_node.name()
+    acc = mul_node.next_functions[0][0]
+    assert acc.name() == "AccumulateGrad" and acc.variable is x
