@@ -169,6 +169,7 @@ def test_requires_grad_flag_rules():
     assert not (x * 2).requires_grad
 
 
+@pytest.mark.filterwarnings("ignore::UserWarning")  # torch warns on purpose
 def test_non_leaf_grad_is_none_unless_retained():
     def scenario(lib):
         x = _leaf(lib, _data(3))
@@ -674,6 +675,7 @@ def test_autograd_backward_function_with_grad_tensors():
     same_as_torch(scenario)
 
 
+@pytest.mark.filterwarnings("ignore::UserWarning")  # torch warns on purpose
 def test_create_graph_keeps_graph_and_grad_has_history():
     def scenario(lib):
         x = _leaf(lib, _data(3))
