@@ -178,3 +178,29 @@ def test_broadcast_compatible_shapes(shapes):
     actual = genesis.where(genesis.tensor(cond), genesis.tensor(x), genesis.tensor(y))
     assert tuple(actual.shape) == shapes.result_shape
     torch.testing.assert_close(to_torch(actual), expected)
+
+
+_INPLACE = ["add_", "sub_", "mul_", "div_", "remainder_", "pow_", "__iadd__", "__imul__"]
+
+
+@given(op=st.sampled_from(_INPLACE), ka=st.sampled_from([k for k in KINDS if k[0] == "dim"]),
+       kb=st.sampled_from(KINDS), seed=st.integers(0, 2**16))
+@settings(max_examples=400)
+def test_in_place_ops_keep_dtype_or_raise_like_torch(op, ka, kb, seed):
+    """``x.op_(y)``: torch's result (x keeps its dtype), or torch refuses and so do we."""
+    rng = np.random.default_rng(seed)
+    va, vb = _values(ka, rng), _values(kb, rng)
+    ta, tb = make(ka, "t", va), make(kb, "t", vb)
+    ga, gb = make(ka, "g", va), make(kb, "g", vb)
+    try:
+        expected = getattr(ta, op)(tb)
+    except TypeError:
+        return  # a signature torch does not offer
+    except Exception:
+        with pytest.raises(Exception):  # noqa: B017 - torch's exception types vary by op
+            getattr(ga, op)(gb)
+        return
+    actual = getattr(ga, op)(gb)
+    assert actual is ga
+    torch.testing.assert_close(to_torch(actual), expected, equal_nan=True,
+                               msg=lambda m: f"{ka}.{op}({kb}={vb!r}): {m}")

@@ -71,6 +71,8 @@ def _binary_inplace(op: str, fn):
     """``t.op_(other)``: a direct ``out=`` kernel call unless autograd must record it."""
 
     def method(self: Tensor, other, **kwargs) -> Tensor:
+        if op == "sub":
+            E.check_sub_operands(self, other)
         if _records(self, (other,)):
             return apply_inplace(self, lambda s: fn(s, other, **kwargs), other)
         alpha = kwargs.pop("alpha", 1)
