@@ -413,11 +413,15 @@ def _plot(doc, out):
     labels = [f"{r['name']} [{r['dtype']}]" for r in rows]
     ratios = [r["ratio"] for r in rows]
     colors = ["tab:green" if r.get("target") is None or r["ratio"] >= r["target"] else
-              "tab:red" for r in rows]
+              "tab:red" for r in rows]  # red: below its target
     fig, ax = plt.subplots(figsize=(10, 0.28 * len(rows) + 1.5))
     ax.barh(range(len(rows)), ratios, color=colors)
     ax.set_yticks(range(len(rows)), labels, fontsize=7)
-    ax.invert_yaxis()
+    ax.set_ylim(len(rows) - 0.5, -0.5)
+    tg = [(i, r["target"]) for i, r in enumerate(rows) if r.get("target") is not None]
+    ax.scatter([t for _, t in tg], [i for i, _ in tg], marker="|", color="black", s=60,
+               label="target", zorder=3)
+    ax.legend(loc="lower right", fontsize=8)
     ax.axvline(1.0, color="black", lw=0.8)
     ax.set_xlabel("torch time / genesis time (higher is better)")
     ax.set_title(f"genesis vs torch, {doc['device']}")
