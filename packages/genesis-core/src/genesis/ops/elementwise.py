@@ -267,6 +267,15 @@ class Add(_Binary):
         return g, g
 
 
+def check_sub_operands(a, b) -> None:
+    """torch refuses any bool operand of sub (not only two bool tensors, as the kernel does)."""
+    if a is True or a is False or b is True or b is False \
+            or getattr(a, "dtype", None) is D.bool_ or getattr(b, "dtype", None) is D.bool_:
+        raise RuntimeError(
+            "Subtraction, the `-` operator, with a bool tensor is not supported. If you are "
+            "trying to invert a mask, use the `~` or `logical_not()` operator instead.")
+
+
 class Sub(_Binary):
     op = "sub"
     saves_inputs = False
@@ -275,15 +284,6 @@ class Sub(_Binary):
     def forward(cls, ctx, a, b):
         check_sub_operands(a, b)
         return super().forward(ctx, a, b)
-
-
-def check_sub_operands(a, b) -> None:
-    """torch refuses any bool operand of sub (not only two bool tensors, as the kernel does)."""
-    if a is True or a is False or b is True or b is False \
-            or getattr(a, "dtype", None) is D.bool_ or getattr(b, "dtype", None) is D.bool_:
-        raise RuntimeError(
-            "Subtraction, the `-` operator, with a bool tensor is not supported. If you are "
-            "trying to invert a mask, use the `~` or `logical_not()` operator instead.")
 
     @staticmethod
     def grads(g, a, b, z, needs):
