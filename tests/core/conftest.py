@@ -16,9 +16,30 @@ if _HERE not in sys.path:
     sys.path.insert(0, _HERE)
 
 
-@pytest.fixture(params=["cpu", pytest.param("cuda:0", marks=pytest.mark.cuda)])
+_TOY_SRC = os.path.join(_HERE, os.pardir, "backends", "toy_plugin", "src")
+
+
+def _register_toy_backend() -> None:
+    """The contract tests' toy backend (device 'toy'): CPU kernels behind wrapped arrays, so
+    an op that builds a helper tensor on the CPU, or hands a CPU array to another device's
+    kernels, fails on it — the device-agnosticism check that runs without a GPU."""
+    from genesis.backends import registry
+
+    if registry.is_loaded("toy"):
+        return
+    if _TOY_SRC not in sys.path:
+        sys.path.insert(0, _TOY_SRC)
+    from genesis_toy.backend import ToyBackend
+
+    registry.register("toy", ToyBackend())
+
+
+@pytest.fixture(params=["cpu", "toy:0", pytest.param("cuda:0", marks=pytest.mark.cuda)])
 def device(request) -> str:
-    """'cpu' always; 'cuda:0' too (marked ``cuda``: skipped without a GPU)."""
+    """'cpu' and 'toy:0' (a CPU-delegating plugin device) always; 'cuda:0' too (marked
+    ``cuda``: skipped without a GPU)."""
+    if request.param.startswith("toy"):
+        _register_toy_backend()
     return request.param
 
 

@@ -901,7 +901,7 @@ add(
                                    S(T((2, 3), layout="T"), -1, -2, name="negative"),
                                    S(T((0, 3)), 0, 1, name="empty")],
            dtypes=ALL, method="transpose", errors=_dim_error(0, 2)),
-    OpInfo("T", lambda d: [S(T((2, 3)), name="2-d"), S(T((3,)), name="1-d"),
+    OpInfo("T", lambda d: [S(T((2, 3)), name="2-d"),
                            S(T((2, 3), layout="slice"), name="strided")],
            op=lambda x: x.T, ref=lambda x: x.T, dtypes=ALL),
     OpInfo("mT", lambda d: [S(T((2, 3, 4)), name="3-d"), S(T((2, 3), layout="T"), name="2-d")],
