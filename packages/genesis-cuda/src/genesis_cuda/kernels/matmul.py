@@ -64,36 +64,41 @@ def _add_bias(acc, bias, sbias, off_n, N, BLOCK_N: tl.constexpr):
 
 
 @triton.jit
-def _tma_tile(a_desc, b_desc, c_desc, off_m, off_n, N, K, bias, sbias, HAS_BIAS: tl.constexpr,
-              A_T: tl.constexpr, B_T: tl.constexpr, BLOCK_M: tl.constexpr,
-              BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
-    """One (BLOCK_M, BLOCK_N) output tile: TMA loads, wgmma, fused bias, TMA store."""
+def _tma_tile(a_desc, b_desc, c_desc, off_m, off_n, N, K, a_row0, b_row0, c_row0,
+              bias, sbias, HAS_BIAS: tl.constexpr, A_T: tl.constexpr, B_T: tl.constexpr,
+              BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    """One (BLOCK_M, BLOCK_N) output tile: TMA loads, wgmma, fused bias, TMA store.
+
+    ``*_row0`` shift the rows of a descriptor that holds a whole batch stacked in 2-d."""
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     for k in range(0, tl.cdiv(K, BLOCK_K)):
         off_k = k * BLOCK_K
         if A_T:
-            a = a_desc.load([off_k, off_m]).T
+            a = a_desc.load([a_row0 + off_k, off_m]).T
         else:
-            a = a_desc.load([off_m, off_k])
+            a = a_desc.load([a_row0 + off_m, off_k])
         if B_T:
-            b = b_desc.load([off_n, off_k]).T
+            b = b_desc.load([b_row0 + off_n, off_k]).T
         else:
-            b = b_desc.load([off_k, off_n])
+            b = b_desc.load([b_row0 + off_k, off_n])
         acc = tl.dot(a, b, acc)
     if HAS_BIAS:
         acc = _add_bias(acc, bias, sbias, off_n, N, BLOCK_N)
-    c_desc.store([off_m, off_n], acc.to(c_desc.dtype))
+    c_desc.store([c_row0 + off_m, off_n], acc.to(c_desc.dtype))
 
 
 @triton.jit
-def _mm_tma_kernel(a_desc, b_desc, c_desc, M, N, K, bias, sbias, HAS_BIAS: tl.constexpr,
-                   A_T: tl.constexpr, B_T: tl.constexpr,
+def _mm_tma_kernel(a_desc, b_desc, c_desc, M, N, K, a_step, b_step, bias, sbias,
+                   HAS_BIAS: tl.constexpr, A_T: tl.constexpr, B_T: tl.constexpr,
                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                    GROUP_M: tl.constexpr):
-    """One program per output tile, descriptors built on the host."""
+    """One program per output tile, descriptors built on the host. A batch (grid axis 1)
+    is stacked in the descriptors' rows: matrix ``bid`` starts at row ``bid * step``."""
     pid_m, pid_n = _tile_ids(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
-    _tma_tile(a_desc, b_desc, c_desc, pid_m * BLOCK_M, pid_n * BLOCK_N, N, K, bias, sbias,
-              HAS_BIAS, A_T, B_T, BLOCK_M, BLOCK_N, BLOCK_K)
+    bid = tl.program_id(1)
+    _tma_tile(a_desc, b_desc, c_desc, pid_m * BLOCK_M, pid_n * BLOCK_N, N, K, bid * a_step,
+              bid * b_step, bid * M, bias, sbias, HAS_BIAS, A_T, B_T, BLOCK_M, BLOCK_N,
+              BLOCK_K)
 
 
 @triton.jit
@@ -119,8 +124,8 @@ def _mm_tma_batched_kernel(a_ptr, b_ptr, c_ptr, M, N, K, sa0, sa_row, sb0, sb_ro
                                            block_shape=[BLOCK_K, BLOCK_N])
     c_desc = tl.make_tensor_descriptor(c_ptr + bid * M * N, shape=[M, N], strides=[N, 1],
                                        block_shape=[BLOCK_M, BLOCK_N])
-    _tma_tile(a_desc, b_desc, c_desc, pid_m * BLOCK_M, pid_n * BLOCK_N, N, K, bias, sbias,
-              HAS_BIAS, A_T, B_T, BLOCK_M, BLOCK_N, BLOCK_K)
+    _tma_tile(a_desc, b_desc, c_desc, pid_m * BLOCK_M, pid_n * BLOCK_N, N, K, 0, 0, 0, bias,
+              sbias, HAS_BIAS, A_T, B_T, BLOCK_M, BLOCK_N, BLOCK_K)
 
 
 @triton.jit
@@ -362,10 +367,16 @@ def _tma_binder(dt, M, N, K, batch, sa, sb, has_bias, sbias):
         shape = [cols, rows] if transposed else [rows, cols]
         return TensorDescriptor(placeholder, shape, [srow, 1], [16, 16])
 
-    if not batched:
-        a_desc = desc(M, K, a_t, sa_row)
-        b_desc = desc(K, N, b_t, sb_row)
-        c_desc = desc(M, N, False, N)
+    # A batch whose matrices are stacked evenly in memory can share one 2-d descriptor per
+    # operand (rows of matrix i start at i * rows). That is exact only if no tile straddles
+    # two matrices where it matters: C and A tiles need M % BLOCK_M == 0, and K-tiles
+    # crossing into the next matrix must meet zero fill on the other operand.
+    a_rows = K if a_t else M
+    b_rows = N if b_t else K
+    stackable = not batched or (sa[0] == a_rows * sa_row and sb[0] == b_rows * sb_row)
+    a_desc = desc(batch * M, K, a_t, sa_row) if not a_t else desc(M, batch * K, True, sa_row)
+    b_desc = desc(batch * K, N, b_t, sb_row) if not b_t else desc(K, batch * N, True, sb_row)
+    c_desc = desc(batch * M, N, False, N)
 
     def bind(cfg):
         persistent = cfg[0] == "p"
@@ -373,7 +384,8 @@ def _tma_binder(dt, M, N, K, batch, sa, sb, has_bias, sbias):
         tiles = _cdiv(M, bm) * _cdiv(N, bn)
         kw = dict(HAS_BIAS=has_bias, A_T=a_t, B_T=b_t, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk,
                   GROUP_M=gm, num_stages=st, num_warps=nw)
-        if batched:
+        stacked = batched and stackable and M % bm == 0 and (K % bk == 0 or (not a_t and b_t))
+        if batched and not stacked:
             kern = _Direct(_mm_tma_batched_kernel, (tiles, batch), kw)
 
             def go_batched(a, b, c, bias):
@@ -388,12 +400,18 @@ def _tma_binder(dt, M, N, K, batch, sa, sb, has_bias, sbias):
             sms = _sm_count(_driver.active.get_current_device())
             kw["NUM_SMS"] = sms
             kern = _Direct(_mm_tma_persistent_kernel, (min(sms, tiles),), kw)
-        else:
-            kern = _Direct(_mm_tma_kernel, (tiles,), kw)
+
+            def go_persistent(a, b, c, bias):
+                a_desc.base, b_desc.base, c_desc.base = a, b, c
+                kern(a_desc, b_desc, c_desc, M, N, K, c if bias is None else bias, sbias)
+
+            return go_persistent
+        kern = _Direct(_mm_tma_kernel, (tiles, batch), kw)
 
         def go(a, b, c, bias):
             a_desc.base, b_desc.base, c_desc.base = a, b, c
-            kern(a_desc, b_desc, c_desc, M, N, K, c if bias is None else bias, sbias)
+            kern(a_desc, b_desc, c_desc, M, N, K, a_rows, b_rows, c if bias is None else bias,
+                 sbias)
 
         return go
 
