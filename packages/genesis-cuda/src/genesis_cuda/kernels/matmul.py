@@ -482,7 +482,9 @@ def _aligned(*arrays) -> bool:
     return all(x.data_ptr() % 16 == 0 for x in arrays)
 
 
-_plans: dict = {}  # operand geometry -> run(a, b, bias); bounded
+# operand geometry (and device) -> run(a, b, bias); bounded. Plans hold host TMA
+# descriptors that each call re-points at its arrays: one thread at a time per plan.
+_plans: dict = {}
 
 
 def _remember(key, plan):
@@ -524,7 +526,7 @@ def matmul(a, b):
 
     Example: ``matmul(x, w)`` with x (B, T, C) and w (B, C, H) gives (B, T, H).
     """
-    key = ("mm", a.shape, a.strides, b.shape, b.strides, a.dtype, FP32_PRECISION,
+    key = ("mm", a.shape, a.strides, b.shape, b.strides, a.dtype, a.device, FP32_PRECISION,
            (a.data_ptr() | b.data_ptr()) & 15 == 0)
     plan = _plans.get(key)
     if plan is None:
@@ -585,8 +587,9 @@ def linear(x, weight, bias):
 
     Example: ``linear(h, w, b)`` with h (B, T, C), w (4C, C), b (4C,) gives (B, T, 4C).
     """
-    key = ("lin", x.shape, x.strides, weight.shape, weight.strides, x.dtype, FP32_PRECISION,
-           None if bias is None else bias.strides, (x.data_ptr() | weight.data_ptr()) & 15 == 0)
+    key = ("lin", x.shape, x.strides, weight.shape, weight.strides, x.dtype, x.device,
+           FP32_PRECISION, None if bias is None else bias.strides,
+           (x.data_ptr() | weight.data_ptr()) & 15 == 0)
     plan = _plans.get(key)
     if plan is None:
         plan = _remember(key, _plan_linear(x, weight, bias))
