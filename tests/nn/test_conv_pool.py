@@ -310,3 +310,25 @@ def test_cuda_matches_torch_cpu(name):
     g_out.backward(to_genesis(cot).to("cuda"))
     for t, g in zip(t_in, g_in):
         assert_close(to_torch(g.grad.cpu()), t.grad, rtol=1e-4, atol=1e-4)
+
+
+def test_conv_under_autocast_takes_low_activations_and_float32_weights():
+    torch.manual_seed(13)
+    m = nn.Conv2d(4, 6, 3, padding=1)
+    g = nn.Conv2d(6, 6, 3, groups=2)
+    x = genesis.randn(2, 4, 6, 6)
+    with genesis.autocast("cpu", dtype=genesis.bfloat16):
+        y = m(x)                  # float32 in, bfloat16 out
+        z = g(y)                  # bfloat16 activation, float32 weights
+        assert y.dtype is genesis.bfloat16 and z.dtype is genesis.bfloat16
+        w = F.conv1d(genesis.randn(2, 4, 7).bfloat16(), genesis.randn(3, 4, 3))
+        assert w.dtype is genesis.bfloat16
+    z.float().sum().backward()
+    assert m.weight.grad.dtype is genesis.float32 and g.bias.grad.dtype is genesis.float32
+    tm, tg = torch.nn.Conv2d(4, 6, 3, padding=1), torch.nn.Conv2d(6, 6, 3, groups=2)
+    tm.load_state_dict({k: to_torch(v) for k, v in m.state_dict().items()})
+    tg.load_state_dict({k: to_torch(v) for k, v in g.state_dict().items()})
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        tz = tg(tm(to_torch(x)))
+    # bfloat16 has an 8-bit mantissa: compare at bfloat16's tolerance, not float32's
+    assert_close(to_torch(z.float()), tz.float(), rtol=1.6e-2, atol=1e-2)

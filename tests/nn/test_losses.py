@@ -326,3 +326,26 @@ def test_losses_on_cuda_match_torch_cpu():
 
 def W(module, t):  # noqa: N802 - a constant or target on the module's device
     return t if module is TF else to_genesis(t).to("cuda")
+
+
+@pytest.mark.filterwarnings("ignore:kl_div")  # the default 'mean' reduction warns, as torch's
+@pytest.mark.parametrize("name", ["cross_entropy", "mse_loss", "l1_loss", "smooth_l1_loss",
+                                  "binary_cross_entropy_with_logits", "kl_div"])
+def test_losses_run_in_float32_under_autocast(name):
+    """Low-precision inputs are cast up first (torch's autocast policy for losses)."""
+    torch.manual_seed(14)
+    x = torch.randn(4, 5).bfloat16()
+    other = {"cross_entropy": torch.tensor([0, 3, 1, 4]),
+             "kl_div": torch.randn(4, 5).softmax(1).bfloat16()}.get(name, torch.rand(4, 5)
+                                                                     .bfloat16())
+
+    def to_g(t):
+        return to_genesis(t.float()).to(genesis.bfloat16) if t.is_floating_point() \
+            else to_genesis(t)
+
+    with genesis.autocast("cpu", dtype=genesis.bfloat16):
+        out = getattr(F, name)(to_g(x), to_g(other))
+    assert out.dtype is genesis.float32
+    expected = getattr(TF, name)(x.float(), other.float() if other.is_floating_point()
+                                 else other)
+    assert_close(to_torch(out), expected)

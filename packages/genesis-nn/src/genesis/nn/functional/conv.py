@@ -119,6 +119,17 @@ def _same_padding(kernel: tuple[int, ...], dilation: tuple[int, ...]) -> list[in
     return pads
 
 
+def _autocast_args(x, weight, bias):
+    """Under ``genesis.autocast`` convolutions are matmul-like: every operand goes to the low
+    dtype (as torch's autocast does), so a low-precision activation may meet float32 weights."""
+    dev = x.device.type
+    if not genesis.is_autocast_enabled(dev) or not x.is_floating_point():
+        return x, weight, bias
+    low = genesis.get_autocast_dtype(dev)
+    cast = [t if t is None or t.dtype is low else t.to(low) for t in (x, weight, bias)]
+    return cast[0], cast[1], cast[2]
+
+
 def _check_float(name: str, x, weight, bias) -> None:
     if x.dtype != weight.dtype:
         raise TypeError(f"{name}: input dtype {x.dtype} and weight dtype {weight.dtype} "
@@ -233,6 +244,7 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups: in
     if input.ndim not in (3, 4):
         raise ValueError("conv2d: expected 3D (unbatched) or 4D (batched) input, but got "
                          f"input of size: {list(input.shape)}")
+    input, weight, bias = _autocast_args(input, weight, bias)
     _check_float("conv2d", input, weight, bias)
     _check_shapes("conv2d", input, weight, bias, int(groups))
     stride = _ntuple(stride, 2, "stride")
@@ -269,6 +281,7 @@ def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups: in
     if input.ndim not in (2, 3):
         raise ValueError("conv1d: expected 2D (unbatched) or 3D (batched) input, but got "
                          f"input of size: {list(input.shape)}")
+    input, weight, bias = _autocast_args(input, weight, bias)
     _check_float("conv1d", input, weight, bias)
     _check_shapes("conv1d", input, weight, bias, int(groups))
     (s,) = _ntuple(stride, 1, "stride")

@@ -19,6 +19,17 @@ __all__ = [
 _REDUCTIONS = ("none", "mean", "sum")
 
 
+def _fp32(*tensors):
+    """Under ``genesis.autocast`` losses run in float32 (torch's policy): cast floating
+    low-precision operands up; outside autocast return them unchanged."""
+    first = tensors[0]
+    if not genesis.is_autocast_enabled(first.device.type):
+        return tensors
+    return tuple(t.float() if t is not None and t.is_floating_point()
+                 and t.dtype is not genesis.float32 and t.dtype is not genesis.float64
+                 else t for t in tensors)
+
+
 def _check_reduction(name: str, reduction: str, allowed=_REDUCTIONS) -> None:
     if reduction not in allowed:
         raise ValueError(f"{name}: {reduction!r} is not a valid value for reduction; "
@@ -126,6 +137,7 @@ def nll_loss(input, target, weight=None, ignore_index: int = -100, reduction: st
         >>> nll_loss(genesis.randn(3, 5).log_softmax(1), genesis.tensor([1, 0, 4]))
     """
     _check_reduction("nll_loss", reduction)
+    input, weight = _fp32(input, weight)
     _check_nll_shapes("nll_loss", input, target, weight)
     return _nll(input, target, weight, ignore_index, reduction)
 
@@ -166,6 +178,7 @@ def cross_entropy(input, target, weight=None, ignore_index: int = -100,
         >>> loss = cross_entropy(genesis.randn(4, 10), genesis.tensor([1, 2, 3, 4]))
     """
     _check_reduction("cross_entropy", reduction)
+    input, target, weight = _fp32(input, target, weight)
     if not 0.0 <= label_smoothing <= 1.0:
         raise ValueError(f"cross_entropy: label_smoothing must be between 0.0 and 1.0, got "
                          f"{label_smoothing}")
@@ -227,6 +240,7 @@ def mse_loss(input, target, reduction: str = "mean"):
         >>> mse_loss(genesis.randn(3), genesis.zeros(3))
     """
     _check_reduction("mse_loss", reduction)
+    input, target = _fp32(input, target)
     _check_same_size("mse_loss", input, target)
     diff = input - target
     return _reduce(diff * diff, reduction)
@@ -239,6 +253,7 @@ def l1_loss(input, target, reduction: str = "mean"):
         >>> l1_loss(genesis.randn(3), genesis.zeros(3), reduction="sum")
     """
     _check_reduction("l1_loss", reduction)
+    input, target = _fp32(input, target)
     _check_same_size("l1_loss", input, target)
     return _reduce((input - target).abs(), reduction)
 
@@ -255,6 +270,7 @@ def smooth_l1_loss(input, target, reduction: str = "mean", beta: float = 1.0):
         >>> smooth_l1_loss(genesis.randn(4), genesis.zeros(4), beta=0.5)
     """
     _check_reduction("smooth_l1_loss", reduction)
+    input, target = _fp32(input, target)
     if beta < 0:
         raise ValueError(f"smooth_l1_loss: beta must be non-negative, got {beta}")
     _check_same_size("smooth_l1_loss", input, target)
@@ -273,6 +289,7 @@ def huber_loss(input, target, reduction: str = "mean", delta: float = 1.0):
         >>> huber_loss(genesis.randn(4), genesis.zeros(4), delta=2.0)
     """
     _check_reduction("huber_loss", reduction)
+    input, target = _fp32(input, target)
     if delta <= 0:
         raise ValueError(f"huber_loss: delta must be positive, got {delta}")
     _check_same_size("huber_loss", input, target)
@@ -299,6 +316,7 @@ def binary_cross_entropy(input, target, weight=None, reduction: str = "mean"):
         >>> binary_cross_entropy(genesis.rand(4), genesis.ones(4))
     """
     _check_reduction("binary_cross_entropy", reduction)
+    input, target, weight = _fp32(input, target, weight)
     if tuple(target.shape) != tuple(input.shape):
         raise ValueError(f"binary_cross_entropy: using a target size ({list(target.shape)}) "
                          f"that is different to the input size ({list(input.shape)}) is not "
@@ -330,6 +348,7 @@ def binary_cross_entropy_with_logits(input, target, weight=None, reduction: str 
         >>> binary_cross_entropy_with_logits(genesis.randn(4), genesis.ones(4))
     """
     _check_reduction("binary_cross_entropy_with_logits", reduction)
+    input, target, weight, pos_weight = _fp32(input, target, weight, pos_weight)
     if tuple(target.shape) != tuple(input.shape):
         raise ValueError(f"binary_cross_entropy_with_logits: target size "
                          f"({list(target.shape)}) must be the same as input size "
@@ -366,6 +385,7 @@ def kl_div(input, target, reduction: str = "mean", log_target: bool = False):
         ...        reduction="batchmean")
     """
     _check_reduction("kl_div", reduction, ("none", "batchmean", "sum", "mean"))
+    input, target = _fp32(input, target)
     if reduction == "mean":
         warnings.warn("kl_div: reduction 'mean' divides the total loss by both the batch size "
                       "and the support size; 'batchmean' divides only by the batch size and "
