@@ -328,7 +328,7 @@ def W(module, t):  # noqa: N802 - a constant or target on the module's device
     return t if module is TF else to_genesis(t).to("cuda")
 
 
-@pytest.mark.filterwarnings("ignore:kl_div")  # the default 'mean' reduction warns, as torch's
+@pytest.mark.filterwarnings("ignore:kl_div", "ignore:reduction")  # default "mean" warns
 @pytest.mark.parametrize("name", ["cross_entropy", "mse_loss", "l1_loss", "smooth_l1_loss",
                                   "binary_cross_entropy_with_logits", "kl_div"])
 def test_losses_run_in_float32_under_autocast(name):
