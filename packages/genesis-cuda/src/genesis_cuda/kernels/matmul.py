@@ -129,35 +129,39 @@ def _mm_tma_batched_kernel(a_ptr, b_ptr, c_ptr, M, N, K, sa0, sa_row, sb0, sb_ro
 
 
 @triton.jit
-def _mm_tma_persistent_kernel(a_desc, b_desc, c_desc, M, N, K, bias, sbias,
-                              HAS_BIAS: tl.constexpr,
+def _mm_tma_persistent_kernel(a_desc, b_desc, c_desc, M, N, K, batch, a_step, b_step,
+                              bias, sbias, HAS_BIAS: tl.constexpr,
                               A_T: tl.constexpr, B_T: tl.constexpr,
                               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                               BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
                               NUM_SMS: tl.constexpr):
-    """One program per SM walking output tiles; the flattened loop lets the pipeliner
-    prefetch the next tile's first K-slices while this tile's epilogue runs."""
-    num_tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N)
+    """One program per SM walking output tiles (of every matrix of a stacked batch); the
+    flattened loop lets the pipeliner prefetch the next tile's first K-slices while this
+    tile's epilogue runs."""
+    per_matrix = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N)
     k_tiles = tl.cdiv(K, BLOCK_K)
-    for tile in tl.range(tl.program_id(0), num_tiles, NUM_SMS, flatten=True):
-        pid_m, pid_n = _tile_ids(tile, M, N, BLOCK_M, BLOCK_N, GROUP_M)
+    for tile in tl.range(tl.program_id(0), per_matrix * batch, NUM_SMS, flatten=True):
+        bid = tile // per_matrix
+        pid_m, pid_n = _tile_ids(tile - bid * per_matrix, M, N, BLOCK_M, BLOCK_N, GROUP_M)
         off_m = pid_m * BLOCK_M
         off_n = pid_n * BLOCK_N
+        a_row0 = bid * a_step
+        b_row0 = bid * b_step
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
         for k in range(k_tiles):  # written out (not _tma_tile) so the nest flattens
             off_k = k * BLOCK_K
             if A_T:
-                a = a_desc.load([off_k, off_m]).T
+                a = a_desc.load([a_row0 + off_k, off_m]).T
             else:
-                a = a_desc.load([off_m, off_k])
+                a = a_desc.load([a_row0 + off_m, off_k])
             if B_T:
-                b = b_desc.load([off_n, off_k]).T
+                b = b_desc.load([b_row0 + off_n, off_k]).T
             else:
-                b = b_desc.load([off_k, off_n])
+                b = b_desc.load([b_row0 + off_k, off_n])
             acc = tl.dot(a, b, acc)
         if HAS_BIAS:
             acc = _add_bias(acc, bias, sbias, off_n, N, BLOCK_N)
-        c_desc.store([off_m, off_n], acc.to(c_desc.dtype))
+        c_desc.store([bid * M + off_m, off_n], acc.to(c_desc.dtype))
 
 
 @triton.jit
@@ -386,6 +390,7 @@ def _tma_binder(dt, M, N, K, batch, sa, sb, has_bias, sbias):
                   GROUP_M=gm, num_stages=st, num_warps=nw)
         stacked = batched and stackable and M % bm == 0 and (K % bk == 0 or (not a_t and b_t))
         if batched and not stacked:
+            kw.pop("NUM_SMS", None)
             kern = _Direct(_mm_tma_batched_kernel, (tiles, batch), kw)
 
             def go_batched(a, b, c, bias):
@@ -399,11 +404,12 @@ def _tma_binder(dt, M, N, K, batch, sa, sb, has_bias, sbias):
         if persistent:
             sms = _sm_count(_driver.active.get_current_device())
             kw["NUM_SMS"] = sms
-            kern = _Direct(_mm_tma_persistent_kernel, (min(sms, tiles),), kw)
+            kern = _Direct(_mm_tma_persistent_kernel, (min(sms, tiles * batch),), kw)
 
             def go_persistent(a, b, c, bias):
                 a_desc.base, b_desc.base, c_desc.base = a, b, c
-                kern(a_desc, b_desc, c_desc, M, N, K, c if bias is None else bias, sbias)
+                kern(a_desc, b_desc, c_desc, M, N, K, batch, a_rows, b_rows,
+                     c if bias is None else bias, sbias)
 
             return go_persistent
         kern = _Direct(_mm_tma_kernel, (tiles, batch), kw)
@@ -417,8 +423,7 @@ def _tma_binder(dt, M, N, K, batch, sa, sb, has_bias, sbias):
 
     key = ("tma", dt.name, a_t, b_t, batched, _bucket(M), _bucket(N), _bucket(K),
            _bucket(batch))
-    cands = [c for c in _TMA_CANDIDATES if not (batched and c[0] == "p")]
-    return bind, key, cands, _small_config("half", M, N)
+    return bind, key, _TMA_CANDIDATES, _small_config("half", M, N)
 
 
 def _ptr_binder(dt, M, N, K, bshape, sa, sb, sc, has_bias, sbias):
