@@ -285,3 +285,37 @@ def test_break_early_does_not_hang():
         if i == 1:
             break
     assert len(list(DataLoader(Squares(4), batch_size=2, num_workers=2))) == 2
+
+
+class Crashing(Dataset):
+    def __len__(self) -> int:
+        return 4
+
+    def __getitem__(self, i):
+        if get_worker_info() is not None and i == 2:
+            os._exit(3)  # a worker dying without a Python exception (e.g. killed for memory)
+        return i
+
+
+class Slow(Dataset):
+    def __len__(self) -> int:
+        return 2
+
+    def __getitem__(self, i):
+        import time
+
+        time.sleep(3.0)
+        return i
+
+
+def test_dead_worker_is_reported_not_hung():
+    with pytest.raises(RuntimeError, match=r"DataLoader worker \(pid\(s\) \d+\) exited "
+                                           r"unexpectedly \(exit code\(s\) 3\)"):
+        list(DataLoader(Crashing(), batch_size=1, num_workers=2))
+
+
+def test_timeout():
+    with pytest.raises(RuntimeError, match="timed out after 0.5 seconds"):
+        list(DataLoader(Slow(), batch_size=1, num_workers=1, timeout=0.5))
+    with pytest.raises(ValueError, match="timeout"):
+        DataLoader(Slow(), timeout=-1)
