@@ -729,6 +729,7 @@ add(
            dtypes=ALL, method="split",
            errors=lambda: [ErrorInput(S(T((5,)), [2, 2]), RuntimeError, "sum")]),
     OpInfo("chunk", lambda d: [S(T((5, 3)), 2, name="2"), S(T((2, 7)), 3, 1, name="dim=1"),
+                               S(T((0, 3)), 2, name="empty"),
                                S(T((6, 2), layout="expand"), 4, name="expanded")],
            dtypes=ALL, method="chunk"),
     OpInfo("gather", lambda d: [
@@ -741,6 +742,8 @@ add(
                                    IndexError, "out of bounds"),
                         ErrorInput(S(T((2, 3)), 1, Idx((2,), 3)), RuntimeError,
                                    "same number of dimensions"),
+                        ErrorInput(S(T((2, 3)), 1, Idx((1, 1), 3, values=[[-1]])),
+                                   IndexError, "out of bounds"),
                         ErrorInput(S(T((2, 3)), 1, Idx((2, 2), 3, dtype="int32")),
                                    RuntimeError, "int64")]),
     OpInfo("scatter", lambda d: [
@@ -763,6 +766,8 @@ add(
         S(T(()), 0, Idx((1,), 1), name="0-d")],
         dtypes=ALL, method="index_select",
         errors=lambda: [ErrorInput(S(T((3,)), 0, Idx((2,), 3, values=[0, 5])), IndexError,
+                                   "out of bounds"),
+                        ErrorInput(S(T((3,)), 0, Idx((1,), 3, values=[-1])), IndexError,
                                    "out of bounds")]),
     OpInfo("index_add", lambda d: [
         S(T((4, 3)), 0, Idx((5,), 4), T((5, 3)), name="dim=0,repeats"),
@@ -789,6 +794,9 @@ add(
         S(T((3, 2), layout="T"), Idx((2,), 3), 1, name="tensor-repeats"),
         S(T((0, 2)), 2, 0, name="empty")],
         dtypes=ALL, method="repeat_interleave"),
+    OpInfo("repeat_interleave_counts", lambda d: [S(Idx((4,), 3), name="counts-only")],
+           op=genesis.repeat_interleave, ref=torch.repeat_interleave, dtypes=("int64",),
+           differentiable=False),
     OpInfo("tile", lambda d: [S(T((2, 3)), (2,), name="short"),
                               S(T((2, 3), layout="slice"), (2, 1, 2), name="long")],
            dtypes=ALL, method="tile"),

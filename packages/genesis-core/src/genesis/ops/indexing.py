@@ -20,7 +20,8 @@ def _check_index_tensor(op: str, index: Tensor, size: int) -> Tensor:
         index = index.to(D.int64)
     if index.numel():
         lo, hi = int(index.min()), int(index.max())
-        if lo < -size or hi >= size:
+        # only x[index] wraps negative indices; gather, scatter, index_select ... refuse them
+        if lo < (-size if op == "index" else 0) or hi >= size:
             bad = hi if hi >= size else lo
             raise IndexError(f"{op}: index {bad} is out of bounds for dimension with size {size}")
         if lo < 0:

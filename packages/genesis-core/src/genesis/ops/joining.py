@@ -111,6 +111,8 @@ def chunk(tensor: Tensor, chunks: int, dim: int = 0) -> tuple:
     if chunks <= 0:
         raise RuntimeError(f"chunk expects `chunks` to be greater than 0, got: {chunks}")
     n = tensor.shape[normalize_dim(dim, tensor.ndim)]
+    if n == 0:  # torch gives `chunks` empty pieces
+        return split(tensor, [0] * chunks, dim)
     size = max(1, -(-n // chunks))
     return split(tensor, size, dim)
 
@@ -146,12 +148,16 @@ def tile(tensor: Tensor, dims) -> Tensor:
     return repeat(tensor, dims)
 
 
-def repeat_interleave(input: Tensor, repeats, dim=None, *, output_size=None) -> Tensor:
-    """Repeat each element ``repeats`` times (an int, or a tensor of per-element counts)."""
+def repeat_interleave(input: Tensor, repeats=None, dim=None, *, output_size=None) -> Tensor:
+    """Repeat each element ``repeats`` times (an int, or a tensor of per-element counts).
+
+    With ``input`` alone (a tensor of counts), index ``i`` repeated ``input[i]`` times.
+    """
     import genesis
 
-    if isinstance(input, Tensor) and repeats is None:
-        raise TypeError("repeat_interleave() missing 'repeats'")
+    if repeats is None:
+        return repeat_interleave(genesis.arange(input.numel(), device=input.device),
+                                 input.reshape(-1), 0)
     if dim is None:
         input, dim = input.reshape(-1), 0
     d = normalize_dim(dim, input.ndim)
