@@ -73,6 +73,7 @@ from genesis.dtypes import (  # noqa: E402
 from genesis.dtypes import float_ as float  # noqa: E402,A001
 from genesis.dtypes import int_ as int  # noqa: E402,A001
 from genesis.ops import *  # noqa: E402,F403
+from genesis.ops.common import broadcast_shapes  # noqa: E402
 from genesis.random import (  # noqa: E402
     Generator,
     default_generator,
@@ -112,10 +113,20 @@ def get_num_threads() -> int:
     return device("cpu").backend.get_num_threads()
 
 
+def broadcast_tensors(*tensors) -> tuple:
+    """Views of ``tensors`` expanded to their common broadcast shape."""
+    shape = broadcast_shapes(*(t.shape for t in tensors))
+    return tuple(t.expand(shape) for t in tensors)
+
+
 def __getattr__(name: str):
-    # Checkpoint functions live in genesis.serialization (imported on first use).
+    # Checkpoints and test utilities are imported on first use, as torch.testing is.
     if name in ("save", "load"):
         from genesis import serialization
 
         return getattr(serialization, name)
+    if name == "testing":
+        import importlib
+
+        return importlib.import_module("genesis.testing")
     raise AttributeError(f"module 'genesis' has no attribute {name!r}")

@@ -43,8 +43,22 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     return result
 
 
+def gradcheck(*args, **kwargs):
+    """Compare autograd with float64 finite differences (see ``genesis.testing.gradcheck``)."""
+    from genesis.testing import gradcheck as check
+
+    return check(*args, **kwargs)
+
+
+def gradgradcheck(*args, **kwargs):
+    """Check second derivatives (see ``genesis.testing.gradgradcheck``)."""
+    from genesis.testing import gradgradcheck as check
+
+    return check(*args, **kwargs)
+
+
 __all__ = [
-    "Function", "Node", "backward", "enable_grad", "grad", "inference_mode",
-    "is_grad_enabled", "is_inference_mode_enabled", "no_grad", "once_differentiable",
-    "set_grad_enabled",
+    "Function", "Node", "backward", "enable_grad", "grad", "gradcheck", "gradgradcheck",
+    "inference_mode", "is_grad_enabled", "is_inference_mode_enabled", "no_grad",
+    "once_differentiable", "set_grad_enabled",
 ]
