@@ -90,10 +90,14 @@ def test_memory_summary_and_chrome_trace(tmp_path):
 def test_memory_lines_format():
     from genesis.profiler.profiler import _memory_lines
 
-    lines = _memory_lines({"cuda:0": ({"allocated_bytes": 1024, "num_allocs": 1},
-                                      {"allocated_bytes": 3 * 1024 * 1024, "num_allocs": 5})})
+    lines = _memory_lines({"cuda:0": (
+        {"allocated_bytes.all.current": 1024, "num_allocs": 1, "allocation.all.allocated": 1},
+        {"allocated_bytes.all.current": 3 * 1024 * 1024, "num_allocs": 5,
+         "allocation.all.allocated": 5})})
     text = "\n".join(lines)
-    assert "Memory summary (cuda:0)" in text and "3.00MiB" in text and "num_allocs" in text
+    assert "Memory summary (cuda:0)" in text and "3.00MiB" in text and "+3.00MiB" in text
+    count_line = next(line for line in lines if "allocation.all.allocated" in line)
+    assert "B" not in count_line.split("allocated", 1)[1]  # a count, not bytes
 
 
 @pytest.mark.cuda

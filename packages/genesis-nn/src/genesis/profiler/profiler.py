@@ -195,8 +195,7 @@ def _memory_lines(memory: dict) -> list[str]:
         width = max(len(k) for k in keys)
         for k in keys:
             b, a = before.get(k, 0), after[k]
-            unit = _fmt_bytes if "bytes" in k or "allocated" in k or "reserved" in k \
-                else str
+            unit = _fmt_bytes if "bytes" in k else str
             lines.append(f"  {k.ljust(width)}  {unit(b):>12} -> {unit(a):>12}  "
                          f"(delta {unit(a - b) if unit is str else _fmt_bytes(a - b, True)})")
     return lines
