@@ -270,10 +270,17 @@ def _backward(grad, x, weight, mean, rstd, rms):
         gb = None if rms else fill_(_launch.empty((n,), weight.dtype, x.device), 0)
         return gx, gw, gb
     single, bm, bn, warps = _config(n, 4096)
-    # swept on an H200 (bf16, 16M elements): rows <= 2k: 4 warps, 2 programs per SM;
-    # 4k: 8 warps; 8k and up: 16 warps; one program per SM from 8 warps up
-    warps = BWD_WARPS or (4 if bn <= 2048 else 8 if bn <= 4096 else 16)
-    progs_per_sm = BWD_PROGS_PER_SM or (2 if warps <= 4 else 1)
+    # measured on an H200 at 16M elements: rows of 8k and up: 16 warps, one program per
+    # SM (fewer, larger partials); rows <= 2k of a 2-byte dtype: 4 warps, 2 per SM;
+    # otherwise the tile's warps and 32 warps per SM
+    if bn >= 8192:
+        warps, progs_per_sm = 16, 1
+    elif bn <= 2048 and x.dtype.itemsize <= 2:
+        warps, progs_per_sm = 4, 2
+    else:
+        progs_per_sm = max(1, 32 // warps)
+    warps = BWD_WARPS or warps
+    progs_per_sm = BWD_PROGS_PER_SM or progs_per_sm
     nprog = max(1, min(triton.cdiv(m, bm), _launch.sm_count(x.device) * progs_per_sm))
     dw = db = None
     if has_w:
