@@ -164,6 +164,7 @@ def test_conv_errors():
 # ------------------------------------------------------------------------------ pooling
 MAXPOOL_CASES = [
     ((2, 3, 8, 8), {"kernel_size": 2}),
+    ((1, 2, 9, 7), {"kernel_size": (2, 3)}),  # tiles with a ragged edge (dropped)
     ((2, 3, 9, 7), {"kernel_size": 3, "stride": 2}),
     ((2, 3, 9, 7), {"kernel_size": 3, "stride": 2, "padding": 1}),
     ((2, 3, 9, 7), {"kernel_size": 3, "stride": 2, "ceil_mode": True}),
@@ -203,6 +204,7 @@ def test_max_pool2d_module():
 
 AVGPOOL_CASES = [
     ((2, 3, 8, 8), {"kernel_size": 2}),
+    ((1, 2, 9, 7), {"kernel_size": (2, 3)}),  # tiles with a ragged edge (dropped)
     ((2, 3, 9, 7), {"kernel_size": 3, "stride": 2, "padding": 1}),
     ((2, 3, 9, 7), {"kernel_size": 3, "stride": 2, "padding": 1, "count_include_pad": False}),
     ((2, 3, 9, 7), {"kernel_size": 3, "stride": 2, "ceil_mode": True}),

@@ -60,7 +60,8 @@ def _padded_windows(name, x, k, s, p, d, ceil_mode, value):
                          f"output size ({x.shape[-3]}x{ho}x{wo}) is too small")
     if s == k and d == (1, 1) and p == (0, 0) and not _needs_ceil_pad(h, w, ho, wo, k):
         # non-overlapping tiles: a reshape/permute, whose backward is cheap (no scatter-add)
-        x = x[:, :, :ho * k[0], :wo * k[1]]
+        if ho * k[0] != h or wo * k[1] != w:
+            x = x[:, :, :ho * k[0], :wo * k[1]]  # floor mode drops the ragged edge
         tiles = x.reshape(x.shape[0], x.shape[1], ho, k[0], wo, k[1])
         return tiles.permute(0, 1, 2, 4, 3, 5), ho, wo                # (N, C, Ho, Wo, kh, kw)
     need_h = (ho - 1) * s[0] + d[0] * (k[0] - 1) + 1
