@@ -719,3 +719,34 @@ def test_grad_fn_graph_structure():
     assert "Mul" in mul_node.name()
     acc = mul_node.next_functions[0][0]
     assert acc.name() == "AccumulateGrad" and acc.variable is x
+
+
+def test_in_place_write_of_values_computed_from_the_same_base_matches_torch():
+    """y[a] = f(y[b]) then more in-place: only what backward reads is version-checked."""
+    def scenario(lib):
+        x = _leaf(lib, _data(3, 4))
+        y = x.clone()
+        y[1:, :2] = y[:2, 2:] * 2  # Mul by a scalar saves nothing of y
+        y.narrow(1, 1, 2).mul_(3)
+        z = y * x  # saves y (for x's grad) at its current version
+        (y ** 2).sum().backward(retain_graph=True)
+        return [x.grad, z]
+
+    same_as_torch(scenario)
+
+
+def test_saved_operand_of_mul_is_checked_only_when_needed():
+    for lib in (torch, genesis):
+        x = lib.tensor([1.0, 2.0], requires_grad=True)
+        w = lib.tensor([3.0, 4.0])  # needs no grad
+        y = x * 1
+        out = (y * w).sum()  # saves w (for y's grad), not y
+        y.add_(1)
+        out.backward()  # fine in torch
+        assert x.grad.tolist() == [3.0, 4.0]
+        w.add_(1)  # w is saved: editing it breaks the next backward
+        y2 = x * 1
+        out2 = (y2 * w).sum()
+        w.mul_(2)
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            out2.backward()

@@ -231,13 +231,19 @@ class _Binary(Function):
         backend, device, x, y, dtype = _operands(cls.op, a, b, dtype)
         z = wrap(_binary_kernel(backend, cls.op)(x, y), device)
         a_t, b_t = isinstance(a, Tensor), isinstance(b, Tensor)
-        keep = cls.saves_inputs
-        ctx.save_for_backward(a if a_t and keep else None, b if b_t and keep else None,
-                              z if cls.saves_output else None)
+        keep_a, keep_b, keep_z = cls.keeps(a if a_t else None, b if b_t else None)
+        ctx.save_for_backward(a if a_t and keep_a else None, b if b_t and keep_b else None,
+                              z if keep_z else None)
         ctx.a_scalar = None if a_t else a
         ctx.b_scalar = None if b_t else b
         ctx.metas = ((a.shape, a.dtype) if a_t else None, (b.shape, b.dtype) if b_t else None)
         return z
+
+    @classmethod
+    def keeps(cls, a, b) -> tuple:
+        """Whether to save ``(a, b, output)``: only what the wanted gradients read (as torch),
+        so that editing anything else in place later does not break backward."""
+        return cls.saves_inputs, cls.saves_inputs, cls.saves_output
 
     @classmethod
     def backward(cls, ctx, g):
@@ -290,8 +296,16 @@ class Sub(_Binary):
         return g, (-g if needs[1] else None)
 
 
+def _wants_grad(t) -> bool:
+    return t is not None and t.requires_grad
+
+
 class Mul(_Binary):
     op = "mul"
+
+    @classmethod
+    def keeps(cls, a, b):
+        return _wants_grad(b), _wants_grad(a), False  # d/da reads b, d/db reads a
 
     @staticmethod
     def grads(g, a, b, z, needs):
@@ -303,6 +317,10 @@ class Div(_Binary):
     true_div = True
     saves_output = True
 
+    @classmethod
+    def keeps(cls, a, b):
+        return False, True, _wants_grad(b)  # d/da = 1/b; d/db = -z/b
+
     @staticmethod
     def grads(g, a, b, z, needs):
         ga = g / b if needs[0] else None
@@ -313,6 +331,10 @@ class Div(_Binary):
 class Pow(_Binary):
     op = "pow"
     saves_output = True
+
+    @classmethod
+    def keeps(cls, a, b):
+        return True, True, _wants_grad(b)  # d/da reads a, b; d/db reads z, a, b
     autocast = "fp32"
 
     @staticmethod
