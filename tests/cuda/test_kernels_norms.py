@@ -16,6 +16,7 @@ import torch
 from genesis import dtypes as D
 
 pytestmark = pytest.mark.cuda
+pytest.importorskip("triton")  # the kernels are Triton code; CI machines may lack it
 
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 DEV = "cpu" if INTERPRET else "cuda"
@@ -40,7 +41,14 @@ class View:
         return self.storage.ptr + self.offset * self.dtype.itemsize
 
 
-_STORAGES = []  # every wrapped storage, to map kernel-internal views back (interpreter)
+def _storages():
+    """Every wrapped storage (shared by the kernel test modules), to map kernel-internal
+    views back to tensors under the interpreter."""
+    from genesis_cuda.kernels import _launch
+
+    if not hasattr(_launch, "_test_storages"):
+        _launch._test_storages = []
+    return _launch._test_storages
 
 
 def wrap(t: torch.Tensor) -> View:
@@ -48,7 +56,7 @@ def wrap(t: torch.Tensor) -> View:
     st.flat = torch.empty(0, dtype=t.dtype, device=t.device).set_(t.untyped_storage())
     st.ptr = st.flat.data_ptr()
     if INTERPRET:
-        _STORAGES.append(st)
+        _storages().append(st)
     v = View()
     v.shape, v.strides, v.offset = tuple(t.shape), tuple(t.stride()), t.storage_offset()
     v.dtype, v.storage, v.device = GEN[t.dtype], st, 0
@@ -64,10 +72,10 @@ def _setup():
 
     if INTERPRET:
         def conv(a):
-            if isinstance(a, View):
+            if hasattr(a, "storage") and hasattr(a.storage, "flat"):  # any test module's View
                 return a.storage.flat[a.offset:]
             addr = a.data_ptr()  # a kernel-internal view: find the storage holding it
-            for st in reversed(_STORAGES):
+            for st in reversed(_storages()):
                 size = st.flat.numel() * st.flat.element_size()
                 if st.ptr <= addr < st.ptr + max(size, 1):
                     return st.flat[(addr - st.ptr) // st.flat.element_size():]

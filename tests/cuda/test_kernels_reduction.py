@@ -16,6 +16,7 @@ import torch
 from genesis import dtypes as D
 
 pytestmark = pytest.mark.cuda
+pytest.importorskip("triton")  # the kernels are Triton code; CI machines may lack it
 
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 DEV = "cpu" if INTERPRET else "cuda"
@@ -40,7 +41,14 @@ class View:
         return self.storage.ptr + self.offset * self.dtype.itemsize
 
 
-_STORAGES = []  # every wrapped storage, to map kernel-internal views back (interpreter)
+def _storages():
+    """Every wrapped storage (shared by the kernel test modules), to map kernel-internal
+    views back to tensors under the interpreter."""
+    from genesis_cuda.kernels import _launch
+
+    if not hasattr(_launch, "_test_storages"):
+        _launch._test_storages = []
+    return _launch._test_storages
 
 
 def wrap(t: torch.Tensor) -> View:
@@ -48,7 +56,7 @@ def wrap(t: torch.Tensor) -> View:
     st.flat = torch.empty(0, dtype=t.dtype, device=t.device).set_(t.untyped_storage())
     st.ptr = st.flat.data_ptr()
     if INTERPRET:
-        _STORAGES.append(st)
+        _storages().append(st)
     v = View()
     v.shape, v.strides, v.offset = tuple(t.shape), tuple(t.stride()), t.storage_offset()
     v.dtype, v.storage, v.device = GEN[t.dtype], st, 0
@@ -64,10 +72,10 @@ def _setup():
 
     if INTERPRET:
         def conv(a):
-            if isinstance(a, View):
+            if hasattr(a, "storage") and hasattr(a.storage, "flat"):  # any test module's View
                 return a.storage.flat[a.offset:]
             addr = a.data_ptr()  # a kernel-internal view: find the storage holding it
-            for st in reversed(_STORAGES):
+            for st in reversed(_storages()):
                 size = st.flat.numel() * st.flat.element_size()
                 if st.ptr <= addr < st.ptr + max(size, 1):
                     return st.flat[(addr - st.ptr) // st.flat.element_size():]
@@ -185,7 +193,7 @@ def _views(dtype, low=None):
 def test_reduce(op, dtype):
     float_sum = op == "sum" and dtype.is_floating_point
     # float sums: positive inputs and a float64 reference (summation order differs from torch)
-    for name, t in _views(dtype, low=0.0 if float_sum else None):
+    for _name, t in _views(dtype, low=0.0 if float_sum else None):
         for dims in _dims_cases(3):
             for keepdim in (False, True):
                 sd = _sum_dtype(dtype)
@@ -268,7 +276,7 @@ def test_amax_nan():
 @pytest.mark.parametrize("dtype", [D.float32, D.bfloat16, D.float64, D.int32, D.int64,
                                    D.uint8], ids=str)
 def test_argmax_argmin(dtype):
-    for name, t in _views(dtype):
+    for _name, t in _views(dtype):
         for dim in range(3):
             for keepdim in (False, True):
                 check(red.argmax(dev(t), dim, keepdim), torch.argmax(t, dim, keepdim))
@@ -294,7 +302,7 @@ def test_argmax_ties_nan_long():
 @pytest.mark.parametrize("dtype", [D.float32, D.bfloat16, D.float64, D.int32, D.int64,
                                    D.bool_], ids=str)
 def test_cumsum(dtype):
-    for name, t in _views(dtype):
+    for _name, t in _views(dtype):
         for dim in range(3):
             out_dt = dtype if dtype.is_floating_point else D.int64
             got = host(red.cumsum(dev(t), dim, out_dt))

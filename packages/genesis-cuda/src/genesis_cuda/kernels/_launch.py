@@ -30,13 +30,13 @@ I32_MAX = 2**31 - 1
 interpret_arg = None
 
 
-def empty(shape, dtype, device):
+def empty(shape, dtype, device):  # noqa: F811 - rebinds itself on first use
     """A new contiguous array from genesis's allocator (resolved on first use)."""
     global empty
-    from genesis_cuda.array import empty as _empty
+    import genesis_cuda.array as _array
 
-    empty = _empty
-    return _empty(shape, dtype, device)
+    empty = _array.empty
+    return empty(shape, dtype, device)
 
 
 def _stream_handle(device) -> int:

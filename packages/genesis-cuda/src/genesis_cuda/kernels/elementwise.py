@@ -26,7 +26,7 @@ from triton.language.extra import libdevice
 from genesis import dtypes as D
 
 from . import _launch
-from ._launch import Launcher, aligned, contiguous_strides, numel, tl_dtype
+from ._launch import Launcher, aligned, numel, tl_dtype
 
 UNARY_BOOL_OUT = frozenset(("logical_not", "isnan", "isinf", "isfinite"))
 BINARY_BOOL_OUT = frozenset(("eq", "ne", "lt", "le", "gt", "ge",
