@@ -441,3 +441,29 @@ def test_repr_of_empty_and_large():
     assert "[]" in repr(genesis.zeros(0))
     big = repr(genesis.arange(10000))
     assert "..." in big and len(big) < 200
+
+
+def test_format_of_0d_tensors_is_the_number():
+    for lib in (torch, genesis):
+        t = lib.tensor(0.123456)
+        assert f"{t:.3f}" == "0.123" and f"{lib.tensor(3):>3}" == "  3"
+    assert f"{genesis.tensor(2.5)}" == f"{torch.tensor(2.5)}"
+    assert f"{genesis.ones(2)}" == repr(genesis.ones(2))
+    with pytest.raises(TypeError):
+        f"{genesis.ones(2):.2f}"
+
+
+def test_deepcopy_of_leaves():
+    import copy
+
+    x = genesis.tensor([1.0, 2.0], requires_grad=True)
+    (x * 2).sum().backward()
+    y = copy.deepcopy(x)
+    assert y is not x and y.data_ptr() != x.data_ptr() and y.is_leaf and y.requires_grad
+    assert y.tolist() == [1.0, 2.0] and y.grad.tolist() == [2.0, 2.0]
+    y.detach().fill_(0)  # no sharing with x
+    assert x.tolist() == [1.0, 2.0]
+    d = copy.deepcopy({"a": x, "b": x})
+    assert d["a"] is d["b"]  # the memo keeps aliasing
+    with pytest.raises(RuntimeError, match="graph leaves"):
+        copy.deepcopy(x * 2)

@@ -317,6 +317,37 @@ class Tensor:
 
         return tensor_repr(self)
 
+    def __format__(self, spec: str) -> str:
+        # f"{loss:.4f}": a 0-d tensor formats as its number, as in torch
+        if self.ndim == 0 and type(self) is Tensor:
+            return self.item().__format__(spec)
+        return object.__format__(self, spec)
+
+    def __deepcopy__(self, memo: dict) -> Tensor:
+        """A new leaf with cloned data, requires_grad and a deep-copied ``.grad`` (torch's
+        rules: only graph leaves can be deep-copied)."""
+        if not self.is_leaf:
+            raise RuntimeError(
+                "Only Tensors created explicitly by the user (graph leaves) support the "
+                "deepcopy protocol at the moment. If you were attempting to deepcopy a module, "
+                "this may be because of a torch.nn.utils.weight_norm usage, see "
+                "https://github.com/pytorch/pytorch/pull/103001")
+        if id(self) in memo:
+            return memo[id(self)]
+        import copy
+
+        from genesis.autograd.grad_mode import no_grad
+
+        with no_grad():
+            data = self.clone()
+        new = data if type(self) is Tensor else Tensor._make_subclass(type(self), data)
+        new.requires_grad = self.requires_grad
+        memo[id(self)] = new
+        if self.grad is not None:
+            new.grad = copy.deepcopy(self.grad, memo)
+        new.__dict__.update(copy.deepcopy(self.__dict__, memo))
+        return new
+
     def __reduce_ex__(self, protocol):
         raise TypeError("genesis tensors are not picklable: use genesis.save")
 
