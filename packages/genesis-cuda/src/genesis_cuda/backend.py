@@ -34,7 +34,7 @@ _ROUTES: dict[str, tuple[str, ...]] = {
     "amin": ("reduction",), "argmax": ("reduction", "sorting"),
     "argmin": ("reduction", "sorting"), "all": ("reduction",), "any": ("reduction",),
     "cumsum": ("reduction", "layout", "sorting"),
-    "matmul": ("matmul",),
+    "matmul": ("matmul",), "linear": ("matmul",),
     "gather": ("indexing",), "scatter": ("indexing",), "index_select": ("indexing",),
     "index_add": ("indexing",), "index": ("indexing",), "index_put_": ("indexing",),
     "nonzero": ("indexing",),
@@ -49,7 +49,8 @@ _ROUTES: dict[str, tuple[str, ...]] = {
 }
 # Fused kernels the contract lets a backend leave out (base.Backend composes them).
 _OPTIONAL = frozenset({"softmax", "softmax_backward", "layer_norm", "layer_norm_backward",
-                       "rms_norm", "rms_norm_backward", "unary_kernel", "binary_kernel"})
+                       "rms_norm", "rms_norm_backward", "unary_kernel", "binary_kernel",
+                       "linear"})
 
 
 def find_kernel(name: str):
@@ -255,6 +256,9 @@ class CUDABackend(Backend):
     # ------------------------------------------------------------------ linalg
     def matmul(self, a, b):
         return self._bind("matmul")(a, b)
+
+    def linear(self, x, weight, bias):
+        return self._bind("linear")(x, weight, bias)
 
     # ---------------------------------------------------------------- indexing
     def gather(self, a, dim, index):
