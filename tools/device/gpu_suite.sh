@@ -13,8 +13,18 @@ source tools/device/setup.sh || exit 1
 nvidia-smi -L | tee "$out/gpu.txt"
 
 if [ "$what" = tests ]; then
-    python3 -m pytest -q -p no:cacheprovider -m "cuda or multigpu" tests 2>&1 \
-        | tee "$out/gpu_tests.log" | tail -n 25
+    # The GPU tests, split round-robin into parallel shards (Triton compiles dominate).
+    shards=${SHARDS:-8}
+    python3 -m pytest -q -p no:cacheprovider --collect-only -m "cuda or multigpu" tests \
+        | grep "::" > "$out/gpu_tests.ids"
+    split -n r/"$shards" -d "$out/gpu_tests.ids" "$out/shard."
+    for f in "$out"/shard.*; do
+        python3 -m pytest -q -p no:cacheprovider -m "cuda or multigpu" $(cat "$f") \
+            > "$f.log" 2>&1 &
+    done
+    wait
+    for f in "$out"/shard.*.log; do tail -n 1 "$f"; done | tee "$out/gpu_tests_summary.txt"
+    grep -h "^FAILED\|^ERROR" "$out"/shard.*.log | tee "$out/gpu_tests_failures.txt" | head -n 40
     compute-sanitizer --tool memcheck --print-limit 20 \
         python3 -m pytest -q -p no:cacheprovider -m cuda -x \
         tests/cuda/test_runtime.py tests/cuda/test_kernels_layout.py 2>&1 \
