@@ -362,6 +362,8 @@ def _wrap_dim(dim: int, ndim: int) -> int:
 
 def is_contiguous_geometry(shape, strides) -> bool:
     """Whether ``shape``/``strides`` describe C order with no gaps (size-1 dims ignored)."""
+    if 0 in shape:
+        return True  # no elements: contiguous whatever the strides, as torch
     expected = 1
     for size, stride in zip(reversed(shape), reversed(strides)):
         if size == 1:
