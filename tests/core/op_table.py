@@ -347,9 +347,15 @@ def unary_samples(low=-2.0, high=2.0, **extra):
             S(t((2, 3), "slice"), name="strided", **extra),
             S(t((3, 4), "expand"), name="expanded", **extra),
             S(t((2, 2, 3), "offset"), name="offset", **extra),
-        ]
+        ] + ([S(T(kind="values", values=_SPECIAL_VALUES), name="special-values", **extra)]
+             if is_float(dtype) else [])
 
     return gen
+
+
+# NaN, infinities, signed zeros, tiny and huge: forward/backward must match torch (NaN where
+# torch has NaN); finite differences are meaningless there, so gradcheck skips "special" samples
+_SPECIAL_VALUES = [math.nan, math.inf, -math.inf, 0.0, -0.0, 1e-30, 1e30, -1.0, 0.5, -3.5]
 
 
 def binary_samples(low=-2.0, high=2.0, rlow=None, rhigh=None, nonzero=False, scalars=True,
