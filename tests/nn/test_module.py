@@ -362,7 +362,6 @@ def test_dir_lists_registered_names():
     assert "fc1" in names and "scratch" in names
 
 
-@pytest.mark.xfail(strict=False, reason="core request: Tensor.__deepcopy__ (buffers)")
 def test_deepcopy_module():
     net = Net()
     clone = copy.deepcopy(net)

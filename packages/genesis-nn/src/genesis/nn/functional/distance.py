@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import genesis
 from genesis import Tensor
-from genesis.ops.common import broadcast_shapes  # torch.broadcast_shapes; requested top-level
 
 __all__ = ["cosine_similarity", "pairwise_distance"]
 
@@ -27,7 +26,7 @@ def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -
         genesis.Size([4])
     """
     if x1.shape != x2.shape:  # norms of the broadcast vectors, as torch
-        shape = broadcast_shapes(x1.shape, x2.shape)
+        shape = genesis.broadcast_shapes(x1.shape, x2.shape)
         x1, x2 = x1.expand(shape), x2.expand(shape)
     n1 = genesis.norm(x1, 2, dim, keepdim=True).clamp(min=eps)
     n2 = genesis.norm(x2, 2, dim, keepdim=True).clamp(min=eps)
