@@ -360,9 +360,10 @@ class Maximum(_Binary):
 
     @staticmethod
     def grads(g, a, b, z, needs):
-        # torch splits the gradient evenly between tied inputs
-        share = (a > b) + (a == b) * 0.5
-        return g * share, g * (1 - share)
+        # torch: ties split the gradient evenly; the smaller input gets none; a NaN in either
+        # (no order) passes the full gradient to both
+        half = where(a == b, g * 0.5, g)
+        return where(a < b, 0.0, half), where(a > b, 0.0, half)
 
 
 class Minimum(_Binary):
@@ -370,8 +371,8 @@ class Minimum(_Binary):
 
     @staticmethod
     def grads(g, a, b, z, needs):
-        share = (a < b) + (a == b) * 0.5
-        return g * share, g * (1 - share)
+        half = where(a == b, g * 0.5, g)  # as Maximum, mirrored
+        return where(a > b, 0.0, half), where(a < b, 0.0, half)
 
 
 class Atan2(_Binary):
