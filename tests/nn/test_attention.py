@@ -316,8 +316,6 @@ def test_attention_on_cuda_matches_cpu():
 
 
 @pytest.mark.cuda
-@pytest.mark.xfail(strict=False, reason="genesis-cuda: bf16 host<->device copies are wrong and "
-                   "float16 MHA gives NaN (reported in the core requests)")
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_mha_half_precision_on_cuda(dtype):
     genesis.manual_seed(0)
