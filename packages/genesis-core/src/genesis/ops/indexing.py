@@ -45,6 +45,9 @@ def _to_index_tensor(k, device) -> Tensor:
     return t
 
 
+_EMPTY = object()  # the index `False`: a new dim of size 0
+
+
 def _split_key(x: Tensor, key):
     """Split an index key into a basic part (a view) and advanced indices on that view.
 
@@ -58,7 +61,7 @@ def _split_key(x: Tensor, key):
         if isinstance(k, Tensor) and k.dtype is D.bool_ and k.ndim == 0:
             k = bool(k.item())
         if isinstance(k, bool):
-            items.append(None if k else "empty")
+            items.append(None if k else _EMPTY)
         elif isinstance(k, (list,)) or (not isinstance(k, (int, slice, Tensor))
                                         and k is not None and k is not Ellipsis
                                         and hasattr(k, "__len__")):
@@ -90,7 +93,7 @@ def _split_key(x: Tensor, key):
         if k is None:
             basic.append(None)
             view_dim += 1
-        elif isinstance(k, str):  # "empty": an index of False
+        elif k is _EMPTY:
             basic.append(None)
             advanced[view_dim] = _empty_index(x.device)
             view_dim += 1
@@ -314,7 +317,12 @@ class Scatter(Function):
         ctx.dim, ctx.reduce = dim, reduce
         ctx.save_for_backward(index)
         ctx.src_is_tensor = isinstance(src, Tensor)
-        data = src._data if isinstance(src, Tensor) else src
+        if isinstance(src, Tensor):
+            data = src._data
+        else:  # a Python number, converted the way torch casts it to x's dtype
+            from genesis.ops.elementwise import _scalar_for
+
+            data = _scalar_for(src, x.dtype)
         return wrap(x._backend.scatter(x._data, dim, index._data, data, reduce), x.device)
 
     @staticmethod

@@ -181,6 +181,14 @@ class _ExtremeDim(Function):
         if x.ndim and x.shape[dim] == 0:
             raise IndexError(f"max(): Expected reduction dim {dim} to have non-zero size.")
         b = x._backend
+        if x.ndim == 0:  # backends get no dim for 0-d arrays: the answer is index 0
+            import genesis
+
+            ctx.in_shape, ctx.dim, ctx.keepdim = x.shape, dim, keepdim
+            idx = genesis.zeros((), dtype=D.int64, device=x.device)
+            ctx.mark_non_differentiable(idx)
+            ctx.save_for_backward(idx)
+            return x.clone(), idx
         idx = wrap((b.argmax if cls.largest else b.argmin)(x._data, dim, True), x.device)
         values = wrap(b.gather(x._data, dim, idx._data), x.device)
         if not keepdim and x.ndim:
@@ -239,6 +247,11 @@ def _arg(name: str, input: Tensor, dim, keepdim: bool) -> Tensor:
     if input.numel() == 0:
         raise RuntimeError(f"{name}(): Expected reduction dim to be specified for "
                            "input.numel() == 0.")
+    if input.ndim == 0:  # backends get no dim for 0-d arrays: the answer is index 0
+        import genesis
+
+        normalize_dim(0 if dim is None else dim, 0)
+        return genesis.zeros((), dtype=D.int64, device=input.device)
     if dim is None:
         flat = input.reshape(-1)
         out = wrap(fn(flat._data, 0, False), input.device)
@@ -267,16 +280,20 @@ def logsumexp(input: Tensor, dim, keepdim: bool = False) -> Tensor:
     return out if keepdim else out.squeeze(dims) if dims else out
 
 
+def _logical_reduce(kernel, input: Tensor, dim, keepdim: bool) -> Tensor:
+    out = wrap(kernel(input._data, normalize_dims(dim, input.ndim), keepdim), input.device)
+    # torch keeps uint8 for uint8 inputs (a legacy rule); every other dtype gives bool
+    return out.to(D.uint8) if input.dtype is D.uint8 and out.dtype is not D.uint8 else out
+
+
 def all(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:  # noqa: A001
     """Whether every element (over ``dim``) is non-zero."""
-    return wrap(input._backend.all(input._data, normalize_dims(dim, input.ndim), keepdim),
-                input.device)
+    return _logical_reduce(input._backend.all, input, dim, keepdim)
 
 
 def any(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:  # noqa: A001
     """Whether some element (over ``dim``) is non-zero."""
-    return wrap(input._backend.any(input._data, normalize_dims(dim, input.ndim), keepdim),
-                input.device)
+    return _logical_reduce(input._backend.any, input, dim, keepdim)
 
 
 def count_nonzero(input: Tensor, dim=None) -> Tensor:

@@ -251,9 +251,10 @@ def _unary(x, OP: tl.constexpr, FAST: tl.constexpr):
 def _ipow(x, y, NBITS: tl.constexpr):
     # square-and-multiply over the exponent's bits; negative exponents as torch does
     neg = y < 0
-    e = tl.where(neg, 0, y)
-    base = x
-    result = tl.zeros_like(x) + 1
+    # either operand may be a scalar: give both the block's shape so the loop's types hold
+    e = tl.where(neg, 0, y) + tl.zeros_like(x)
+    base = x + tl.zeros_like(y)
+    result = tl.zeros_like(base) + 1
     for _ in range(NBITS):  # a loop, not unrolled: unrolling 63 steps compiles slowly
         result = tl.where((e & 1) != 0, result * base, result)
         e = e >> 1

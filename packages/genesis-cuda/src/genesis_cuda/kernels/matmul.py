@@ -510,6 +510,9 @@ def _plan_matmul(a, b):
     *batch_shape, M, K = a.shape
     N = b.shape[-1]
     dt = a.dtype
+    if not dt.is_floating_point:  # as torch's CUDA matmul: floating types only
+        raise TypeError(f"matmul on CUDA supports float16, bfloat16, float32 and float64 "
+                        f"operands, got {dt} (shapes {tuple(a.shape)} and {tuple(b.shape)})")
     cshape = (*batch_shape, M, N)
     if M == 0 or N == 0 or any(n == 0 for n in batch_shape):
         return lambda a, b, bias: empty(cshape, dt, a.device)
