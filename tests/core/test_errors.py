@@ -248,3 +248,81 @@ def test_cuda_plugin_without_gpu_says_so():
     if "cuda" not in registry.installed() or genesis.cuda.is_available():
         pytest.skip("needs genesis-cuda installed on a machine without a usable GPU")
     _raises(RuntimeError, "(?i)cuda.*device|device.*cuda", genesis.zeros, 2, device="cuda")
+
+
+# ------------------------------------------- device mismatch for every op of the table
+# Ops where torch itself accepts a tensor of another device: copies (copy_, x[slice] = v),
+# shape-only arguments (expand_as, view_as), and repeat counts read on the host.
+_CROSS_DEVICE_OK = {"copy_", "copy_view", "setitem", "expand_as", "view_as",
+                    "repeat_interleave"}
+
+
+def _mixed_device_params():
+    from op_table import OPS, Built, samples_for
+
+    params = []
+    for op in OPS:
+        dtype = "float32" if "float32" in op.dtypes else op.dtypes[0]
+        for sample, realized in samples_for(op, dtype):
+            built = Built(realized, "genesis", "cpu", requires_grad=False)
+            tensors = [a for a in _flat(list(built.args) + list(built.kwargs.values()))
+                       if isinstance(a, genesis.Tensor)]
+            if op.name in _CROSS_DEVICE_OK:
+                break
+            if len(tensors) >= 2 and all(t.ndim > 0 for t in tensors):
+                params.append(pytest.param(op, realized, id=f"{op.name}-{sample.name}"))
+                break
+    return params
+
+
+def _flat(items):
+    out = []
+    for a in items:
+        if isinstance(a, (list, tuple)):
+            out.extend(_flat(a))
+        else:
+            out.append(a)
+    return out
+
+
+@pytest.mark.parametrize(("op", "realized"), _mixed_device_params())
+def test_every_multi_tensor_op_names_both_devices(op, realized):
+    """Each op of the table, with its inputs spread over 'cpu' and the toy device, refuses
+    with an error that names both devices (never computes, never crashes in a kernel)."""
+    from op_table import Built
+
+    _register_toy()
+    built = Built(realized, "genesis", "cpu", requires_grad=False)
+    moved = [False]
+
+    def move_last(obj):
+        # move the last tensor argument to the toy device
+        if isinstance(obj, list):
+            return [move_last(o) for o in reversed(obj)][::-1]
+        if isinstance(obj, tuple):
+            return tuple(move_last(o) for o in reversed(obj))[::-1]
+        if isinstance(obj, genesis.Tensor) and not moved[0]:
+            moved[0] = True
+            return obj.to("toy:0")
+        return obj
+
+    args = move_last(list(built.args))
+    kwargs = built.kwargs
+    with pytest.raises((RuntimeError, IndexError, TypeError)) as info:
+        op.op(*args, **kwargs)
+    msg = str(info.value)
+    assert "toy" in msg and "cpu" in msg, f"{op.name}: {msg}"
+
+
+def _register_toy():
+    import os
+    import sys
+
+    if registry.is_loaded("toy"):
+        return
+    src = os.path.join(os.path.dirname(__file__), os.pardir, "backends", "toy_plugin", "src")
+    if src not in sys.path:
+        sys.path.insert(0, src)
+    from genesis_toy.backend import ToyBackend
+
+    registry.register("toy", ToyBackend())
