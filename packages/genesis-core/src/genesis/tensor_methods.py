@@ -14,7 +14,7 @@ _SAME_NAME = (
     # elementwise
     "abs", "add", "addcdiv", "addcmul", "atan2", "bitwise_and", "bitwise_not", "bitwise_or",
     "bitwise_xor", "ceil", "clamp", "clamp_max", "clamp_min", "clip", "cos", "div", "divide",
-    "eq", "equal", "erf",
+    "eq", "equal", "erf", "erfinv",
     "exp", "exp2", "expm1", "floor", "floor_divide", "ge", "greater", "greater_equal", "gt",
     "isfinite", "isinf", "isnan", "le", "lerp", "less", "less_equal", "log", "log1p", "log2",
     "logical_and", "logical_not", "logical_or", "logical_xor", "lt", "maximum", "minimum",

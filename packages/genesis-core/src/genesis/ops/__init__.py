@@ -24,6 +24,7 @@ from genesis.ops.elementwise import (
     eq,
     equal,
     erf,
+    erfinv,
     exp,
     exp2,
     expm1,

@@ -239,4 +239,4 @@ def _unary_inplace(fn):
 
 UNARY_INPLACE = {name + "_": _unary_inplace(getattr(E, name)) for name in (
     "neg", "abs", "exp", "log", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid", "relu",
-    "floor", "ceil", "round", "sign", "erf", "exp2", "log2", "log1p", "expm1")}
+    "floor", "ceil", "round", "sign", "erf", "erfinv", "exp2", "log2", "log1p", "expm1")}
