@@ -750,3 +750,32 @@ def test_saved_operand_of_mul_is_checked_only_when_needed():
         w.mul_(2)
         with pytest.raises(RuntimeError, match="modified by an inplace operation"):
             out2.backward()
+
+
+def test_view_taken_before_an_in_place_edit_of_its_base_matches_torch():
+    """The view's values changed with its base, so must its gradient (torch regenerates
+    the view's history)."""
+    def scenario(lib):
+        x = _leaf(lib, _data(3, 4))
+        y = x.clone()
+        v = y[:2]
+        col = y[:, 1]
+        y.mul_(2)  # v and col now read the doubled values
+        y[2].exp_()
+        out = (v * v).sum() + (col ** 3).sum()
+        out.backward()
+        return [v, col, x.grad]
+
+    same_as_torch(scenario)
+
+
+def test_sibling_view_after_in_place_on_another_view_matches_torch():
+    def scenario(lib):
+        x = _leaf(lib, _data(4, 3))
+        y = x * 1
+        a, b = y[:2], y[1:]  # overlapping views
+        a.mul_(3)  # b's row 0 is a's row 1
+        (b ** 2).sum().backward()
+        return [b, x.grad]
+
+    same_as_torch(scenario)

@@ -80,8 +80,21 @@ def test_getitem_matches_torch(case):
         with pytest.raises((IndexError, RuntimeError)):
             genesis.tensor(data)[build_key(genesis, key)]
         return
+    if expected.numel() == 0 and _out_of_range(shape, key):
+        # torch checks index bounds per element read, so an empty result hides a bad index;
+        # genesis checks the index tensors up front (a clear error is fine too)
+        return
     actual = genesis.tensor(data)[build_key(genesis, key)]
     torch.testing.assert_close(to_torch(actual), expected, msg=lambda m: f"{key}: {m}")
+
+
+def _out_of_range(shape, key) -> bool:
+    """Whether some index tensor of ``key`` holds a value out of its dim's range."""
+    try:
+        genesis.zeros(shape)[build_key(genesis, key)]
+    except IndexError:
+        return True
+    return False
 
 
 @given(index_case(), st.sampled_from(["scalar", "tensor"]))
@@ -94,6 +107,8 @@ def test_setitem_matches_torch(case, value_kind):
         target_shape = tuple(t[build_key(torch, key)].shape)
     except (IndexError, RuntimeError):
         return
+    if 0 in target_shape and _out_of_range(shape, key):
+        return  # see test_getitem_matches_torch
     has_tensor = any(isinstance(k, tuple) and k[0] == "tensor" for k in key)
     if value_kind == "tensor" and not has_tensor:
         # distinct values (with repeated tensor indices torch's choice among writes is
@@ -118,6 +133,8 @@ def test_getitem_gradient_matches_torch(case):
         t_out = t_leaf[build_key(torch, key)]
     except (IndexError, RuntimeError):
         return
+    if t_out.numel() == 0 and _out_of_range(shape, key):
+        return  # see test_getitem_matches_torch
     g_out = g_leaf[build_key(genesis, key)]
     w = np.random.default_rng(1).standard_normal(tuple(t_out.shape))
     (t_out * torch.tensor(w)).sum().backward()

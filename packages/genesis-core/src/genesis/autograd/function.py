@@ -138,11 +138,33 @@ class _RemovableHandle:
 def grad_edge(t):
     """The ``(node, output_index)`` a gradient for tensor ``t`` flows into."""
     if t.grad_fn is not None:
+        if t._base is not None and t.__dict__.get("_view_version", t._version_box[0]) \
+                != t._version_box[0]:
+            _regenerate_view_history(t)
         return (t.grad_fn, t._out_idx)
     acc = t._accumulator
     if acc is None:
         acc = t._accumulator = AccumulateGrad(t)
     return (acc, 0)
+
+
+def _regenerate_view_history(t) -> None:
+    """A view whose base was edited in place since the view's history was recorded: its
+    values changed, so its history becomes an as_strided of the base's current history
+    (torch regenerates a view's grad_fn the same way)."""
+    from genesis.ops.views import AsStrided
+
+    b = t._backend
+    prev = _grad_state.enabled
+    _grad_state.enabled = True
+    try:
+        new = AsStrided.apply(t._base, tuple(t.shape), tuple(b.strides_of(t._data)),
+                              b.storage_offset_of(t._data))
+    finally:
+        _grad_state.enabled = prev
+    if new.grad_fn is not None:
+        t.grad_fn, t._out_idx = new.grad_fn, 0
+    t._view_version = t._version_box[0]
 
 
 class Function:
@@ -265,6 +287,8 @@ def _record(ctx: Node, args, out) -> None:
         o.requires_grad = True
         o.grad_fn = ctx
         o._out_idx = i
+        if o._base is not None:  # a view: its history is valid until the base is edited
+            o._view_version = o._version_box[0]
 
 
 def _rebase_inplace(ctx: Node, t, idx: int) -> None:

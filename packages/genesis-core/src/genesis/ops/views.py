@@ -503,3 +503,4 @@ def rebase_view_history(base: Tensor, view_t: Tensor) -> None:
         base.requires_grad, base.grad_fn, base._out_idx = True, new_base.grad_fn, 0
         new_view = AsStrided.apply(base, view_t.shape, strides, offset)
     view_t.grad_fn, view_t._out_idx = new_view.grad_fn, 0
+    view_t._view_version = view_t._version_box[0]
