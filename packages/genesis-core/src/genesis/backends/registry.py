@@ -17,7 +17,6 @@ KNOWN_PLUGINS = {"cuda": "genesis-cuda"}
 
 _loaded: dict[str, Backend] = {}
 _entry_points: dict[str, metadata.EntryPoint] | None = None
-_load_hooks: list = []  # called with each newly loaded backend (e.g. to apply the seed)
 
 
 class BackendUnavailableError(RuntimeError):
@@ -68,11 +67,6 @@ def loaded_backends() -> list[Backend]:
     return list(_loaded.values())
 
 
-def on_load(hook) -> None:
-    """Call ``hook(backend)`` for every backend loaded from now on."""
-    _load_hooks.append(hook)
-
-
 def register(name: str, backend: Backend) -> None:
     """Register a backend instance directly (for tests and embedding; plugins use the
     entry-point group)."""
@@ -80,8 +74,6 @@ def register(name: str, backend: Backend) -> None:
         raise TypeError(f"register({name!r}, ...) needs a genesis.backends.Backend, "
                         f"got {type(backend).__name__}")
     _loaded[name] = backend
-    for hook in _load_hooks:
-        hook(backend)
 
 
 def get_backend(name: str) -> Backend:

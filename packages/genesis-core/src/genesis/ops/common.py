@@ -74,11 +74,6 @@ def check_same_device(op: str, *tensors) -> None:
                 f"devices, {first} and {t.device}! (in {op})")
 
 
-def check_floating(op: str, t: Tensor) -> None:
-    if not t.dtype.is_floating_point:
-        raise TypeError(f"{op} needs a floating-point tensor, got {t.dtype}")
-
-
 def float_dtype_for(dtype: D.DType) -> D.DType:
     """The dtype a float-valued op on ``dtype`` computes in (ints go to the default)."""
     return dtype if dtype.is_floating_point else D.get_default_dtype()

@@ -9,7 +9,6 @@ import math
 
 from genesis import dtypes as D
 from genesis.autograd.function import Function
-from genesis.autograd.grad_mode import _state as _grad_state
 from genesis.device import CPU
 from genesis.ops.common import (
     broadcast_shapes,
@@ -673,10 +672,3 @@ def square(input: Tensor) -> Tensor:
 def reciprocal(input: Tensor) -> Tensor:
     """``1 / input`` (integers give floats)."""
     return Div.apply(1.0, input)
-
-
-def grad_enabled_for(*tensors) -> bool:
-    """Whether an op on ``tensors`` would be recorded (used by in-place fast paths)."""
-    if not _grad_state.enabled:
-        return False
-    return any(isinstance(t, Tensor) and t.requires_grad for t in tensors)
