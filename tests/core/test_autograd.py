@@ -779,3 +779,16 @@ def test_sibling_view_after_in_place_on_another_view_matches_torch():
         return [b, x.grad]
 
     same_as_torch(scenario)
+
+
+@pytest.mark.xfail(strict=True, reason="a view made before its base gained a history keeps "
+                   "requires_grad=False (torch re-derives it from the base): needs views to "
+                   "consult their base — see /tmp/core_requests.md")
+def test_view_made_before_its_base_gained_history_requires_grad():
+    w = genesis.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    buf = genesis.zeros(3)
+    v = buf[1:]
+    buf.copy_(w * 2)
+    assert v.requires_grad
+    (v * v).sum().backward()
+    assert w.grad.tolist() == [0.0, 16.0, 24.0]
