@@ -1298,3 +1298,23 @@ add(
 )
 OPS_BY_NAME = {op.name: op for op in OPS}
 assert len(OPS_BY_NAME) == len(OPS), "duplicate op names in the table"
+
+
+# fused ops (backend kernels with composite fallbacks) --------------------------------
+add(
+    OpInfo("layer_norm", lambda d: [
+        S(T((3, 4)), (4,), name="no-affine"),
+        S(T((2, 3, 4), layout="slice"), (4,), T((4,)), T((4,)), name="affine,strided"),
+        S(T((2, 3, 4)), (3, 4), T((3, 4)), None, 1e-3, name="2-d-shape,weight-only"),
+        S(T((0, 4)), (4,), T((4,)), T((4,)), name="empty")],
+        op=genesis.layer_norm, ref=torch.nn.functional.layer_norm,
+        errors=lambda: [ErrorInput(S(T((2, 3)), (4,)), RuntimeError, r"\[\*, 4\].*\[2, 3\]"),
+                        ErrorInput(S(T((2, 4)), (4,), T((3,))), RuntimeError,
+                                   r"weight.*\[4\].*\[3\]")]),
+    OpInfo("rms_norm", lambda d: [
+        S(T((3, 4)), (4,), name="no-weight"),
+        S(T((2, 3, 4), layout="T"), (4,), T((4,)), 1e-6, name="weight,transposed"),
+        S(T((2, 3, 4)), (3, 4), T((3, 4)), name="2-d-shape,default-eps")],
+        op=genesis.rms_norm, ref=torch.nn.functional.rms_norm),
+)
+OPS_BY_NAME = {op.name: op for op in OPS}

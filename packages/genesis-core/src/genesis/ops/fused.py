@@ -4,7 +4,8 @@ rms_norm. Backends without fused kernels get the contract's composite defaults."
 from __future__ import annotations
 
 from genesis import dtypes as D
-from genesis.autograd.function import Function, once_differentiable
+from genesis.autograd.function import Function
+from genesis.autograd.grad_mode import is_grad_enabled
 from genesis.ops.common import check_same_device, normalize_dim, wrap
 from genesis.tensor import Tensor
 
@@ -90,12 +91,14 @@ class LayerNorm(Function):
         mean, rstd = wrap(mean, x.device), wrap(rstd, x.device)
         ctx.save_for_backward(x, weight, mean, rstd)
         ctx.has_bias = bias is not None
+        ctx.eps = eps
         return wrap(y, x.device)
 
     @staticmethod
-    @once_differentiable
     def backward(ctx, g):
         x, weight, mean, rstd = ctx.saved_tensors
+        if is_grad_enabled():  # create_graph: differentiable ops, so double backward works
+            return _layer_norm_grads(x, weight, g, ctx.eps, ctx.has_bias) + (None,)
         gx, gw, gb = x._backend.layer_norm_backward(
             g.contiguous()._data, x._data, None if weight is None else weight._data,
             mean._data, rstd._data)
@@ -103,6 +106,18 @@ class LayerNorm(Function):
         gw = None if gw is None else wrap(gw, x.device)
         gb = None if gb is None or not ctx.has_bias else wrap(gb, x.device)
         return gx, gw, gb, None
+
+
+def _layer_norm_grads(x, weight, g, eps, has_bias) -> tuple:
+    """LayerNorm's gradients written with differentiable ops (x: (..., N))."""
+    xc = x - x.mean(-1, keepdim=True)
+    r = ((xc * xc).mean(-1, keepdim=True) + eps).rsqrt()
+    xhat = xc * r
+    gy = g if weight is None else g * weight
+    gx = r * (gy - gy.mean(-1, keepdim=True) - xhat * (gy * xhat).mean(-1, keepdim=True))
+    lead = tuple(range(x.ndim - 1))
+    gw = None if weight is None else (g * xhat).sum(lead)
+    return gx, gw, (g.sum(lead) if has_bias else None)
 
 
 def layer_norm(input: Tensor, normalized_shape, weight: Tensor | None = None,
@@ -129,12 +144,19 @@ class RMSNorm(Function):
         y, rstd = x._backend.rms_norm(x._data, None if weight is None else weight._data, eps)
         rstd = wrap(rstd, x.device)
         ctx.save_for_backward(x, weight, rstd)
+        ctx.eps = eps
         return wrap(y, x.device)
 
     @staticmethod
-    @once_differentiable
     def backward(ctx, g):
         x, weight, rstd = ctx.saved_tensors
+        if is_grad_enabled():  # create_graph: differentiable ops, so double backward works
+            r = ((x * x).mean(-1, keepdim=True) + ctx.eps).rsqrt()
+            xhat = x * r
+            gy = g if weight is None else g * weight
+            gx = r * (gy - xhat * (gy * xhat).mean(-1, keepdim=True))
+            gw = None if weight is None else (g * xhat).sum(tuple(range(x.ndim - 1)))
+            return gx, gw, None
         gx, gw = x._backend.rms_norm_backward(
             g.contiguous()._data, x._data, None if weight is None else weight._data, rstd._data)
         return wrap(gx, x.device), (None if gw is None else wrap(gw, x.device)), None
