@@ -13,41 +13,9 @@ import math
 
 import pytest
 import torch
-
-from genesis import dtypes as D
+from kernel_arrays import to_dev, to_torch
 
 pytestmark = pytest.mark.cuda
-
-# --- helpers (each kernel test file carries its own copy: test folders share no modules)
-_TORCH = {D.bool_: torch.bool, D.uint8: torch.uint8, D.int8: torch.int8,
-          D.int16: torch.int16, D.int32: torch.int32, D.int64: torch.int64,
-          D.float16: torch.float16, D.bfloat16: torch.bfloat16, D.float32: torch.float32,
-          D.float64: torch.float64}
-_GENESIS = {v: k for k, v in _TORCH.items()}
-
-
-def to_dev(t: torch.Tensor):
-    """A CudaArray with ``t``'s values *and* geometry (strides, storage offset)."""
-    import genesis_cuda.backend  # noqa: F401 - device init installs Triton's stream hooks
-    from genesis_cuda import array, transfer
-
-    flat = t.detach().new_empty(0).set_(t.untyped_storage()).cpu()
-    raw = flat.view(torch.int16) if t.dtype is torch.bfloat16 else flat
-    base = transfer.from_numpy(raw.numpy(), 0)
-    return array.CudaArray(tuple(t.shape), tuple(t.stride()), t.storage_offset(),
-                           _GENESIS[t.dtype], base.storage, base.device)
-
-
-def to_torch(a) -> torch.Tensor:
-    """``a``'s values as a contiguous CPU torch tensor."""
-    from genesis_cuda import array, transfer
-    from genesis_cuda.kernels.layout import clone
-
-    c = clone(a)
-    if a.dtype is D.bfloat16:
-        c = array.CudaArray(c.shape, c.strides, 0, D.int16, c.storage, c.device)
-        return torch.from_numpy(transfer.to_numpy(c)).view(torch.bfloat16)
-    return torch.from_numpy(transfer.to_numpy(c))
 
 
 FLOATS = [torch.float32, torch.float16, torch.bfloat16, torch.float64]

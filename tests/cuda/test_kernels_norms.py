@@ -3,12 +3,10 @@
 Inputs are torch CUDA tensors (any view: transposed, sliced, expanded) wrapped as
 CudaArray-like objects, so every stride pattern is easy to make; outputs come from
 genesis's allocator when ``genesis_cuda.array`` is present. Runs under the Triton
-interpreter on the CPU as well (``TRITON_INTERPRET=1``, see ``_shim``).
+interpreter on the CPU as well (``TRITON_INTERPRET=1``, see ``kernel_arrays``).
 """
 
 from __future__ import annotations
-
-import os
 
 import pytest
 import torch
@@ -18,126 +16,10 @@ from genesis import dtypes as D
 pytestmark = pytest.mark.cuda
 pytest.importorskip("triton")  # the kernels are Triton code; CI machines may lack it
 
-INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
-DEV = "cpu" if INTERPRET else "cuda"
+from kernel_arrays import TORCH, check, dev, host, make  # noqa: E402
 
-TORCH = {D.bool_: torch.bool, D.uint8: torch.uint8, D.int8: torch.int8, D.int16: torch.int16,
-         D.int32: torch.int32, D.int64: torch.int64, D.float16: torch.float16,
-         D.bfloat16: torch.bfloat16, D.float32: torch.float32, D.float64: torch.float64}
-GEN = {v: k for k, v in TORCH.items()}
-
-
-# ------------------------------------------------------------------ array shim
-class _Storage:
-    __slots__ = ("ptr", "flat")
-
-
-class View:
-    """A CudaArray-like view of a torch tensor's storage (what the kernels read)."""
-
-    __slots__ = ("shape", "strides", "offset", "dtype", "storage", "device")
-
-    def data_ptr(self):
-        return self.storage.ptr + self.offset * self.dtype.itemsize
-
-
-def _storages():
-    """Every wrapped storage (shared by the kernel test modules), to map kernel-internal
-    views back to tensors under the interpreter."""
-    from genesis_cuda.kernels import _launch
-
-    if not hasattr(_launch, "_test_storages"):
-        _launch._test_storages = []
-    return _launch._test_storages
-
-
-def wrap(t: torch.Tensor) -> View:
-    st = _Storage()
-    st.flat = torch.empty(0, dtype=t.dtype, device=t.device).set_(t.untyped_storage())
-    st.ptr = st.flat.data_ptr()
-    if INTERPRET:
-        _storages().append(st)
-    v = View()
-    v.shape, v.strides, v.offset = tuple(t.shape), tuple(t.stride()), t.storage_offset()
-    v.dtype, v.storage, v.device = GEN[t.dtype], st, 0
-    return v
-
-
-def _shim_empty(shape, dtype, device):
-    return wrap(torch.empty(shape, dtype=TORCH[dtype], device=DEV))
-
-
-def _setup():
-    from genesis_cuda.kernels import _launch
-
-    if INTERPRET:
-        def conv(a):
-            if hasattr(a, "storage") and hasattr(a.storage, "flat"):  # any test module's View
-                return a.storage.flat[a.offset:]
-            addr = a.data_ptr()  # a kernel-internal view: find the storage holding it
-            for st in reversed(_storages()):
-                size = st.flat.numel() * st.flat.element_size()
-                if st.ptr <= addr < st.ptr + max(size, 1):
-                    return st.flat[(addr - st.ptr) // st.flat.element_size():]
-            raise AssertionError("address outside every wrapped storage")
-        _launch.interpret_arg = conv
-        _launch.empty = _shim_empty
-
-
-_setup()
-from genesis_cuda.kernels import elementwise as ew  # noqa: E402
 from genesis_cuda.kernels import norms  # noqa: E402
 from genesis_cuda.kernels import softmax as sm  # noqa: E402
-
-
-def sync():
-    if DEV == "cuda":
-        torch.cuda.synchronize()
-
-
-def dev(t: torch.Tensor) -> View:
-    sync()
-    return wrap(t)
-
-
-def host(a) -> torch.Tensor:
-    """A torch tensor with ``a``'s values (copied through the copy kernel if not a View)."""
-    sync()
-    if isinstance(a, torch.Tensor):
-        return a
-    if isinstance(a, View):
-        return a.storage.flat.as_strided(a.shape, a.strides, a.offset).clone()
-    out = torch.empty(a.shape, dtype=TORCH[a.dtype], device=DEV)
-    ew.copy_(wrap(out), a)
-    sync()
-    return out
-
-
-def make(shape, dtype, low=None, high=None, seed=0):
-    g = torch.Generator(device="cpu").manual_seed(seed)
-    td = TORCH[dtype]
-    if dtype is D.bool_:
-        t = torch.rand(shape, generator=g) > 0.5
-    elif dtype.is_floating_point:
-        t = torch.randn(shape, generator=g, dtype=torch.float64) * 2
-        if low is not None:
-            t = t.abs() + low
-        t = t.to(td)
-    else:
-        lo = -50 if low is None else low
-        if dtype is D.uint8:
-            lo = max(lo, 0)
-        hi = 50 if high is None else high
-        t = torch.randint(lo, hi, shape, generator=g).to(td)
-    return t.to(DEV)
-
-
-def check(got, ref):
-    got = host(got)
-    assert got.dtype == ref.dtype, (got.dtype, ref.dtype)
-    assert tuple(got.shape) == tuple(ref.shape)
-    torch.testing.assert_close(got, ref, equal_nan=True)
-
 
 FLOATS = [D.float32, D.float16, D.bfloat16, D.float64]
 SHAPES = [(7, 33), (4, 1000), (3, 5, 64), (2, 4096), (1, 20000), (5, 1), (0, 8)]
