@@ -23,8 +23,19 @@ from genesis.optim.lr_scheduler_cyclic import (
     CosineAnnealingWarmRestarts,
     OneCycleLR,
     ReduceLROnPlateau,
+    _check_schedulers,
+    _per_group,
 )
 from genesis.optim.optimizer import Optimizer
+
+
+def _lr_lambdas(optimizer: Optimizer, lr_lambda) -> list:
+    """One function per parameter group (``_per_group`` with torch's message for a list
+    of the wrong length)."""
+    if isinstance(lr_lambda, (list, tuple)) and len(lr_lambda) != len(optimizer.param_groups):
+        raise ValueError(f"Expected {len(optimizer.param_groups)} lr_lambdas, "
+                         f"but got {len(lr_lambda)}")
+    return _per_group("lr_lambda", optimizer, lr_lambda)
 
 
 class LambdaLR(LRScheduler):
@@ -43,13 +54,7 @@ class LambdaLR(LRScheduler):
     def __init__(self, optimizer: Optimizer, lr_lambda: Callable[[int], float]
                  | list[Callable[[int], float]], last_epoch: int = -1) -> None:
         self.optimizer = optimizer
-        if isinstance(lr_lambda, (list, tuple)):
-            if len(lr_lambda) != len(optimizer.param_groups):
-                raise ValueError(f"Expected {len(optimizer.param_groups)} lr_lambdas, "
-                                 f"but got {len(lr_lambda)}")
-            self.lr_lambdas = list(lr_lambda)
-        else:
-            self.lr_lambdas = [lr_lambda] * len(optimizer.param_groups)
+        self.lr_lambdas = _lr_lambdas(optimizer, lr_lambda)
         super().__init__(optimizer, last_epoch)
 
     def state_dict(self) -> dict[str, Any]:
@@ -272,13 +277,7 @@ class MultiplicativeLR(LRScheduler):
     def __init__(self, optimizer: Optimizer, lr_lambda: Callable[[int], float]
                  | list[Callable[[int], float]], last_epoch: int = -1) -> None:
         self.optimizer = optimizer
-        if isinstance(lr_lambda, (list, tuple)):
-            if len(lr_lambda) != len(optimizer.param_groups):
-                raise ValueError(f"Expected {len(optimizer.param_groups)} lr_lambdas, "
-                                 f"but got {len(lr_lambda)}")
-            self.lr_lambdas = list(lr_lambda)
-        else:
-            self.lr_lambdas = [lr_lambda] * len(optimizer.param_groups)
+        self.lr_lambdas = _lr_lambdas(optimizer, lr_lambda)
         for fn in self.lr_lambdas:
             if not callable(fn):
                 raise TypeError(f"lr_lambda should be a function, but got {type(fn).__name__}")
@@ -380,17 +379,7 @@ class SequentialLR(LRScheduler):
                  milestones: list[int], last_epoch: int = -1) -> None:
         if len(schedulers) < 1:
             raise ValueError(f"{type(self).__name__} expects at least one scheduler")
-        for i, sched in enumerate(schedulers):
-            if not hasattr(sched, "optimizer"):
-                raise TypeError(f"{type(self).__name__} at index {i} should have "
-                                "`optimizer` as its attribute.")
-            if isinstance(sched, ReduceLROnPlateau):
-                raise ValueError(f"{type(self).__name__} does not support ReduceLROnPlateau "
-                                 f"(found at index {i}): its step() needs a metric")
-            if sched.optimizer is not optimizer:
-                raise ValueError(f"{type(self).__name__} expects all schedulers to belong to "
-                                 f"the same optimizer, but scheduler {i} "
-                                 f"({type(sched).__name__}) has another one")
+        _check_schedulers(type(self).__name__, schedulers, optimizer)
         if len(milestones) != len(schedulers) - 1:
             raise ValueError(
                 "Sequential Schedulers expects number of schedulers provided to be one more "
@@ -428,17 +417,8 @@ class SequentialLR(LRScheduler):
             sched.step()
         self._last_lr = sched.get_last_lr()
 
-    def state_dict(self) -> dict[str, Any]:
-        state = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "_schedulers")}
-        state["_schedulers"] = [s.state_dict() for s in self._schedulers]
-        return state
-
-    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        state = dict(state_dict)
-        saved = state.pop("_schedulers")
-        self.__dict__.update(state)
-        for sched, s in zip(self._schedulers, saved):
-            sched.load_state_dict(s)
+    state_dict = ChainedScheduler.state_dict
+    load_state_dict = ChainedScheduler.load_state_dict
 
 
 def get_cosine_schedule_with_warmup(optimizer: Optimizer, warmup_steps: int, total_steps: int,

@@ -20,6 +20,20 @@ def _per_group(name: str, optimizer: Optimizer, value) -> list:
     return [value] * len(optimizer.param_groups)
 
 
+def _check_schedulers(owner: str, schedulers: list[LRScheduler], optimizer: Optimizer) -> None:
+    """Raise unless every scheduler steps without a metric and drives ``optimizer`` (for
+    the schedulers that step others: ``ChainedScheduler``, ``SequentialLR``)."""
+    for i, sched in enumerate(schedulers):
+        if not hasattr(sched, "optimizer"):
+            raise TypeError(f"{owner} at index {i} should have `optimizer` as its attribute.")
+        if isinstance(sched, ReduceLROnPlateau):
+            raise ValueError(f"{owner} does not support ReduceLROnPlateau (found at index "
+                             f"{i}): its step() needs a metric")
+        if sched.optimizer is not optimizer:
+            raise ValueError(f"{owner} expects all schedulers to belong to the same optimizer, "
+                             f"but scheduler {i} ({type(sched).__name__}) has another one")
+
+
 class OneCycleLR(LRScheduler):
     """The 1cycle policy (Smith & Topin): warm up to ``max_lr``, then anneal far below it.
 
@@ -354,17 +368,7 @@ class ChainedScheduler(LRScheduler):
             raise ValueError(f"{type(self).__name__} expects at least one scheduler to be "
                              "chained, but got no scheduler.")
         optimizer = optimizer or schedulers[0].optimizer
-        for i, sched in enumerate(schedulers):
-            if not hasattr(sched, "optimizer"):
-                raise TypeError(f"{type(self).__name__} at index {i} should have `optimizer` "
-                                "as its attribute.")
-            if isinstance(sched, ReduceLROnPlateau):
-                raise ValueError(f"{type(self).__name__} does not support ReduceLROnPlateau "
-                                 f"(found at index {i}): its step() needs a metric")
-            if sched.optimizer is not optimizer:
-                raise ValueError(f"{type(self).__name__} expects all schedulers to belong to "
-                                 f"the same optimizer, but scheduler {i} "
-                                 f"({type(sched).__name__}) has another one")
+        _check_schedulers(type(self).__name__, schedulers, optimizer)
         self._schedulers = list(schedulers)
         self.optimizer = optimizer
         self._last_lr = self._current_lrs()
