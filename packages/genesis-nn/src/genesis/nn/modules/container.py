@@ -21,6 +21,13 @@ def _normalize_index(idx: int, size: int, kind: str) -> int:
     return idx + size if idx < 0 else idx
 
 
+def _renumber(container: Module, modules: list) -> None:
+    """Register ``modules`` under the names 0..n-1 in place of every current entry."""
+    container._modules.clear()
+    for i, module in enumerate(modules):
+        container._modules[str(i)] = module
+
+
 class Sequential(Module):
     """Runs its modules one after another, each on the previous one's output.
 
@@ -62,11 +69,7 @@ class Sequential(Module):
                 delattr(self, key)
         else:
             delattr(self, keys[_normalize_index(idx, len(self), "Sequential")])
-        # Keep the names 0..n-1 after a deletion, as torch does.
-        modules = list(self._modules.values())
-        self._modules.clear()
-        for i, module in enumerate(modules):
-            self._modules[str(i)] = module
+        _renumber(self, list(self._modules.values()))  # names stay 0..n-1, as in torch
 
     def __len__(self) -> int:
         return len(self._modules)
@@ -104,9 +107,7 @@ class Sequential(Module):
             index += n
         modules = list(self._modules.values())
         modules.insert(index, module)
-        self._modules.clear()
-        for i, m in enumerate(modules):
-            self._modules[str(i)] = m
+        _renumber(self, modules)
         return self
 
     def forward(self, input: Any) -> Any:
@@ -150,10 +151,7 @@ class ModuleList(Module):
                 del self._modules[key]
         else:
             del self._modules[keys[_normalize_index(idx, len(self), "ModuleList")]]
-        modules = list(self._modules.values())
-        self._modules.clear()
-        for i, module in enumerate(modules):
-            self._modules[str(i)] = module
+        _renumber(self, list(self._modules.values()))
 
     def __len__(self) -> int:
         return len(self._modules)
