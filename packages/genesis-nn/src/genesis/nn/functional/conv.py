@@ -218,6 +218,21 @@ def _resolve_padding(name: str, padding, stride, kernel, dilation, nd: int) -> l
     return pads
 
 
+def _checked_args(name: str, nd: int, weight_dims: str, input, weight, bias, groups):
+    """``(input, weight, bias)`` of an ``nd``-d conv, checked (ranks, dtypes, devices,
+    shapes) and cast for autocast; ``weight_dims`` names the weight's dims in messages."""
+    if weight.ndim != nd + 2:
+        raise ValueError(f"{name}: expected a {nd + 2}-d weight {weight_dims}, got weight of "
+                         f"size {list(weight.shape)}")
+    if input.ndim not in (nd + 1, nd + 2):
+        raise ValueError(f"{name}: expected {nd + 1}D (unbatched) or {nd + 2}D (batched) "
+                         f"input, but got input of size: {list(input.shape)}")
+    input, weight, bias = _autocast_args(input, weight, bias)
+    _check_float(name, input, weight, bias)
+    _check_shapes(name, input, weight, bias, int(groups))
+    return input, weight, bias
+
+
 def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups: int = 1):
     """2-d convolution over an input of shape (N, C, H, W) or (C, H, W).
 
@@ -238,15 +253,8 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups: in
         >>> y.shape
         (2, 4, 8, 8)
     """
-    if weight.ndim != 4:
-        raise ValueError(f"conv2d: expected a 4-d weight (C_out, C_in/groups, kH, kW), got "
-                         f"weight of size {list(weight.shape)}")
-    if input.ndim not in (3, 4):
-        raise ValueError("conv2d: expected 3D (unbatched) or 4D (batched) input, but got "
-                         f"input of size: {list(input.shape)}")
-    input, weight, bias = _autocast_args(input, weight, bias)
-    _check_float("conv2d", input, weight, bias)
-    _check_shapes("conv2d", input, weight, bias, int(groups))
+    input, weight, bias = _checked_args("conv2d", 2, "(C_out, C_in/groups, kH, kW)", input,
+                                        weight, bias, groups)
     stride = _ntuple(stride, 2, "stride")
     dilation = _ntuple(dilation, 2, "dilation")
     if any(s <= 0 for s in stride) or any(d <= 0 for d in dilation):
@@ -275,15 +283,8 @@ def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups: in
         >>> conv1d(genesis.randn(2, 3, 10), genesis.randn(5, 3, 3)).shape
         (2, 5, 8)
     """
-    if weight.ndim != 3:
-        raise ValueError(f"conv1d: expected a 3-d weight (C_out, C_in/groups, k), got weight "
-                         f"of size {list(weight.shape)}")
-    if input.ndim not in (2, 3):
-        raise ValueError("conv1d: expected 2D (unbatched) or 3D (batched) input, but got "
-                         f"input of size: {list(input.shape)}")
-    input, weight, bias = _autocast_args(input, weight, bias)
-    _check_float("conv1d", input, weight, bias)
-    _check_shapes("conv1d", input, weight, bias, int(groups))
+    input, weight, bias = _checked_args("conv1d", 1, "(C_out, C_in/groups, k)", input, weight,
+                                        bias, groups)
     (s,) = _ntuple(stride, 1, "stride")
     (d,) = _ntuple(dilation, 1, "dilation")
     if s <= 0 or d <= 0:
