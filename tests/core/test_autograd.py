@@ -792,3 +792,29 @@ def test_view_made_before_its_base_gained_history_requires_grad():
     assert v.requires_grad
     (v * v).sum().backward()
     assert w.grad.tolist() == [0.0, 16.0, 24.0]
+
+
+@pytest.mark.parametrize("lib", [torch, genesis], ids=["torch", "genesis"])
+def test_once_differentiable_refuses_double_backward(lib):
+    class Cube(lib.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x ** 3
+
+        @staticmethod
+        @lib.autograd.function.once_differentiable
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            return 3 * x * x * g
+
+    x = lib.tensor([1.0, 2.0], requires_grad=True)
+    # the gradient reaching Cube's backward (2 * cube) depends on x: g's history goes
+    # through the once-differentiable backward
+    (g,) = lib.autograd.grad((Cube.apply(x) ** 2).sum(), x, create_graph=True)
+    assert g.tolist() == [6.0, 192.0]
+    with pytest.raises(RuntimeError, match="once_differentiable"):
+        g.sum().backward()  # (torch's autograd.grad here answers "unused"; genesis raises)
+    y = lib.tensor([1.0, 2.0], requires_grad=True)
+    Cube.apply(y).sum().backward()  # first order is unaffected
+    assert y.grad.tolist() == [3.0, 12.0]

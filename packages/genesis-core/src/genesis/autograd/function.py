@@ -324,9 +324,33 @@ def once_differentiable(fn):
     """Mark a backward as not differentiable twice (it runs with grad recording off)."""
 
     def wrapper(ctx, *grads):
+        create_graph = _grad_state.enabled
         with grad_mode.no_grad():
-            return fn(ctx, *grads)
+            result = fn(ctx, *grads)
+        recorded = [g for g in grads if type(g) in _TENSOR_TYPES and g.requires_grad]
+        if not create_graph or not recorded:
+            return result
+        # Under create_graph, as torch: differentiating these results again raises (rather
+        # than silently giving zero second derivatives).
+        outs = result if isinstance(result, tuple) else (result,)
+        outs = tuple(_DelayedError.apply(o, *recorded)
+                     if type(o) in _TENSOR_TYPES and o.dtype.is_floating_point else o
+                     for o in outs)
+        return outs if isinstance(result, tuple) else outs[0]
 
     wrapper.__name__ = fn.__name__
     wrapper.__doc__ = fn.__doc__
     return wrapper
+
+
+class _DelayedError(Function):
+    """Stands for a once_differentiable backward's result in a create_graph graph."""
+
+    @staticmethod
+    def forward(ctx, x, *grads):
+        return x
+
+    @staticmethod
+    def backward(ctx, *grads):
+        raise RuntimeError("trying to differentiate twice a function that was marked with "
+                           "@once_differentiable")
