@@ -39,26 +39,33 @@ def _infer_dtype(data) -> D.DType | None:
         flat = flat[0]
     if isinstance(flat, Tensor):
         return None
-    kinds = set()
+    # As torch: Python bools/ints/floats count as bool/int64/the default float, numpy scalars
+    # as their own dtype (np.float64 stays float64), and the element dtypes are promoted.
+    found = None
     stack = [data]
     while stack:
         item = stack.pop()
         if isinstance(item, (list, tuple)):
             stack.extend(item)
-        elif isinstance(item, bool) or isinstance(item, np.bool_):
-            kinds.add(0)
-        elif isinstance(item, (int, np.integer)):
-            kinds.add(1)
-        elif isinstance(item, (float, np.floating)):
-            kinds.add(2)
+            continue
+        if isinstance(item, np.generic):
+            dt = _NP_TO_DTYPE.get(item.dtype)
+            if dt is None:
+                raise TypeError(f"Could not infer dtype of numpy.{item.dtype}")
+        elif isinstance(item, bool):
+            dt = D.bool_
+        elif isinstance(item, int):
+            dt = D.int64
+        elif isinstance(item, float):
+            dt = D.get_default_dtype()
         elif isinstance(item, Tensor):
             return None
         else:
             raise TypeError(f"Could not infer dtype of {type(item).__name__}")
-    if not kinds:
-        return D.get_default_dtype()  # an empty list is a float tensor, as in torch
-    top = max(kinds)
-    return (D.bool_, D.int64, D.get_default_dtype())[top]
+        if dt is not found:
+            found = dt if found is None else D.promote_types(found, dt)
+    # an empty list is a float tensor, as in torch
+    return D.get_default_dtype() if found is None else found
 
 
 def tensor(data, dtype: D.DType | None = None, device=None,
