@@ -306,6 +306,9 @@ def test_creation_requires_grad_and_errors():
         genesis.arange(5, 0, 1)
     with pytest.raises(TypeError, match="infer dtype"):
         genesis.tensor([object()])
+    with pytest.raises(TypeError, match="ints"):
+        genesis.zeros(2.5)  # never silently truncated
+    assert genesis.zeros(np.int64(2), genesis.tensor(3)).shape == (2, 3)
     x = genesis.ones(2, dtype=genesis.float64)
     assert x.new_zeros(3).dtype is genesis.float64 and x.new_ones((2, 2)).shape == (2, 2)
     assert x.new_full((2,), 3).tolist() == [3.0, 3.0] and x.new_tensor([1]).dtype is x.dtype

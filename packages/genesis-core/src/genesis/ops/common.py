@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from operator import index as _index
+
 from genesis import dtypes as D
 from genesis.tensor import Tensor
 
@@ -99,8 +101,8 @@ def shape_arg(args, allow_infer: bool = False) -> tuple:
     (``allow_infer``: a -1 is left for the caller to resolve)."""
     if len(args) == 1 and isinstance(args[0], (tuple, list)):
         args = args[0]
-    try:
-        shape = tuple(int(a) for a in args)
+    try:  # index(), not int(): a float size is an error (torch), not silently truncated
+        shape = tuple(_index(a) for a in args)
     except TypeError:
         raise TypeError(f"a shape must be ints, got {args!r}") from None
     for n in shape:
