@@ -818,3 +818,16 @@ def test_once_differentiable_refuses_double_backward(lib):
     y = lib.tensor([1.0, 2.0], requires_grad=True)
     Cube.apply(y).sum().backward()  # first order is unaffected
     assert y.grad.tolist() == [3.0, 12.0]
+
+
+@pytest.mark.parametrize("lib", [torch, genesis], ids=["torch", "genesis"])
+def test_second_backward_needs_retain_graph_only_where_something_was_saved(lib):
+    x = lib.tensor([1.0, 2.0], requires_grad=True)
+    z = (-(x + 1)).sum()  # add and neg save nothing
+    z.backward()
+    z.backward()
+    assert x.grad.tolist() == [-2.0, -2.0]
+    y = x.exp().sum()  # exp saves its output
+    y.backward()
+    with pytest.raises(RuntimeError, match="second time"):
+        y.backward()

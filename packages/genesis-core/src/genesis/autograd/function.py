@@ -95,7 +95,9 @@ class Node:
 
     def release(self) -> None:
         """Free saved tensors (after a backward without ``retain_graph``)."""
-        self._saved = None
+        # A node that saved no tensor (add, neg, ...) can run again, as in torch
+        if self._saved is not None and any(t is not None for t in self._saved):
+            self._saved = None
 
     def apply_backward(self, grads: tuple) -> tuple:
         result = self._fn.backward(self, *grads)
