@@ -831,3 +831,30 @@ def test_second_backward_needs_retain_graph_only_where_something_was_saved(lib):
     y.backward()
     with pytest.raises(RuntimeError, match="second time"):
         y.backward()
+
+
+@pytest.mark.parametrize("lib", [torch, genesis], ids=["torch", "genesis"])
+def test_grad_mode_decorators_with_and_without_parentheses(lib):
+    @lib.set_grad_enabled(False)
+    def f(t):
+        return t * 2
+
+    assert lib.is_grad_enabled()  # decorating does not switch the mode outside the function
+
+    @lib.no_grad
+    def g(t):
+        return t * 2
+
+    @lib.inference_mode
+    def h(t):
+        return t * 2
+
+    @lib.enable_grad
+    def e(t):
+        return t * 2
+
+    x = lib.ones(2, requires_grad=True)
+    assert not f(x).requires_grad and not g(x).requires_grad and not h(x).requires_grad
+    with lib.no_grad():
+        assert e(x).requires_grad
+    assert lib.is_grad_enabled() and g.__name__ == "g"

@@ -50,7 +50,16 @@ class _GradModeContext:
         return ()
 
 
-class no_grad(_GradModeContext):  # noqa: N801 - torch's name
+class _NoParamContext(_GradModeContext):
+    """A grad mode that also decorates without parentheses (``@genesis.no_grad``)."""
+
+    def __new__(cls, orig_func=None):
+        if orig_func is None:
+            return super().__new__(cls)
+        return cls()(orig_func)
+
+
+class no_grad(_NoParamContext):  # noqa: N801 - torch's name
     """Disable gradient recording inside the block (or the decorated function).
 
     Example:
@@ -62,7 +71,7 @@ class no_grad(_GradModeContext):  # noqa: N801 - torch's name
         _state.enabled = False
 
 
-class enable_grad(_GradModeContext):  # noqa: N801
+class enable_grad(_NoParamContext):  # noqa: N801
     """Re-enable gradient recording inside a ``no_grad`` block."""
 
     def _enter_state(self):
@@ -88,6 +97,11 @@ class set_grad_enabled(_GradModeContext):  # noqa: N801
         # __init__ already switched the mode; keep the state from before it for __exit__.
         return self
 
+    def __call__(self, fn):
+        # as a decorator it applies inside the function only: undo __init__'s switch (torch)
+        _state.enabled, _state.inference = self._prev
+        return super().__call__(fn)
+
     def _args(self) -> tuple:
         return (self.mode,)
 
@@ -98,6 +112,11 @@ class inference_mode(_GradModeContext):  # noqa: N801
     Args:
         mode: False makes it a no-op, as in torch.
     """
+
+    def __new__(cls, mode=True):
+        if isinstance(mode, bool):
+            return super().__new__(cls)
+        return cls()(mode)  # bare ``@inference_mode``
 
     def __init__(self, mode: bool = True):
         self.mode = mode
