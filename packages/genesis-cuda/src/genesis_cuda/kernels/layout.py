@@ -6,8 +6,9 @@ negative-stride) are read in place, never copied first. Shapes are simplified on
 first (size-1 dims dropped, dims that are contiguous for every operand merged) and padded
 to ``MAXD`` dims; Triton specialises integer arguments equal to 1, so padding costs nothing.
 
-The host helpers at the top (``StridedPlan``, ``Ptr``) are shared by the other kernel
-modules of this package (indexing, sorting, random).
+The host helpers at the top (``plan``, ``collapse``, ``empty``, and ``Ptr`` from ``_launch``)
+and the jit helpers (``unravel6``, ``offset6``, ...) are shared by the other kernel modules
+of this package (indexing, sorting, random, matmul).
 """
 
 import itertools
@@ -16,26 +17,14 @@ import math
 import triton
 import triton.language as tl
 
+from ._launch import Ptr
+
 MAXD = 6  # dims a strided kernel addresses directly; more are split on the host
 BLOCK = 1024
 _I32_LIMIT = 2**31 - 1
 
 
 # ----------------------------------------------------------------------- host helpers
-class Ptr:
-    """A bare pointer handle for a kernel argument: Triton reads ``data_ptr()`` and
-    ``dtype`` (whose str ends in the element type name)."""
-
-    __slots__ = ("ptr", "dtype")
-
-    def __init__(self, ptr: int, dtype):
-        self.ptr = ptr
-        self.dtype = dtype
-
-    def data_ptr(self) -> int:
-        return self.ptr
-
-
 def empty(shape, dtype, device):
     """A new contiguous array from the runtime's allocator."""
     from genesis_cuda.array import empty as _empty

@@ -22,7 +22,18 @@ import triton.language as tl
 
 from genesis import dtypes as D
 
-from .layout import MAXD, clone, collapse, contiguous_strides, copy_strided, empty, fill_, numel
+from .layout import (
+    MAXD,
+    clone,
+    collapse,
+    contiguous_strides,
+    copy_strided,
+    empty,
+    fill_,
+    numel,
+    offset6,
+    unravel6,
+)
 
 MAX_BITONIC = 4096  # longest row sorted in registers by one program
 
@@ -101,9 +112,9 @@ def _sort_rows_kernel(x, vals, idxs, R, n, desc, n1, n2, n3, n4, n5,
                       BLOCK: tl.constexpr, LOG_N: tl.constexpr, N_DIMS: tl.constexpr):
     """Sort ROWS whole rows (each at most BLOCK long) in registers."""
     rid = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS).to(tl.int64)
-    c0, c1, c2, c3, c4, c5 = _unravel(rid, n1, n2, n3, n4, n5)
-    xoff = _offset(c0, c1, c2, c3, c4, c5, x0, x1, x2, x3, x4, x5)
-    ooff = _offset(c0, c1, c2, c3, c4, c5, o0, o1, o2, o3, o4, o5)
+    c0, c1, c2, c3, c4, c5 = unravel6(rid, n1, n2, n3, n4, n5)
+    xoff = offset6(c0, c1, c2, c3, c4, c5, x0, x1, x2, x3, x4, x5)
+    ooff = offset6(c0, c1, c2, c3, c4, c5, o0, o1, o2, o3, o4, o5)
     cols = tl.arange(0, BLOCK)
     mask = (rid < R)[:, None] & (cols < n)[None, :]
     xv = tl.load(x + xoff[:, None] + cols[None, :].to(tl.int64) * xd, mask=mask)
@@ -118,26 +129,6 @@ def _sort_rows_kernel(x, vals, idxs, R, n, desc, n1, n2, n3, n4, n5,
 
 
 @triton.jit
-def _unravel(lin, n1, n2, n3, n4, n5):
-    c5 = lin % n5
-    lin = lin // n5
-    c4 = lin % n4
-    lin = lin // n4
-    c3 = lin % n3
-    lin = lin // n3
-    c2 = lin % n2
-    lin = lin // n2
-    c1 = lin % n1
-    c0 = lin // n1
-    return c0, c1, c2, c3, c4, c5
-
-
-@triton.jit
-def _offset(c0, c1, c2, c3, c4, c5, s0, s1, s2, s3, s4, s5):
-    return c0 * s0 + c1 * s1 + c2 * s2 + c3 * s3 + c4 * s4 + c5 * s5
-
-
-@triton.jit
 def _max_key(key):
     return tl.full(key.shape, 0, key.dtype) + (2 ** (key.dtype.primitive_bitwidth - 1) - 1)
 
@@ -148,8 +139,8 @@ def _sort_chunks_kernel(x, keys, ids, n, P, desc, n1, n2, n3, n4, n5,
                         WIDE: tl.constexpr, BLOCK: tl.constexpr, LOG_N: tl.constexpr):
     """Sort chunk program_id(0) of row program_id(1) into scratch (row stride P)."""
     row = tl.program_id(1).to(tl.int64)
-    c0, c1, c2, c3, c4, c5 = _unravel(row, n1, n2, n3, n4, n5)
-    xoff = _offset(c0, c1, c2, c3, c4, c5, x0, x1, x2, x3, x4, x5)
+    c0, c1, c2, c3, c4, c5 = unravel6(row, n1, n2, n3, n4, n5)
+    xoff = offset6(c0, c1, c2, c3, c4, c5, x0, x1, x2, x3, x4, x5)
     cols = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = cols < n
     xv = tl.load(x + xoff + cols.to(tl.int64) * xd, mask=mask)
@@ -192,9 +183,9 @@ def _finish_kernel(x, ids, vals, idxs, n, P, n1, n2, n3, n4, n5,
                    BLOCK: tl.constexpr):
     """Write sorted values (gathered from x) and int64 indices of row program_id(1)."""
     row = tl.program_id(1).to(tl.int64)
-    c0, c1, c2, c3, c4, c5 = _unravel(row, n1, n2, n3, n4, n5)
-    xoff = _offset(c0, c1, c2, c3, c4, c5, x0, x1, x2, x3, x4, x5)
-    ooff = _offset(c0, c1, c2, c3, c4, c5, o0, o1, o2, o3, o4, o5)
+    c0, c1, c2, c3, c4, c5 = unravel6(row, n1, n2, n3, n4, n5)
+    xoff = offset6(c0, c1, c2, c3, c4, c5, x0, x1, x2, x3, x4, x5)
+    ooff = offset6(c0, c1, c2, c3, c4, c5, o0, o1, o2, o3, o4, o5)
     cols = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = cols < n
     idx = tl.load(ids + row * P + cols, mask=mask, other=0).to(tl.int64)
