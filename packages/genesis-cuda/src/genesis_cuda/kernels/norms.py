@@ -1,8 +1,9 @@
 """layer_norm and rms_norm over the last dim, forward and backward, fused.
 
-Forward: one pass per row (rows of up to ``SINGLE_MAX`` elements stay in registers; longer
-rows stream in chunks), writing y in x's dtype and float32 mean/rstd of shape
-``x.shape[:-1] + (1,)``, as the contract's composite defaults do.
+Forward: one pass per row (rows of up to ``softmax.SINGLE_MAX`` elements stay in registers;
+longer rows stream in chunks; tiles as ``softmax.config`` picks them), writing y in x's
+dtype and float32 mean/rstd of shape ``x.shape[:-1] + (1,)``, as the contract's composite
+defaults do.
 
 Backward: a persistent grid; each program walks a strided set of rows computing grad_x and
 accumulating its share of grad_weight/grad_bias in float32 registers, written once as a
@@ -17,11 +18,10 @@ import triton.language as tl
 from genesis import dtypes as D
 
 from . import _launch
-from ._launch import Launcher, aligned, next_pow2
+from ._launch import Launcher, aligned
 from .elementwise import _m_rsqrt
-from .softmax import rows_of
+from .softmax import as_rows, config
 
-SINGLE_MAX = 16384
 BWD_WARPS = 0  # 0: by tile size (benchmark sweeps override these)
 BWD_PROGS_PER_SM = 0  # 0: by warps (see _backward)
 
@@ -205,29 +205,8 @@ _fwd = {w: Launcher(_norm_fwd, num_warps=w) for w in (1, 2, 4, 8, 16)}
 _bwd = {w: Launcher(_norm_bwd, num_warps=w) for w in (1, 2, 4, 8, 16)}
 
 
-def _config(n: int, tile_max: int = 2048):
-    if n <= SINGLE_MAX:
-        bn = next_pow2(n)
-        bm = max(1, min(64, tile_max // bn))
-        tile = bm * bn
-        warps = 1 if tile <= 256 else 2 if tile <= 512 else 4 if tile <= 2048 else \
-            8 if tile <= 8192 else 16
-        return True, bm, bn, warps
-    return False, 1, 4096, 8
-
-
-def _rows(a):
-    geo = rows_of(a)
-    if geo is None:
-        from .elementwise import contiguous
-
-        a = contiguous(a)
-        geo = rows_of(a)
-    return a, geo
-
-
 def _forward(x, weight, bias, eps, rms):
-    x, (m, n, xs) = _rows(x)
+    x, (m, n, xs) = as_rows(x)
     shape = x.shape
     stat_shape = tuple(shape[:-1]) + (1,)
     y = _launch.empty(shape, x.dtype, x.device)
@@ -235,7 +214,7 @@ def _forward(x, weight, bias, eps, rms):
     mean = None if rms else _launch.empty(stat_shape, D.float32, x.device)
     if m * n == 0:
         return y, mean, rstd
-    single, bm, bn, warps = _config(n)
+    single, bm, bn, warps = config(n)
     big = m * max(xs, n) >= 2**31
     has_w, has_b = weight is not None, bias is not None
     wst = weight.strides[0] if has_w else 0
@@ -254,8 +233,8 @@ def _backward(grad, x, weight, mean, rstd, rms):
     from .elementwise import contiguous
     from .reduction import sum as _sum
 
-    x, (m, n, xs) = _rows(x)
-    grad, (_, _, gs) = _rows(grad)
+    x, (m, n, xs) = as_rows(x)
+    grad, (_, _, gs) = as_rows(grad)
     rstd = contiguous(rstd)
     if mean is not None:
         mean = contiguous(mean)
@@ -269,7 +248,7 @@ def _backward(grad, x, weight, mean, rstd, rms):
         gw = fill_(_launch.empty((n,), weight.dtype, x.device), 0)
         gb = None if rms else fill_(_launch.empty((n,), weight.dtype, x.device), 0)
         return gx, gw, gb
-    single, bm, bn, warps = _config(n, 4096)
+    single, bm, bn, warps = config(n, 4096)
     # measured on an H200 at 16M elements: rows of 8k and up: 16 warps, one program per
     # SM (fewer, larger partials); rows <= 2k of a 2-byte dtype: 4 warps, 2 per SM;
     # otherwise the tile's warps and 32 warps per SM

@@ -131,11 +131,24 @@ def rows_of(a):
     return m, n, (lead_s[0] if lead_s else n)
 
 
-def config(n: int, itemsize: int):
-    """(single, BM, BN, num_warps) for rows of ``n`` elements."""
+def as_rows(a):
+    """``(a, (M, N, row stride))``: ``a`` itself when it is a stack of rows (see
+    ``rows_of``), else a contiguous copy of it."""
+    geo = rows_of(a)
+    if geo is None:
+        from .elementwise import contiguous
+
+        a = contiguous(a)
+        geo = rows_of(a)
+    return a, geo
+
+
+def config(n: int, tile_max: int = 2048):
+    """(single, BM, BN, num_warps) for rows of ``n`` elements, at most ``tile_max``
+    elements a tile when short rows are packed (norms' backward: 4096)."""
     if n <= SINGLE_MAX:
         bn = next_pow2(n)
-        bm = max(1, min(64, 2048 // bn))  # pack short rows
+        bm = max(1, min(64, tile_max // bn))  # pack short rows
         tile = bm * bn
         warps = 1 if tile <= 256 else 2 if tile <= 512 else 4 if tile <= 2048 else \
             8 if tile <= 8192 else 16
@@ -180,17 +193,11 @@ def softmax(x, dim, log):
         buf, order = _moved_last(x, dim)
         y = softmax(buf, len(order) - 1, log)
         return _moved_back(y, order, x.shape, x.dtype, x.device)
-    geo = rows_of(x)
-    if geo is None:
-        from .elementwise import contiguous
-
-        x = contiguous(x)
-        geo = rows_of(x)
-    m, n, xs = geo
+    x, (m, n, xs) = as_rows(x)
     y = _launch.empty(x.shape, x.dtype, x.device)
     if m * n == 0:
         return y
-    single, bm, bn, warps = config(n, x.dtype.itemsize)
+    single, bm, bn, warps = config(n)
     big = m * max(xs, n) >= 2**31
     ct = _ct(x.dtype)
     args = (x, y, m, n, xs, n, bool(log), ct, single, bm, bn, big)
@@ -207,21 +214,12 @@ def softmax_backward(y, grad, dim, log):
         gb, _ = _moved_last(grad, dim)
         gx = softmax_backward(yb, gb, len(order) - 1, log)
         return _moved_back(gx, order, y.shape, y.dtype, y.device)
-    from .elementwise import contiguous
-
-    gy, gg = rows_of(y), rows_of(grad)
-    if gy is None:
-        y = contiguous(y)
-        gy = rows_of(y)
-    if gg is None:
-        grad = contiguous(grad)
-        gg = rows_of(grad)
-    m, n, ys = gy
-    gs = gg[2]
+    y, (m, n, ys) = as_rows(y)
+    grad, (_, _, gs) = as_rows(grad)
     out = _launch.empty(y.shape, y.dtype, y.device)
     if m * n == 0:
         return out
-    single, bm, bn, warps = config(n, y.dtype.itemsize)
+    single, bm, bn, warps = config(n)
     big = m * max(ys, gs, n) >= 2**31
     ct = _ct(y.dtype)
     args = (y, grad, out, m, n, ys, gs, n, bool(log), ct, single, bm, bn, big)
