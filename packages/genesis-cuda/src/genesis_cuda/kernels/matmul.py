@@ -28,7 +28,6 @@ Host time of a tiny (64^3) product in a loop: 9.3 us vs torch's 10.2 us.
 """
 
 import math
-import os
 import time
 
 import triton
@@ -37,6 +36,7 @@ from triton.runtime import driver as _driver
 
 from genesis import dtypes as D
 
+from ._launch import INTERPRET, sm_count
 from .layout import Ptr, clone, collapse, contiguous_strides, copy_strided, empty, fill_
 
 FP32_PRECISION = "ieee"  # "ieee" (torch's default), "tf32x3", or "tf32"
@@ -44,7 +44,6 @@ _TUNE_MIN_FLOPS = 2 * 1024**3  # below this, pick a config by rule instead of ti
 # Below this, half-precision products take the pointer kernel: a TMA launch encodes three
 # tensor maps on the host (several us), more than such a product takes on the GPU.
 _TMA_MIN_FLOPS = 2 * 256**3
-_INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 
 
 # ---------------------------------------------------------------------------- kernels
@@ -226,15 +225,6 @@ _TMA_CANDIDATES = [
     ("p", 128, 256, 64, 8, 4, 8),
     ("p", 128, 128, 64, 8, 4, 8),
 ]
-_num_sms: dict = {}
-
-
-def _sm_count(device: int) -> int:
-    n = _num_sms.get(device)
-    if n is None:
-        n = _num_sms[device] = triton.runtime.driver.active.utils.get_device_properties(
-            device)["multiprocessor_count"]
-    return n
 _PTR_CANDIDATES = {
     "half": [(128, 256, 64, 8, 3, 8), (128, 128, 64, 8, 4, 8), (128, 128, 32, 8, 4, 4),
              (64, 128, 64, 8, 4, 4)],
@@ -347,7 +337,7 @@ class _Direct:
             e[0](g[0], g[1], g[2], stream, e[1], e[2], None, None, None, *args, *self.tail)
             return
         compiled = self.fn[self.grid](*args, **self.kw)
-        if not _INTERPRET and compiled is not None:
+        if not INTERPRET and compiled is not None:
             self.entry = (compiled.run, compiled.function, compiled.packed_metadata)
 
 
@@ -409,7 +399,7 @@ def _tma_binder(dt, M, N, K, batch, sa, sb, has_bias, sbias):
         b_desc.block_shape = [bn, bk] if b_t else [bk, bn]
         c_desc.block_shape = [bm, bn]
         if persistent:
-            sms = _sm_count(_driver.active.get_current_device())
+            sms = sm_count(_driver.active.get_current_device())
             kw["NUM_SMS"] = sms
             kern = _Direct(_mm_tma_persistent_kernel, (min(sms, tiles * batch),), kw)
 
