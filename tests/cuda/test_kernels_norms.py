@@ -1,9 +1,7 @@
 """Differential tests of genesis_cuda's softmax and norm kernels against torch CUDA.
 
-Inputs are torch CUDA tensors (any view: transposed, sliced, expanded) wrapped as
-CudaArray-like objects, so every stride pattern is easy to make; outputs come from
-genesis's allocator when ``genesis_cuda.array`` is present. Runs under the Triton
-interpreter on the CPU as well (``TRITON_INTERPRET=1``, see ``kernel_arrays``).
+Inputs are torch tensors of any stride pattern seen through ``kernel_arrays.dev`` (no
+copy); runs under the Triton interpreter on the CPU too (``TRITON_INTERPRET=1``).
 """
 
 from __future__ import annotations
