@@ -474,3 +474,18 @@ def test_deepcopy_of_leaves():
     assert d["a"] is d["b"]  # the memo keeps aliasing
     with pytest.raises(RuntimeError, match="graph leaves"):
         copy.deepcopy(x * 2)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("reduce", [
+    lambda x: x.mean(), lambda x: x.norm(), lambda x: x.var(), lambda x: x.std(),
+    lambda x: x.reshape(100, 100).mean(1), lambda x: x.reshape(100, 100).norm(dim=0),
+    lambda x: x.sum(dtype=x.new_zeros(0, dtype=x.dtype).float().dtype),
+], ids=["mean", "norm", "var", "std", "mean-dim", "norm-dim", "sum-float32"])
+def test_half_reductions_accumulate_like_torch(dtype, reduce):
+    """10000 elements of a half dtype: a sum in half would overflow; torch accumulates in
+    float32 (and so must genesis)."""
+    data = np.random.default_rng(0).uniform(9, 11, size=10000)
+    t = torch.tensor(data).to(t_dtype(dtype))
+    g = genesis.tensor(t.float().numpy()).to(g_dtype(dtype))
+    torch.testing.assert_close(to_torch(reduce(g)), reduce(t))

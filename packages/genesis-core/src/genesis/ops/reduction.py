@@ -51,6 +51,14 @@ def sum(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor
     return Sum.apply(input, dims, keepdim, dtype)
 
 
+def _back_to_half(out: Tensor, dtype, device) -> Tensor:
+    """A float32-accumulated result in the half ``dtype`` again, unless autocast is on (it
+    wants float32 out of these ops)."""
+    from genesis.autocast import is_autocast_enabled
+
+    return out if is_autocast_enabled(device.type) else out.to(dtype)
+
+
 def mean(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
     """Arithmetic mean over ``dim`` (floating inputs, or pass ``dtype``)."""
     if not (dtype or input.dtype).is_floating_point:
@@ -61,6 +69,10 @@ def mean(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tenso
     n = 1
     for d in dims:
         n *= input.shape[d]
+    out_dtype = dtype or input.dtype
+    if out_dtype in (D.float16, D.bfloat16):  # accumulate in float32 (a half sum overflows)
+        out = Sum.apply(input, dims, keepdim, D.float32) / (n if n else float("nan"))
+        return _back_to_half(out, out_dtype, input.device)
     return Sum.apply(input, dims, keepdim, dtype) / (n if n else float("nan"))
 
 
@@ -354,6 +366,9 @@ def norm(input: Tensor, p="fro", dim=None, keepdim: bool = False, dtype=None) ->
         input = input.to(dtype)
     if not input.dtype.is_floating_point:
         raise RuntimeError(f"norm(): input dtype should be floating point, got {input.dtype}")
+    if input.dtype in (D.float16, D.bfloat16):  # accumulate in float32, as torch does
+        return _back_to_half(norm(input.to(D.float32), p, dim, keepdim), input.dtype,
+                             input.device)
     dims = normalize_dims(dim, input.ndim)
     if p in ("fro", 2, 2.0):
         return Norm2.apply(input, dims, keepdim)
