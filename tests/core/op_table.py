@@ -565,7 +565,11 @@ add(
                                         S(T((5,), -30, 30), decimals=-1, name="decimals=-1")],
            op=lambda x, decimals: genesis.round(x, decimals=decimals),
            ref=lambda x, decimals: torch.round(x, decimals=decimals),
-           dtypes=("float32", "float64")),
+           dtypes=FLOATS),
+    OpInfo("round_decimals_many", lambda d: [S(T((40, 50), -3, 3), decimals=1, name="2000")],
+           op=lambda x, decimals: genesis.round(x, decimals=decimals),
+           ref=lambda x, decimals: torch.round(x, decimals=decimals), dtypes=FLOATS,
+           differentiable=False),
     OpInfo("clamp", lambda d: [
         S(T((3, 4)), -0.5, 0.5, name="min,max"),
         S(T((3, 4), layout="T"), None, 0.5, name="transposed,max"),

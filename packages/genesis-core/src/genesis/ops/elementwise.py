@@ -119,6 +119,8 @@ def round(input: Tensor, decimals: int = 0) -> Tensor:  # noqa: A001 - torch's n
     """Round to the nearest integer (half to even), or to ``decimals`` places."""
     if decimals == 0:
         return _round(input)
+    if input.dtype in (D.float16, D.bfloat16):  # float math, one rounding: torch's kernel
+        return round(input.to(D.float32), decimals).to(input.dtype)
     scale = 10.0 ** decimals
     return _round(input * scale) / scale
 
