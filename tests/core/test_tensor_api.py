@@ -489,3 +489,15 @@ def test_half_reductions_accumulate_like_torch(dtype, reduce):
     t = torch.tensor(data).to(t_dtype(dtype))
     g = genesis.tensor(t.float().numpy()).to(g_dtype(dtype))
     torch.testing.assert_close(to_torch(reduce(g)), reduce(t))
+
+
+def test_default_dtype_is_process_wide_like_torch():
+    seen = []
+    genesis.set_default_dtype(genesis.float64)
+    try:
+        t = threading.Thread(target=lambda: seen.append(genesis.tensor([1.5]).dtype))
+        t.start()
+        t.join()
+    finally:
+        genesis.set_default_dtype(genesis.float32)
+    assert seen == [genesis.float64]

@@ -6,8 +6,6 @@ A ``DType`` is a small immutable descriptor; the ten module-level instances
 
 from __future__ import annotations
 
-import threading
-
 _BOOL, _INT, _FLOAT = 0, 1, 2  # promotion categories, lowest to highest
 
 
@@ -104,7 +102,9 @@ def _combine_categories(higher: DType | None, lower: DType | None) -> DType | No
     return higher
 
 
-class _DefaultDType(threading.local):
+class _DefaultDType:
+    """Process-wide, as torch's (not per thread: worker threads see the main thread's)."""
+
     value: DType = float32
 
 
