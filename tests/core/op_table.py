@@ -581,6 +581,10 @@ add(
         errors=lambda: [ErrorInput(S(T((2,)), None, None), RuntimeError, "min.*max")]),
     OpInfo("clamp_float_bound_int", lambda d: [S(T((3, 4), -5, 5), -1.5, 2.5, name="ints")],
            op=genesis.clamp, ref=torch.clamp, dtypes=("int64", "int32"), differentiable=False),
+    OpInfo("clamp_promotes", lambda d: [S(T((3, 4)), 0, 1, name="int-bounds"),
+                                        S(T((3, 4)), -0.5, None, name="float-bound")] + (
+        [S(T((3, 4)), None, True, name="bool-bound")] if d != "bool" else []),
+           op=genesis.clamp, ref=torch.clamp, dtypes=BOOL + INTS, differentiable=False),
     OpInfo("where", lambda d: [
         S(Mask((3, 4)), T((3, 4)), T((3, 4)), name="same-shape"),
         S(Mask((3, 1)), T((1, 4)), T((3, 4), layout="T"), name="broadcast,transposed"),

@@ -599,10 +599,9 @@ def where(condition: Tensor, input=None, other=None):
 class Clamp(Function):
     @staticmethod
     def forward(ctx, x, lo, hi):
-        dtype = x.dtype
-        for v in (lo, hi):
-            if isinstance(v, float) and not dtype.is_floating_point:
-                dtype = D.get_default_dtype()
+        # torch promotes with the bounds (int tensor, 1.5 -> float; bool tensor, 0 -> int64)
+        dtype = x.dtype if x.dtype.is_floating_point else \
+            D.result_type(x, *(v for v in (lo, hi) if v is not None))
         data = x._data if dtype is x.dtype else x._backend.cast(x._data, dtype)
         lo_s = None if lo is None else _scalar_for(lo, dtype)
         hi_s = None if hi is None else _scalar_for(hi, dtype)
