@@ -858,3 +858,13 @@ def test_grad_mode_decorators_with_and_without_parentheses(lib):
     with lib.no_grad():
         assert e(x).requires_grad
     assert lib.is_grad_enabled() and g.__name__ == "g"
+
+
+def test_backward_inputs_may_be_non_leaf_tensors():
+    def scenario(lib):
+        x = _leaf(lib, _data(3))
+        y = x * 3
+        (y * y).sum().backward(inputs=[y])
+        return [y.grad, x.grad]
+
+    same_as_torch(scenario)

@@ -153,6 +153,10 @@ def run_backward(outputs, grad_outputs=None, retain_graph=None, create_graph=Fal
                     f"One of the differentiated Tensors (input {pos}) appears to not have been "
                     "used in the graph. Set allow_unused=True if this is the desired behavior.")
         return tuple(results)
+    for t, r in zip(input_list, results):
+        # backward(inputs=[non_leaf]) fills that tensor's .grad, as in torch
+        if r is not None and t.grad_fn is not None:
+            _accumulate(t, r, create_graph)
     return None
 
 
