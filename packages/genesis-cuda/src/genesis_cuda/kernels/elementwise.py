@@ -158,8 +158,7 @@ def _unary(x, OP: tl.constexpr, FAST: tl.constexpr):
         r = tl.abs(x)
     elif OP == "sign":
         if x.dtype.is_floating():
-            r = tl.where(x > 0, 1.0, tl.where(x < 0, -1.0, 0.0)).to(x.dtype)
-            r = tl.where(x != x, x, r)
+            r = tl.where(x > 0, 1.0, tl.where(x < 0, -1.0, 0.0)).to(x.dtype)  # NaN -> 0
         else:
             r = (x > 0).to(x.dtype) - (x < 0).to(x.dtype)
     elif OP == "exp":
