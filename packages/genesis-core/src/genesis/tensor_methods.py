@@ -7,7 +7,7 @@ method here is the function of the same name in ``genesis.ops`` with ``self`` fi
 from __future__ import annotations
 
 from genesis import creation, ops
-from genesis.ops import conversion, elementwise, indexing, inplace
+from genesis.ops import comparison, conversion, elementwise, indexing, inplace
 from genesis.tensor import Tensor
 
 _SAME_NAME = (
@@ -120,21 +120,21 @@ def _install() -> None:
     Tensor.__neg__ = ops.neg
     Tensor.__pos__ = lambda a: a
     Tensor.__abs__ = ops.abs
-    Tensor.__invert__ = lambda a: elementwise.logical_not(a) if a.dtype.name == "bool" \
-        else elementwise.bitwise_not(a)
-    Tensor.__and__ = Tensor.__rand__ = elementwise.bitwise_and
-    Tensor.__or__ = Tensor.__ror__ = elementwise.bitwise_or
-    Tensor.__xor__ = Tensor.__rxor__ = elementwise.bitwise_xor
+    Tensor.__invert__ = lambda a: comparison.logical_not(a) if a.dtype.name == "bool" \
+        else comparison.bitwise_not(a)
+    Tensor.__and__ = Tensor.__rand__ = comparison.bitwise_and
+    Tensor.__or__ = Tensor.__ror__ = comparison.bitwise_or
+    Tensor.__xor__ = Tensor.__rxor__ = comparison.bitwise_xor
     # `x == None` / `x == "a"` are False (True for !=) in torch, never an error: Python's
     # fallback after NotImplemented gives exactly that (and keeps `x in [..., None]` working).
-    Tensor.__eq__ = lambda a, b: elementwise.eq(a, b) if isinstance(b, _OPERANDS) \
+    Tensor.__eq__ = lambda a, b: comparison.eq(a, b) if isinstance(b, _OPERANDS) \
         else NotImplemented
-    Tensor.__ne__ = lambda a, b: elementwise.ne(a, b) if isinstance(b, _OPERANDS) \
+    Tensor.__ne__ = lambda a, b: comparison.ne(a, b) if isinstance(b, _OPERANDS) \
         else NotImplemented
-    Tensor.__lt__ = elementwise.lt
-    Tensor.__le__ = elementwise.le
-    Tensor.__gt__ = elementwise.gt
-    Tensor.__ge__ = elementwise.ge
+    Tensor.__lt__ = comparison.lt
+    Tensor.__le__ = comparison.le
+    Tensor.__gt__ = comparison.gt
+    Tensor.__ge__ = comparison.ge
     Tensor.__iadd__ = inplace.add_
     Tensor.__isub__ = inplace.sub_
     Tensor.__imul__ = inplace.mul_

@@ -1,6 +1,6 @@
 """Elementwise ops: unary math, binary arithmetic with broadcasting and type promotion,
-comparisons, logical ops, where and clamp. One Function per differentiable op, with its
-forward and backward side by side.
+where and clamp. One Function per differentiable op, with its forward and backward side by
+side. Comparisons and logical ops are in ``comparison``, erfinv in ``special``.
 """
 
 from __future__ import annotations
@@ -123,78 +123,6 @@ def round(input: Tensor, decimals: int = 0) -> Tensor:  # noqa: A001 - torch's n
         return round(input.to(D.float32), decimals).to(input.dtype)
     scale = 10.0 ** decimals
     return _round(input * scale) / scale
-
-
-# Giles, "Approximating the erfinv function" (GPU Computing Gems, 2011): single-precision
-# polynomial coefficients for the central (w < 5) and tail regions.
-_ERFINV_CENTRAL = (2.81022636e-08, 3.43273939e-07, -3.5233877e-06, -4.39150654e-06,
-                   0.00021858087, -0.00125372503, -0.00417768164, 0.246640727, 1.50140941)
-_ERFINV_TAIL = (-0.000200214257, 0.000100950558, 0.00134934322, -0.00367342844,
-                0.00573950773, -0.0076224613, 0.00943887047, 1.00167406, 2.83297682)
-
-
-def _horner(coeffs, w: Tensor) -> Tensor:
-    p = w * coeffs[0] + coeffs[1]  # (not w * 0 + c0: that is NaN where w is inf)
-    for c in coeffs[2:]:
-        p = p * w + c
-    return p
-
-
-class Erfinv(Function):
-    """Inverse error function: a polynomial first guess refined by Newton steps on ``erf``
-    (so float64 gets full precision); d/dy erfinv(y) = sqrt(pi)/2 * exp(erfinv(y)^2)."""
-
-    @staticmethod
-    def forward(ctx, y):
-        y = y if y.dtype.is_floating_point else y.to(D.get_default_dtype())
-        work = y if y.dtype.itemsize >= 4 else y.to(D.float32)
-        w = -((1 - work) * (1 + work)).log()
-        central = _horner(_ERFINV_CENTRAL, w - 2.5)
-        tail = _horner(_ERFINV_TAIL, where(w < 5, 5.0, w).sqrt() - 3)
-        x = where(w < 5, central, tail) * work
-        x = where(work.abs() == 1, work * math.inf, x)  # the polynomial does not reach +-inf
-        for _ in range(2 if work.dtype is D.float64 else 1):
-            step = (erf(x) - work) / (_TWO_OVER_SQRT_PI * (-(x * x)).exp())
-            x = where(x.isfinite(), x - step, x)  # +-1 map to +-inf and stay there
-        x = x.to(y.dtype)
-        ctx.save_for_backward(x)
-        return x
-
-    @staticmethod
-    def backward(ctx, g):
-        (x,) = ctx.saved_tensors
-        return g * (x * x).exp() * (math.sqrt(math.pi) / 2)
-
-
-def erfinv(input: Tensor) -> Tensor:
-    """Inverse of ``erf`` on (-1, 1); ``erfinv(+-1) = +-inf``, NaN outside."""
-    return Erfinv.apply(input)
-
-
-def _predicate(op: str):
-    def fn(input: Tensor) -> Tensor:
-        return wrap(_unary_kernel(input._backend, op)(input._data), input.device)
-
-    fn.__name__ = op
-    fn.__doc__ = f"Elementwise ``{op}`` test, as a bool tensor."
-    return fn
-
-
-isnan = _predicate("isnan")
-isinf = _predicate("isinf")
-isfinite = _predicate("isfinite")
-
-
-def logical_not(input: Tensor) -> Tensor:
-    """Elementwise logical NOT (bool result)."""
-    return wrap(_unary_kernel(input._backend, "logical_not")(input._data), input.device)
-
-
-def bitwise_not(input: Tensor) -> Tensor:
-    """Elementwise bitwise NOT of an integer or bool tensor."""
-    if input.dtype.is_floating_point:
-        raise TypeError(f"bitwise_not is not defined for {input.dtype}")
-    return wrap(_unary_kernel(input._backend, "bitwise_not")(input._data), input.device)
 
 
 # -------------------------------------------------------------------- binary
@@ -515,40 +443,6 @@ def floor_divide(input, other) -> Tensor:
     return wrap(_binary_kernel(backend, "floor_divide")(x, y), device)
 
 
-def _nondiff_binary(op: str, doc: str, bool_only: bool = False, integral: bool = False):
-    def fn(input, other) -> Tensor:
-        if integral:
-            for v in (input, other):
-                if isinstance(v, Tensor) and v.dtype.is_floating_point or isinstance(v, float):
-                    raise TypeError(f"{op} is only defined for integer and bool tensors")
-        backend, device, x, y, _ = _operands(op, input, other)
-        return wrap(_binary_kernel(backend, op)(x, y), device)
-
-    fn.__name__ = op
-    fn.__doc__ = doc
-    return fn
-
-
-eq = _nondiff_binary("eq", "Elementwise ``==`` (bool result).")
-ne = _nondiff_binary("ne", "Elementwise ``!=`` (bool result).")
-lt = _nondiff_binary("lt", "Elementwise ``<`` (bool result).")
-le = _nondiff_binary("le", "Elementwise ``<=`` (bool result).")
-gt = _nondiff_binary("gt", "Elementwise ``>`` (bool result).")
-ge = _nondiff_binary("ge", "Elementwise ``>=`` (bool result).")
-greater, greater_equal, less, less_equal, not_equal = gt, ge, lt, le, ne
-logical_and = _nondiff_binary("logical_and", "Elementwise logical AND (bool result).")
-logical_or = _nondiff_binary("logical_or", "Elementwise logical OR (bool result).")
-logical_xor = _nondiff_binary("logical_xor", "Elementwise logical XOR (bool result).")
-bitwise_and = _nondiff_binary("bitwise_and", "Elementwise AND of ints/bools.", integral=True)
-bitwise_or = _nondiff_binary("bitwise_or", "Elementwise OR of ints/bools.", integral=True)
-bitwise_xor = _nondiff_binary("bitwise_xor", "Elementwise XOR of ints/bools.", integral=True)
-
-
-def equal(input: Tensor, other: Tensor) -> bool:
-    """True when both tensors have the same shape and all elements are equal."""
-    return input.shape == other.shape and bool(eq(input, other).all())
-
-
 # -------------------------------------------------------------- where, clamp
 class Where(Function):
     @staticmethod
@@ -581,8 +475,8 @@ class Where(Function):
         grads = [None, None]
         for i, keep in ((0, True), (1, False)):
             if ctx.needs_input_grad[i + 1]:
-                mask = cond if keep else logical_not(cond)
-                gi = sum_to_shape(where(mask, g, 0.0), ctx.shapes[i])
+                picked = where(cond, g, 0.0) if keep else where(cond, 0.0, g)
+                gi = sum_to_shape(picked, ctx.shapes[i])
                 grads[i] = gi if gi.dtype is ctx.dtypes[i] else gi.to(ctx.dtypes[i])
         return None, grads[0], grads[1]
 

@@ -12,6 +12,7 @@ from genesis import dtypes as D
 from genesis.autograd.grad_mode import _state as _grad_state
 from genesis.ops import elementwise as E
 from genesis.ops.common import broadcast_shapes, check_same_device, expand_array
+from genesis.ops.special import erfinv
 from genesis.tensor import Tensor
 
 
@@ -237,6 +238,7 @@ def _unary_inplace(fn):
     return method
 
 
-UNARY_INPLACE = {name + "_": _unary_inplace(getattr(E, name)) for name in (
+UNARY_INPLACE = {"erfinv_": _unary_inplace(erfinv)}
+UNARY_INPLACE.update({name + "_": _unary_inplace(getattr(E, name)) for name in (
     "neg", "abs", "exp", "log", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid", "relu",
-    "floor", "ceil", "round", "sign", "erf", "erfinv", "exp2", "log2", "log1p", "expm1")}
+    "floor", "ceil", "round", "sign", "erf", "exp2", "log2", "log1p", "expm1")})
