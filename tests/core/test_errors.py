@@ -326,3 +326,16 @@ def _register_toy():
     from genesis_toy.backend import ToyBackend
 
     registry.register("toy", ToyBackend())
+
+
+def test_assigning_a_mismatched_grad_raises():
+    x = genesis.zeros(2, requires_grad=True)
+    _raises(RuntimeError, r"gradient of size \[3\] to a tensor of size \[2\]", setattr, x, "grad",
+            genesis.ones(3))
+    _raises(RuntimeError, "dtype genesis.int64 to a tensor with dtype genesis.float32", setattr,
+            x, "grad", genesis.ones(2, dtype=genesis.int64))
+    _raises(TypeError, "Tensor or None", setattr, x, "grad", [1.0, 2.0])
+    x.grad = genesis.ones(2)  # a matching gradient is accepted, and None clears it
+    assert x.grad.tolist() == [1.0, 1.0]
+    x.grad = None
+    assert x.grad is None

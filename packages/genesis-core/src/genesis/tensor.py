@@ -43,7 +43,7 @@ class Tensor:
     """
 
     __slots__ = (
-        "_data", "_backend", "shape", "dtype", "device", "requires_grad", "grad", "grad_fn",
+        "_data", "_backend", "shape", "dtype", "device", "requires_grad", "_grad", "grad_fn",
         "_out_idx", "_version_box", "_base", "_accumulator", "_retains_grad", "__weakref__",
         "__dict__",
     )
@@ -66,7 +66,7 @@ class Tensor:
         t.dtype = backend.dtype_of(data)
         t.device = device
         t.requires_grad = False
-        t.grad = None
+        t._grad = None
         t.grad_fn = None
         t._out_idx = 0
         if base is None:
@@ -170,6 +170,28 @@ class Tensor:
         self._data = value._data
 
     # -------------------------------------------------------------- autograd
+    @property
+    def grad(self) -> Tensor | None:
+        """The gradient accumulated by ``backward`` (None until then)."""
+        return self._grad
+
+    @grad.setter
+    def grad(self, value: Tensor | None) -> None:
+        if value is not None:
+            if not isinstance(value, Tensor):
+                raise TypeError(f"assigned grad expected to be a Tensor or None but got "
+                                f"{type(value).__name__}")
+            if value.shape != self.shape:
+                raise RuntimeError(f"attempting to assign a gradient of size "
+                                   f"{list(value.shape)} to a tensor of size {list(self.shape)}")
+            if value.dtype is not self.dtype:
+                raise RuntimeError(f"attempting to assign a gradient with dtype {value.dtype} "
+                                   f"to a tensor with dtype {self.dtype}")
+            if value.device is not self.device:
+                raise RuntimeError(f"attempting to assign a gradient on {value.device} to a "
+                                   f"tensor on {self.device}")
+        self._grad = value
+
     def requires_grad_(self, requires_grad: bool = True) -> Tensor:
         """Set whether autograd records ops on this leaf tensor."""
         if not self.is_leaf and not requires_grad:
