@@ -2,67 +2,27 @@
 
 A module owns three ordered tables — ``_parameters``, ``_buffers`` and ``_modules`` — and
 ``__setattr__`` routes attribute assignments into them, so ``self.fc = Linear(...)`` or
-``self.weight = Parameter(...)`` is all a subclass has to write. Everything else here
-(recursive iteration, state dicts, device/dtype moves, hooks, ``repr``) walks those tables.
+``self.weight = Parameter(...)`` is all a subclass has to write. Everything else walks
+those tables: recursive iteration, device/dtype moves and ``repr`` here; state dicts in
+``state_dict.py`` and forward hooks (with ``__call__``) in ``hooks.py``, whose mixins are
+``Module``'s bases.
 """
 
 from __future__ import annotations
 
-import itertools
-import weakref
-from collections import OrderedDict, namedtuple
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import genesis
 from genesis import Tensor
 from genesis.dtypes import DType
+from genesis.nn.modules.hooks import HooksMixin, RemovableHandle, _HookDict
+from genesis.nn.modules.state_dict import StateDictMixin
 from genesis.nn.parameter import Buffer, Parameter
 
+# RemovableHandle is defined in hooks.py; re-exported here, where it has always been importable.
 __all__ = ["Module", "RemovableHandle"]
-
-
-class _IncompatibleKeys(namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])):
-    """What ``load_state_dict`` returns: the keys the module expected but did not get, and
-    the keys it got but does not have."""
-
-    __slots__ = ()
-
-    def __repr__(self) -> str:
-        if not self.missing_keys and not self.unexpected_keys:
-            return "<All keys matched successfully>"
-        return super().__repr__()
-
-    __str__ = __repr__
-
-
-class RemovableHandle:
-    """A handle whose ``remove()`` unregisters the hook it was returned for.
-
-    Also a context manager: the hook is removed on exit.
-    """
-
-    _next_id = itertools.count()
-
-    def __init__(self, hooks_dict: dict) -> None:
-        # A weak reference: a handle kept around must not keep a dead module's hooks alive.
-        self._hooks_ref = weakref.ref(hooks_dict)
-        self.id = next(RemovableHandle._next_id)
-
-    def remove(self) -> None:
-        hooks = self._hooks_ref()
-        if hooks is not None:
-            hooks.pop(self.id, None)
-
-    def __enter__(self) -> RemovableHandle:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.remove()
-
-
-class _HookDict(OrderedDict):
-    """An OrderedDict that can be weakly referenced (plain dicts cannot)."""
 
 
 def _addindent(text: str, spaces: int) -> str:
@@ -76,7 +36,7 @@ def _is_floating(t: Tensor) -> bool:
     return t.dtype.is_floating_point
 
 
-class Module:
+class Module(StateDictMixin, HooksMixin):
     """Base class for all neural-network modules.
 
     Subclasses create their parameters and submodules in ``__init__`` (after calling
@@ -498,202 +458,6 @@ class Module:
     def type(self, dst_type) -> Module:
         """Cast all parameters and buffers (floating or not) to ``dst_type``."""
         return self._apply(lambda t: t.to(dst_type))
-
-    # ---------------------------------------------------------- state dict
-    def state_dict(self, *, destination: dict | None = None, prefix: str = "",
-                   keep_vars: bool = False) -> dict[str, Tensor]:
-        """An ordered dict of every parameter and persistent buffer by dotted name.
-
-        Tensors are detached (they share memory with the module) unless ``keep_vars``.
-
-        Example::
-
-            >>> list(genesis.nn.Linear(2, 3).state_dict())
-            ['weight', 'bias']
-        """
-        if destination is None:
-            destination = OrderedDict()
-        for name, param in self._parameters.items():
-            if param is not None:
-                destination[prefix + name] = param if keep_vars else param.detach()
-        for name, buf in self._buffers.items():
-            if buf is not None and name not in self._non_persistent_buffers_set:
-                destination[prefix + name] = buf if keep_vars else buf.detach()
-        for name, module in self._modules.items():
-            if module is not None:
-                module.state_dict(destination=destination, prefix=prefix + name + ".",
-                                  keep_vars=keep_vars)
-        return destination
-
-    def _load_from_state_dict(self, state_dict: dict, prefix: str, strict: bool,
-                              missing_keys: list, unexpected_keys: list,
-                              error_msgs: list, assign: bool) -> None:
-        persistent = {k: v for k, v in self._buffers.items()
-                      if k not in self._non_persistent_buffers_set}
-        local_state = {k: v for k, v in itertools.chain(self._parameters.items(),
-                                                        persistent.items()) if v is not None}
-        for name, param in local_state.items():
-            key = prefix + name
-            if key not in state_dict:
-                missing_keys.append(key)
-                continue
-            value = state_dict[key]
-            if not isinstance(value, Tensor):
-                error_msgs.append(
-                    f'While copying the parameter named "{key}", expected genesis.Tensor '
-                    f"from checkpoint but received {type(value).__name__}"
-                )
-                continue
-            if tuple(value.shape) != tuple(param.shape):
-                error_msgs.append(
-                    f"size mismatch for {key}: copying a param with shape "
-                    f"{tuple(value.shape)} from checkpoint, the shape in current model is "
-                    f"{tuple(param.shape)}."
-                )
-                continue
-            try:
-                if assign:
-                    self._assign_loaded(name, param, value)
-                else:
-                    with genesis.no_grad():
-                        param.copy_(value)
-            except Exception as exc:  # report every bad key, not only the first
-                error_msgs.append(
-                    f'While copying the parameter named "{key}", whose dimensions in the '
-                    f"model are {tuple(param.shape)} and whose dimensions in the checkpoint "
-                    f"are {tuple(value.shape)}, an exception occurred : {exc.args}."
-                )
-        if strict:
-            for key in state_dict:
-                if not key.startswith(prefix):
-                    continue
-                first = key[len(prefix):].split(".", 1)[0]
-                if first not in self._modules and first not in local_state:
-                    unexpected_keys.append(key)
-
-    def _assign_loaded(self, name: str, old: Tensor, value: Tensor) -> None:
-        if name in self._parameters:
-            if isinstance(value, Parameter):
-                value.requires_grad_(old.requires_grad)
-            else:
-                value = Parameter(value, requires_grad=old.requires_grad)
-            self._parameters[name] = value
-        else:
-            self._buffers[name] = value
-
-    def load_state_dict(self, state_dict: dict, strict: bool = True,
-                        assign: bool = False) -> _IncompatibleKeys:
-        """Copy parameters and buffers from ``state_dict`` into this module.
-
-        Values are copied into the existing tensors under ``no_grad`` (casting dtype and
-        moving device as needed), so optimizers holding the parameters stay valid. With
-        ``assign=True`` the state dict's tensors replace the module's instead.
-
-        Args:
-            state_dict: a dict from ``state_dict()`` (of this or an equal architecture).
-            strict: raise if keys are missing or unexpected (default ``True``).
-            assign: replace tensors instead of copying into them.
-
-        Returns:
-            ``(missing_keys, unexpected_keys)``, a named tuple.
-
-        Raises:
-            RuntimeError: listing every missing/unexpected key (when ``strict``) and every
-                shape mismatch.
-        """
-        if not isinstance(state_dict, dict):
-            raise TypeError(f"Expected state_dict to be dict-like, got {type(state_dict)}.")
-        missing: list[str] = []
-        unexpected: list[str] = []
-        error_msgs: list[str] = []
-
-        def load(module: Module, prefix: str) -> None:
-            module._load_from_state_dict(state_dict, prefix, True, missing, unexpected,
-                                         error_msgs, assign)
-            for name, child in module._modules.items():
-                if child is not None:
-                    load(child, prefix + name + ".")
-
-        load(self, "")
-        if strict:
-            if unexpected:
-                error_msgs.insert(0, "Unexpected key(s) in state_dict: {}. ".format(
-                    ", ".join(f'"{k}"' for k in unexpected)))
-            if missing:
-                error_msgs.insert(0, "Missing key(s) in state_dict: {}. ".format(
-                    ", ".join(f'"{k}"' for k in missing)))
-        if error_msgs:
-            raise RuntimeError("Error(s) in loading state_dict for {}:\n\t{}".format(
-                type(self).__name__, "\n\t".join(error_msgs)))
-        return _IncompatibleKeys(missing, unexpected)
-
-    # --------------------------------------------------------------- hooks
-    def register_forward_pre_hook(self, hook: Callable, *, prepend: bool = False,
-                                  with_kwargs: bool = False) -> RemovableHandle:
-        """Call ``hook(module, args)`` before every ``forward``.
-
-        The hook may return ``None`` or replacement positional args (a tuple, or a single
-        value that is wrapped in one). With ``with_kwargs=True`` it is called as
-        ``hook(module, args, kwargs)`` and may return ``(args, kwargs)``.
-
-        Returns:
-            a handle whose ``remove()`` unregisters the hook.
-        """
-        handle = RemovableHandle(self._forward_pre_hooks)
-        self._forward_pre_hooks[handle.id] = (hook, with_kwargs)
-        if prepend:
-            self._forward_pre_hooks.move_to_end(handle.id, last=False)
-        return handle
-
-    def register_forward_hook(self, hook: Callable, *, prepend: bool = False,
-                              with_kwargs: bool = False,
-                              always_call: bool = False) -> RemovableHandle:
-        """Call ``hook(module, args, output)`` after every ``forward``.
-
-        The hook may return ``None`` or a replacement output. With ``with_kwargs=True`` it
-        is called as ``hook(module, args, kwargs, output)``.
-
-        Returns:
-            a handle whose ``remove()`` unregisters the hook.
-
-        Example::
-
-            >>> seen = []
-            >>> lin = genesis.nn.Linear(2, 2)
-            >>> handle = lin.register_forward_hook(lambda m, args, out: seen.append(out.shape))
-            >>> _ = lin(genesis.zeros(3, 2)); handle.remove(); _ = lin(genesis.zeros(1, 2))
-            >>> seen
-            [genesis.Size([3, 2])]
-        """
-        handle = RemovableHandle(self._forward_hooks)
-        self._forward_hooks[handle.id] = (hook, with_kwargs)
-        if prepend:
-            self._forward_hooks.move_to_end(handle.id, last=False)
-        return handle
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if not (self._forward_pre_hooks or self._forward_hooks):
-            return self.forward(*args, **kwargs)
-        for hook, with_kwargs in list(self._forward_pre_hooks.values()):
-            if with_kwargs:
-                result = hook(self, args, kwargs)
-                if result is not None:
-                    if not (isinstance(result, tuple) and len(result) == 2):
-                        raise RuntimeError(
-                            "forward pre-hook must return None or a tuple of (new_args, "
-                            f"new_kwargs), but got {result}."
-                        )
-                    args, kwargs = result
-            else:
-                result = hook(self, args)
-                if result is not None:
-                    args = result if isinstance(result, tuple) else (result,)
-        output = self.forward(*args, **kwargs)
-        for hook, with_kwargs in list(self._forward_hooks.values()):
-            result = hook(self, args, kwargs, output) if with_kwargs else hook(self, args, output)
-            if result is not None:
-                output = result
-        return output
 
     # --------------------------------------------------------------- repr
     def extra_repr(self) -> str:
