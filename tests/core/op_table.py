@@ -637,10 +637,7 @@ add(
            ),
     OpInfo("prod_zeros", lambda d: [
         S(T(kind="values", values=[[1.5, 0.0, 2.0], [0.0, 3.0, 0.0], [1.0, 2.0, 0.5]]), 1,
-          name="zeros")], op=genesis.prod, ref=torch.prod, dtypes=("float32", "float64"),
-        xfail={("gradgradcheck", "float64"): "Prod.backward's single-zero branch returns a "
-               "constant 0 for the non-zero elements, so d(grad)/d(the zero) is lost "
-               "(torch's prod_safe_zeros_backward keeps it) — see /tmp/core_requests.md"}),
+          name="zeros")], op=genesis.prod, ref=torch.prod, dtypes=("float32", "float64")),
     OpInfo("var", lambda d: [
         S(T((3, 4)), name="all"), S(T((3, 4), layout="T"), 1, name="dim=1"),
         S(T((2, 3, 4), layout="slice"), (0, 2), True, name="dims,keepdim"),

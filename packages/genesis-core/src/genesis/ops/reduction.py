@@ -90,12 +90,25 @@ class Prod(Function):
     def backward(ctx, g):
         (x,) = ctx.saved_tensors
         g = _unreduce(g, x.shape, ctx.dims, ctx.keepdim)
-        # d prod / d x_i = product of the others; exact with zeros (one zero: only it gets it)
+        # d prod / d x_i = the product of the others, written so that it stays exact with
+        # zeros and keeps its own derivative (double backward) with up to two zeros:
+        #   non-zero x_i: p / x_i * (product of the zeros: 1, the zero itself, or 0)
+        #   zero x_i:     p * (product of the other zeros: 1, the other zero, or 0)
+        # where p is the product of the non-zero elements. Zero-valued terms are kept as
+        # expressions of x (zsum) rather than constants so their gradients survive.
+        dims = ctx.dims
         is_zero = x == 0
-        n_zero = is_zero.sum(ctx.dims, keepdim=True)
+        n_zero = is_zero.sum(dims, keepdim=True)
         x_no_zero = where(is_zero, 1.0, x)
-        p = x_no_zero.prod(ctx.dims, keepdim=True)
-        grad = where(n_zero == 0, p / x_no_zero, where(is_zero & (n_zero == 1), p, 0.0))
+        p = x_no_zero.prod(dims, keepdim=True)
+        zsum = where(is_zero, x, 0.0).sum(dims, keepdim=True)  # value 0 where zeros exist
+        zeros_product = where(n_zero == 0, 1.0, where(n_zero == 1, zsum, 0.0))
+        other_zeros = where(n_zero == 1, 1.0, where(n_zero == 2, zsum - x, 0.0))
+        grad = where(is_zero, p * other_zeros, p / x_no_zero * zeros_product)
+        # with an inf/NaN product those zero-valued terms would turn 0 into NaN: there, use the
+        # plain values (torch's: the lone zero gets p, every other element 0)
+        plain = where(n_zero == 0, p / x_no_zero, where(is_zero & (n_zero == 1), p, 0.0))
+        grad = where(p.isfinite(), grad, plain)
         return g * grad, None, None, None
 
 
