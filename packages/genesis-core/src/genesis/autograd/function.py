@@ -293,8 +293,8 @@ def _record(ctx: Node, args, out) -> None:
             o._view_version = o._version_box[0]
 
 
-def _rebase_inplace(ctx: Node, t, idx: int) -> None:
-    """Make an in-place-modified tensor's history go through ``ctx``."""
+def check_inplace_allowed(t) -> None:
+    """The torch errors for in-place edits of leaves (and their views) that need grad."""
     if t.grad_fn is None and t.requires_grad:
         raise RuntimeError(
             "a leaf Variable that requires grad is being used in an in-place operation.")
@@ -303,6 +303,12 @@ def _rebase_inplace(ctx: Node, t, idx: int) -> None:
         raise RuntimeError(
             "a view of a leaf Variable that requires grad is being used in an in-place "
             "operation.")
+
+
+def _rebase_inplace(ctx: Node, t, idx: int) -> None:
+    """Make an in-place-modified tensor's history go through ``ctx``."""
+    check_inplace_allowed(t)
+    base = t._base
     t.requires_grad = True
     t.grad_fn = ctx
     t._out_idx = idx

@@ -9,6 +9,7 @@ through that op, and the version counter is bumped so stale saved tensors are ca
 from __future__ import annotations
 
 from genesis import dtypes as D
+from genesis.autograd.function import check_inplace_allowed
 from genesis.autograd.grad_mode import _state as _grad_state
 from genesis.ops import elementwise as E
 from genesis.ops.common import broadcast_shapes, check_same_device, expand_array
@@ -17,17 +18,9 @@ from genesis.tensor import Tensor
 
 
 def check_inplace(t: Tensor) -> None:
-    """The torch errors for in-place edits of leaves (and their views) that need grad."""
-    if not _grad_state.enabled:
-        return
-    if t.requires_grad and t.grad_fn is None:
-        raise RuntimeError(
-            "a leaf Variable that requires grad is being used in an in-place operation.")
-    base = t._base
-    if base is not None and base.requires_grad and base.grad_fn is None:
-        raise RuntimeError(
-            "a view of a leaf Variable that requires grad is being used in an in-place "
-            "operation.")
+    """Refuse an in-place edit autograd cannot allow (only while grad mode is on)."""
+    if _grad_state.enabled:
+        check_inplace_allowed(t)
 
 
 def _records(t: Tensor, others) -> bool:
