@@ -18,8 +18,8 @@ import triton.language as tl
 from genesis import dtypes as D
 
 from . import _launch
+from ._elementwise_math import _m_rsqrt
 from ._launch import Launcher, aligned
-from .elementwise import _m_rsqrt
 from .softmax import as_rows, config
 
 BWD_WARPS = 0  # 0: by tile size (benchmark sweeps override these)

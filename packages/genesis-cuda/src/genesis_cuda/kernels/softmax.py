@@ -14,8 +14,8 @@ import triton.language as tl
 from genesis import dtypes as D
 
 from . import _launch
+from ._elementwise_math import _m_exp
 from ._launch import Launcher, View, aligned, coalesce, next_pow2
-from .elementwise import _m_exp
 
 SINGLE_MAX = 16384
 
