@@ -783,7 +783,7 @@ def test_sibling_view_after_in_place_on_another_view_matches_torch():
 
 @pytest.mark.xfail(strict=True, reason="a view made before its base gained a history keeps "
                    "requires_grad=False (torch re-derives it from the base): needs views to "
-                   "consult their base — see /tmp/core_requests.md")
+                   "consult their base")
 def test_view_made_before_its_base_gained_history_requires_grad():
     w = genesis.tensor([1.0, 2.0, 3.0], requires_grad=True)
     buf = genesis.zeros(3)
