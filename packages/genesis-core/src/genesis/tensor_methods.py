@@ -42,6 +42,17 @@ _SAME_NAME = (
 _OPERANDS = (Tensor, int, float, bool)
 
 
+def _new_like(factory):
+    """``t.new_<factory>(...)``: ``factory(...)`` with ``t``'s dtype and device as defaults."""
+
+    def method(self, *args, dtype=None, device=None, requires_grad=False):
+        return factory(*args, dtype=dtype or self.dtype, device=device or self.device,
+                       requires_grad=requires_grad)
+
+    method.__name__ = f"new_{factory.__name__}"
+    return method
+
+
 def _install() -> None:
     for name in _SAME_NAME:
         setattr(Tensor, name, getattr(ops, name))
@@ -75,23 +86,12 @@ def _install() -> None:
     Tensor.index_put = lambda self, indices, values, accumulate=False: inplace.index_put_(
         self.clone(), indices, values, accumulate)
 
-    # new_* factories keep the tensor's dtype and device
-    Tensor.new_zeros = lambda self, *size, dtype=None, device=None, requires_grad=False: \
-        creation.zeros(*size, dtype=dtype or self.dtype, device=device or self.device,
-                       requires_grad=requires_grad)
-    Tensor.new_ones = lambda self, *size, dtype=None, device=None, requires_grad=False: \
-        creation.ones(*size, dtype=dtype or self.dtype, device=device or self.device,
-                      requires_grad=requires_grad)
-    Tensor.new_empty = lambda self, *size, dtype=None, device=None, requires_grad=False: \
-        creation.empty(*size, dtype=dtype or self.dtype, device=device or self.device,
-                       requires_grad=requires_grad)
-    Tensor.new_full = lambda self, size, fill_value, dtype=None, device=None, \
-        requires_grad=False: creation.full(size, fill_value, dtype=dtype or self.dtype,
-                                           device=device or self.device,
-                                           requires_grad=requires_grad)
-    Tensor.new_tensor = lambda self, data, dtype=None, device=None, requires_grad=False: \
-        creation.tensor(data, dtype=dtype or self.dtype, device=device or self.device,
-                        requires_grad=requires_grad)
+    # new_* factories keep the tensor's dtype and device unless told otherwise
+    Tensor.new_zeros = _new_like(creation.zeros)
+    Tensor.new_ones = _new_like(creation.ones)
+    Tensor.new_empty = _new_like(creation.empty)
+    Tensor.new_full = _new_like(creation.full)
+    Tensor.new_tensor = _new_like(creation.tensor)
 
     # properties
     Tensor.T = property(lambda self: ops.permute(self, tuple(reversed(range(self.ndim)))))
