@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as TF
+from device_params import cpu, to_genesis, to_torch, torch_device
 from torch.testing import assert_close
 
 import genesis
@@ -13,36 +14,35 @@ from genesis.autograd import gradcheck
 RNG = np.random.default_rng(0)
 
 
-def to_torch(t):
-    return torch.from_numpy(np.array(t.detach().numpy(), copy=True))
-
-
 def randn(*shape, dtype=np.float32):
     return RNG.standard_normal(shape).astype(dtype)
 
 
-def compare(g_fn, t_fn, *arrays, grad=True, **tol):
-    """Run ``g_fn`` on genesis tensors and ``t_fn`` on torch tensors made from ``arrays``;
-    compare outputs and, with ``grad``, the gradients of every floating input for a random
-    output gradient."""
+def compare(g_fn, t_fn, *arrays, grad=True, device="cpu", **tol):
+    """Run ``g_fn`` on genesis tensors on ``device`` and ``t_fn`` on torch tensors (on
+    ``torch_device(device)``) made from ``arrays``; compare outputs and, with ``grad``, the
+    gradients of every floating input for a random output gradient."""
+    td = torch_device(device)
+
     def wants_grad(a):
         return grad and isinstance(a, np.ndarray) and a.dtype.kind == "f"
 
-    g_in = [genesis.tensor(a, requires_grad=wants_grad(a)) if isinstance(a, np.ndarray) else a
-            for a in arrays]
-    t_in = [torch.tensor(a, requires_grad=wants_grad(a)) if isinstance(a, np.ndarray) else a
-            for a in arrays]
+    g_in = [genesis.tensor(a, device=device, requires_grad=wants_grad(a))
+            if isinstance(a, np.ndarray) else a for a in arrays]
+    t_in = [torch.tensor(a, device=td, requires_grad=wants_grad(a))
+            if isinstance(a, np.ndarray) else a for a in arrays]
     g_out, t_out = g_fn(*g_in), t_fn(*t_in)
     assert tuple(g_out.shape) == tuple(t_out.shape)
-    assert_close(to_torch(g_out), t_out.detach(), **tol)
+    assert g_out.device.type == genesis.device(device).type
+    assert_close(to_torch(g_out), cpu(t_out), **tol)
     if grad:
         go = torch.randn_like(t_out)
         t_out.backward(go)
-        g_out.backward(genesis.tensor(go.numpy()))
+        g_out.backward(to_genesis(go, device))
         for g, t in zip(g_in, t_in):
             if isinstance(t, torch.Tensor) and t.requires_grad:
                 assert g.grad is not None
-                assert_close(to_torch(g.grad), t.grad, **tol)
+                assert_close(to_torch(g.grad), cpu(t.grad), **tol)
     return g_out, t_out
 
 
@@ -78,15 +78,15 @@ ACTIVATIONS = [
 
 
 @pytest.mark.parametrize("name,g_fn,t_fn", ACTIVATIONS, ids=[a[0] for a in ACTIVATIONS])
-def test_activation_matches_torch(name, g_fn, t_fn):
+def test_activation_matches_torch(name, g_fn, t_fn, device):
     x = randn(4, 6) * 3
     x[0, :3] = [30.0, -30.0, 0.5]  # saturated regions and a non-tie point
-    compare(g_fn, t_fn, x)
+    compare(g_fn, t_fn, x, device=device)
 
 
 @pytest.mark.parametrize("name,g_fn,t_fn", ACTIVATIONS[:16], ids=[a[0] for a in ACTIVATIONS[:16]])
-def test_activation_float64(name, g_fn, t_fn):
-    compare(g_fn, t_fn, randn(3, 4, dtype=np.float64))
+def test_activation_float64(name, g_fn, t_fn, device):
+    compare(g_fn, t_fn, randn(3, 4, dtype=np.float64), device=device)
 
 
 def test_extreme_inputs_have_finite_gradients():
@@ -97,9 +97,9 @@ def test_extreme_inputs_have_finite_gradients():
         assert np.isfinite(t.grad.numpy()).all(), fn.__name__
 
 
-def test_prelu_matches_torch():
-    compare(F.prelu, TF.prelu, randn(2, 3, 4), np.array([0.1, 0.2, 0.3], np.float32))
-    compare(F.prelu, TF.prelu, randn(2, 3), np.array([0.25], np.float32))
+def test_prelu_matches_torch(device):
+    compare(F.prelu, TF.prelu, randn(2, 3, 4), np.array([0.1, 0.2, 0.3], np.float32), device=device)
+    compare(F.prelu, TF.prelu, randn(2, 3), np.array([0.25], np.float32), device=device)
 
 
 def test_inplace_activations_write_input():
@@ -117,20 +117,20 @@ def test_gelu_bad_approximate():
 
 
 @pytest.mark.parametrize("dim", [0, 1, -1])
-def test_softmax_log_softmax_softmin(dim):
+def test_softmax_log_softmax_softmin(dim, device):
     x = randn(3, 5, 4)
-    compare(lambda t: F.softmax(t, dim), lambda t: TF.softmax(t, dim), x)
-    compare(lambda t: F.log_softmax(t, dim), lambda t: TF.log_softmax(t, dim), x)
-    compare(lambda t: F.softmin(t, dim), lambda t: TF.softmin(t, dim), x)
+    compare(lambda t: F.softmax(t, dim), lambda t: TF.softmax(t, dim), x, device=device)
+    compare(lambda t: F.log_softmax(t, dim), lambda t: TF.log_softmax(t, dim), x, device=device)
+    compare(lambda t: F.softmin(t, dim), lambda t: TF.softmin(t, dim), x, device=device)
 
 
-def test_softmax_dtype_argument():
+def test_softmax_dtype_argument(device):
     x = randn(2, 3)
     g, t = compare(lambda t: F.softmax(t, -1, dtype=genesis.float64),
-                   lambda t: TF.softmax(t, -1, dtype=torch.float64), x)
+                   lambda t: TF.softmax(t, -1, dtype=torch.float64), x, device=device)
     assert g.dtype is genesis.float64
     compare(lambda t: F.log_softmax(t, 1, dtype=genesis.float64),
-            lambda t: TF.log_softmax(t, 1, dtype=torch.float64), x)
+            lambda t: TF.log_softmax(t, 1, dtype=torch.float64), x, device=device)
 
 
 def test_softmax_implicit_dim_warns_like_torch():
@@ -142,39 +142,41 @@ def test_softmax_implicit_dim_warns_like_torch():
 # ------------------------------------------------------------------ linear
 @pytest.mark.parametrize("bias", [True, False])
 @pytest.mark.parametrize("shape", [(5,), (4, 5), (2, 3, 5)])
-def test_linear(bias, shape):
+def test_linear(bias, shape, device):
     args = [randn(*shape), randn(7, 5)] + ([randn(7)] if bias else [])
-    compare(F.linear, TF.linear, *args)
+    compare(F.linear, TF.linear, *args, device=device)
 
 
-def test_bilinear():
-    compare(F.bilinear, TF.bilinear, randn(4, 3), randn(4, 5), randn(2, 3, 5), randn(2))
+def test_bilinear(device):
+    compare(F.bilinear, TF.bilinear, randn(4, 3), randn(4, 5), randn(2, 3, 5), randn(2),
+            device=device)
 
 
 # ----------------------------------------------------------- normalisation
 @pytest.mark.parametrize("affine", [True, False])
 @pytest.mark.parametrize("nshape", [(6,), (4, 6)])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_layer_norm(affine, nshape, dtype):
+def test_layer_norm(affine, nshape, dtype, device):
     x = randn(3, 4, 6, dtype=dtype) * 2 + 1
     extra = [randn(*nshape, dtype=dtype), randn(*nshape, dtype=dtype)] if affine else []
     compare(lambda x, *wb: F.layer_norm(x, nshape, *wb, eps=1e-5),
-            lambda x, *wb: TF.layer_norm(x, nshape, *wb, eps=1e-5), x, *extra)
+            lambda x, *wb: TF.layer_norm(x, nshape, *wb, eps=1e-5), x, *extra, device=device)
 
 
 @pytest.mark.parametrize("eps", [None, 1e-6])
-def test_rms_norm(eps):
+def test_rms_norm(eps, device):
     compare(lambda x, w: F.rms_norm(x, (8,), w, eps), lambda x, w: TF.rms_norm(x, (8,), w, eps),
-            randn(2, 3, 8), randn(8))
+            randn(2, 3, 8), randn(8), device=device)
     compare(lambda x: F.rms_norm(x, 8, eps=eps), lambda x: TF.rms_norm(x, (8,), eps=eps),
-            randn(5, 8))
+            randn(5, 8), device=device)
 
 
 @pytest.mark.parametrize("shape", [(4, 6), (2, 6, 5), (2, 6, 3, 3)])
-def test_group_norm(shape):
+def test_group_norm(shape, device):
     compare(lambda x, w, b: F.group_norm(x, 3, w, b), lambda x, w, b: TF.group_norm(x, 3, w, b),
-            randn(*shape) * 3 + 2, randn(6), randn(6))
-    compare(lambda x: F.group_norm(x, 2), lambda x: TF.group_norm(x, 2), randn(*shape))
+            randn(*shape) * 3 + 2, randn(6), randn(6), device=device)
+    compare(lambda x: F.group_norm(x, 2), lambda x: TF.group_norm(x, 2), randn(*shape),
+            device=device)
 
 
 def test_group_norm_bad_groups():
@@ -182,38 +184,40 @@ def test_group_norm_bad_groups():
         F.group_norm(genesis.zeros(2, 5, 3), 2)
 
 
-def test_instance_norm():
+def test_instance_norm(device):
     compare(lambda x, w, b: F.instance_norm(x, weight=w, bias=b),
             lambda x, w, b: TF.instance_norm(x, weight=w, bias=b),
-            randn(2, 3, 4, 5), randn(3), randn(3))
+            randn(2, 3, 4, 5), randn(3), randn(3), device=device)
 
 
 @pytest.mark.parametrize("shape", [(8, 3), (4, 3, 5), (2, 3, 4, 4)])
-def test_batch_norm_training_updates_running_stats(shape):
+def test_batch_norm_training_updates_running_stats(shape, device):
     x = randn(*shape) * 2 + 0.5
     w, b = randn(3), randn(3)
-    g_rm, g_rv = genesis.zeros(3), genesis.ones(3)
-    t_rm, t_rv = torch.zeros(3), torch.ones(3)
+    td = torch_device(device)
+    g_rm, g_rv = genesis.zeros(3, device=device), genesis.ones(3, device=device)
+    t_rm, t_rv = torch.zeros(3, device=td), torch.ones(3, device=td)
     compare(lambda x, w, b: F.batch_norm(x, g_rm, g_rv, w, b, training=True, momentum=0.3),
             lambda x, w, b: TF.batch_norm(x, t_rm, t_rv, w, b, training=True, momentum=0.3),
-            x, w, b)
-    assert_close(to_torch(g_rm), t_rm)
-    assert_close(to_torch(g_rv), t_rv)
+            x, w, b, device=device)
+    assert_close(to_torch(g_rm), cpu(t_rm))
+    assert_close(to_torch(g_rv), cpu(t_rv))
     compare(lambda x, w, b: F.batch_norm(x, g_rm, g_rv, w, b, training=False),
-            lambda x, w, b: TF.batch_norm(x, t_rm, t_rv, w, b, training=False), x, w, b)
+            lambda x, w, b: TF.batch_norm(x, t_rm, t_rv, w, b, training=False), x, w, b,
+            device=device)
 
 
-def test_batch_norm_without_running_stats_and_errors():
+def test_batch_norm_without_running_stats_and_errors(device):
     compare(lambda x: F.batch_norm(x, None, None, training=True),
-            lambda x: TF.batch_norm(x, None, None, training=True), randn(5, 4))
+            lambda x: TF.batch_norm(x, None, None, training=True), randn(5, 4), device=device)
     with pytest.raises(ValueError, match="more than 1 value per channel"):
         F.batch_norm(genesis.zeros(1, 3), None, None, training=True)
 
 
-def test_normalize():
-    compare(F.normalize, TF.normalize, randn(4, 5))
+def test_normalize(device):
+    compare(F.normalize, TF.normalize, randn(4, 5), device=device)
     compare(lambda x: F.normalize(x, p=1.0, dim=0), lambda x: TF.normalize(x, p=1.0, dim=0),
-            randn(4, 5))
+            randn(4, 5), device=device)
 
 
 @pytest.mark.parametrize("fn", [
@@ -279,33 +283,37 @@ def test_alpha_dropout_keeps_moments():
 
 
 # ---------------------------------------------------------------- embedding
-def test_embedding_and_padding_idx_grad():
+def test_embedding_and_padding_idx_grad(device):
     weight = randn(6, 4)
     idx = np.array([[0, 2, 5], [2, 2, 1]], dtype=np.int64)
-    compare(lambda w: F.embedding(genesis.tensor(idx), w),
-            lambda w: TF.embedding(torch.tensor(idx), w), weight)
-    g, _ = compare(lambda w: F.embedding(genesis.tensor(idx), w, padding_idx=2),
-                   lambda w: TF.embedding(torch.tensor(idx), w, padding_idx=2), weight)
-    compare(lambda w: F.embedding(genesis.tensor(idx), w, padding_idx=-1),
-            lambda w: TF.embedding(torch.tensor(idx), w, padding_idx=-1), weight)
+    g_idx = genesis.tensor(idx, device=device)
+    t_idx = torch.tensor(idx, device=torch_device(device))
+    compare(lambda w: F.embedding(g_idx, w), lambda w: TF.embedding(t_idx, w), weight,
+            device=device)
+    g, _ = compare(lambda w: F.embedding(g_idx, w, padding_idx=2),
+                   lambda w: TF.embedding(t_idx, w, padding_idx=2), weight, device=device)
+    compare(lambda w: F.embedding(g_idx, w, padding_idx=-1),
+            lambda w: TF.embedding(t_idx, w, padding_idx=-1), weight, device=device)
 
 
-def test_embedding_max_norm_renormalises_rows_in_place():
+def test_embedding_max_norm_renormalises_rows_in_place(device):
+    td = torch_device(device)
     weight = randn(5, 3) * 5
-    g_w, t_w = genesis.tensor(weight), torch.tensor(weight)
+    g_w, t_w = genesis.tensor(weight, device=device), torch.tensor(weight, device=td)
     idx = np.array([1, 3, 3], dtype=np.int64)
-    g = F.embedding(genesis.tensor(idx), g_w, max_norm=1.0)
-    t = TF.embedding(torch.tensor(idx), t_w, max_norm=1.0)
-    assert_close(to_torch(g), t)
-    assert_close(to_torch(g_w), t_w)
+    g = F.embedding(genesis.tensor(idx, device=device), g_w, max_norm=1.0)
+    t = TF.embedding(torch.tensor(idx, device=td), t_w, max_norm=1.0)
+    assert_close(to_torch(g), cpu(t))
+    assert_close(to_torch(g_w), cpu(t_w))
 
 
-def test_one_hot():
+def test_one_hot(device):
     idx = np.array([[0, 3], [1, 1]], dtype=np.int64)
-    g = F.one_hot(genesis.tensor(idx), 5)
-    assert g.dtype is genesis.int64
+    g = F.one_hot(genesis.tensor(idx, device=device), 5)
+    assert g.dtype is genesis.int64 and g.device.type == genesis.device(device).type
     assert_close(to_torch(g), TF.one_hot(torch.tensor(idx), 5))
-    assert_close(to_torch(F.one_hot(genesis.tensor(idx))), TF.one_hot(torch.tensor(idx)))
+    assert_close(to_torch(F.one_hot(genesis.tensor(idx, device=device))),
+                 TF.one_hot(torch.tensor(idx)))
     with pytest.raises(RuntimeError, match="LongTensor"):
         F.one_hot(genesis.zeros(3), 3)
 
@@ -313,18 +321,18 @@ def test_one_hot():
 # ------------------------------------------------------------------ padding
 @pytest.mark.parametrize("pad", [(1, 2), (0, 0, 2, 1), (2, 0, 1, 1), (-1, 2), (1, -2, 0, 1),
                                  (1, 1, 1, 1, 1, 1)])
-def test_pad_constant(pad):
-    compare(lambda x: F.pad(x, pad), lambda x: TF.pad(x, pad), randn(2, 3, 4, 5))
+def test_pad_constant(pad, device):
+    compare(lambda x: F.pad(x, pad), lambda x: TF.pad(x, pad), randn(2, 3, 4, 5), device=device)
     compare(lambda x: F.pad(x, pad, value=1.5), lambda x: TF.pad(x, pad, value=1.5),
-            randn(2, 3, 4, 5))
+            randn(2, 3, 4, 5), device=device)
 
 
 @pytest.mark.parametrize("mode", ["reflect", "replicate", "circular"])
 @pytest.mark.parametrize("pad", [(1, 2), (2, 1, 1, 3)])
-def test_pad_index_modes(mode, pad):
+def test_pad_index_modes(mode, pad, device):
     shape = (2, 3, 5) if len(pad) == 2 else (2, 3, 4, 5)  # torch's supported ranks
     compare(lambda x: F.pad(x, pad, mode=mode), lambda x: TF.pad(x, pad, mode=mode),
-            randn(*shape))
+            randn(*shape), device=device)
 
 
 def test_pad_errors():
@@ -339,23 +347,24 @@ def test_pad_errors():
 
 # ---------------------------------------------------------------- distances
 @pytest.mark.parametrize("dim", [1, -1, 0])
-def test_cosine_similarity(dim):
+def test_cosine_similarity(dim, device):
     def g_fn(a, b):
         return F.cosine_similarity(a, b, dim)
 
     def t_fn(a, b):
         return TF.cosine_similarity(a, b, dim)
 
-    compare(g_fn, t_fn, randn(4, 5, 3), randn(4, 5, 3))
-    compare(g_fn, t_fn, randn(4, 5, 3), randn(1, 5, 3))  # broadcasting
+    compare(g_fn, t_fn, randn(4, 5, 3), randn(4, 5, 3), device=device)
+    compare(g_fn, t_fn, randn(4, 5, 3), randn(1, 5, 3), device=device)  # broadcasting
 
 
 @pytest.mark.parametrize("p", [2.0, 1.0, 3.0])
-def test_pairwise_distance(p):
+def test_pairwise_distance(p, device):
     compare(lambda a, b: F.pairwise_distance(a, b, p),
-            lambda a, b: TF.pairwise_distance(a, b, p), randn(6, 4), randn(6, 4))
+            lambda a, b: TF.pairwise_distance(a, b, p), randn(6, 4), randn(6, 4), device=device)
     compare(lambda a, b: F.pairwise_distance(a, b, p, keepdim=True),
-            lambda a, b: TF.pairwise_distance(a, b, p, keepdim=True), randn(2, 6, 4), randn(4))
+            lambda a, b: TF.pairwise_distance(a, b, p, keepdim=True), randn(2, 6, 4), randn(4),
+            device=device)
 
 
 # -------------------------------------------------------------- losses
