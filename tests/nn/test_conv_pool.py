@@ -6,6 +6,8 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as TF
+from device_params import cpu, to_torch, torch_device
+from device_params import to_genesis as _to_genesis
 from torch.testing import assert_close
 
 import genesis
@@ -15,35 +17,34 @@ import genesis.nn.functional as F
 DTYPES = [torch.float32, torch.float64]
 
 
-def to_genesis(t: torch.Tensor, requires_grad: bool | None = None):
-    g = genesis.from_numpy(t.detach().numpy().copy())
+def to_genesis(t: torch.Tensor, requires_grad: bool | None = None, device: str = "cpu"):
+    g = _to_genesis(t, device)
     if requires_grad if requires_grad is not None else t.requires_grad:
         g.requires_grad_(True)
     return g
 
 
-def to_torch(g) -> torch.Tensor:
-    return torch.from_numpy(np.array(g.detach().numpy()))
-
-
-def check_fn(torch_fn, genesis_fn, *inputs, grad=True):
-    """Run both functions on copies of ``inputs`` (torch tensors, None, or other values),
-    compare outputs, then backward a random cotangent and compare input gradients."""
-    t_in = [x.detach().clone().requires_grad_(grad and x.is_floating_point())
+def check_fn(torch_fn, genesis_fn, *inputs, grad=True, device="cpu"):
+    """Run both functions on copies of ``inputs`` (torch tensors, None, or other values) —
+    genesis on ``device``, torch on ``torch_device(device)`` — compare outputs, then
+    backward a random cotangent and compare input gradients."""
+    td = torch_device(device)
+    t_in = [x.detach().clone().to(td).requires_grad_(grad and x.is_floating_point())
             if isinstance(x, torch.Tensor) else x for x in inputs]
-    g_in = [to_genesis(x) if isinstance(x, torch.Tensor) else x for x in t_in]
+    g_in = [to_genesis(x, device=device) if isinstance(x, torch.Tensor) else x for x in t_in]
     t_out, g_out = torch_fn(*t_in), genesis_fn(*g_in)
     assert tuple(g_out.shape) == tuple(t_out.shape)
-    assert_close(to_torch(g_out), t_out.detach())
+    assert g_out.device.type == genesis.device(device).type
+    assert_close(to_torch(g_out), cpu(t_out))
     if not grad:
         return
     cot = torch.randn_like(t_out)
     t_out.backward(cot)
-    g_out.backward(to_genesis(cot))
+    g_out.backward(to_genesis(cot, device=device))
     for t, g in zip(t_in, g_in):
         if isinstance(t, torch.Tensor) and t.requires_grad:
             assert g.grad is not None
-            assert_close(to_torch(g.grad), t.grad)
+            assert_close(to_torch(g.grad), cpu(t.grad))
 
 
 # ------------------------------------------------------------------------------- conv2d
@@ -67,14 +68,14 @@ CONV2D_CASES = [
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("bias", [True, False])
 @pytest.mark.parametrize("shape,out_ch,kernel,kw", CONV2D_CASES)
-def test_conv2d_matches_torch(shape, out_ch, kernel, kw, bias, dtype):
+def test_conv2d_matches_torch(shape, out_ch, kernel, kw, bias, dtype, device):
     torch.manual_seed(0)
     groups = kw.get("groups", 1)
     x = torch.randn(shape, dtype=dtype)
     w = torch.randn(out_ch, shape[-3] // groups, *kernel, dtype=dtype)
     b = torch.randn(out_ch, dtype=dtype) if bias else None
     check_fn(lambda x, w, b: TF.conv2d(x, w, b, **kw), lambda x, w, b: F.conv2d(x, w, b, **kw),
-             x, w, b)
+             x, w, b, device=device)
 
 
 CONV1D_CASES = [
@@ -88,37 +89,39 @@ CONV1D_CASES = [
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("shape,out_ch,k,kw", CONV1D_CASES)
-def test_conv1d_matches_torch(shape, out_ch, k, kw, dtype):
+def test_conv1d_matches_torch(shape, out_ch, k, kw, dtype, device):
     torch.manual_seed(1)
     groups = kw.get("groups", 1)
     x = torch.randn(shape, dtype=dtype)
     w = torch.randn(out_ch, shape[-2] // groups, k, dtype=dtype)
     b = torch.randn(out_ch, dtype=dtype)
     check_fn(lambda x, w, b: TF.conv1d(x, w, b, **kw), lambda x, w, b: F.conv1d(x, w, b, **kw),
-             x, w, b)
+             x, w, b, device=device)
 
 
-def test_conv2d_noncontiguous_input():
+def test_conv2d_noncontiguous_input(device):
     torch.manual_seed(2)
     x = torch.randn(2, 8, 8, 3).permute(0, 3, 1, 2)  # channels-last view
     w = torch.randn(4, 3, 3, 3)
     check_fn(lambda x, w: TF.conv2d(x, w, padding=1), lambda x, w: F.conv2d(x, w, padding=1),
-             x, w)
+             x, w, device=device)
 
 
 @pytest.mark.parametrize("mode", ["zeros", "reflect", "replicate", "circular"])
 @pytest.mark.parametrize("cls", ["Conv1d", "Conv2d"])
-def test_conv_modules_match_torch(cls, mode):
+def test_conv_modules_match_torch(cls, mode, device):
     torch.manual_seed(3)
     kw = {"padding": 2, "stride": 1, "padding_mode": mode}
     tm = getattr(torch.nn, cls)(4, 6, 3, groups=2, **kw).double()
     gm = getattr(nn, cls)(4, 6, 3, groups=2, **kw).double()
     gm.load_state_dict({k: to_genesis(v) for k, v in tm.state_dict().items()})
+    tm.to(torch_device(device))
+    gm.to(device)
     shape = (2, 4, 9) if cls == "Conv1d" else (2, 4, 7, 6)
     x = torch.randn(shape, dtype=torch.float64)
-    check_fn(tm, gm, x)
+    check_fn(tm, gm, x, device=device)
     for (name, tp), gp in zip(tm.named_parameters(), gm.parameters()):
-        assert_close(to_torch(gp.grad), tp.grad, msg=name)
+        assert_close(to_torch(gp.grad), cpu(tp.grad), msg=name)
 
 
 def test_conv2d_module_defaults_and_repr():
@@ -177,28 +180,28 @@ MAXPOOL_CASES = [
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("shape,kw", MAXPOOL_CASES)
-def test_max_pool2d_matches_torch(shape, kw, dtype):
+def test_max_pool2d_matches_torch(shape, kw, dtype, device):
     torch.manual_seed(4)
     x = torch.randn(shape, dtype=dtype)
-    check_fn(lambda x: TF.max_pool2d(x, **kw), lambda x: F.max_pool2d(x, **kw), x)
+    check_fn(lambda x: TF.max_pool2d(x, **kw), lambda x: F.max_pool2d(x, **kw), x, device=device)
     _, t_idx = TF.max_pool2d(x, return_indices=True, **kw)
-    g_out, g_idx = F.max_pool2d(to_genesis(x), return_indices=True, **kw)
+    g_out, g_idx = F.max_pool2d(to_genesis(x, device=device), return_indices=True, **kw)
     assert_close(to_torch(g_idx), t_idx)
     assert_close(to_torch(g_out), TF.max_pool2d(x, **kw))
 
 
 @pytest.mark.parametrize("kw", [{"kernel_size": 3, "stride": 1}, {"kernel_size": 2}],
                          ids=["overlapping", "tiles"])
-def test_max_pool2d_ties_route_gradient_like_torch(kw):
+def test_max_pool2d_ties_route_gradient_like_torch(kw, device):
     x = torch.ones(1, 1, 4, 4, dtype=torch.float64)  # every window is a tie
-    check_fn(lambda x: TF.max_pool2d(x, **kw), lambda x: F.max_pool2d(x, **kw), x)
+    check_fn(lambda x: TF.max_pool2d(x, **kw), lambda x: F.max_pool2d(x, **kw), x, device=device)
 
 
-def test_max_pool2d_module():
+def test_max_pool2d_module(device):
     torch.manual_seed(5)
     x = torch.randn(2, 3, 8, 8)
-    check_fn(torch.nn.MaxPool2d(3, 2, 1), nn.MaxPool2d(3, 2, 1), x)
-    out, idx = nn.MaxPool2d(2, return_indices=True)(to_genesis(x))
+    check_fn(torch.nn.MaxPool2d(3, 2, 1), nn.MaxPool2d(3, 2, 1), x, device=device)
+    out, idx = nn.MaxPool2d(2, return_indices=True)(to_genesis(x, device=device))
     assert tuple(idx.shape) == (2, 3, 4, 4)
 
 
@@ -219,10 +222,10 @@ AVGPOOL_CASES = [
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("shape,kw", AVGPOOL_CASES)
-def test_avg_pool2d_matches_torch(shape, kw, dtype):
+def test_avg_pool2d_matches_torch(shape, kw, dtype, device):
     torch.manual_seed(6)
     x = torch.randn(shape, dtype=dtype)
-    check_fn(lambda x: TF.avg_pool2d(x, **kw), lambda x: F.avg_pool2d(x, **kw), x)
+    check_fn(lambda x: TF.avg_pool2d(x, **kw), lambda x: F.avg_pool2d(x, **kw), x, device=device)
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
@@ -230,18 +233,19 @@ def test_avg_pool2d_matches_torch(shape, kw, dtype):
     ((2, 3, 8, 8), 1), ((2, 3, 8, 8), (4, 2)), ((2, 3, 7, 5), (3, 2)), ((2, 3, 5, 7), (5, 9)),
     ((3, 10, 6), (4, None)), ((1, 2, 6, 6), (None, 4)),
 ])
-def test_adaptive_avg_pool2d_matches_torch(shape, out, dtype):
+def test_adaptive_avg_pool2d_matches_torch(shape, out, dtype, device):
     torch.manual_seed(7)
     x = torch.randn(shape, dtype=dtype)
-    check_fn(lambda x: TF.adaptive_avg_pool2d(x, out), lambda x: F.adaptive_avg_pool2d(x, out), x)
+    check_fn(lambda x: TF.adaptive_avg_pool2d(x, out), lambda x: F.adaptive_avg_pool2d(x, out), x,
+             device=device)
 
 
-def test_pool_modules():
+def test_pool_modules(device):
     torch.manual_seed(8)
     x = torch.randn(2, 3, 7, 7)
     check_fn(torch.nn.AvgPool2d(3, 2, 1, count_include_pad=False),
-             nn.AvgPool2d(3, 2, 1, count_include_pad=False), x)
-    check_fn(torch.nn.AdaptiveAvgPool2d((3, 2)), nn.AdaptiveAvgPool2d((3, 2)), x)
+             nn.AvgPool2d(3, 2, 1, count_include_pad=False), x, device=device)
+    check_fn(torch.nn.AdaptiveAvgPool2d((3, 2)), nn.AdaptiveAvgPool2d((3, 2)), x, device=device)
 
 
 def test_pool_errors():
@@ -280,38 +284,6 @@ def test_gradcheck_float64(name, fn, shapes):
 
     genesis.manual_seed(0)
     assert gradcheck(fn, tuple(_f64(*s) for s in shapes))
-
-
-# ------------------------------------------------------------------------------ CUDA
-@pytest.mark.cuda
-@pytest.mark.parametrize("name", ["conv2d", "conv2d_groups", "conv1d", "max_pool2d",
-                                  "avg_pool2d", "adaptive_avg_pool2d"])
-def test_cuda_matches_torch_cpu(name):
-    """The same code on the CUDA backend: forward and backward against torch on the CPU."""
-    torch.manual_seed(11)
-    cases = {
-        "conv2d": (lambda F_, x, w, b: F_.conv2d(x, w, b, stride=2, padding=1),
-                   [(2, 3, 9, 9), (8, 3, 3, 3), (8,)]),
-        "conv2d_groups": (lambda F_, x, w: F_.conv2d(x, w, padding="same", groups=2),
-                          [(2, 4, 6, 6), (6, 2, 3, 3)]),
-        "conv1d": (lambda F_, x, w, b: F_.conv1d(x, w, b, dilation=2), [(2, 3, 12), (5, 3, 3),
-                                                                        (5,)]),
-        "max_pool2d": (lambda F_, x: F_.max_pool2d(x, 3, 2, 1, ceil_mode=True), [(2, 3, 9, 8)]),
-        "avg_pool2d": (lambda F_, x: F_.avg_pool2d(x, 3, 2, 1, count_include_pad=False),
-                       [(2, 3, 9, 8)]),
-        "adaptive_avg_pool2d": (lambda F_, x: F_.adaptive_avg_pool2d(x, (3, 5)), [(2, 3, 7, 9)]),
-    }
-    fn, shapes = cases[name]
-    t_in = [torch.randn(s).requires_grad_(True) for s in shapes]
-    g_in = [to_genesis(t).detach().to("cuda").requires_grad_(True) for t in t_in]
-    t_out, g_out = fn(TF, *t_in), fn(F, *g_in)
-    assert g_out.device.type == "cuda"
-    assert_close(to_torch(g_out.cpu()), t_out.detach(), rtol=1e-4, atol=1e-4)  # TF32-free fp32
-    cot = torch.randn_like(t_out)
-    t_out.backward(cot)
-    g_out.backward(to_genesis(cot).to("cuda"))
-    for t, g in zip(t_in, g_in):
-        assert_close(to_torch(g.grad.cpu()), t.grad, rtol=1e-4, atol=1e-4)
 
 
 def test_conv_under_autocast_takes_low_activations_and_float32_weights():
