@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import warnings
 
-import numpy as np
 import pytest
 import torch
 import torch.nn.functional as TF
+from device_params import cpu, to_torch, torch_device
+from device_params import to_genesis as _to_genesis
 from torch.testing import assert_close
 
 import genesis
@@ -17,38 +18,37 @@ import genesis.nn.functional as F
 REDUCTIONS = ["none", "mean", "sum"]
 
 
-def to_genesis(t: torch.Tensor):
-    g = genesis.from_numpy(t.detach().numpy().copy())
+def to_genesis(t: torch.Tensor, device: str = "cpu"):
+    g = _to_genesis(t, device)
     if t.requires_grad:
         g.requires_grad_(True)
     return g
 
 
-def to_torch(g) -> torch.Tensor:
-    return torch.from_numpy(np.array(g.detach().numpy()))
-
-
-def check(torch_fn, genesis_fn, *inputs, grads=None):
+def check(torch_fn, genesis_fn, *inputs, grads=None, device="cpu"):
     """Compare outputs and the gradients of the floating inputs flagged in ``grads``
-    (default: every floating tensor input)."""
+    (default: every floating tensor input); genesis runs on ``device``, torch on
+    ``torch_device(device)``."""
+    td = torch_device(device)
     t_in = []
     for i, x in enumerate(inputs):
         if isinstance(x, torch.Tensor):
             want = x.is_floating_point() and (grads is None or i in grads)
-            x = x.detach().clone().requires_grad_(want)
+            x = x.detach().clone().to(td).requires_grad_(want)
         t_in.append(x)
-    g_in = [to_genesis(x) if isinstance(x, torch.Tensor) else x for x in t_in]
+    g_in = [to_genesis(x, device) if isinstance(x, torch.Tensor) else x for x in t_in]
     t_out, g_out = torch_fn(*t_in), genesis_fn(*g_in)
     assert tuple(g_out.shape) == tuple(t_out.shape)
-    assert_close(to_torch(g_out), t_out.detach(), equal_nan=True)
+    assert g_out.device.type == genesis.device(device).type
+    assert_close(to_torch(g_out), cpu(t_out), equal_nan=True)
     if not t_out.requires_grad:
         return
     cot = torch.randn_like(t_out)
     t_out.backward(cot)
-    g_out.backward(to_genesis(cot))
+    g_out.backward(to_genesis(cot, device))
     for t, g in zip(t_in, g_in):
         if isinstance(t, torch.Tensor) and t.requires_grad:
-            assert_close(to_torch(g.grad), t.grad)
+            assert_close(to_torch(g.grad), cpu(t.grad))
 
 
 def index_target(shape, n_classes, ignore=None, seed=0):
@@ -71,7 +71,7 @@ CE_SHAPES = [((5, 7), (5,)), ((7,), ()), ((3, 4, 2, 5), (3, 2, 5))]
 @pytest.mark.parametrize("ignore", [None, 2])
 @pytest.mark.parametrize("in_shape,t_shape", CE_SHAPES)
 def test_cross_entropy_index_targets(in_shape, t_shape, ignore, smoothing, weighted, reduction,
-                                     dtype):
+                                     dtype, device):
     torch.manual_seed(0)
     n_classes = in_shape[0 if len(in_shape) == 1 else 1]
     x = torch.randn(in_shape, dtype=dtype)
@@ -81,14 +81,14 @@ def test_cross_entropy_index_targets(in_shape, t_shape, ignore, smoothing, weigh
     if ignore is not None:
         kw["ignore_index"] = ignore
     check(lambda x, t, w: TF.cross_entropy(x, t, w, **kw),
-          lambda x, t, w: F.cross_entropy(x, t, w, **kw), x, t, w, grads={0})
+          lambda x, t, w: F.cross_entropy(x, t, w, **kw), x, t, w, grads={0}, device=device)
 
 
 @pytest.mark.parametrize("reduction", REDUCTIONS)
 @pytest.mark.parametrize("weighted", [False, True])
 @pytest.mark.parametrize("smoothing", [0.0, 0.3])
 @pytest.mark.parametrize("shape", [(4, 6), (6,), (2, 5, 3)])
-def test_cross_entropy_probability_targets(shape, smoothing, weighted, reduction):
+def test_cross_entropy_probability_targets(shape, smoothing, weighted, reduction, device):
     torch.manual_seed(1)
     class_dim = 0 if len(shape) == 1 else 1
     x = torch.randn(shape, dtype=torch.float64)
@@ -96,27 +96,29 @@ def test_cross_entropy_probability_targets(shape, smoothing, weighted, reduction
     w = torch.rand(shape[class_dim], dtype=torch.float64) + 0.5 if weighted else None
     kw = {"reduction": reduction, "label_smoothing": smoothing}
     check(lambda x, p, w: TF.cross_entropy(x, p, w, **kw),
-          lambda x, p, w: F.cross_entropy(x, p, w, **kw), x, p, w, grads={0, 1})
+          lambda x, p, w: F.cross_entropy(x, p, w, **kw), x, p, w, grads={0, 1}, device=device)
 
 
-def test_cross_entropy_all_ignored_is_nan_like_torch():
+def test_cross_entropy_all_ignored_is_nan_like_torch(device):
     x = torch.randn(3, 4)
     t = torch.full((3,), -100)
-    check(TF.cross_entropy, F.cross_entropy, x, t)
+    check(TF.cross_entropy, F.cross_entropy, x, t, device=device)
 
 
-def test_cross_entropy_module():
+def test_cross_entropy_module(device):
     torch.manual_seed(2)
     w = torch.rand(5) + 0.5
     x, t = torch.randn(6, 5), index_target((6,), 5, ignore=1)
-    check(torch.nn.CrossEntropyLoss(weight=w, ignore_index=1, label_smoothing=0.1),
-          nn.CrossEntropyLoss(weight=to_genesis(w), ignore_index=1, label_smoothing=0.1), x, t)
+    check(torch.nn.CrossEntropyLoss(weight=w.to(torch_device(device)), ignore_index=1,
+                                    label_smoothing=0.1),
+          nn.CrossEntropyLoss(weight=to_genesis(w, device), ignore_index=1, label_smoothing=0.1),
+          x, t, device=device)
 
 
 @pytest.mark.parametrize("reduction", REDUCTIONS)
 @pytest.mark.parametrize("weighted", [False, True])
 @pytest.mark.parametrize("in_shape,t_shape", CE_SHAPES)
-def test_nll_loss(in_shape, t_shape, weighted, reduction):
+def test_nll_loss(in_shape, t_shape, weighted, reduction, device):
     torch.manual_seed(3)
     n_classes = in_shape[0 if len(in_shape) == 1 else 1]
     x = torch.randn(in_shape, dtype=torch.float64).log_softmax(0 if len(in_shape) == 1 else 1)
@@ -124,8 +126,9 @@ def test_nll_loss(in_shape, t_shape, weighted, reduction):
     w = torch.rand(n_classes, dtype=torch.float64) + 0.5 if weighted else None
     kw = {"reduction": reduction, "ignore_index": 3}
     check(lambda x, t, w: TF.nll_loss(x, t, w, **kw), lambda x, t, w: F.nll_loss(x, t, w, **kw),
-          x, t, w, grads={0})
-    check(torch.nn.NLLLoss(reduction=reduction), nn.NLLLoss(reduction=reduction), x, t)
+          x, t, w, grads={0}, device=device)
+    check(torch.nn.NLLLoss(reduction=reduction), nn.NLLLoss(reduction=reduction), x, t,
+          device=device)
 
 
 def test_classification_errors():
@@ -150,29 +153,29 @@ def test_classification_errors():
 # -------------------------------------------------------------------------- regression
 @pytest.mark.parametrize("reduction", REDUCTIONS)
 @pytest.mark.parametrize("name", ["mse_loss", "l1_loss"])
-def test_mse_l1(name, reduction):
+def test_mse_l1(name, reduction, device):
     torch.manual_seed(4)
     x, y = torch.randn(3, 4, dtype=torch.float64), torch.randn(3, 4, dtype=torch.float64)
     check(lambda x, y: getattr(TF, name)(x, y, reduction=reduction),
-          lambda x, y: getattr(F, name)(x, y, reduction=reduction), x, y)
+          lambda x, y: getattr(F, name)(x, y, reduction=reduction), x, y, device=device)
 
 
 @pytest.mark.parametrize("reduction", REDUCTIONS)
 @pytest.mark.parametrize("beta", [0.0, 0.5, 1.0, 2.0])
-def test_smooth_l1(beta, reduction):
+def test_smooth_l1(beta, reduction, device):
     torch.manual_seed(5)
     x, y = torch.randn(5, 6, dtype=torch.float64) * 2, torch.randn(5, 6, dtype=torch.float64)
     check(lambda x, y: TF.smooth_l1_loss(x, y, reduction=reduction, beta=beta),
-          lambda x, y: F.smooth_l1_loss(x, y, reduction=reduction, beta=beta), x, y)
+          lambda x, y: F.smooth_l1_loss(x, y, reduction=reduction, beta=beta), x, y, device=device)
 
 
-def test_huber_and_regression_modules():
+def test_huber_and_regression_modules(device):
     torch.manual_seed(6)
     x, y = torch.randn(5, 6) * 2, torch.randn(5, 6)
-    check(torch.nn.HuberLoss(delta=1.5), nn.modules.loss.HuberLoss(delta=1.5), x, y)
-    check(torch.nn.MSELoss(reduction="sum"), nn.MSELoss(reduction="sum"), x, y)
-    check(torch.nn.L1Loss(), nn.L1Loss(), x, y)
-    check(torch.nn.SmoothL1Loss(beta=0.3), nn.SmoothL1Loss(beta=0.3), x, y)
+    check(torch.nn.HuberLoss(delta=1.5), nn.modules.loss.HuberLoss(delta=1.5), x, y, device=device)
+    check(torch.nn.MSELoss(reduction="sum"), nn.MSELoss(reduction="sum"), x, y, device=device)
+    check(torch.nn.L1Loss(), nn.L1Loss(), x, y, device=device)
+    check(torch.nn.SmoothL1Loss(beta=0.3), nn.SmoothL1Loss(beta=0.3), x, y, device=device)
 
 
 def test_mse_broadcast_warns_like_torch():
@@ -183,28 +186,29 @@ def test_mse_broadcast_warns_like_torch():
 # ------------------------------------------------------------------------------ binary
 @pytest.mark.parametrize("reduction", REDUCTIONS)
 @pytest.mark.parametrize("weighted", [False, True])
-def test_binary_cross_entropy(weighted, reduction):
+def test_binary_cross_entropy(weighted, reduction, device):
     torch.manual_seed(7)
     p = torch.rand(4, 5, dtype=torch.float64) * 0.9 + 0.05
     t = torch.rand(4, 5, dtype=torch.float64)
     w = torch.rand(5, dtype=torch.float64) if weighted else None
     check(lambda p, t, w: TF.binary_cross_entropy(p, t, w, reduction=reduction),
           lambda p, t, w: F.binary_cross_entropy(p, t, w, reduction=reduction), p, t, w,
-          grads={0, 1})
+          grads={0, 1}, device=device)
 
 
-def test_binary_cross_entropy_clamps_log_at_minus_100():
+def test_binary_cross_entropy_clamps_log_at_minus_100(device):
     p = torch.tensor([0.0, 1.0, 0.5, 1.0, 0.0], dtype=torch.float64)
     t = torch.tensor([1.0, 0.0, 1.0, 1.0, 0.0], dtype=torch.float64)
     t_loss = TF.binary_cross_entropy(p, t, reduction="none")
-    g_loss = F.binary_cross_entropy(to_genesis(p), to_genesis(t), reduction="none")
+    g_loss = F.binary_cross_entropy(to_genesis(p, device), to_genesis(t, device),
+                                    reduction="none")
     assert_close(to_torch(g_loss), t_loss)  # [100, 100, log 2, 0, 0]
 
 
 @pytest.mark.parametrize("reduction", REDUCTIONS)
 @pytest.mark.parametrize("pos_weight", [False, True])
 @pytest.mark.parametrize("weighted", [False, True])
-def test_bce_with_logits(weighted, pos_weight, reduction):
+def test_bce_with_logits(weighted, pos_weight, reduction, device):
     torch.manual_seed(8)
     x = torch.randn(6, 3, dtype=torch.float64) * 4
     t = torch.rand(6, 3, dtype=torch.float64)
@@ -214,23 +218,27 @@ def test_bce_with_logits(weighted, pos_weight, reduction):
                                                                   pos_weight=pw),
           lambda x, t, w, pw: F.binary_cross_entropy_with_logits(x, t, w, reduction=reduction,
                                                                  pos_weight=pw),
-          x, t, w, pw, grads={0, 1})
+          x, t, w, pw, grads={0, 1}, device=device)
 
 
-def test_bce_with_logits_is_stable_for_huge_logits():
+def test_bce_with_logits_is_stable_for_huge_logits(device):
     x = torch.tensor([-1000.0, -50.0, 0.0, 50.0, 1000.0])
     t = torch.tensor([0.0, 1.0, 0.5, 0.0, 1.0])
     check(lambda x, t: TF.binary_cross_entropy_with_logits(x, t, reduction="none"),
-          lambda x, t: F.binary_cross_entropy_with_logits(x, t, reduction="none"), x, t)
+          lambda x, t: F.binary_cross_entropy_with_logits(x, t, reduction="none"), x, t,
+          device=device)
 
 
-def test_binary_modules():
+def test_binary_modules(device):
     torch.manual_seed(9)
     p, t = torch.rand(4, 3) * 0.9 + 0.05, torch.rand(4, 3)
     w, pw = torch.rand(3), torch.rand(3) * 2
-    check(torch.nn.BCELoss(weight=w), nn.BCELoss(weight=to_genesis(w)), p, t)
-    check(torch.nn.BCEWithLogitsLoss(weight=w, pos_weight=pw),
-          nn.BCEWithLogitsLoss(weight=to_genesis(w), pos_weight=to_genesis(pw)), p, t)
+    td = torch_device(device)
+    check(torch.nn.BCELoss(weight=w.to(td)), nn.BCELoss(weight=to_genesis(w, device)), p, t,
+          device=device)
+    check(torch.nn.BCEWithLogitsLoss(weight=w.to(td), pos_weight=pw.to(td)),
+          nn.BCEWithLogitsLoss(weight=to_genesis(w, device), pos_weight=to_genesis(pw, device)),
+          p, t, device=device)
 
 
 def test_binary_errors():
@@ -243,7 +251,7 @@ def test_binary_errors():
 # ------------------------------------------------------------------------------ kl_div
 @pytest.mark.parametrize("reduction", ["none", "batchmean", "sum", "mean"])
 @pytest.mark.parametrize("log_target", [False, True])
-def test_kl_div(reduction, log_target):
+def test_kl_div(reduction, log_target, device):
     torch.manual_seed(10)
     x = torch.randn(4, 6, dtype=torch.float64).log_softmax(1)
     p = torch.randn(4, 6, dtype=torch.float64).softmax(1)
@@ -254,9 +262,10 @@ def test_kl_div(reduction, log_target):
         warnings.simplefilter("ignore")
         check(lambda x, t: TF.kl_div(x, t, reduction=reduction, log_target=log_target),
               lambda x, t: F.kl_div(x, t, reduction=reduction, log_target=log_target), x, t,
-              grads={0} if not log_target else {0, 1})
+              grads={0} if not log_target else {0, 1}, device=device)
         check(torch.nn.KLDivLoss(reduction=reduction, log_target=log_target),
-              nn.KLDivLoss(reduction=reduction, log_target=log_target), x, t, grads={0})
+              nn.KLDivLoss(reduction=reduction, log_target=log_target), x, t, grads={0},
+              device=device)
 
 
 def test_kl_div_mean_warns():
@@ -292,40 +301,6 @@ def test_gradcheck_float64():
                      (_f64(2, 4, fn=lambda t: t.log_softmax(1)),
                       _f64(2, 4, fn=lambda t: t.softmax(1))))
     assert gradcheck(lambda x, y: F.smooth_l1_loss(x, y, beta=0.7), (_f64(6), _f64(6)))
-
-
-# ------------------------------------------------------------------------------ CUDA
-@pytest.mark.cuda
-def test_losses_on_cuda_match_torch_cpu():
-    """Every loss on the CUDA backend against torch on the CPU (forward and input grads)."""
-    torch.manual_seed(12)
-    x = torch.randn(6, 5, dtype=torch.float64)
-    t = index_target((6,), 5, ignore=1)
-    w = torch.rand(5, dtype=torch.float64) + 0.5
-    p = torch.rand(6, 5, dtype=torch.float64) * 0.9 + 0.05
-    y = torch.rand(6, 5, dtype=torch.float64)
-    cases = [
-        (lambda M, x: M.cross_entropy(x, W(M, t), W(M, w), ignore_index=1, label_smoothing=0.1),
-         x),
-        (lambda M, x: M.nll_loss(x.log_softmax(1), W(M, t), W(M, w)), x),
-        (lambda M, x: M.mse_loss(x, W(M, y)), x),
-        (lambda M, x: M.smooth_l1_loss(x, W(M, y), beta=0.5), x),
-        (lambda M, p: M.binary_cross_entropy(p, W(M, y), W(M, w)), p),
-        (lambda M, x: M.binary_cross_entropy_with_logits(x, W(M, y), pos_weight=W(M, w)), x),
-        (lambda M, x: M.kl_div(x.log_softmax(1), W(M, p.softmax(1)), reduction="batchmean"), x),
-    ]
-    for i, (fn, inp) in enumerate(cases):
-        ti = inp.clone().requires_grad_(True)
-        gi = to_genesis(inp).to("cuda").requires_grad_(True)
-        t_out, g_out = fn(TF, ti), fn(F, gi)
-        assert_close(to_torch(g_out.cpu()), t_out.detach(), msg=f"case {i} forward")
-        t_out.backward()
-        g_out.backward()
-        assert_close(to_torch(gi.grad.cpu()), ti.grad, msg=f"case {i} grad")
-
-
-def W(module, t):  # noqa: N802 - a constant or target on the module's device
-    return t if module is TF else to_genesis(t).to("cuda")
 
 
 @pytest.mark.filterwarnings("ignore:kl_div", "ignore:reduction")  # default "mean" warns
