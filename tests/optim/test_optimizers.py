@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import itertools
 
-import numpy as np
 import pytest
 import torch
+from device_params import cpu, to_torch, torch_device
+from device_params import to_genesis as _to_genesis
 from torch.testing import assert_close
 
 import genesis
@@ -21,13 +22,8 @@ STEPS = 12
 SHAPES = [(4, 3), (5,), ()]
 
 
-def to_genesis(t: torch.Tensor, requires_grad: bool = False):
-    g = genesis.from_numpy(t.detach().numpy().copy())
-    return g.requires_grad_(True) if requires_grad else g
-
-
-def to_torch(g) -> torch.Tensor:
-    return torch.from_numpy(np.array(g.detach().to("cpu").numpy(), copy=True))
+def to_genesis(t: torch.Tensor, requires_grad: bool = False, device: str = "cpu"):
+    return _to_genesis(t, device, requires_grad)
 
 
 def _configs():
@@ -66,7 +62,12 @@ def _data(dtype=torch.float32, seed=0):
     return weights, grads
 
 
-def _compare_states(g_opt, t_opt):
+def _compare_states(g_opt, t_opt, device="cpu"):
+    kind = genesis.device(device).type
+    for state in g_opt.state.values():  # the state lives with the parameters
+        for value in state.values():
+            if isinstance(value, genesis.Tensor):
+                assert value.device.type == kind
     g_sd, t_sd = g_opt.state_dict(), t_opt.state_dict()
     assert sorted(g_sd["state"]) == sorted(t_sd["state"])
     for index, t_state in t_sd["state"].items():
@@ -76,7 +77,7 @@ def _compare_states(g_opt, t_opt):
             if key == "step":
                 assert g_state[key] == int(t_val.item())
             else:
-                assert_close(to_torch(g_state[key]), t_val)
+                assert_close(to_torch(g_state[key]), cpu(t_val))
     for g_group, t_group in zip(g_sd["param_groups"], t_sd["param_groups"]):
         assert g_group["params"] == t_group["params"]
         for key, value in g_group.items():
@@ -84,21 +85,22 @@ def _compare_states(g_opt, t_opt):
 
 
 @pytest.mark.parametrize("name,kwargs", list(_configs()))
-def test_matches_torch_step_for_step(name, kwargs):
+def test_matches_torch_step_for_step(name, kwargs, device):
     weights, grads = _data()
-    g_params = [to_genesis(w, requires_grad=True) for w in weights]
-    t_params = [w.clone().requires_grad_(True) for w in weights]
+    td = torch_device(device)
+    g_params = [to_genesis(w, requires_grad=True, device=device) for w in weights]
+    t_params = [w.clone().to(td).requires_grad_(True) for w in weights]
     g_opt = getattr(goptim, name)(g_params, **kwargs)
     t_opt = getattr(torch.optim, name)(t_params, **kwargs)
     for step_grads in grads:
         for gp, tp, g in zip(g_params, t_params, step_grads):
-            gp.grad = to_genesis(g)
-            tp.grad = g.clone()
+            gp.grad = to_genesis(g, device=device)
+            tp.grad = g.clone().to(td)
         g_opt.step()
         t_opt.step()
         for gp, tp in zip(g_params, t_params):
-            assert_close(to_torch(gp), tp.detach())
-    _compare_states(g_opt, t_opt)
+            assert_close(to_torch(gp), cpu(tp))
+    _compare_states(g_opt, t_opt, device)
 
 
 @pytest.mark.parametrize("name,kwargs", [
@@ -108,27 +110,29 @@ def test_matches_torch_step_for_step(name, kwargs):
     ("RMSprop", {"lr": 0.01, "centered": True, "momentum": 0.5}),
     ("Adagrad", {"lr": 0.1, "lr_decay": 0.01}),
 ])
-def test_float64_params_match_torch(name, kwargs):
+def test_float64_params_match_torch(name, kwargs, device):
     weights, grads = _data(torch.float64, seed=1)
-    g_params = [to_genesis(w, requires_grad=True) for w in weights]
-    t_params = [w.clone().requires_grad_(True) for w in weights]
+    td = torch_device(device)
+    g_params = [to_genesis(w, requires_grad=True, device=device) for w in weights]
+    t_params = [w.clone().to(td).requires_grad_(True) for w in weights]
     g_opt = getattr(goptim, name)(g_params, **kwargs)
     t_opt = getattr(torch.optim, name)(t_params, **kwargs)
     for step_grads in grads:
         for gp, tp, g in zip(g_params, t_params, step_grads):
-            gp.grad, tp.grad = to_genesis(g), g.clone()
+            gp.grad, tp.grad = to_genesis(g, device=device), g.clone().to(td)
         g_opt.step()
         t_opt.step()
     for gp, tp in zip(g_params, t_params):
         assert gp.dtype is genesis.float64
-        assert_close(to_torch(gp), tp.detach())
-    _compare_states(g_opt, t_opt)
+        assert_close(to_torch(gp), cpu(tp))
+    _compare_states(g_opt, t_opt, device)
 
 
-def test_param_groups_with_own_options_and_missing_grads():
+def test_param_groups_with_own_options_and_missing_grads(device):
     weights, grads = _data(seed=2)
-    g_params = [to_genesis(w, requires_grad=True) for w in weights]
-    t_params = [w.clone().requires_grad_(True) for w in weights]
+    td = torch_device(device)
+    g_params = [to_genesis(w, requires_grad=True, device=device) for w in weights]
+    t_params = [w.clone().to(td).requires_grad_(True) for w in weights]
 
     def groups(ps):
         return [{"params": [ps[0]], "lr": 0.1, "momentum": 0.5},
@@ -139,13 +143,13 @@ def test_param_groups_with_own_options_and_missing_grads():
     for i, step_grads in enumerate(grads):
         for j, (gp, tp, g) in enumerate(zip(g_params, t_params, step_grads)):
             skip = (i + j) % 3 == 0  # some parameters have no gradient on some steps
-            gp.grad = None if skip else to_genesis(g)
-            tp.grad = None if skip else g.clone()
+            gp.grad = None if skip else to_genesis(g, device=device)
+            tp.grad = None if skip else g.clone().to(td)
         g_opt.step()
         t_opt.step()
     for gp, tp in zip(g_params, t_params):
-        assert_close(to_torch(gp), tp.detach())
-    _compare_states(g_opt, t_opt)
+        assert_close(to_torch(gp), cpu(tp))
+    _compare_states(g_opt, t_opt, device)
     assert g_opt.param_groups[0]["lr"] == 0.1 and g_opt.param_groups[1]["lr"] == 0.01
     assert g_opt.param_groups[0]["momentum"] == 0.5
 
@@ -231,7 +235,8 @@ def _snapshot(sd):
     if isinstance(sd, (list, tuple)):
         return type(sd)(_snapshot(v) for v in sd)
     if isinstance(sd, genesis.Tensor):
-        return ("tensor", str(sd.dtype), tuple(sd.shape), sd.detach().numpy().tobytes())
+        return ("tensor", str(sd.dtype), sd.device.type, tuple(sd.shape),
+                sd.detach().cpu().numpy().tobytes())
     return sd
 
 
@@ -242,12 +247,12 @@ def _snapshot(sd):
     ("RMSprop", {"lr": 0.01, "centered": True, "momentum": 0.9}),
     ("Adagrad", {"lr": 0.1}),
 ])
-def test_state_dict_round_trips_exactly(name, kwargs):
+def test_state_dict_round_trips_exactly(name, kwargs, device):
     weights, grads = _data(seed=3)
     cls = getattr(goptim, name)
 
     def make():
-        ps = [to_genesis(w, requires_grad=True) for w in weights]
+        ps = [to_genesis(w, requires_grad=True, device=device) for w in weights]
         return ps, cls([{"params": ps[:1]}, {"params": ps[1:], "lr": 0.05}], **kwargs)
 
     ref_params, ref = make()
@@ -255,14 +260,14 @@ def test_state_dict_round_trips_exactly(name, kwargs):
     for step_grads in grads[:5]:
         for ps, o in ((ref_params, ref), (params, opt)):
             for p, g in zip(ps, step_grads):
-                p.grad = to_genesis(g)
+                p.grad = to_genesis(g, device=device)
             o.step()
     saved = _snapshot(opt.state_dict())
     assert list(opt.state_dict()["state"]) == [0, 1, 2]
     assert [g["params"] for g in opt.state_dict()["param_groups"]] == [[0], [1, 2]]
 
     # A fresh optimizer over copies of the weights, loaded from the state dict.
-    resumed_params = [to_genesis(to_torch(p), requires_grad=True) for p in params]
+    resumed_params = [to_genesis(to_torch(p), requires_grad=True, device=device) for p in params]
     resumed = cls([{"params": resumed_params[:1]}, {"params": resumed_params[1:]}], **kwargs)
     resumed.load_state_dict(opt.state_dict())
     assert _snapshot(resumed.state_dict()) == saved
@@ -272,11 +277,11 @@ def test_state_dict_round_trips_exactly(name, kwargs):
     for step_grads in grads[5:]:
         for ps, o in ((ref_params, ref), (resumed_params, resumed)):
             for p, g in zip(ps, step_grads):
-                p.grad = to_genesis(g)
+                p.grad = to_genesis(g, device=device)
             o.step()
     assert _snapshot(opt.state_dict()) == saved
     for a, b in zip(ref_params, resumed_params):
-        assert a.detach().numpy().tobytes() == b.detach().numpy().tobytes()
+        assert a.detach().cpu().numpy().tobytes() == b.detach().cpu().numpy().tobytes()
     assert _snapshot(ref.state_dict()) == _snapshot(resumed.state_dict())
 
 
@@ -290,32 +295,34 @@ def test_load_state_dict_casts_floating_state_to_param_dtype():
     assert opt.state[a]["step"] == 3
 
 
-def test_load_state_dict_accepts_a_tensor_step_counter():
+def test_load_state_dict_accepts_a_tensor_step_counter(device):
     weights, grads = _data(seed=5)
-    t_params = [w.clone().requires_grad_(True) for w in weights]
+    td = torch_device(device)
+    t_params = [w.clone().to(td).requires_grad_(True) for w in weights]
     t_opt = torch.optim.Adam(t_params, lr=0.01)
-    g_params = [to_genesis(w, requires_grad=True) for w in weights]
+    g_params = [to_genesis(w, requires_grad=True, device=device) for w in weights]
     g_opt = goptim.Adam(g_params, lr=0.01)
     for step_grads in grads[:3]:
         for tp, g in zip(t_params, step_grads):
-            tp.grad = g.clone()
+            tp.grad = g.clone().to(td)
         t_opt.step()
-    # torch's state dict, tensors converted: its step counters are 0-d float tensors
+    # torch's state dict, tensors converted (to CPU genesis tensors: loading moves them to
+    # the parameters' device, as torch's does): its step counters are 0-d float tensors
     t_sd = t_opt.state_dict()
     g_opt.load_state_dict({
         "state": {i: {k: to_genesis(v) for k, v in s.items()} for i, s in t_sd["state"].items()},
         "param_groups": [{k: v for k, v in grp.items()} for grp in t_sd["param_groups"]]})
     with genesis.no_grad():
         for gp, tp in zip(g_params, t_params):
-            gp.copy_(to_genesis(tp))
+            gp.copy_(to_genesis(tp, device=device))
     assert g_opt.state[g_params[0]]["step"] == 3
     for step_grads in grads[3:]:
         for gp, tp, g in zip(g_params, t_params, step_grads):
-            gp.grad, tp.grad = to_genesis(g), g.clone()
+            gp.grad, tp.grad = to_genesis(g, device=device), g.clone().to(td)
         g_opt.step()
         t_opt.step()
     for gp, tp in zip(g_params, t_params):
-        assert_close(to_torch(gp), tp.detach())
+        assert_close(to_torch(gp), cpu(tp))
 
 
 def test_load_state_dict_rejects_mismatched_groups():
@@ -334,34 +341,6 @@ def test_repr_lists_groups():
     opt = goptim.AdamW([genesis.zeros(1, requires_grad=True)], lr=0.5)
     text = repr(opt)
     assert text.startswith("AdamW (") and "lr: 0.5" in text and "Parameter Group 0" in text
-
-
-@pytest.mark.cuda
-@pytest.mark.parametrize("name,kwargs", [
-    ("SGD", {"lr": 0.1, "momentum": 0.9, "nesterov": True, "weight_decay": 0.01}),
-    ("Adam", {"lr": 0.01, "amsgrad": True, "weight_decay": 0.1}),
-    ("AdamW", {"lr": 0.01, "maximize": True}),
-    ("RMSprop", {"lr": 0.01, "centered": True, "momentum": 0.9}),
-    ("Adagrad", {"lr": 0.1, "lr_decay": 0.01, "initial_accumulator_value": 0.1}),
-])
-def test_cuda_params_match_torch(name, kwargs):
-    weights, grads = _data(seed=4)
-    g_params = [to_genesis(w).to("cuda").requires_grad_(True) for w in weights]
-    t_params = [w.clone().requires_grad_(True) for w in weights]
-    g_opt = getattr(goptim, name)(g_params, **kwargs)
-    t_opt = getattr(torch.optim, name)(t_params, **kwargs)
-    for step_grads in grads:
-        for gp, tp, g in zip(g_params, t_params, step_grads):
-            gp.grad, tp.grad = to_genesis(g).to("cuda"), g.clone()
-        g_opt.step()
-        t_opt.step()
-    for gp, tp in zip(g_params, t_params):
-        assert gp.device.type == "cuda"
-        assert_close(to_torch(gp), tp.detach())
-    for state in g_opt.state.values():
-        for value in state.values():
-            if isinstance(value, genesis.Tensor):
-                assert value.device.type == "cuda"
 
 
 def test_step_hooks():
