@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import pytest
 import torch
+from device_params import cpu, to_torch, torch_device
+from device_params import to_genesis as _to_genesis
 from torch.testing import assert_close
 
 import genesis
@@ -15,13 +16,13 @@ import genesis.optim as goptim
 from genesis.amp import GradScaler, OptState
 
 
-def to_genesis(t: torch.Tensor, requires_grad: bool = False):
-    g = genesis.from_numpy(t.detach().numpy().copy())
-    return g.requires_grad_(True) if requires_grad else g
+def to_genesis(t: torch.Tensor, requires_grad: bool = False, device: str = "cpu"):
+    return _to_genesis(t, device, requires_grad)
 
 
-def to_torch(g) -> torch.Tensor:
-    return torch.from_numpy(np.array(g.detach().to("cpu").numpy(), copy=True))
+def kind(device: str) -> str:
+    """The scaler's device type for ``device`` ("cpu", "cuda")."""
+    return genesis.device(device).type
 
 
 def raw(g) -> bytes:
@@ -31,8 +32,9 @@ def raw(g) -> bytes:
 SHAPES = [(3, 4), (4,)]
 
 
-def _run_pair(bad_steps: dict, n: int = 14, **scaler_kw):
-    """Run genesis and torch side by side; gradients are "scaled" by each scaler's scale.
+def _run_pair(bad_steps: dict, n: int = 14, device: str = "cpu", **scaler_kw):
+    """Run genesis (on ``device``) and torch (on ``torch_device(device)``) side by side;
+    gradients are "scaled" by each scaler's scale.
 
     ``bad_steps`` maps a step to the value (inf, -inf or nan) planted in one gradient.
     Returns both per-step histories of (scale, params).
@@ -40,16 +42,17 @@ def _run_pair(bad_steps: dict, n: int = 14, **scaler_kw):
     gen = torch.Generator().manual_seed(0)
     weights = [torch.randn(s, generator=gen) for s in SHAPES]
     grads = [[torch.randn(s, generator=gen) for s in SHAPES] for _ in range(n)]
+    td = torch_device(device)
     histories = []
     for lib in ("genesis", "torch"):
         if lib == "genesis":
-            params = [to_genesis(w, requires_grad=True) for w in weights]
+            params = [to_genesis(w, requires_grad=True, device=device) for w in weights]
             opt = goptim.Adam(params, lr=0.01)
-            scaler = GradScaler("cpu", **scaler_kw)
+            scaler = GradScaler(kind(device), **scaler_kw)
         else:
-            params = [w.clone().requires_grad_(True) for w in weights]
+            params = [w.clone().to(td).requires_grad_(True) for w in weights]
             opt = torch.optim.Adam(params, lr=0.01)
-            scaler = torch.amp.GradScaler("cpu", **scaler_kw)
+            scaler = torch.amp.GradScaler(kind(td), **scaler_kw)
         history = []
         for i, step_grads in enumerate(grads):
             scaler.scale(params[0].sum())  # torch creates its scale tensor lazily here
@@ -58,11 +61,11 @@ def _run_pair(bad_steps: dict, n: int = 14, **scaler_kw):
                 g = g * scale
                 if i in bad_steps and j == i % len(params):
                     g[0] = bad_steps[i]
-                p.grad = to_genesis(g) if lib == "genesis" else g
+                p.grad = to_genesis(g, device=device) if lib == "genesis" else g.to(td)
             scaler.step(opt)
             scaler.update()
             history.append((scaler.get_scale(),
-                            [to_torch(p) if lib == "genesis" else p.detach().clone()
+                            [to_torch(p) if lib == "genesis" else cpu(p).clone()
                              for p in params]))
         histories.append((history, scaler.state_dict()))
     return histories
@@ -73,9 +76,9 @@ def _run_pair(bad_steps: dict, n: int = 14, **scaler_kw):
     {"init_scale": 1024.0, "growth_factor": 3.0, "backoff_factor": 0.25, "growth_interval": 2},
     {"init_scale": 3.0, "growth_factor": 1.5, "backoff_factor": 0.7, "growth_interval": 1},
 ])
-def test_trajectory_matches_torch(kw):
+def test_trajectory_matches_torch(kw, device):
     bad = {1: math.inf, 2: math.nan, 6: -math.inf, 11: math.nan}
-    (g_hist, g_state), (t_hist, t_state) = _run_pair(bad, **kw)
+    (g_hist, g_state), (t_hist, t_state) = _run_pair(bad, device=device, **kw)
     for step, ((g_scale, g_params), (t_scale, t_params)) in enumerate(zip(g_hist, t_hist)):
         assert g_scale == t_scale, f"scale differs after step {step}"
         for a, b in zip(g_params, t_params):
@@ -83,19 +86,19 @@ def test_trajectory_matches_torch(kw):
     assert g_state == t_state
 
 
-def test_skipped_step_leaves_params_and_state_bitwise_unchanged():
-    w = genesis.tensor([[1.0, -2.0], [0.5, 3.0]], requires_grad=True)
-    b = genesis.tensor([0.25, -0.75], requires_grad=True)
+def test_skipped_step_leaves_params_and_state_bitwise_unchanged(device):
+    w = genesis.tensor([[1.0, -2.0], [0.5, 3.0]], requires_grad=True, device=device)
+    b = genesis.tensor([0.25, -0.75], requires_grad=True, device=device)
     opt = goptim.AdamW([w, b], lr=0.1, weight_decay=0.1)
-    scaler = GradScaler("cpu", init_scale=8.0)
-    w.grad, b.grad = genesis.ones(2, 2) * 8.0, genesis.ones(2) * 8.0
+    scaler = GradScaler(kind(device), init_scale=8.0)
+    w.grad, b.grad = genesis.ones(2, 2, device=device) * 8.0, genesis.ones(2, device=device) * 8.0
     scaler.step(opt)
     scaler.update()
     before = [raw(w), raw(b), raw(opt.state[w]["exp_avg"]), raw(opt.state[w]["exp_avg_sq"])]
     step_before = opt.state[w]["step"]
     for bad in (math.inf, -math.inf, math.nan):
-        w.grad = genesis.ones(2, 2)
-        b.grad = genesis.tensor([1.0, bad])
+        w.grad = genesis.ones(2, 2, device=device)
+        b.grad = genesis.tensor([1.0, bad], device=device)
         assert scaler.step(opt) is None
         scaler.update()
         after = [raw(w), raw(b), raw(opt.state[w]["exp_avg"]), raw(opt.state[w]["exp_avg_sq"])]
@@ -104,13 +107,14 @@ def test_skipped_step_leaves_params_and_state_bitwise_unchanged():
     assert scaler.get_scale() == 1.0  # 8 -> 4 -> 2 -> 1
 
 
-def test_growth_after_interval_clean_steps_and_reset_by_inf():
-    p = genesis.zeros(2, requires_grad=True)
+def test_growth_after_interval_clean_steps_and_reset_by_inf(device):
+    p = genesis.zeros(2, requires_grad=True, device=device)
     opt = goptim.SGD([p], lr=0.1)
-    scaler = GradScaler("cpu", init_scale=4.0, growth_interval=3)
+    scaler = GradScaler(kind(device), init_scale=4.0, growth_interval=3)
     seen = []
     for i in range(10):
-        p.grad = genesis.tensor([math.inf, 0.0]) if i == 4 else genesis.ones(2)
+        p.grad = (genesis.tensor([math.inf, 0.0], device=device) if i == 4
+                  else genesis.ones(2, device=device))
         scaler.step(opt)
         scaler.update()
         seen.append(scaler.get_scale())
@@ -128,14 +132,14 @@ def test_growth_never_overflows_float32():
     assert scaler.get_scale() == 2.0**127
 
 
-def test_end_to_end_with_backward_matches_unscaled_training():
+def test_end_to_end_with_backward_matches_unscaled_training(device):
     torch_w = torch.tensor([0.5, -1.0, 2.0])
-    x = genesis.tensor([1.0, 2.0, 3.0])
+    x = genesis.tensor([1.0, 2.0, 3.0], device=device)
     runs = []
     for use_scaler in (False, True):
-        w = to_genesis(torch_w, requires_grad=True)
+        w = to_genesis(torch_w, requires_grad=True, device=device)
         opt = goptim.SGD([w], lr=0.01)
-        scaler = GradScaler("cpu", init_scale=2.0**10, enabled=use_scaler)
+        scaler = GradScaler(kind(device), init_scale=2.0**10, enabled=use_scaler)
         for _ in range(5):
             opt.zero_grad()
             loss = ((w * x).sum() - 1.0) ** 2
@@ -146,11 +150,11 @@ def test_end_to_end_with_backward_matches_unscaled_training():
     assert_close(runs[0], runs[1])  # power-of-two scale: unscaling is exact
 
 
-def test_unscale_then_step_unscales_once():
-    p = genesis.zeros(3, requires_grad=True)
+def test_unscale_then_step_unscales_once(device):
+    p = genesis.zeros(3, requires_grad=True, device=device)
     opt = goptim.SGD([p], lr=1.0)
-    scaler = GradScaler("cpu", init_scale=16.0)
-    p.grad = genesis.tensor([16.0, 32.0, -48.0])
+    scaler = GradScaler(kind(device), init_scale=16.0)
+    p.grad = genesis.tensor([16.0, 32.0, -48.0], device=device)
     scaler.unscale_(opt)
     assert p.grad.tolist() == [1.0, 2.0, -3.0]
     scaler.step(opt)
@@ -160,7 +164,7 @@ def test_unscale_then_step_unscales_once():
     with pytest.raises(RuntimeError, match="after step"):
         scaler.unscale_(opt)
     scaler.update()
-    p.grad = genesis.ones(3)
+    p.grad = genesis.ones(3, device=device)
     scaler.unscale_(opt)
     with pytest.raises(RuntimeError, match="unscale_\\(\\) has already been called"):
         scaler.unscale_(opt)
@@ -183,13 +187,13 @@ def test_fp16_gradients_are_refused():
         GradScaler("cpu").step(opt)
 
 
-def test_two_optimizers_skip_independently_and_back_off_once():
-    a = genesis.zeros(2, requires_grad=True)
-    b = genesis.zeros(2, requires_grad=True)
+def test_two_optimizers_skip_independently_and_back_off_once(device):
+    a = genesis.zeros(2, requires_grad=True, device=device)
+    b = genesis.zeros(2, requires_grad=True, device=device)
     opt_a, opt_b = goptim.SGD([a], lr=1.0), goptim.SGD([b], lr=1.0)
-    scaler = GradScaler("cpu", init_scale=2.0)
-    a.grad = genesis.tensor([2.0, 4.0])
-    b.grad = genesis.tensor([math.nan, 2.0])
+    scaler = GradScaler(kind(device), init_scale=2.0)
+    a.grad = genesis.tensor([2.0, 4.0], device=device)
+    b.grad = genesis.tensor([math.nan, 2.0], device=device)
     scaler.step(opt_a)
     scaler.step(opt_b)
     assert a.tolist() == [-1.0, -2.0]  # its own gradients were finite
@@ -198,9 +202,9 @@ def test_two_optimizers_skip_independently_and_back_off_once():
     assert scaler.get_scale() == 1.0
 
 
-def test_scale_handles_nested_outputs():
-    scaler = GradScaler("cpu", init_scale=4.0)
-    x, y = genesis.ones(2), genesis.full((1,), 2.0)
+def test_scale_handles_nested_outputs(device):
+    scaler = GradScaler(kind(device), init_scale=4.0)
+    x, y = genesis.ones(2, device=device), genesis.full((1,), 2.0, device=device)
     out = scaler.scale([x, (y, x)])
     assert isinstance(out, list) and isinstance(out[1], tuple)
     assert out[0].tolist() == [4.0, 4.0] and out[1][0].tolist() == [8.0]
@@ -273,11 +277,11 @@ def test_invalid_arguments():
         GradScaler("cpu", growth_interval=0)
 
 
-@pytest.mark.cuda
-def test_cuda_skipped_step_and_growth():
-    w = genesis.tensor([1.0, -2.0, 3.0]).to("cuda").requires_grad_(True)
+def test_inf_loss_skips_step_and_growth(device):
+    """An infinite loss, scaled and backpropagated, skips the step and backs off the scale."""
+    w = genesis.tensor([1.0, -2.0, 3.0], device=device).requires_grad_(True)
     opt = goptim.Adam([w], lr=0.1)
-    scaler = GradScaler("cuda", init_scale=16.0, growth_interval=2)
+    scaler = GradScaler(kind(device), init_scale=16.0, growth_interval=2)
     assert scaler.is_enabled()
     history = []
     for i in range(6):
