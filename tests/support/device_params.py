@@ -22,9 +22,22 @@ DEVICES = ["cpu", pytest.param("cuda:0", marks=pytest.mark.cuda)]
 
 
 @pytest.fixture(params=DEVICES)
-def device(request) -> str:
-    """'cpu' always; 'cuda:0' too (marked ``cuda``: skipped without a GPU)."""
-    return request.param
+def device(request):
+    """'cpu' always; 'cuda:0' too (marked ``cuda``: skipped without a GPU).
+
+    For 'cuda:0' torch's reference runs without TF32: torch's cuDNN convolutions use TF32
+    by default (``torch.backends.cudnn.allow_tf32``), which would make the float32
+    reference itself ~1e-3 off; matmuls already default to full float32. Restored after.
+    """
+    if not request.param.startswith("cuda"):
+        yield request.param
+        return
+    saved = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        yield request.param
+    finally:
+        torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved
 
 
 def torch_device(device: str) -> str:
