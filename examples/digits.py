@@ -1,6 +1,6 @@
 """Train a small CNN on scikit-learn's bundled 8x8 digits with Genesis.
 
-    python examples/digits.py                  # train (about a minute on a laptop CPU)
+    python examples/digits.py                  # train (seconds to a minute on a laptop CPU)
     python examples/digits.py --resume         # continue from the last checkpoint
     python examples/digits.py --epochs 2 --out /tmp/digits   # a quick run elsewhere
 
