@@ -8,6 +8,8 @@ Math methods live in ``genesis.ops`` and are attached in ``tensor_methods``.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from genesis import dtypes as D
@@ -25,10 +27,7 @@ class Size(tuple):
         return f"genesis.Size({list(self)})"
 
     def numel(self) -> int:
-        n = 1
-        for s in self:
-            n *= s
-        return n
+        return math.prod(self)
 
 
 class Tensor:
@@ -103,10 +102,7 @@ class Tensor:
 
     def numel(self) -> int:
         """Number of elements."""
-        n = 1
-        for s in self.shape:
-            n *= s
-        return n
+        return math.prod(self.shape)
 
     nelement = numel
 

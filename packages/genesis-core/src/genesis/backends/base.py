@@ -23,6 +23,7 @@ built from the primitives, so a new backend works before it is fast.
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 
@@ -248,17 +249,15 @@ class Backend(ABC):
         half type (as cuBLAS/oneDNN epilogues do); this default rounds twice."""
         k, n = x.shape[-1], weight.shape[0]
         lead = tuple(x.shape[:-1])
-        m = 1
-        for size in lead:
-            m *= size
-        x2 = self.as_strided(self.contiguous(x), (m, k), (k, 1),
-                             self.storage_offset_of(self.contiguous(x)))  # (M, K)
+        m = math.prod(lead)
+        xc = self.contiguous(x)
+        x2 = self.as_strided(xc, (m, k), (k, 1), self.storage_offset_of(xc))  # (M, K)
         ws = self.strides_of(weight)
         w_t = self.as_strided(weight, (k, n), (ws[1], ws[0]), self.storage_offset_of(weight))
         out = self.matmul(x2, w_t)  # (M, N), contiguous
         if bias is not None:
             out = self.binary("add", out, self._expand_to(bias, out), out=out)
-        strides = tuple(n * _prod(lead[i + 1:]) for i in range(len(lead))) + (1,)
+        strides = tuple(n * math.prod(lead[i + 1:]) for i in range(len(lead))) + (1,)
         return self.as_strided(out, lead + (n,), strides, 0)
 
     # ---------------------------------------------------------------- indexing
@@ -483,13 +482,6 @@ class Backend(ABC):
         if bias is not None:
             y = self.binary("add", y, self._expand_to(self.cast(bias, acc), y))
         return y
-
-
-def _prod(shape) -> int:
-    n = 1
-    for size in shape:
-        n *= size
-    return n
 
 
 def _acc_dtype(dtype: DType) -> DType:

@@ -3,6 +3,8 @@ rms_norm. Backends without fused kernels get the contract's composite defaults."
 
 from __future__ import annotations
 
+import math
+
 from genesis import dtypes as D
 from genesis.autograd.function import Function
 from genesis.autograd.grad_mode import is_grad_enabled
@@ -73,9 +75,7 @@ def _flatten_norm_input(op: str, x: Tensor, normalized_shape, params) -> tuple:
             if tuple(p.shape) != normalized_shape:
                 raise RuntimeError(f"{op}: Expected {name} to be of shape "
                                    f"{list(normalized_shape)}, but got {list(p.shape)}")
-    n = 1
-    for s in normalized_shape:
-        n *= s
+    n = math.prod(normalized_shape)
     flat_params = [None if p is None else p.reshape(n) for _, p in params]
     return x.reshape(x.shape[:x.ndim - k] + (n,)), flat_params
 

@@ -66,9 +66,7 @@ def mean(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tenso
             "mean(): could not infer output dtype. Input dtype must be either a floating point "
             f"or complex dtype. Got: {input.dtype}")
     dims = normalize_dims(dim, input.ndim)
-    n = 1
-    for d in dims:
-        n *= input.shape[d]
+    n = math.prod(input.shape[d] for d in dims)
     out_dtype = dtype or input.dtype
     if out_dtype in (D.float16, D.bfloat16):  # accumulate in float32 (a half sum overflows)
         out = Sum.apply(input, dims, keepdim, D.float32) / (n if n else float("nan"))
@@ -129,9 +127,7 @@ def var(input: Tensor, dim=None, unbiased=None, keepdim: bool = False, *,
         return var(input.to(D.float32), dim, unbiased, keepdim,
                    correction=correction).to(input.dtype)
     dims = normalize_dims(dim, input.ndim)
-    n = 1
-    for d in dims:
-        n *= input.shape[d]
+    n = math.prod(input.shape[d] for d in dims)
     centered = input - mean(input, dims, keepdim=True)
     # (not max(): this module's max shadows the builtin)
     return sum(centered * centered, dims, keepdim) / (n - correction if n > correction else 0)

@@ -6,6 +6,8 @@ backend implements one view primitive. Views share their base's version counter.
 
 from __future__ import annotations
 
+import math
+
 from genesis.autograd.function import Function
 from genesis.dtypes import DType
 from genesis.ops.common import normalize_dim, shape_arg, sum_to_shape, wrap
@@ -53,10 +55,7 @@ def _infer_shape(shape: tuple, numel: int) -> tuple:
 
 def _view_strides(old_shape, old_strides, new_shape):
     """Strides that show ``old`` memory at ``new_shape`` without a copy, or None."""
-    numel = 1
-    for n in old_shape:
-        numel *= n
-    if numel == 0 or not old_shape or not new_shape:
+    if math.prod(old_shape) == 0 or not old_shape or not new_shape:
         return contiguous_strides(new_shape)
     new_strides = [0] * len(new_shape)
     view_d = len(new_shape) - 1
@@ -310,9 +309,7 @@ def flatten(x: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
     s, e = normalize_dim(start_dim, x.ndim), normalize_dim(end_dim, x.ndim)
     if s > e:
         raise RuntimeError("flatten() has invalid args: start_dim cannot come after end_dim")
-    n = 1
-    for k in x.shape[s:e + 1]:
-        n *= k
+    n = math.prod(x.shape[s:e + 1])
     return reshape(x, x.shape[:s] + (n,) + x.shape[e + 1:])
 
 
