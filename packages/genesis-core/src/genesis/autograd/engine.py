@@ -130,19 +130,12 @@ def run_backward(outputs, grad_outputs=None, retain_graph=None, create_graph=Fal
                 if accumulate and (not capture or (id(node), 0) in capture) and 0 in grads_in:
                     _accumulate(node.variable, grads_in[0], create_graph)
                 continue
-            if needed is not None and id(node) not in needed:
-                _release_children(node, deps, ready)
-                continue
-            input_grads = _call_node(node, grads_in, retain_graph)
-            for edge, g in zip(node.next_functions, input_grads):
-                if edge is None:
-                    continue
-                child, idx = edge
-                if g is not None:
-                    _add_to_buffer(buffers, child, idx, g)
-                deps[child] -= 1
-                if deps[child] == 0:
-                    ready.append(child)
+            if needed is None or id(node) in needed:  # autograd.grad skips unneeded nodes
+                input_grads = _call_node(node, grads_in, retain_graph)
+                for edge, g in zip(node.next_functions, input_grads):
+                    if edge is not None and g is not None:
+                        _add_to_buffer(buffers, edge[0], edge[1], g)
+            _release_children(node, deps, ready)
     finally:
         _grad_state.enabled = prev
 
@@ -161,6 +154,7 @@ def run_backward(outputs, grad_outputs=None, retain_graph=None, create_graph=Fal
 
 
 def _release_children(node, deps: dict, ready: list) -> None:
+    """Count ``node``'s edges as done; children with no edges left become ready."""
     for edge in node.next_functions:
         if edge is not None:
             deps[edge[0]] -= 1
