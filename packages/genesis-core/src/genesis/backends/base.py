@@ -6,7 +6,8 @@ everything else goes through the backend's methods below. Genesis guarantees, be
 calls a kernel:
 
 * Shapes are tuples of ints; ``dims`` are tuples of distinct, non-negative ints;
-  ``dim`` is a non-negative int.
+  ``dim`` is a non-negative int below the array's ndim (ops on 0-d arrays that take a
+  ``dim`` — argmax, max along a dim — are answered by genesis without a kernel).
 * Elementwise kernels get operands of the same shape and the same dtype (broadcasting is
   done by genesis with zero-stride views from ``as_strided``); ``b`` may instead be a Python
   scalar that fits that dtype. Inputs may have any strides, including 0 and overlapping.
