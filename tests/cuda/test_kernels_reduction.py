@@ -143,8 +143,9 @@ def test_reduce_edge_cases():
         red.amax(dev(e), (0,), False)
 
 
-def test_amax_nan():
-    t = make((4, 50), D.float32, seed=10)
+@pytest.mark.parametrize("dtype", FLOATS, ids=str)
+def test_amax_nan(dtype):
+    t = make((4, 50), dtype, seed=10)
     t[1, 7] = float("nan")
     t[3, 49] = float("nan")
     for dims in [(1,), (0,), (0, 1)]:

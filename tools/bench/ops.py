@@ -57,7 +57,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=os.path.join(ROOT, "docs", "bench"))
     ap.add_argument("--quick", action="store_true", help="fewer rows, shorter timing")
-    ap.add_argument("--sweep", action="store_true", help="also sweep the flat kernel's block")
+    ap.add_argument("--sweep", action="store_true", help="also sweep launch parameters")
     ap.add_argument("--plot-only", action="store_true", help="rewrite md/png from the json")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
@@ -135,7 +135,7 @@ def run(args):
     print(f"device: {props.name}; D2D copy {copy_tbps:.2f} TB/s", flush=True)
 
     if args.sweep:
-        _sweep(torch, ew, to_g, bench, D)
+        _sweep(torch, ew, red, norms, to_g, bench)
 
     N16 = 2**24
     # ---------------------------------------------------------------- elementwise
@@ -300,48 +300,53 @@ def _overhead(torch, garr, ew, D):
             "shape": [16], "torch_ms": tt, "genesis_ms": gt, "ratio": tt / gt, "target": 0.5}
 
 
-def _sweep(torch, ew, to_g, bench, D):
-    print("sweep of the flat elementwise kernel (add, 16M):", flush=True)
+def _sweep(torch, ew, red, norms, to_g, bench):
+    """Launch parameters of the kernels behind the rows nearest their targets, each
+    against torch's time for the same work (printed only)."""
+    def show(label, gt, tt=None):
+        ref = "" if tt is None else f" (torch {tt*1e3:7.1f}) ratio {tt/gt:5.2f}"
+        print(f"  {label:48s} {gt*1e3:7.1f} us{ref}", flush=True)
+
+    print("sweep of the flat elementwise kernel (16M elements):", flush=True)
     saved = (ew.FLAT_BYTES, ew.FLAT_WARPS)
     for dt in (torch.float32, torch.bfloat16):
         x = torch.randn(2**24, device="cuda", dtype=dt)
         y = torch.randn(2**24, device="cuda", dtype=dt)
         gx, gy = to_g(x), to_g(y)
-        tt = bench(lambda: x + y)
-        for nbytes in (8192, 16384, 32768):
-            for warps in (4, 8):
-                ew.FLAT_BYTES, ew.FLAT_WARPS = nbytes, warps
-                ew._binary_cache.clear()
-                k = ew.binary_kernel("add")
-                k(gx, gy)
-                gt = bench(lambda: k(gx, gy))
-                print(f"  {str(dt):15s} bytes/prog {nbytes:6d} warps {warps:2d}: "
-                      f"{gt*1e3:7.1f} us (torch {tt*1e3:7.1f}) ratio {tt/gt:5.2f}", flush=True)
+        for op, operand, tfn in (("add", gy, lambda: x + y), ("mul", 1.5, lambda: x * 1.5)):
+            tt = bench(tfn)
+            for nbytes in (4096, 8192, 16384):
+                for warps in (2, 4, 8):
+                    ew.FLAT_BYTES, ew.FLAT_WARPS = nbytes, warps
+                    ew._binary_cache.clear()
+                    k = ew.binary_kernel(op)
+                    k(gx, operand)
+                    show(f"{op} {str(dt)[6:]} bytes/prog {nbytes} warps {warps}",
+                         bench(lambda: k(gx, operand)), tt)
     ew.FLAT_BYTES, ew.FLAT_WARPS = saved
-    kexp = None
-    for dt in (torch.bfloat16,):
-        x = torch.randn(2**24, device="cuda", dtype=dt)
-        gx = to_g(x)
-        tt = bench(lambda: torch.exp(x))
-        for nbytes in (8192, 16384):
-            for warps in (4, 8):
-                ew.FLAT_BYTES, ew.FLAT_WARPS = nbytes, warps
-                ew._unary_cache.clear()
-                kexp = ew.unary_kernel("exp")
-                kexp(gx)
-                gt = bench(lambda: kexp(gx))
-                print(f"  exp {str(dt):11s} bytes/prog {nbytes:6d} warps {warps:2d}: "
-                      f"{gt*1e3:7.1f} us (torch {tt*1e3:7.1f}) ratio {tt/gt:5.2f}", flush=True)
-    ew.FLAT_BYTES, ew.FLAT_WARPS = saved
-    ew._unary_cache.clear()
     ew._binary_cache.clear()
-    from genesis_cuda.kernels import norms
-    print("sweep of layer_norm backward (bf16):", flush=True)
-    for n in (1024, 8192):
+
+    print("sweep of the reduction tile (amax over the first dim, 4096^2):", flush=True)
+    saved = red.TILE
+    for dt in (torch.float32, torch.bfloat16):
+        x = torch.randn(4096, 4096, device="cuda", dtype=dt)
+        gx = to_g(x)
+        tt = bench(lambda: torch.amax(x, 0))
+        for tile in (2048, 4096, 8192):
+            red.TILE = tile
+            red.amax(gx, (0,), False)
+            show(f"amax {str(dt)[6:]} tile {tile}", bench(lambda: red.amax(gx, (0,), False)),
+                 tt)
+    red.TILE = saved
+
+    print("sweep of layer_norm backward (bf16, 16M elements):", flush=True)
+    for n in (1024, 4096, 8192):
         m = 2**24 // n
-        x = torch.randn(m, n, device="cuda", dtype=torch.bfloat16)
-        g = torch.randn(m, n, device="cuda", dtype=torch.bfloat16)
-        w = torch.randn(n, device="cuda", dtype=torch.bfloat16)
+        x, g = (torch.randn(m, n, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+        w, b = (torch.randn(n, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+        _, mean, rstd = torch.ops.aten.native_layer_norm(x, [n], w, b, 1e-5)
+        tt = bench(lambda: torch.ops.aten.native_layer_norm_backward(
+            g, x, [n], mean, rstd, w, b, [True, True, True]))
         gx, gg, gw = to_g(x), to_g(g), to_g(w)
         _, gmean, grstd = norms.layer_norm(gx, gw, gw, 1e-5)
         for warps in (4, 8, 16):
@@ -349,13 +354,9 @@ def _sweep(torch, ew, to_g, bench, D):
                 if warps * pps > 64:
                     continue
                 norms.BWD_WARPS, norms.BWD_PROGS_PER_SM = warps, pps
-                try:
-                    norms.layer_norm_backward(gg, gx, gw, gmean, grstd)
-                    gt = bench(lambda: norms.layer_norm_backward(gg, gx, gw, gmean, grstd))
-                except Exception as exc:
-                    print(f"  n {n} warps {warps} progs/SM {pps}: {type(exc).__name__}")
-                    continue
-                print(f"  n {n:5d} warps {warps:2d} progs/SM {pps}: {gt*1e3:7.1f} us", flush=True)
+                norms.layer_norm_backward(gg, gx, gw, gmean, grstd)
+                show(f"n {n} warps {warps} progs/SM {pps}",
+                     bench(lambda: norms.layer_norm_backward(gg, gx, gw, gmean, grstd)), tt)
     norms.BWD_WARPS = norms.BWD_PROGS_PER_SM = 0
 
 

@@ -19,7 +19,8 @@ if [ "$what" = tests ]; then
         | grep "::" > "$work/ids"
     split -n r/"$shards" -d "$work/ids" "$work/shard."
     for f in "$work"/shard.??; do
-        python3 -m pytest -q -p no:cacheprovider -m "cuda or multigpu" $(cat "$f") \
+        mapfile -t ids < "$f"  # one id a line; ids may hold spaces
+        python3 -m pytest -q -p no:cacheprovider -m "cuda or multigpu" "${ids[@]}" \
             > "$f.log" 2>&1 &
     done
     wait

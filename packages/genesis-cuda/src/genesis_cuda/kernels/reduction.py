@@ -64,13 +64,17 @@ def _combine(acc, v, OP: tl.constexpr):
     elif OP == "prod":
         acc = acc * v
     elif OP == "max":
-        if v.dtype.is_floating():
+        if v.dtype == tl.float64:  # max.NaN exists for 32- and 16-bit floats only
             acc = tl.where(acc != acc, acc, tl.where(v != v, v, tl.maximum(acc, v)))
+        elif v.dtype.is_floating():  # one max.NaN instruction: NaN wins, as in torch
+            acc = tl.maximum(acc, v, propagate_nan=tl.PropagateNan.ALL)
         else:
             acc = tl.maximum(acc, v)
     elif OP == "min":
-        if v.dtype.is_floating():
+        if v.dtype == tl.float64:
             acc = tl.where(acc != acc, acc, tl.where(v != v, v, tl.minimum(acc, v)))
+        elif v.dtype.is_floating():
+            acc = tl.minimum(acc, v, propagate_nan=tl.PropagateNan.ALL)
         else:
             acc = tl.minimum(acc, v)
     elif OP == "all":
