@@ -326,18 +326,18 @@ def _sweep(torch, ew, red, norms, to_g, bench):
     ew.FLAT_BYTES, ew.FLAT_WARPS = saved
     ew._binary_cache.clear()
 
-    print("sweep of the reduction tile (amax over the first dim, 4096^2):", flush=True)
-    saved = red.TILE
+    print("sweep of the column-reduction tile (amax over the first dim, 4096^2):", flush=True)
+    saved = red.COLUMN_TILE
     for dt in (torch.float32, torch.bfloat16):
         x = torch.randn(4096, 4096, device="cuda", dtype=dt)
         gx = to_g(x)
         tt = bench(lambda: torch.amax(x, 0))
-        for tile in (2048, 4096, 8192):
-            red.TILE = tile
+        for tile in (4096, 8192, 16384):
+            red.COLUMN_TILE = tile
             red.amax(gx, (0,), False)
             show(f"amax {str(dt)[6:]} tile {tile}", bench(lambda: red.amax(gx, (0,), False)),
                  tt)
-    red.TILE = saved
+    red.COLUMN_TILE = saved
 
     print("sweep of layer_norm backward (bf16, 16M elements):", flush=True)
     for n in (1024, 4096, 8192):

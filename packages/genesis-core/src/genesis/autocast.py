@@ -6,11 +6,11 @@ device type, ``Function.apply`` casts the op's floating inputs on that device ty
 | category  | ops                                                        | inputs cast to      |
 |-----------|------------------------------------------------------------|---------------------|
 | "lower"   | matmul, mm, bmm (so linear, conv, attention built on them) | the autocast dtype  |
-| "fp32"    | softmax, log_softmax, layer_norm, rms_norm, sum (and so     | float32             |
-|           | mean and the losses built on it), prod, cumsum, norm, exp,  |                     |
-|           | log, log1p, log2, expm1, pow, rsqrt                         |                     |
-| (none)    | everything else                                             | unchanged: mixed    |
-|           |                                                             | inputs promote      |
+| "fp32"    | softmax, log_softmax, layer_norm, sum (and so mean and the  | float32             |
+|           | losses built on it), prod, cumsum, norm, exp, log, log1p,   |                     |
+|           | log2, expm1, pow, rsqrt                                     |                     |
+| (none)    | everything else, rms_norm included (its output keeps the    | unchanged: mixed    |
+|           | input's dtype, as in torch's CUDA autocast)                 | inputs promote      |
 
 float64 inputs are never cast (as in torch). The state is thread-local and nestable.
 """

@@ -137,7 +137,8 @@ def layer_norm(input: Tensor, normalized_shape, weight: Tensor | None = None,
 
 
 class RMSNorm(Function):
-    autocast = "fp32"
+    # No autocast category: as in torch's CUDA autocast, the output keeps the input's dtype
+    # (the kernels compute half inputs in float32 internally).
 
     @staticmethod
     def forward(ctx, x, weight, eps):

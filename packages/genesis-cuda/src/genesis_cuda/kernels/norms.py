@@ -7,7 +7,9 @@ defaults do.
 
 Backward: a persistent grid; each program walks a strided set of rows computing grad_x and
 accumulating its share of grad_weight/grad_bias in float32 registers, written once as a
-(programs, N) partial; a first-dim sum reduces the partials into the weight's dtype.
+(programs, N) partial; a first-dim sum reduces the partials into the weight's dtype. Rows
+that fit in registers load the program's next row block while the current one is computed
+(the weight is loaded once), so a program always has loads in flight.
 """
 
 from __future__ import annotations
@@ -102,12 +104,11 @@ def _norm_fwd(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, M, N, xs, wst, bst
 
 
 @triton.jit
-def _bwd_tile(g_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, gx_ptr, rows, rmask, c, cmask, N,
-              gs, xs, wst, RMS: tl.constexpr, HAS_W: tl.constexpr):
-    """(g, xhat, w*g) for a [BM, BN] tile."""
-    mask = rmask[:, None] & cmask[None, :]
-    x = tl.load(x_ptr + rows[:, None] * xs + c[None, :], mask=mask, other=0.0).to(tl.float32)
-    g = tl.load(g_ptr + rows[:, None] * gs + c[None, :], mask=mask, other=0.0).to(tl.float32)
+def _bwd_terms(x, g, w, mean_ptr, rstd_ptr, rows, rmask, mask, RMS: tl.constexpr,
+               HAS_W: tl.constexpr):
+    """(g, xhat, w*g, rstd) in float32 for a loaded [BM, BN] tile of x and g (w: [BN])."""
+    x = x.to(tl.float32)
+    g = g.to(tl.float32)
     rstd = tl.load(rstd_ptr + rows, mask=rmask, other=0.0)
     if RMS:
         xhat = x * rstd[:, None]
@@ -115,11 +116,24 @@ def _bwd_tile(g_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, gx_ptr, rows, rmask, c, c
         mean = tl.load(mean_ptr + rows, mask=rmask, other=0.0)
         xhat = tl.where(mask, (x - mean[:, None]) * rstd[:, None], 0.0)
     if HAS_W:
-        w = tl.load(w_ptr + c * wst, mask=cmask, other=0.0).to(tl.float32)
         wg = g * w[None, :]
     else:
         wg = g
     return g, xhat, wg, rstd
+
+
+@triton.jit
+def _load_rows(ptr, rows, stride, c, mask):
+    return tl.load(ptr + rows[:, None] * stride + c[None, :], mask=mask, other=0.0)
+
+
+@triton.jit
+def _load_w(w_ptr, c, cmask, wst, HAS_W: tl.constexpr):
+    if HAS_W:
+        w = tl.load(w_ptr + c * wst, mask=cmask, other=0.0).to(tl.float32)
+    else:
+        w = 0.0
+    return w
 
 
 @triton.jit(do_not_specialize=["M"])
@@ -132,27 +146,39 @@ def _norm_bwd(g_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, gx_ptr, dw_ptr, db_ptr, M
     out_ty = gx_ptr.dtype.element_ty
     if SINGLE:
         cmask = cols < N
+        w = _load_w(w_ptr, cols, cmask, wst, HAS_W)
         dw = tl.zeros([BN], tl.float32)
         db = tl.zeros([BN], tl.float32)
-        for r0 in range(pid * BM, M, nprog * BM):
-            rows = r0 + tl.arange(0, BM)
-            if BIG:
-                rows = rows.to(tl.int64)
+        # the next row block's x and g are loaded while this one is computed
+        rows = pid * BM + tl.arange(0, BM)
+        if BIG:
+            rows = rows.to(tl.int64)
+        nmask = (rows < M)[:, None] & cmask[None, :]
+        x_next = _load_rows(x_ptr, rows, xs, cols, nmask)
+        g_next = _load_rows(g_ptr, rows, gs, cols, nmask)
+        for _ in range(pid * BM, M, nprog * BM):
             rmask = rows < M
-            g, xhat, wg, rstd = _bwd_tile(g_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, gx_ptr,
-                                          rows, rmask, cols, cmask, N, gs, xs, wst, RMS, HAS_W)
+            mask = nmask
+            x = x_next
+            g = g_next
+            following = rows + nprog * BM
+            nmask = (following < M)[:, None] & cmask[None, :]
+            x_next = _load_rows(x_ptr, following, xs, cols, nmask)
+            g_next = _load_rows(g_ptr, following, gs, cols, nmask)
+            g, xhat, wg, rstd = _bwd_terms(x, g, w, mean_ptr, rstd_ptr, rows, rmask, mask,
+                                           RMS, HAS_W)
             c1 = tl.sum(xhat * wg, 1) / N
             if RMS:
                 gx = (wg - xhat * c1[:, None]) * rstd[:, None]
             else:
                 c2 = tl.sum(wg, 1) / N
                 gx = (wg - xhat * c1[:, None] - c2[:, None]) * rstd[:, None]
-            mask = rmask[:, None] & cmask[None, :]
             tl.store(gx_ptr + rows[:, None] * N + cols[None, :], gx.to(out_ty), mask=mask)
             if HAS_W:
                 dw += tl.sum(g * xhat, 0)
                 if not RMS:
                     db += tl.sum(g, 0)
+            rows = following
         if HAS_W:
             tl.store(dw_ptr + pid * N + cols, dw, mask=cmask)
             if not RMS:
@@ -174,8 +200,11 @@ def _norm_bwd(g_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, gx_ptr, dw_ptr, db_ptr, M
             for c0 in range(0, N, BN):
                 c = c0 + cols
                 cmask = c < N
-                g, xhat, wg, rstd = _bwd_tile(g_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, gx_ptr,
-                                              rows, rmask, c, cmask, N, gs, xs, wst, RMS, HAS_W)
+                mask = rmask[:, None] & cmask[None, :]
+                g, xhat, wg, rstd = _bwd_terms(
+                    _load_rows(x_ptr, rows, xs, c, mask), _load_rows(g_ptr, rows, gs, c, mask),
+                    _load_w(w_ptr, c, cmask, wst, HAS_W), mean_ptr, rstd_ptr, rows, rmask, mask,
+                    RMS, HAS_W)
                 s1 += tl.sum(xhat * wg, 1)
                 s2 += tl.sum(wg, 1)
             c1 = s1 / N
@@ -183,13 +212,15 @@ def _norm_bwd(g_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, gx_ptr, dw_ptr, db_ptr, M
             for c0 in range(0, N, BN):
                 c = c0 + cols
                 cmask = c < N
-                g, xhat, wg, rstd = _bwd_tile(g_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, gx_ptr,
-                                              rows, rmask, c, cmask, N, gs, xs, wst, RMS, HAS_W)
+                mask = rmask[:, None] & cmask[None, :]
+                g, xhat, wg, rstd = _bwd_terms(
+                    _load_rows(x_ptr, rows, xs, c, mask), _load_rows(g_ptr, rows, gs, c, mask),
+                    _load_w(w_ptr, c, cmask, wst, HAS_W), mean_ptr, rstd_ptr, rows, rmask, mask,
+                    RMS, HAS_W)
                 if RMS:
                     gx = (wg - xhat * c1[:, None]) * rstd[:, None]
                 else:
                     gx = (wg - xhat * c1[:, None] - c2[:, None]) * rstd[:, None]
-                mask = rmask[:, None] & cmask[None, :]
                 tl.store(gx_ptr + rows[:, None] * N + c[None, :], gx.to(out_ty), mask=mask)
                 if HAS_W:
                     p = dw_ptr + pid * N + c
