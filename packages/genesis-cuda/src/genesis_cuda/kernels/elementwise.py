@@ -28,7 +28,7 @@ from genesis import dtypes as D
 
 from . import _launch
 from ._elementwise_math import _compute
-from ._launch import Launcher, aligned, numel, tl_dtype
+from ._launch import Launcher, aligned, cdiv, numel, tl_dtype
 
 UNARY_BOOL_OUT = frozenset(("logical_not", "isnan", "isinf", "isfinite"))
 BINARY_BOOL_OUT = frozenset(("eq", "ne", "lt", "le", "gt", "ge",
@@ -286,7 +286,7 @@ def _launch_flat(common, skey, out, ptrs, ys, zs, n, any_block, ct, odt):
     args = (out, ptrs[0], ptrs[1], ptrs[2], ys, zs, n, op, modes[0], modes[1], modes[2],
             tl_dtype(ct), tl_dtype(odt), sbits, nin, nbits, any_block, block, big)
     key = (common, skey, block, aligned(out, *ptrs))
-    launcher.launch(key, out.device, (triton.cdiv(n, block),), args, big)
+    launcher.launch(key, out.device, (cdiv(n, block),), args, big)
 
 
 def _launch_tiled(common, skey, out, ptrs, ys, zs, sizes, strides, modes, any_block, ct, odt,
@@ -346,7 +346,7 @@ def _launch_tiled(common, skey, out, ptrs, ys, zs, sizes, strides, modes, any_bl
         bc = min(_launch.next_pow2(cols), 1024)
         br = max(1, min(_launch.next_pow2(rows), 4096 // bc))
         warps = 8 if br * bc >= 4096 else 4
-    tr, tcn = triton.cdiv(rows, br), triton.cdiv(cols, bc)
+    tr, tcn = cdiv(rows, br), cdiv(cols, bc)
     nbatch = 1
     for s in sizes[:-2]:
         nbatch *= s

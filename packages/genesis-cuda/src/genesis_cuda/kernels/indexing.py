@@ -20,6 +20,7 @@ import triton.language as tl
 
 from genesis import dtypes as D
 
+from ._launch import cdiv
 from .layout import (
     BLOCK,
     Ptr,
@@ -396,7 +397,7 @@ def nonzero(a):
     shape8 = [1] * (8 - nd) + list(a.shape)
     str8 = [0] * (8 - nd) + list(a.strides)
     nblock = 1024
-    nb = triton.cdiv(n, nblock)
+    nb = cdiv(n, nblock)
     counts = empty((nb,), D.int64, a.device)
     prefix = empty((nb + 1,), D.int64, a.device)
     _nz_count_kernel[(nb,)](a, counts, n, *shape8[1:], *str8, BLOCK=nblock)

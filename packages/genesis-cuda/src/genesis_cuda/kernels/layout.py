@@ -17,7 +17,7 @@ import math
 import triton
 import triton.language as tl
 
-from ._launch import Ptr
+from ._launch import Ptr, cdiv
 
 MAXD = 6  # dims a strided kernel addresses directly; more are split on the host
 BLOCK = 1024
@@ -105,7 +105,7 @@ def plan(shape, operands, keep_last: int = 0):
 
 
 def grid1(n: int, block: int = BLOCK):
-    return (triton.cdiv(n, block),)
+    return (cdiv(n, block),)
 
 
 # ----------------------------------------------------------------------- jit helpers

@@ -36,7 +36,7 @@ from triton.runtime import driver as _driver
 
 from genesis import dtypes as D
 
-from ._launch import INTERPRET, sm_count
+from ._launch import INTERPRET, cdiv, sm_count
 from .layout import Ptr, clone, collapse, contiguous_strides, copy_strided, empty, fill_
 
 FP32_PRECISION = "ieee"  # "ieee" (torch's default), "tf32x3", or "tf32"
@@ -307,10 +307,6 @@ def _tma_layout(strides, isz: int):
     return None
 
 
-def _cdiv(x: int, y: int) -> int:
-    return -(-x // y)
-
-
 class _Direct:
     """One fixed specialisation of a jit kernel with a fixed grid.
 
@@ -382,7 +378,7 @@ def _tma_binder(dt, M, N, K, batch, sa, sb, has_bias, sbias):
     def bind(cfg):
         persistent = cfg[0] == "p"
         bm, bn, bk, gm, st, nw = cfg[1:] if persistent else cfg
-        tiles = _cdiv(M, bm) * _cdiv(N, bn)
+        tiles = cdiv(M, bm) * cdiv(N, bn)
         kw = dict(HAS_BIAS=has_bias, A_T=a_t, B_T=b_t, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk,
                   GROUP_M=gm, num_stages=st, num_warps=nw)
         stacked = batched and stackable and M % bm == 0 and (K % bk == 0 or (not a_t and b_t))
@@ -437,7 +433,7 @@ def _ptr_binder(dt, M, N, K, bshape, sa, sb, sc, has_bias, sbias):
 
     def bind(cfg):
         bm, bn, bk, gm, st, nw = cfg
-        kern = _Direct(_mm_kernel, (_cdiv(M, bm) * _cdiv(N, bn), B0 * B1),
+        kern = _Direct(_mm_kernel, (cdiv(M, bm) * cdiv(N, bn), B0 * B1),
                        dict(HAS_BIAS=has_bias, PREC=prec, ACC=acc, EVEN_K=K % bk == 0,
                             BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=gm, num_stages=st,
                             num_warps=nw))

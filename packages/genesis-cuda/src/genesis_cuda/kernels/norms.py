@@ -21,7 +21,7 @@ from genesis import dtypes as D
 
 from . import _launch
 from ._elementwise_math import _m_rsqrt
-from ._launch import Launcher, aligned
+from ._launch import Launcher, aligned, cdiv
 from .softmax import as_rows, config
 
 BWD_WARPS = 0  # 0: by tile size (benchmark sweeps override these)
@@ -256,7 +256,7 @@ def _forward(x, weight, bias, eps, rms):
            weight.dtype.name if has_w else None, bias.dtype.name if has_b else None,
            aligned(x, y, rstd), aligned(*(a for a in (weight, bias, mean) if a is not None)),
            _launch.spec(n, xs, wst, bst))
-    _fwd[warps].launch(key, x.device, (triton.cdiv(m, bm),), args, big)
+    _fwd[warps].launch(key, x.device, (cdiv(m, bm),), args, big)
     return y, mean, rstd
 
 
@@ -291,7 +291,7 @@ def _backward(grad, x, weight, mean, rstd, rms):
         progs_per_sm = max(1, 32 // warps)
     warps = BWD_WARPS or warps
     progs_per_sm = BWD_PROGS_PER_SM or progs_per_sm
-    nprog = max(1, min(triton.cdiv(m, bm), _launch.sm_count(x.device) * progs_per_sm))
+    nprog = max(1, min(cdiv(m, bm), _launch.sm_count(x.device) * progs_per_sm))
     dw = db = None
     if has_w:
         dw = _launch.empty((nprog, n), D.float32, x.device)

@@ -19,7 +19,7 @@ import triton.language as tl
 from genesis import dtypes as D
 
 from . import _launch
-from ._launch import Launcher, View, aligned, coalesce, next_pow2, numel, tl_dtype
+from ._launch import Launcher, View, aligned, cdiv, coalesce, next_pow2, numel, tl_dtype
 
 
 # --------------------------------------------------------------------------- device code
@@ -250,7 +250,7 @@ def _inner3(sizes, strides):
 
 
 def _materialise(a, ksz, kst, rsz, rst):
-    """Copy ``a`` into a contiguous (kept..., reduced...) buffer; returns it as a 2-D view."""
+    """Copy ``a`` into a new contiguous (kept..., reduced...) buffer of shape (K, R)."""
     from .elementwise import copy_
 
     K, R = numel(ksz), numel(rsz)
@@ -259,7 +259,7 @@ def _materialise(a, ksz, kst, rsz, rst):
     dst = View(buf.data_ptr(), tuple(ksz) + tuple(rsz),
                _launch.contiguous_strides(tuple(ksz) + tuple(rsz)), a.dtype, a.device)
     copy_(dst, src)
-    return buf, [K], [R], [R], [1]
+    return buf
 
 
 def _out_shape(shape, dims, keepdim):
@@ -291,10 +291,42 @@ def _ident(op, acc):
     return _INT_MIN[acc.name] if op == "max" else _INT_MAX[acc.name]
 
 
-def _run(op, x, out_ptr, acc, ksz, kst, rsz, rst, split_ok=True):
-    """Reduce ``x`` (planned as ksz/kst, rsz/rst) into ``out_ptr`` (contiguous over kept)."""
+class _Launch:
+    """One launch of ``_reduce_kernel``: everything but the two addresses, worked out once."""
+
+    __slots__ = ("launcher", "grid", "tail", "key", "big", "from_ws", "to_ws")
+
+    def __init__(self, op, acc, in_dt, out_dt, ksz, kst, rsz, rst, K, R, rch, splits, oss,
+                 bk, br, from_ws, to_ws):
+        ka, kb, ksa, ksb, ksc = _inner3(ksz, kst)
+        ra, rb, rsa, rsb, rsc = _inner3(rsz, rst)
+        kd, rd = len(ksz), len(rsz)
+        span = builtins.sum(s * (n - 1) for s, n in zip(kst + rst, ksz + rsz))
+        self.big = span >= 2**31 or K * splits >= 2**31 or R >= 2**31 - br
+        ka1 = kd > 0 and ksa == 1
+        ra1 = rd > 0 and rsa == 1
+        self.launcher = _reduce[8 if bk * br >= 4096 else 4]
+        self.grid = (cdiv(K, bk), splits)
+        self.tail = (K, R, rch, ka, kb, ksa, ksb, ksc, ra, rb, rsa, rsb, rsc, oss,
+                     op, tl_dtype(acc), kd, rd, ka1, ra1, _ident(op, acc), bk, br, self.big)
+        self.key = (op, acc.name, kd, rd, ka1, ra1, bk, br, in_dt.name, out_dt.name,
+                    _launch.spec(K, R, rch, ksa, ksb, ksc, rsa, rsb, rsc, oss))
+        self.from_ws, self.to_ws = from_ws, to_ws
+
+    def __call__(self, x, out, device):
+        if self.big:  # Triton's own, fully keyed launch
+            self.launcher.launch(None, device, self.grid, (x, out) + self.tail, True)
+            return
+        px, po = x.data_ptr(), out.data_ptr()
+        self.launcher.launch_ptrs((self.key, device, (px & 15) == 0, (po & 15) == 0), device,
+                                  self.grid, (px, po) + self.tail, (x, out))
+
+
+def _launches(op, acc, in_dt, out_dt, ksz, kst, rsz, rst, device, from_ws=False):
+    """The launches reducing an input planned as ksz/kst, rsz/rst into a contiguous output,
+    and the (splits, K) float32/float64/int64 workspace they share (None when one launch
+    does it all)."""
     K, R = numel(ksz), numel(rsz)
-    device = x.device
     k_inner = bool(kst) and kst[-1] == 1
     r_inner = bool(rst) and rst[-1] == 1
     if k_inner and not r_inner:
@@ -303,62 +335,83 @@ def _run(op, x, out_ptr, acc, ksz, kst, rsz, rst, split_ok=True):
     else:
         br = min(next_pow2(R), TILE)
         bk = max(1, min(next_pow2(K), TILE // br))
-    kprog = triton.cdiv(K, bk)
+    kprog = cdiv(K, bk)
     target = 4 * _launch.sm_count(device)
-    splits = 1
-    rch = R
-    if split_ok and kprog < target and R > 2 * br:
-        splits = min(triton.cdiv(target, kprog), triton.cdiv(R, br))
-        rch = triton.cdiv(triton.cdiv(R, splits), br) * br
-        splits = triton.cdiv(R, rch)
-    ident = _ident(op, acc)
-    if splits > 1:
-        ws = _new((splits, K), acc, device)
-        _launch_reduce(op, x, ws, acc, ident, ksz, kst, rsz, rst, K, R, rch, splits, K, bk, br)
-        _run(op, ws, out_ptr, acc, [K], [1], [splits], [K], split_ok=False)
-        return
-    _launch_reduce(op, x, out_ptr, acc, ident, ksz, kst, rsz, rst, K, R, max(R, 1), 1, 0, bk, br)
+    if not from_ws and kprog < target and R > 2 * br:
+        splits = min(cdiv(target, kprog), cdiv(R, br))
+        rch = cdiv(cdiv(R, splits), br) * br
+        splits = cdiv(R, rch)
+        if splits > 1:
+            first = _Launch(op, acc, in_dt, acc, ksz, kst, rsz, rst, K, R, rch, splits, K,
+                            bk, br, False, True)
+            rest, _ = _launches(op, acc, acc, out_dt, [K], [1], [splits], [K], device, True)
+            return [first] + rest, (splits, K)
+    return [_Launch(op, acc, in_dt, out_dt, ksz, kst, rsz, rst, K, R, max(R, 1), 1, 0, bk, br,
+                    from_ws, False)], None
 
 
-def _launch_reduce(op, x, out, acc, ident, ksz, kst, rsz, rst, K, R, rch, splits, oss, bk, br):
-    ka, kb, ksa, ksb, ksc = _inner3(ksz, kst)
-    ra, rb, rsa, rsb, rsc = _inner3(rsz, rst)
-    kd, rd = len(ksz), len(rsz)
-    span = builtins.sum(s * (n - 1) for s, n in zip(kst + rst, ksz + rsz))
-    big = span >= 2**31 or K * splits >= 2**31 or R >= 2**31 - br
-    ka1 = kd > 0 and ksa == 1
-    ra1 = rd > 0 and rsa == 1
-    warps = 8 if bk * br >= 4096 else 4
-    args = (x, out, K, R, rch, ka, kb, ksa, ksb, ksc, ra, rb, rsa, rsb, rsc, oss,
-            op, tl_dtype(acc), kd, rd, ka1, ra1, ident, bk, br, big)
-    key = (op, acc.name, kd, rd, ka1, ra1, bk, br, x.dtype.name, out.dtype.name,
-           aligned(x, out), _launch.spec(K, R, rch, ksa, ksb, ksc, rsa, rsb, rsc, oss))
-    _reduce[warps].launch(key, x.device, (triton.cdiv(K, bk), splits), args, big)
+class _Schedule:
+    """How one (op, geometry, dtypes, device) reduces: output shape, whether the input is
+    first copied into a (kept, reduced) layout, and the launches."""
+
+    __slots__ = ("out_shape", "acc", "kind", "plan", "launches", "ws_shape")
+
+    def __init__(self, op, a, dims, keepdim, out_dtype):
+        shape = a.shape
+        self.out_shape = _out_shape(shape, dims, keepdim)
+        self.acc = acc = _acc_dtype(op, a.dtype, out_dtype)
+        self.launches, self.ws_shape = (), None
+        if not dims:
+            self.kind = "copy"  # reduces nothing: a converted copy
+            return
+        ksz, kst, rsz, rst = self.plan = _plan(a, dims)
+        K, R = numel(ksz), numel(rsz)
+        if K == 0:
+            self.kind = "empty"
+            return
+        if R == 0:
+            if op in ("max", "min"):
+                raise RuntimeError(f"a{op} of an empty dimension has no identity "
+                                   f"(shape {shape}, dims {dims})")
+            self.kind = "fill"
+            return
+        if len(ksz) > 3 or len(rsz) > 3:
+            self.kind = "materialise"
+            ksz, kst, rsz, rst = [K], [R], [R], [1]
+        else:
+            self.kind = "reduce"
+        self.launches, self.ws_shape = _launches(op, acc, a.dtype, out_dtype, ksz, kst, rsz,
+                                                 rst, a.device)
+
+
+_schedules: dict = {}
 
 
 def _reduce_op(op, a, dims, keepdim, out_dtype):
-    shape = a.shape
-    out = _new(_out_shape(shape, dims, keepdim), out_dtype, a.device)
-    if not dims:  # reduces nothing: a converted copy
-        from .elementwise import copy_
+    device = a.device
+    skey = (op, a.shape, a.strides, dims, keepdim, a.dtype, out_dtype, device)
+    sched = _schedules.get(skey)
+    if sched is None:
+        sched = _Schedule(op, a, dims, keepdim, out_dtype)
+        if len(_schedules) < 4096:
+            _schedules[skey] = sched
+    out = _new(sched.out_shape, out_dtype, device)
+    kind = sched.kind
+    if kind != "reduce":
+        if kind == "copy":
+            from .elementwise import copy_
 
-        return copy_(out, a)
-    ksz, kst, rsz, rst = _plan(a, dims)
-    K, R = numel(ksz), numel(rsz)
-    if K == 0:
-        return out
-    acc = _acc_dtype(op, a.dtype, out_dtype)
-    if R == 0:
-        if op in ("max", "min"):
-            raise RuntimeError(f"a{op} of an empty dimension has no identity "
-                               f"(shape {shape}, dims {dims})")
-        from .elementwise import fill_
+            return copy_(out, a)
+        if kind == "fill":
+            from .elementwise import fill_
 
-        return fill_(out, _ident(op, acc))
-    x = a
-    if len(ksz) > 3 or len(rsz) > 3:
-        x, ksz, rsz, kst, rst = _materialise(a, ksz, kst, rsz, rst)
-    _run(op, x, out, acc, ksz, kst, rsz, rst)
+            return fill_(out, _ident(op, sched.acc))
+        if kind == "empty":
+            return out
+        a = _materialise(a, *sched.plan)
+    ws = None if sched.ws_shape is None else _new(sched.ws_shape, sched.acc, device)
+    for step in sched.launches:
+        step(ws if step.from_ws else a, ws if step.to_ws else out, device)
     return out
 
 
@@ -436,7 +489,7 @@ def _argreduce(is_max, a, dim, keepdim):
             rs == 1, bk, br, big)
     key = (is_max, ct.name, a.dtype.name, kd, ka1, rs == 1, bk, br, aligned(x, out),
            _launch.spec(K, R, ksa, ksb, ksc, rs))
-    _arg.launch(key, a.device, (triton.cdiv(K, bk),), args, big)
+    _arg.launch(key, a.device, (cdiv(K, bk),), args, big)
     return out
 
 
@@ -509,7 +562,7 @@ def _cumsum_into(a, out, dim, dtype):
             ostr[dim], tl_dtype(acc), kd, bk, br, big)
     key = (acc.name, a.dtype.name, dtype.name, kd, bk, br, aligned(a, out),
            _launch.spec(K, R, ksa, ksb, ksc, oksa, oksb, oksc, a.strides[dim], ostr[dim]))
-    _cumsum.launch(key, a.device, (triton.cdiv(K, bk),), args, big)
+    _cumsum.launch(key, a.device, (cdiv(K, bk),), args, big)
     return out
 
 

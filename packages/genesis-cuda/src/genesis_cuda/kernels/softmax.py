@@ -15,7 +15,7 @@ from genesis import dtypes as D
 
 from . import _launch
 from ._elementwise_math import _m_exp
-from ._launch import Launcher, View, aligned, coalesce, next_pow2
+from ._launch import Launcher, View, aligned, cdiv, coalesce, next_pow2
 
 SINGLE_MAX = 16384
 
@@ -202,7 +202,7 @@ def softmax(x, dim, log):
     ct = _ct(x.dtype)
     args = (x, y, m, n, xs, n, bool(log), ct, single, bm, bn, big)
     key = (bool(log), x.dtype.name, single, bm, bn, aligned(x, y), _launch.spec(n, xs))
-    _fwd[warps].launch(key, x.device, (triton.cdiv(m, bm),), args, big)
+    _fwd[warps].launch(key, x.device, (cdiv(m, bm),), args, big)
     return y
 
 
@@ -225,7 +225,7 @@ def softmax_backward(y, grad, dim, log):
     args = (y, grad, out, m, n, ys, gs, n, bool(log), ct, single, bm, bn, big)
     key = (bool(log), y.dtype.name, grad.dtype.name, single, bm, bn, aligned(y, grad, out),
            _launch.spec(n, ys, gs))
-    _bwd[warps].launch(key, y.device, (triton.cdiv(m, bm),), args, big)
+    _bwd[warps].launch(key, y.device, (cdiv(m, bm),), args, big)
     return out
 
 

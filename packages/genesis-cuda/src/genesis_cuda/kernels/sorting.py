@@ -22,6 +22,7 @@ import triton.language as tl
 
 from genesis import dtypes as D
 
+from ._launch import cdiv, next_pow2
 from .layout import (
     MAXD,
     clone,
@@ -232,18 +233,18 @@ def sort(a, dim: int, descending: bool, stable: bool):
     xd = a.strides[dim]
     wide = a.dtype.itemsize == 8
     if n <= MAX_BITONIC:
-        block = max(2, triton.next_power_of_2(n))
-        rows = max(1, min(triton.next_power_of_2(R), 2048 // block))
+        block = max(2, next_pow2(n))
+        rows = max(1, min(next_pow2(R), 2048 // block))
         log_n = block.bit_length() - 1
         n_dims = log_n + rows.bit_length() - 1
-        _sort_rows_kernel[(triton.cdiv(R, rows),)](
+        _sort_rows_kernel[(cdiv(R, rows),)](
             a, vals, idxs, R, n, int(bool(descending)), *rshape[1:], *xs, xd, *os_, od,
             WIDE=wide, ROWS=rows, BLOCK=block, LOG_N=log_n,
             N_DIMS=n_dims, num_warps=8 if block * rows >= 2048 else 4)
         return vals, idxs
     # Long rows: sorted chunks, then stable pairwise merges.
     C = MAX_BITONIC
-    chunks = triton.next_power_of_2(triton.cdiv(n, C))
+    chunks = next_pow2(cdiv(n, C))
     P = C * chunks
     kdt = D.int64 if wide else D.int32
     k0, v0 = empty((R, P), kdt, a.device), empty((R, P), D.int32, a.device)
@@ -260,7 +261,7 @@ def sort(a, dim: int, descending: bool, stable: bool):
         k0, v0, k1, v1 = k1, v1, k0, v0
         L *= 2
     fb = 1024
-    _finish_kernel[(triton.cdiv(n, fb), R)](a, v0, vals, idxs, n, P, *rshape[1:], *xs, xd,
+    _finish_kernel[(cdiv(n, fb), R)](a, v0, vals, idxs, n, P, *rshape[1:], *xs, xd,
                                             *os_, od, BLOCK=fb)
     return vals, idxs
 
