@@ -303,9 +303,9 @@ def _overhead(torch, garr, ew, D):
 def _sweep(torch, ew, red, norms, to_g, bench):
     """Launch parameters of the kernels behind the rows nearest their targets, each
     against torch's time for the same work (printed only)."""
-    def show(label, gt, tt=None):
-        ref = "" if tt is None else f" (torch {tt*1e3:7.1f}) ratio {tt/gt:5.2f}"
-        print(f"  {label:48s} {gt*1e3:7.1f} us{ref}", flush=True)
+    def show(label, gt, tt):
+        print(f"  {label:48s} {gt*1e3:7.1f} us (torch {tt*1e3:7.1f}) ratio {tt/gt:5.2f}",
+              flush=True)
 
     print("sweep of the flat elementwise kernel (16M elements):", flush=True)
     saved = (ew.FLAT_BYTES, ew.FLAT_WARPS)

@@ -187,6 +187,7 @@ def cdiv(a: int, b: int) -> int:
     about 1.6 µs a call on the host, as much as a kernel launch's own host cost.)"""
     return -(-a // b)
 
+
 _contig_cache: dict = {}
 
 

@@ -6,7 +6,8 @@ first copied into that layout). One kernel reads a [BK, BR] tile per step: BK ou
 by BR reduced elements, along whichever side has stride 1, so the last-dim, first-dim and
 all-dims cases all read memory contiguously. When there are too few output rows to fill
 the GPU, the reduced range is split across programs that write float32/float64/int64
-partials, and the same kernel reduces the partials in a second launch.
+partials, and the same kernel reduces the partials in a second launch. Each (op, geometry,
+dtypes, device) is planned once (``_Schedule``); later calls only allocate and launch.
 """
 
 from __future__ import annotations
