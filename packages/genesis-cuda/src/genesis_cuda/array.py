@@ -8,6 +8,8 @@ of it dies) and the device ordinal. Triton kernels take it directly: Triton read
 
 from __future__ import annotations
 
+import math
+
 from genesis_cuda import memory as _memory
 
 _allocators = _memory._allocators  # the same dict object: one lookup on the hot path
@@ -80,18 +82,23 @@ def _compute_geometry(shape: tuple) -> tuple[tuple, int]:
     n = 1
     for size in reversed(shape):
         strides.append(n)
-        n *= size
-    geo = (tuple(reversed(strides)), n)
+        n *= max(size, 1)  # as torch: a zero-size dim does not zero the strides outside it
+    geo = (tuple(reversed(strides)), math.prod(shape))
     if len(_geometry) > 8192:  # bound the cache for programs with ever-changing shapes
         _geometry.clear()
     _geometry[shape] = geo
     return geo
 
 
-def contiguous_strides(shape: tuple) -> tuple:
-    """C-contiguous strides (in elements) of ``shape``."""
-    geo = _geometry.get(shape)
-    return (geo or _compute_geometry(shape))[0]
+def geometry(shape: tuple) -> tuple[tuple, int]:
+    """(C-contiguous strides in elements, element count) of ``shape`` (a tuple; cached)."""
+    return _geometry.get(shape) or _compute_geometry(shape)
+
+
+def contiguous_strides(shape) -> tuple:
+    """C-contiguous strides (in elements) of ``shape`` (any sequence of ints)."""
+    shape = tuple(shape)
+    return (_geometry.get(shape) or _compute_geometry(shape))[0]
 
 
 def empty(shape: tuple, dtype, device: int = 0) -> CudaArray:
@@ -116,10 +123,7 @@ def empty(shape: tuple, dtype, device: int = 0) -> CudaArray:
 
 def numel(a: CudaArray) -> int:
     """Number of elements of ``a``."""
-    n = 1
-    for size in a.shape:
-        n *= size
-    return n
+    return math.prod(a.shape)
 
 
 def is_contiguous(a: CudaArray) -> bool:

@@ -16,10 +16,12 @@ path instead.
 from __future__ import annotations
 
 import os
+from math import prod as numel  # noqa: F401 - the element count of a shape, for the kernels
 
 from triton.runtime import driver as _triton_driver
 
 from genesis.dtypes import bfloat16, float16
+from genesis_cuda.array import contiguous_strides, geometry, is_contiguous  # noqa: F401
 
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 I32_MAX = 2**31 - 1
@@ -136,19 +138,6 @@ class Launcher:
         self.cache[key] = (run, compiled.function, compiled.packed_metadata)
 
 
-_geo_cache: dict = {}
-
-
-def geometry(shape: tuple) -> tuple:
-    """(C-contiguous strides, numel) of ``shape`` (cached)."""
-    g = _geo_cache.get(shape)
-    if g is None:
-        g = (contiguous_strides(shape), numel(shape))
-        if len(_geo_cache) < 4096:
-            _geo_cache[shape] = g
-    return g
-
-
 def aligned(*arrays) -> tuple:
     """What Triton specialises a pointer argument on: its element type and whether its
     first element is 16-byte aligned (None for absent operands). Part of every cache key."""
@@ -186,46 +175,6 @@ def cdiv(a: int, b: int) -> int:
     """Ceiling of ``a / b`` for host integers. (``triton.cdiv`` is a constexpr function:
     about 1.6 µs a call on the host, as much as a kernel launch's own host cost.)"""
     return -(-a // b)
-
-
-_contig_cache: dict = {}
-
-
-def contiguous_strides(shape: tuple) -> tuple:
-    """C-order strides of ``shape`` (cached)."""
-    s = _contig_cache.get(shape)
-    if s is None:
-        out = []
-        acc = 1
-        for n in reversed(shape):
-            out.append(acc)
-            acc *= max(n, 1)
-        s = tuple(reversed(out))
-        if len(_contig_cache) < 4096:
-            _contig_cache[shape] = s
-    return s
-
-
-def is_contiguous(a) -> bool:
-    """Whether ``a`` is C-contiguous (size-1 dims may have any stride)."""
-    shape = a.shape
-    if a.strides == contiguous_strides(shape):
-        return True
-    expected = 1
-    for n, s in zip(reversed(shape), reversed(a.strides)):
-        if n == 1:
-            continue
-        if s != expected:
-            return False
-        expected *= n
-    return True
-
-
-def numel(shape) -> int:
-    n = 1
-    for d in shape:
-        n *= d
-    return n
 
 
 class View:

@@ -419,7 +419,7 @@ def unary_kernel(op):
         o = "bool_not" if (dt is D.bool_ and op == "bitwise_not") else op
         if out is None:
             out = _launch.empty(shape, D.bool_ if bool_out else dt, a.device)
-        g = _launch._geo_cache.get(shape) or _launch.geometry(shape)
+        g = _launch.geometry(shape)
         cs, n = g
         if a.strides == cs and out.strides == cs and 0 < n < _BIG_N:
             small = n <= SMALL_BLOCK
@@ -456,7 +456,7 @@ def binary_kernel(op):
         shape = a.shape
         if out is None:
             out = _launch.empty(shape, D.bool_ if bool_out else dt, a.device)
-        g = _launch._geo_cache.get(shape) or _launch.geometry(shape)
+        g = _launch.geometry(shape)
         cs, n = g
         if 0 < n < _BIG_N and a.strides == cs and out.strides == cs:
             small = n <= SMALL_BLOCK

@@ -17,7 +17,7 @@ import math
 import triton
 import triton.language as tl
 
-from ._launch import Ptr, cdiv
+from ._launch import Ptr, cdiv, contiguous_strides, numel
 
 MAXD = 6  # dims a strided kernel addresses directly; more are split on the host
 BLOCK = 1024
@@ -30,18 +30,6 @@ def empty(shape, dtype, device):
     from genesis_cuda.array import empty as _empty
 
     return _empty(tuple(shape), dtype, device)
-
-
-def numel(shape) -> int:
-    return math.prod(shape)
-
-
-def contiguous_strides(shape) -> tuple:
-    strides, acc = [], 1
-    for n in reversed(shape):
-        strides.append(acc)
-        acc *= max(n, 1)
-    return tuple(reversed(strides))
 
 
 def collapse(shape, stride_sets):
