@@ -210,6 +210,26 @@ def test_register_hook_can_modify_and_be_removed():
     same_as_torch(scenario)
 
 
+def test_post_accumulate_grad_hook_sees_the_accumulated_grad():
+    def scenario(lib):
+        x = _leaf(lib, _data(3))
+        seen = []
+        handle = x.register_post_accumulate_grad_hook(lambda t: seen.append(t.grad.clone()))
+        (x * x).sum().backward()
+        (x * 3).sum().backward()  # the hook sees .grad after this backward's addition
+        handle.remove()
+        (x * 5).sum().backward()
+        return seen + [x.grad]
+
+    same_as_torch(scenario)
+
+
+def test_post_accumulate_grad_hook_on_non_leaf_raises():
+    x = genesis.ones(2, requires_grad=True)
+    with pytest.raises(RuntimeError, match="non-leaf"):
+        (x * 2).register_post_accumulate_grad_hook(lambda t: None)
+
+
 def test_hook_on_tensor_without_grad_raises():
     with pytest.raises(RuntimeError, match="doesn't require gradient"):
         genesis.ones(2).register_hook(lambda g: g)

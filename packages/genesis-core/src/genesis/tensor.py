@@ -242,6 +242,19 @@ class Tensor:
         hooks.insert(0, hook) if self._retains_grad else hooks.append(hook)
         return _RemovableHandle(hooks, hook)
 
+    def register_post_accumulate_grad_hook(self, hook):
+        """Call ``hook(tensor)`` after backward has accumulated into this leaf's ``.grad``
+        (what DistributedDataParallel starts its bucket all-reduce from). Returns a handle
+        with ``remove()``."""
+        if not self.requires_grad:
+            raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+        if self.grad_fn is not None:
+            raise RuntimeError("post accumulate grad hooks cannot be registered on non-leaf "
+                               "tensors")
+        node, _ = grad_edge(self)
+        node._post_accumulate_hooks.append(hook)
+        return _RemovableHandle(node._post_accumulate_hooks, hook)
+
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
         """Accumulate d(self)/d(leaf) into every leaf's ``.grad``.
 

@@ -129,6 +129,8 @@ def run_backward(outputs, grad_outputs=None, retain_graph=None, create_graph=Fal
             if isinstance(node, AccumulateGrad):
                 if accumulate and (not capture or (id(node), 0) in capture) and 0 in grads_in:
                     _accumulate(node.variable, grads_in[0], create_graph)
+                    for hook in node._post_accumulate_hooks:
+                        hook(node.variable)
                 continue
             if needed is None or id(node) in needed:  # autograd.grad skips unneeded nodes
                 input_grads = _call_node(node, grads_in, retain_graph)

@@ -112,11 +112,12 @@ class Node:
 class AccumulateGrad:
     """The graph's sink for a leaf tensor: adds incoming gradients into ``leaf.grad``."""
 
-    __slots__ = ("variable", "_hooks", "next_functions")
+    __slots__ = ("variable", "_hooks", "_post_accumulate_hooks", "next_functions")
 
     def __init__(self, variable):
         self.variable = variable
         self._hooks: dict[int, list] = {}
+        self._post_accumulate_hooks: list = []  # hook(leaf) after leaf.grad was updated
         self.next_functions = ()
 
     def name(self) -> str:
