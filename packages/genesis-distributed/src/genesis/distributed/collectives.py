@@ -1,0 +1,273 @@
+"""Collectives on genesis tensors (torch.distributed's names, arguments and semantics).
+
+Each function checks its tensors (contiguous, matching dtypes/devices/sizes — errors name
+the shapes), finds the group's backend for the tensors' device and runs it. With
+``async_op=True`` it returns a ``Work`` to ``wait()`` on; otherwise it finishes first and
+returns ``None``. Ranks given as ``src``/``dst`` are global ranks, as in torch. On a rank
+outside ``group`` every collective does nothing and returns ``None``.
+"""
+
+from __future__ import annotations
+
+import genesis
+from genesis.distributed.group import ProcessGroup, resolve
+from genesis.distributed.reduce_op import ReduceOp
+from genesis.distributed.work import Work, completed
+
+
+def _check(t, name: str = "tensor") -> None:
+    if not isinstance(t, genesis.Tensor):
+        raise TypeError(f"{name} must be a genesis.Tensor, got {type(t).__name__}")
+    if not t.is_contiguous():
+        raise ValueError(f"{name} must be contiguous (shape {tuple(t.shape)}, strides "
+                         f"{t.stride()}): call .contiguous() first")
+
+
+def _same_kind(a, b, what: str) -> None:
+    if a.dtype is not b.dtype or a.device != b.device:
+        raise ValueError(f"{what}: output is {a.dtype} on {a.device} but input is {b.dtype} "
+                         f"on {b.device}; they must match")
+
+
+def _op(op, t) -> ReduceOp:
+    if not isinstance(op, ReduceOp):
+        raise TypeError(f"op must be a genesis.distributed.ReduceOp, got {op!r}")
+    if op is ReduceOp.AVG and t.dtype is genesis.bool_:
+        raise TypeError("ReduceOp.AVG is not defined for bool tensors")
+    return op
+
+
+def _finish(work: Work, async_op: bool) -> Work | None:
+    if async_op:
+        return work
+    work.wait()
+    return None
+
+
+def all_reduce(tensor, op: ReduceOp = ReduceOp.SUM, group: ProcessGroup | None = None,
+               async_op: bool = False):
+    """Combine ``tensor`` across the group's ranks, in place on every rank.
+
+    Example:
+        >>> t = genesis.ones(3) * (dist.get_rank() + 1)
+        >>> dist.all_reduce(t, op=dist.ReduceOp.SUM)   # 1 + 2 + ... on every rank
+    """
+    _check(tensor)
+    g = resolve(group)
+    if g is None:
+        return None
+    if tensor.numel() == 0:
+        return _finish(completed("all_reduce"), async_op)
+    return _finish(g.impl(tensor.device.type).all_reduce(tensor, _op(op, tensor)), async_op)
+
+
+def broadcast(tensor, src: int, group: ProcessGroup | None = None, async_op: bool = False):
+    """Copy rank ``src``'s ``tensor`` into ``tensor`` on every rank."""
+    _check(tensor)
+    g = resolve(group)
+    if g is None:
+        return None
+    root = g.group_rank(src)
+    if tensor.numel() == 0:
+        return _finish(completed("broadcast"), async_op)
+    return _finish(g.impl(tensor.device.type).broadcast(tensor, root), async_op)
+
+
+def reduce(tensor, dst: int, op: ReduceOp = ReduceOp.SUM, group: ProcessGroup | None = None,
+           async_op: bool = False):
+    """Combine ``tensor`` across ranks into rank ``dst``'s ``tensor`` (others keep theirs)."""
+    _check(tensor)
+    g = resolve(group)
+    if g is None:
+        return None
+    root = g.group_rank(dst)
+    if tensor.numel() == 0:
+        return _finish(completed("reduce"), async_op)
+    return _finish(g.impl(tensor.device.type).reduce(tensor, root, _op(op, tensor)), async_op)
+
+
+def all_gather_into_tensor(output_tensor, input_tensor, group: ProcessGroup | None = None,
+                           async_op: bool = False):
+    """Every rank's ``input_tensor``, concatenated in rank order, into ``output_tensor``.
+
+    Shape:
+        output: ``(world * n, ...)`` or ``(world, n, ...)`` for an input of ``(n, ...)``.
+    """
+    _check(output_tensor, "output_tensor")
+    _check(input_tensor, "input_tensor")
+    _same_kind(output_tensor, input_tensor, "all_gather_into_tensor")
+    g = resolve(group)
+    if g is None:
+        return None
+    if output_tensor.numel() != input_tensor.numel() * g.size():
+        raise ValueError(
+            f"all_gather_into_tensor: output shape {tuple(output_tensor.shape)} must hold "
+            f"{g.size()} x input shape {tuple(input_tensor.shape)}")
+    if input_tensor.numel() == 0:
+        return _finish(completed("all_gather_into_tensor"), async_op)
+    impl = g.impl(input_tensor.device.type)
+    return _finish(impl.all_gather_into_tensor(output_tensor, input_tensor), async_op)
+
+
+def all_gather(tensor_list: list, tensor, group: ProcessGroup | None = None,
+               async_op: bool = False):
+    """``tensor_list[r]`` receives rank ``r``'s ``tensor`` (one entry per rank)."""
+    _check(tensor)
+    g = resolve(group)
+    if g is None:
+        return None
+    if len(tensor_list) != g.size():
+        raise ValueError(f"all_gather: tensor_list has {len(tensor_list)} tensors for a group "
+                         f"of {g.size()} ranks")
+    for i, t in enumerate(tensor_list):
+        _check(t, f"tensor_list[{i}]")
+        _same_kind(t, tensor, "all_gather")
+        if t.shape != tensor.shape:
+            raise ValueError(f"all_gather: tensor_list[{i}] has shape {tuple(t.shape)}, the "
+                             f"input has shape {tuple(tensor.shape)}")
+    flat = genesis.empty((g.size(), *tensor.shape), dtype=tensor.dtype, device=tensor.device)
+    work = (completed("all_gather") if tensor.numel() == 0 else
+            g.impl(tensor.device.type).all_gather_into_tensor(flat, tensor))
+
+    def scatter_out() -> None:
+        for i, t in enumerate(tensor_list):
+            t.copy_(flat[i])
+
+    return _finish(work.then(scatter_out), async_op)
+
+
+def reduce_scatter_tensor(output, input, op: ReduceOp = ReduceOp.SUM,
+                          group: ProcessGroup | None = None, async_op: bool = False):
+    """Reduce ``input`` across ranks; rank ``r`` keeps chunk ``r`` of the result in ``output``.
+
+    Shape:
+        input: ``(world * n, ...)`` or ``(world, n, ...)``; output: ``(n, ...)``.
+    """
+    _check(output, "output")
+    _check(input, "input")
+    _same_kind(output, input, "reduce_scatter_tensor")
+    g = resolve(group)
+    if g is None:
+        return None
+    if input.numel() != output.numel() * g.size():
+        raise ValueError(f"reduce_scatter_tensor: input shape {tuple(input.shape)} must hold "
+                         f"{g.size()} x output shape {tuple(output.shape)}")
+    if output.numel() == 0:
+        return _finish(completed("reduce_scatter_tensor"), async_op)
+    impl = g.impl(output.device.type)
+    return _finish(impl.reduce_scatter_tensor(output, input, _op(op, output)), async_op)
+
+
+def reduce_scatter(output, input_list: list, op: ReduceOp = ReduceOp.SUM,
+                   group: ProcessGroup | None = None, async_op: bool = False):
+    """``output`` on rank ``r`` gets the reduction over ranks of their ``input_list[r]``."""
+    _check(output, "output")
+    g = resolve(group)
+    if g is None:
+        return None
+    if len(input_list) != g.size():
+        raise ValueError(f"reduce_scatter: input_list has {len(input_list)} tensors for a "
+                         f"group of {g.size()} ranks")
+    for i, t in enumerate(input_list):
+        _check(t, f"input_list[{i}]")
+        _same_kind(output, t, "reduce_scatter")
+        if t.shape != output.shape:
+            raise ValueError(f"reduce_scatter: input_list[{i}] has shape {tuple(t.shape)}, "
+                             f"the output has shape {tuple(output.shape)}")
+    flat = genesis.stack(list(input_list))
+    return reduce_scatter_tensor(output, flat, op, group, async_op)
+
+
+def all_to_all_single(output, input, output_split_sizes: list[int] | None = None,
+                      input_split_sizes: list[int] | None = None,
+                      group: ProcessGroup | None = None, async_op: bool = False):
+    """Rank ``r`` sends slice ``j`` of ``input`` (along dim 0) to rank ``j`` and receives
+    slice ``r`` of theirs into slice ``j`` of ``output``; splits default to equal."""
+    _check(output, "output")
+    _check(input, "input")
+    _same_kind(output, input, "all_to_all_single")
+    g = resolve(group)
+    if g is None:
+        return None
+    n = g.size()
+    out_splits = _splits(output, output_split_sizes, n, "output")
+    in_splits = _splits(input, input_split_sizes, n, "input")
+    if output.numel() == 0 and input.numel() == 0:
+        return _finish(completed("all_to_all_single"), async_op)
+    impl = g.impl(output.device.type)
+    return _finish(impl.all_to_all_single(output, input, out_splits, in_splits), async_op)
+
+
+def _splits(t, sizes, n: int, name: str) -> list[int]:
+    rows = t.shape[0] if t.ndim else 1
+    if sizes is None or len(sizes) == 0:
+        if rows % n:
+            raise ValueError(f"all_to_all_single: {name} dim 0 ({rows}) does not split evenly "
+                             f"over {n} ranks; pass {name}_split_sizes")
+        return [rows // n] * n
+    sizes = [int(s) for s in sizes]
+    if len(sizes) != n or sum(sizes) != rows or min(sizes) < 0:
+        raise ValueError(f"all_to_all_single: {name}_split_sizes {sizes} must be {n} "
+                         f"non-negative sizes summing to dim 0 of {name} ({rows})")
+    return sizes
+
+
+def isend(tensor, dst: int, group: ProcessGroup | None = None, tag: int = 0) -> Work | None:
+    """Start sending ``tensor`` to global rank ``dst``; returns a ``Work``."""
+    _check(tensor)
+    g = resolve(group)
+    if g is None:
+        return None
+    peer = g.group_rank(dst)
+    if peer == g.rank():
+        raise ValueError(f"send: dst {dst} is this rank")
+    return g.impl(tensor.device.type).send(tensor, peer, tag)
+
+
+def send(tensor, dst: int, group: ProcessGroup | None = None, tag: int = 0) -> None:
+    """Send ``tensor`` to global rank ``dst`` (which calls ``recv``)."""
+    work = isend(tensor, dst, group, tag)
+    if work is not None:
+        work.wait()
+
+
+def irecv(tensor, src: int | None = None, group: ProcessGroup | None = None,
+          tag: int = 0) -> Work | None:
+    """Start receiving into ``tensor`` from global rank ``src``; returns a ``Work``."""
+    return _recv(tensor, src, group, tag)[0]
+
+
+def recv(tensor, src: int | None = None, group: ProcessGroup | None = None,
+         tag: int = 0) -> int:
+    """Receive into ``tensor`` from global rank ``src`` (any rank if ``None``, Gloo only);
+    returns the sender's global rank (-1 outside the group)."""
+    work, sender = _recv(tensor, src, group, tag)
+    if work is None:
+        return -1
+    work.wait()
+    g = resolve(group)
+    return g.ranks[sender()]
+
+
+def _recv(tensor, src, group, tag):
+    _check(tensor)
+    g = resolve(group)
+    if g is None:
+        return None, None
+    peer = None if src is None else g.group_rank(src)
+    if peer is not None and peer == g.rank():
+        raise ValueError(f"recv: src {src} is this rank")
+    return g.impl(tensor.device.type).recv(tensor, peer, tag)
+
+
+def barrier(group: ProcessGroup | None = None, async_op: bool = False, device_type=None):
+    """Wait until every rank of the group has reached this call.
+
+    Runs on the group's CUDA backend when it has one (as torch's NCCL barrier), else Gloo.
+    """
+    g = resolve(group)
+    if g is None:
+        return None
+    if device_type is None:
+        device_type = "cuda" if "cuda" in g.backends else "cpu"
+    return _finish(g.impl(device_type).barrier(), async_op)

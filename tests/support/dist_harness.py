@@ -1,0 +1,75 @@
+"""Run a function on N local processes that form a genesis.distributed world (tests only).
+
+``run_ranks(fn, n)`` starts ``n`` fresh interpreters (the "spawn" start method: no forked
+thread pools), each of which joins a world through a TCPStore served by the test process,
+calls ``fn(rank, world_size, *args)`` and sends back its result or its traceback. Worker
+functions live in ``tests/support`` modules so that the children can import them.
+"""
+
+from __future__ import annotations
+
+import datetime
+import multiprocessing as mp
+import queue
+import traceback
+
+from torch import distributed as tdist
+
+
+def _child(fn, rank: int, world_size: int, port: int, backend: str, timeout_s: float,
+           args: tuple, results) -> None:
+    try:
+        import genesis.distributed as dist
+
+        timeout = datetime.timedelta(seconds=timeout_s)
+        store = tdist.TCPStore("127.0.0.1", port, world_size, False, timeout)
+        dist.init_process_group(backend, store=store, rank=rank, world_size=world_size,
+                                timeout=timeout)
+        out = fn(rank, world_size, *args)
+        if dist.is_initialized():
+            dist.destroy_process_group()
+        results.put((rank, "ok", out))
+    except BaseException:  # noqa: BLE001 - every failure goes back to the test
+        results.put((rank, "error", traceback.format_exc()))
+
+
+def run_ranks(fn, world_size: int, *args, backend: str = "gloo", timeout_s: float = 20.0,
+              join_s: float = 120.0, allow_exit: tuple[int, ...] = ()) -> list:
+    """``[fn(0, n, *args), ..., fn(n - 1, n, *args)]``, each run in its own process.
+
+    Ranks in ``allow_exit`` may die without reporting (their result is ``None``). Raises
+    AssertionError with a rank's traceback if it failed, or if any rank is still running
+    after ``join_s`` seconds.
+    """
+    server = tdist.TCPStore("127.0.0.1", 0, world_size, True,
+                            datetime.timedelta(seconds=timeout_s), wait_for_workers=False)
+    ctx = mp.get_context("spawn")
+    results = ctx.Queue()
+    procs = [ctx.Process(target=_child, args=(fn, r, world_size, server.port, backend,
+                                              timeout_s, args, results), daemon=True)
+             for r in range(world_size)]
+    for p in procs:
+        p.start()
+    out: dict[int, object] = {}
+    failures = []
+    waiting = set(range(world_size)) - set(allow_exit)
+    try:
+        while waiting:
+            try:
+                rank, status, value = results.get(timeout=join_s)
+            except queue.Empty:
+                raise AssertionError(f"ranks {sorted(waiting)} did not finish within "
+                                     f"{join_s} s") from None
+            waiting.discard(rank)
+            if status == "ok":
+                out[rank] = value
+            else:
+                failures.append(f"--- rank {rank} ---\n{value}")
+    finally:
+        for p in procs:
+            p.join(timeout=5)
+            if p.is_alive():
+                p.kill()
+    if failures:
+        raise AssertionError("\n".join(failures))
+    return [out.get(r) for r in range(world_size)]
