@@ -19,7 +19,11 @@ from torch import distributed as tdist
 def _child(fn, rank: int, world_size: int, port: int, backend: str, timeout_s: float,
            args: tuple, results) -> None:
     try:
+        import os
+
         import genesis.distributed as dist
+
+        os.environ["GENESIS_TEST_STORE_PORT"] = str(port)  # for workers that re-init
 
         timeout = datetime.timedelta(seconds=timeout_s)
         store = tdist.TCPStore("127.0.0.1", port, world_size, False, timeout)

@@ -53,7 +53,7 @@ class GlooBackend:
                 f"the gloo backend works on CPU tensors; got a tensor on {t.device}. Use "
                 "backend='nccl' (or 'cpu:gloo,cuda:nccl') for CUDA tensors, or move it with "
                 ".cpu() first")
-        return torch.from_dlpack(t)
+        return torch.from_dlpack(t.detach())  # shares memory; gradients are not ours
 
     def _work(self, what: str, torch_work, keep: tuple) -> Work:
         return Work(f"{what} on {self._describe} (gloo, timeout "
@@ -94,11 +94,12 @@ class GlooBackend:
         return self._then_average(work, x, op) if self.rank == root else work
 
     def all_gather_into_tensor(self, out, inp) -> Work:
-        o, i = self._torch(out), self._torch(inp)
+        # flat views: Gloo takes the (world * n) form only, genesis also the (world, n) form
+        o, i = self._torch(out).view(-1), self._torch(inp).view(-1)
         return self._work("all_gather_into_tensor", self._pg._allgather_base(o, i), (o, i))
 
     def reduce_scatter_tensor(self, out, inp, op: ReduceOp) -> Work:
-        o, i = self._torch(out), self._torch(inp)
+        o, i = self._torch(out).view(-1), self._torch(inp).view(-1)
         w = self._pg._reduce_scatter_base(o, i, self._reduce_opts(tdist.ReduceScatterOptions,
                                                                  o, op))
         return self._then_average(self._work("reduce_scatter_tensor", w, (o, i)), o, op)

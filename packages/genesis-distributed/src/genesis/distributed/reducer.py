@@ -84,6 +84,7 @@ class Reducer:
             for pos, i in enumerate(bucket.members):
                 self.slot_of[i] = (b, pos)
         self.armed = False
+        self.hooks_fired = False  # a backward has started reducing this iteration
         self.ready = [False] * len(self.params)
         self.next_bucket = 0
         self.used = None
@@ -120,9 +121,10 @@ class Reducer:
     # ------------------------------------------------------------- per iteration
     def prepare_for_backward(self, outputs) -> None:
         """Arm the hooks for the backward of this forward's ``outputs``."""
-        if self.armed:
-            self._raise_unfinished()
+        if self.armed and self.hooks_fired:
+            self._raise_unfinished()  # a backward ran but left parameters without gradients
         self.armed = True
+        self.hooks_fired = False
         self.ready = [False] * len(self.params)
         self.next_bucket = 0
         for bucket in self.buckets:
@@ -155,6 +157,7 @@ class Reducer:
         def on_grad_accumulated(param) -> None:
             if not self.armed:
                 return
+            self.hooks_fired = True
             if self.ready[i]:
                 raise RuntimeError(
                     f"Expected to mark a variable ready only once: parameter {i} "

@@ -1,0 +1,53 @@
+"""Faults on local Gloo processes: a dead or silent rank makes the others fail with a clear
+error within the timeout (never a hang); a second init says so; destroy releases."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from dist_harness import run_ranks
+from dist_workers import checkpoint, init_twice, killed_peer, silent_peer
+
+TIMEOUT_S = 3.0
+
+
+def test_killed_rank_makes_the_others_fail_within_the_timeout():
+    start = time.monotonic()
+    results = run_ranks(killed_peer, 3, timeout_s=TIMEOUT_S, allow_exit=(2,),
+                        join_s=TIMEOUT_S + 30)
+    assert time.monotonic() - start < TIMEOUT_S + 30 + 15  # + process start-up
+    for r in results[:2]:
+        assert r["error"] is not None and r["seconds"] < TIMEOUT_S + 30
+        assert "all_reduce" in r["error"] and "group 'world'" in r["error"]
+
+
+def test_silent_rank_times_out_with_a_clear_error():
+    results = run_ranks(silent_peer, 2, timeout_s=TIMEOUT_S, join_s=TIMEOUT_S + 30)
+    error = results[0]["error"]
+    assert error is not None and results[0]["seconds"] < TIMEOUT_S + 30
+    assert "all_reduce" in error and f"timeout {TIMEOUT_S:g} s" in error
+
+
+def test_second_init_raises_and_destroy_allows_a_new_init():
+    for r in run_ranks(init_twice, 2):
+        assert "twice" in r["second_init"] and "destroy_process_group" in r["second_init"]
+        assert r["after_destroy"] is False
+        assert "init_process_group" in r["uninitialized"]
+        assert r["again"] == [2.0, 2.0]
+
+
+def test_checkpoint_saved_by_rank0_loads_on_every_rank(tmp_path):
+    results = run_ranks(checkpoint, 2, str(tmp_path / "ckpt.gns"))
+    for r in results:
+        assert r["step"] == 7
+        assert (r["weight"] == results[0]["mine"]).all()  # rank 0's (broadcast) weights
+
+
+def test_collectives_need_init():
+    import genesis
+    import genesis.distributed as dist
+
+    assert not dist.is_initialized()
+    with pytest.raises(RuntimeError, match="init_process_group"):
+        dist.all_reduce(genesis.ones(2))
