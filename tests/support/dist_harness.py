@@ -1,9 +1,12 @@
 """Run a function on N local processes that form a genesis.distributed world (tests only).
 
-``run_ranks(fn, n)`` starts ``n`` fresh interpreters (the "spawn" start method: no forked
-thread pools), each of which joins a world through a TCPStore served by the test process,
-calls ``fn(rank, world_size, *args)`` and sends back its result or its traceback. Worker
-functions live in ``tests/support`` modules so that the children can import them.
+``run_ranks(fn, n)`` forks ``n`` processes (already importing genesis and torch: a fresh
+interpreter costs seconds per rank on a busy machine), each of which joins a world through a
+TCPStore served by the test process, calls ``fn(rank, world_size, *args)`` and sends back
+its result or its traceback. A forked child must not use the OpenMP pool its parent may have
+started (libgomp does not survive fork), so it runs torch single-threaded, as DataLoader
+workers do. Worker functions live in ``tests/support`` modules (importable by name, should a
+platform without fork need "spawn").
 """
 
 from __future__ import annotations
@@ -21,9 +24,13 @@ def _child(fn, rank: int, world_size: int, port: int, backend: str, timeout_s: f
     try:
         import os
 
+        import torch
+
+        torch.set_num_threads(1)
         import genesis.distributed as dist
 
         os.environ["GENESIS_TEST_STORE_PORT"] = str(port)  # for workers that re-init
+        os.environ["GENESIS_TEST_TIMEOUT_S"] = str(timeout_s)
 
         timeout = datetime.timedelta(seconds=timeout_s)
         store = tdist.TCPStore("127.0.0.1", port, world_size, False, timeout)
@@ -47,7 +54,7 @@ def run_ranks(fn, world_size: int, *args, backend: str = "gloo", timeout_s: floa
     """
     server = tdist.TCPStore("127.0.0.1", 0, world_size, True,
                             datetime.timedelta(seconds=timeout_s), wait_for_workers=False)
-    ctx = mp.get_context("spawn")
+    ctx = mp.get_context("fork")
     results = ctx.Queue()
     procs = [ctx.Process(target=_child, args=(fn, r, world_size, server.port, backend,
                                               timeout_s, args, results), daemon=True)
