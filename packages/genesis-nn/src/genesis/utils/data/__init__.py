@@ -21,6 +21,7 @@ from genesis.utils.data.dataset import (
 )
 from genesis.utils.data.sampler import (
     BatchSampler,
+    DistributedSampler,
     RandomSampler,
     Sampler,
     SequentialSampler,
@@ -30,7 +31,8 @@ from genesis.utils.data.sampler import (
 from genesis.utils.data.worker import WorkerInfo, get_worker_info
 
 __all__ = [
-    "BatchSampler", "ChainDataset", "ConcatDataset", "DataLoader", "Dataset", "IterableDataset",
+    "BatchSampler", "ChainDataset", "ConcatDataset", "DataLoader", "Dataset",
+    "DistributedSampler", "IterableDataset",
     "RandomSampler", "Sampler", "SequentialSampler", "Subset", "SubsetRandomSampler",
     "TensorDataset", "WeightedRandomSampler", "WorkerInfo", "default_collate", "default_convert",
     "get_worker_info", "random_split",

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Iterator, Sequence
 
 import genesis
 
 __all__ = [
     "Sampler", "SequentialSampler", "RandomSampler", "SubsetRandomSampler",
-    "WeightedRandomSampler", "BatchSampler",
+    "WeightedRandomSampler", "BatchSampler", "DistributedSampler",
 ]
 
 
@@ -192,3 +193,87 @@ class BatchSampler(Sampler):
     def __len__(self) -> int:
         n = len(self.sampler)
         return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
+
+
+class DistributedSampler(Sampler):
+    """Each rank's share of the dataset's indices, for data-parallel training (as torch).
+
+    The indices (shuffled with seed ``seed + epoch`` when ``shuffle``) are padded by
+    repeating the first ones up to a multiple of ``num_replicas`` — or, with ``drop_last``,
+    cut down to one — and rank ``r`` takes every ``num_replicas``-th one starting at ``r``.
+    Every rank sees the same number of samples; call ``set_epoch`` before each epoch for a
+    new order.
+
+    Args:
+        dataset: only its length is used.
+        num_replicas, rank: default ``genesis.distributed``'s world size and rank.
+        shuffle: a new permutation per epoch (the same on every rank).
+        seed: base of the shuffle's seed; must be equal on every rank.
+        drop_last: drop the tail instead of padding.
+
+    Example:
+        >>> sampler = DistributedSampler(dataset, num_replicas=2, rank=0, seed=1)
+        >>> loader = DataLoader(dataset, batch_size=8, sampler=sampler)
+        >>> for epoch in range(3):
+        ...     sampler.set_epoch(epoch)
+        ...     for batch in loader: ...
+    """
+
+    def __init__(self, dataset, num_replicas: int | None = None, rank: int | None = None,
+                 shuffle: bool = True, seed: int = 0, drop_last: bool = False) -> None:
+        if num_replicas is None or rank is None:
+            world_size, world_rank = _distributed_world()
+            num_replicas = world_size if num_replicas is None else num_replicas
+            rank = world_rank if rank is None else rank
+        if num_replicas < 1:
+            raise ValueError(f"num_replicas should be a positive integer, got {num_replicas}")
+        if rank >= num_replicas or rank < 0:
+            raise ValueError(f"Invalid rank {rank}, rank should be in the interval "
+                             f"[0, {num_replicas - 1}]")
+        self.dataset = dataset
+        self.num_replicas = num_replicas
+        self.rank = rank
+        self.epoch = 0
+        self.drop_last = drop_last
+        n = len(dataset)
+        if drop_last and n % num_replicas != 0:
+            self.num_samples = math.ceil((n - num_replicas) / num_replicas)
+        else:
+            self.num_samples = math.ceil(n / num_replicas)
+        self.total_size = self.num_samples * num_replicas
+        self.shuffle = shuffle
+        self.seed = seed
+
+    def __iter__(self) -> Iterator[int]:
+        n = len(self.dataset)
+        if self.shuffle:
+            gen = genesis.Generator().manual_seed(self.seed + self.epoch)
+            indices = genesis.randperm(n, generator=gen).tolist()
+        else:
+            indices = list(range(n))
+        if self.drop_last:
+            indices = indices[:self.total_size]
+        elif indices:
+            padding = self.total_size - len(indices)
+            indices += (indices * math.ceil(padding / len(indices)))[:padding]
+        return iter(indices[self.rank:self.total_size:self.num_replicas])
+
+    def __len__(self) -> int:
+        return self.num_samples
+
+    def set_epoch(self, epoch: int) -> None:
+        """Use ``epoch`` in the shuffle's seed (call it with the same value on every rank)."""
+        self.epoch = epoch
+
+
+def _distributed_world() -> tuple[int, int]:
+    """(world size, rank) of the initialised genesis.distributed world, or a clear error."""
+    try:
+        import genesis.distributed as dist
+    except ImportError:
+        raise RuntimeError("DistributedSampler needs num_replicas= and rank= (or "
+                           "genesis-distributed installed and initialised)") from None
+    if not dist.is_initialized():
+        raise RuntimeError("DistributedSampler needs num_replicas= and rank=, or "
+                           "genesis.distributed.init_process_group() called first")
+    return dist.get_world_size(), dist.get_rank()
