@@ -29,10 +29,11 @@ def _check_index_tensor(op: str, index: Tensor, size: int) -> Tensor:
     return index
 
 
-def _check_dim_index(op: str, x: Tensor, dim: int, index: Tensor) -> None:
+def _check_dim_index(op: str, x: Tensor, index: Tensor) -> None:
+    """gather/scatter/index_select/index_add take int64 or int32 indices, as torch does."""
     check_same_device(op, x, index)
-    if index.dtype is not D.int64:
-        raise RuntimeError(f"{op}(): Expected dtype int64 for index, got {index.dtype}")
+    if index.dtype is not D.int64 and index.dtype is not D.int32:
+        raise RuntimeError(f"{op}(): Expected dtype int32/int64 for index, got {index.dtype}")
 
 
 # -------------------------------------------------------------- __getitem__
@@ -305,7 +306,7 @@ def _check_gather_shapes(op: str, x: Tensor, dim: int, index: Tensor) -> None:
 def gather(input: Tensor, dim: int, index: Tensor) -> Tensor:
     """``out[i][j] = input[i][index[i][j]]`` along ``dim``."""
     d = normalize_dim(dim, input.ndim)
-    _check_dim_index("gather", input, d, index)
+    _check_dim_index("gather", input, index)
     _check_gather_shapes("gather", input, d, index)
     index = _check_index_tensor("gather", index, input.shape[d] if input.ndim else 1)
     return Gather.apply(input, d, index)
@@ -335,7 +336,7 @@ class Scatter(Function):
 
 def _scatter(op, input, dim, index, src, reduce):
     d = normalize_dim(dim, input.ndim)
-    _check_dim_index(op, input, d, index)
+    _check_dim_index(op, input, index)
     _check_gather_shapes(op, input, d, index)
     if isinstance(src, Tensor):
         check_same_device(op, input, src)
@@ -380,7 +381,7 @@ class IndexSelect(Function):
 def index_select(input: Tensor, dim: int, index: Tensor) -> Tensor:
     """Entries of ``input`` at the 1-d ``index`` along ``dim``."""
     d = normalize_dim(dim, input.ndim)
-    check_same_device("index_select", input, index)
+    _check_dim_index("index_select", input, index)
     if index.ndim > 1:
         raise IndexError("index_select(): Index is supposed to be a vector")
     index = _check_index_tensor("index_select", index.reshape(-1),
@@ -404,7 +405,8 @@ class IndexAdd(Function):
 def index_add(input: Tensor, dim: int, index: Tensor, source: Tensor, *, alpha=1) -> Tensor:
     """A copy of ``input`` with ``alpha * source`` slices added at ``index`` along ``dim``."""
     d = normalize_dim(dim, input.ndim)
-    check_same_device("index_add", input, index, source)
+    _check_dim_index("index_add", input, index)
+    check_same_device("index_add", input, source)
     if source.dtype is not input.dtype:
         raise RuntimeError(f"index_add(): self ({input.dtype}) and source ({source.dtype}) "
                            "must have the same scalar type")
