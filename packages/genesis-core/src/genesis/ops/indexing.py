@@ -1,5 +1,5 @@
 """Indexing: ``x[key]`` (basic and advanced), gather/scatter, index_select/index_add,
-masked_fill, nonzero and one_hot."""
+bincount, masked_fill, nonzero and one_hot."""
 
 from __future__ import annotations
 
@@ -422,6 +422,50 @@ def index_add(input: Tensor, dim: int, index: Tensor, source: Tensor, *, alpha=1
     if alpha != 1:
         source = source * alpha
     return IndexAdd.apply(input, d, index, source)
+
+
+def bincount(input: Tensor, weights: Tensor | None = None, minlength: int = 0) -> Tensor:
+    """How often each value ``0 .. max(input)`` occurs in the 1-d integer ``input``.
+
+    With ``weights`` (1-d, ``input``'s length), the sum of the weights at each value's
+    positions instead (differentiable in ``weights``).
+
+    Args:
+        input: 1-d tensor of non-negative integers.
+        weights: optional 1-d tensor of ``input``'s length.
+        minlength: the least length of the result.
+
+    Returns:
+        Shape ``(max(max(input) + 1, minlength),)``: int64 counts, or the weights' sums
+        (float32 for float32 weights, float64 otherwise, as torch).
+
+    Example:
+        >>> genesis.bincount(genesis.tensor([1, 3, 3]))
+        tensor([0, 1, 0, 2])
+    """
+    if input.ndim != 1 or input.dtype.category != 1 or input.dtype is D.bool_:
+        raise RuntimeError("bincount only supports 1-d non-negative integral inputs, got "
+                           f"{input.dtype} of shape {list(input.shape)}")
+    if minlength < 0:
+        raise RuntimeError(f"minlength should be >= 0, got {minlength}")
+    if weights is not None and (weights.ndim != 1 or weights.shape[0] != input.shape[0]):
+        raise RuntimeError("weights should be 1-d and have the same length as input, got "
+                           f"weights of shape {list(weights.shape)} for input of shape "
+                           f"{list(input.shape)}")
+    length = minlength
+    if input.numel():  # the result's length depends on the data: one host sync, as in torch
+        if int(input.min()) < 0:
+            raise RuntimeError("bincount only supports 1-d non-negative integral inputs, got "
+                               f"the negative value {int(input.min())}")
+        length = max(length, int(input.max()) + 1)
+    if weights is None:
+        source = input.new_ones(input.shape, dtype=D.int64)
+    else:
+        check_same_device("bincount", input, weights)
+        source = weights.to(D.float32 if weights.dtype is D.float32 else D.float64)
+    out = input.new_zeros((length,), dtype=source.dtype)
+    index = input if input.dtype is D.int64 else input.to(D.int64)
+    return IndexAdd.apply(out, 0, index, source)
 
 
 def masked_fill(input: Tensor, mask: Tensor, value) -> Tensor:
