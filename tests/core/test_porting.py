@@ -1,10 +1,7 @@
-"""What a user porting a torch script hits first: names reachable after ``import genesis``,
-torch's index dtypes, torch's checks and error messages, the ``.data`` idiom."""
+"""What a user porting a torch script hits first (core): ops torch has, torch's error
+messages, the ``.data`` idiom. The nn side is in ``tests/nn/test_porting_nn.py``."""
 
 from __future__ import annotations
-
-import subprocess
-import sys
 
 import pytest
 
@@ -16,36 +13,6 @@ def _raises(exc, pattern, fn, *args, **kwargs):
     with pytest.raises(exc, match=pattern) as info:
         fn(*args, **kwargs)
     return str(info.value)
-
-
-# ------------------------------------------------- sub-packages of other wheels
-def test_subpackages_resolve_after_import_genesis():
-    """``import genesis`` then ``genesis.nn.Linear`` works, as ``torch.nn`` after ``import torch``
-    (a fresh interpreter: in this one another test may already have imported them)."""
-    code = ("import genesis\n"
-            "print(genesis.nn.Linear.__name__, genesis.optim.AdamW.__name__,"
-            " genesis.amp.GradScaler.__name__, genesis.utils.data.DataLoader.__name__,"
-            " genesis.profiler.__name__, genesis.nn.functional.relu.__name__)\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=120)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.split() == ["Linear", "AdamW", "GradScaler", "DataLoader",
-                                  "genesis.profiler", "relu"]
-
-
-@pytest.mark.parametrize(("name", "dist"), [("models", "genesis-llm"), ("nn", "genesis-nn"),
-                                            ("distributed", "genesis-distributed")])
-def test_missing_subpackage_names_the_distribution(monkeypatch, name, dist):
-    # `None` in sys.modules makes the import fail exactly as an absent package does
-    monkeypatch.setitem(sys.modules, f"genesis.{name}", None)
-    monkeypatch.delattr(genesis, name, raising=False)
-    _raises(AttributeError, f"genesis.{name}.*{dist}.*pip install {dist}",
-            getattr, genesis, name)
-    assert not hasattr(genesis, name)
-
-
-def test_unknown_attribute_is_still_an_attribute_error():
-    _raises(AttributeError, "no attribute 'not_a_thing'$", getattr, genesis, "not_a_thing")
 
 
 # ------------------------------------------------------- allclose / bincount
