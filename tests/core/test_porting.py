@@ -3,7 +3,10 @@ messages, the ``.data`` idiom. The nn side is in ``tests/nn/test_porting_nn.py``
 
 from __future__ import annotations
 
+import re
+
 import pytest
+import torch
 
 import genesis
 from genesis.testing import gradcheck
@@ -39,3 +42,40 @@ def test_bincount_weights_gradient():
     assert w.grad.tolist() == [1.0, 100.0, 1.0, 1000.0]
     assert gradcheck(lambda w: genesis.bincount(idx, w, minlength=6), (w.detach()
                                                                        .requires_grad_(),))
+
+
+# ------------------------------------------------------------- error messages
+@pytest.mark.parametrize("data", [[[1, 2], [3]], [[[1, 2], [3, 4]], [[3, 4], [5]]],
+                                  [[1.0, 2.0], [3.0, 4.0, 5.0]]])
+def test_ragged_data_names_the_dim_and_lengths_as_torch(data):
+    with pytest.raises(ValueError) as expected:
+        torch.tensor(data)
+    _raises(ValueError, f"^{re.escape(str(expected.value))}$", genesis.tensor, data)
+
+
+@pytest.mark.parametrize("data", [[[1, 2], 3], [1, [2, 3]]])
+def test_mixed_nesting_names_the_dim(data):
+    _raises(ValueError, "at dim 1", genesis.tensor, data)
+
+
+def test_ragged_list_of_tensors_names_the_dim():
+    _raises(ValueError, r"length 2 at dim 1 \(got 3\)", genesis.tensor,
+            [genesis.ones(2), genesis.ones(3)])
+
+
+@pytest.mark.parametrize("spec", ["float33", "gpu", "tpu:0"])
+def test_to_a_string_that_is_no_device_says_so(spec):
+    msg = _raises(RuntimeError, f"'{spec}' is neither a valid device.*nor a dtype",
+                  genesis.ones(2).to, spec)
+    assert "cpu" in msg and "not installed" not in msg
+
+
+def test_to_a_dtype_name_string_points_at_the_dtype():
+    _raises(RuntimeError, "'float16' is not a device.*genesis.float16",
+            genesis.ones(2).to, "float16")
+
+
+def test_unknown_device_type_is_not_a_valid_device():
+    msg = _raises(RuntimeError, "'gpu' is not a valid device type", genesis.zeros, 2,
+                  device="gpu")
+    assert "cpu" in msg
