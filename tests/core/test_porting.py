@@ -79,3 +79,27 @@ def test_unknown_device_type_is_not_a_valid_device():
     msg = _raises(RuntimeError, "'gpu' is not a valid device type", genesis.zeros, 2,
                   device="gpu")
     assert "cpu" in msg
+
+
+# ------------------------------------------------------------------ .data
+@pytest.mark.parametrize("lib", [torch, genesis], ids=["torch", "genesis"])
+def test_data_edit_after_forward_keeps_backward_working(lib):
+    """``p.data.mul_(0.5)`` (weight decay, EMA, clipping by hand) after a forward that saved
+    ``p``: ``.data`` has a version counter of its own, so backward runs on the new values."""
+    p = lib.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    x = lib.tensor([4.0, 5.0, 6.0], requires_grad=True)
+    loss = (p * x).sum()  # Mul saves both p and x
+    p.data.mul_(0.5)
+    p.data[0] = 10.0  # a view of .data shares .data's counter, still not p's
+    loss.backward()
+    assert x.grad.tolist() == [10.0, 1.0, 1.5]
+    assert p.grad.tolist() == [4.0, 5.0, 6.0]
+
+
+@pytest.mark.parametrize("lib", [torch, genesis], ids=["torch", "genesis"])
+def test_detach_edit_after_forward_is_still_caught(lib):
+    p = lib.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    loss = (p * lib.tensor([4.0, 5.0, 6.0], requires_grad=True)).sum()
+    p.detach().mul_(0.5)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        loss.backward()
