@@ -620,6 +620,37 @@ for _name in ("logical_and", "logical_or", "logical_xor"):
     add(OpInfo(_name, binary_samples(scalars=False), dtypes=ALL, method=_name,
                differentiable=False))
 
+
+def _close_samples(dtype):
+    """Pairs with some close, some far elements (NaN and infinities for floats)."""
+    near = [1.0, 2.0, -3.0, 0.0, 1000.0, 5.0]
+    off = [1.0 + 1e-6, 2.1, -3.0, 1e-9, 1000.01, 4.0]
+    out = [S(T(kind="values", values=near), T(kind="values", values=off), name="defaults"),
+           S(T((3, 1), -2, 2), T((1, 4), -2, 2), name="broadcast"),
+           S(T((3, 4), -2, 2, layout="T"), T((3, 4), -2, 2), rtol=0.5, atol=1.0,
+             name="loose,transposed"),
+           S(T(kind="values", values=near), T(kind="values", values=near), name="equal"),
+           S(T((0, 3)), T((3,)), name="empty")]
+    if is_float(dtype):
+        special = T(kind="values", values=[math.nan, math.inf, -math.inf, math.inf, 1.0])
+        other = T(kind="values", values=[math.nan, math.inf, math.inf, 1e300, math.nan])
+        out += [S(special, other, name="special"),
+                S(special, other, equal_nan=True, name="special,equal_nan"),
+                S(special, other, rtol=0.0, atol=0.0, equal_nan=True, name="special,exact")]
+    return out
+
+
+def _close_errors():
+    return [ErrorInput(S(T((2,)), T((2,), dtype="float64")), RuntimeError, "float32.*float64"),
+            ErrorInput(S(T((2,)), T((2,)), rtol=-1.0), RuntimeError, "rtol.*-1"),
+            ErrorInput(S(T((2,)), T((3,))), RuntimeError, "broadcast")]
+
+
+add(OpInfo("isclose", _close_samples, dtypes=ALL, method="isclose", differentiable=False,
+           errors=_close_errors),
+    OpInfo("allclose", _close_samples, dtypes=ALL, method="allclose", differentiable=False,
+           errors=_close_errors))
+
 # reductions ---------------------------------------------------------------
 add(
     OpInfo("sum", reduction_samples(), dtypes=ALL, method="sum",
@@ -776,7 +807,8 @@ add(
         S(T((3, 4)), 1, Idx((3, 2), 4), name="dim=1"),
         S(T((3, 4), layout="T"), 0, Idx((2, 4), 3), name="transposed,dim=0"),
         S(T((3, 4)), -1, Idx((2, 6), 4), name="dim=-1,repeats"),
-        S(T((3, 4)), 1, Idx((3, 0), 4), name="empty-index")],
+        S(T((3, 4)), 1, Idx((3, 0), 4), name="empty-index"),
+        S(T((3, 4)), 1, Idx((3, 2), 4, dtype="int32"), name="int32-index")],
         dtypes=ALL, method="gather",
         errors=lambda: [ErrorInput(S(T((2, 3)), 1, Idx((2, 2), 3, values=[[0, 3], [1, 2]])),
                                    IndexError, "out of bounds"),
@@ -784,38 +816,61 @@ add(
                                    "same number of dimensions"),
                         ErrorInput(S(T((2, 3)), 1, Idx((1, 1), 3, values=[[-1]])),
                                    IndexError, "out of bounds"),
-                        ErrorInput(S(T((2, 3)), 1, Idx((2, 2), 3, dtype="int32")),
-                                   RuntimeError, "int64")]),
+                        ErrorInput(S(T((2, 3)), 1, Idx((2, 2), 3, dtype="int16")),
+                                   RuntimeError, "int32/int64.*int16")]),
     OpInfo("scatter", lambda d: [
         S(T((3, 5)), 1, Idx((3, 2), 5, unique_dim=1), T((3, 2)), name="src"),
         S(T((3, 4), layout="T"), 0, Idx((2, 4), 3, unique_dim=0), T((2, 4)),
           name="transposed,dim=0"),
-        S(T((3, 5)), -1, Idx((3, 2), 5, unique_dim=1), 1.5, name="value")],
+        S(T((3, 5)), -1, Idx((3, 2), 5, unique_dim=1), 1.5, name="value"),
+        S(T((3, 5)), 1, Idx((3, 2), 5, unique_dim=1, dtype="int32"), T((3, 2)),
+          name="int32-index")],
         dtypes=NUMERIC, method="scatter",
         errors=lambda: [ErrorInput(S(T((2, 3)), 1, Idx((2, 2), 3), T((2, 2), dtype="float64")),
                                    RuntimeError, "dtype")]),
     OpInfo("scatter_add", lambda d: [
         S(T((3, 5)), 1, Idx((3, 6), 5), T((3, 6)), name="repeats"),
         S(T((3, 4), layout="T"), 0, Idx((2, 4), 3), T((2, 4), layout="slice"),
-          name="views")],
+          name="views"),
+        S(T((3, 5)), 1, Idx((3, 6), 5, dtype="int32"), T((3, 6)), name="int32-index")],
         dtypes=NUMERIC, method="scatter_add"),
     OpInfo("index_select", lambda d: [
         S(T((4, 3)), 0, Idx((5,), 4), name="dim=0,repeats"),
         S(T((3, 4), layout="T"), -1, Idx((2,), 3), name="transposed,dim=-1"),
         S(T((3, 4)), 1, Idx((0,), 4), name="empty"),
-        S(T(()), 0, Idx((1,), 1), name="0-d")],
+        S(T(()), 0, Idx((1,), 1), name="0-d"),
+        S(T((4, 3)), 0, Idx((5,), 4, dtype="int32"), name="int32-index")],
         dtypes=ALL, method="index_select",
         errors=lambda: [ErrorInput(S(T((3,)), 0, Idx((2,), 3, values=[0, 5])), IndexError,
                                    "out of bounds"),
                         ErrorInput(S(T((3,)), 0, Idx((1,), 3, values=[-1])), IndexError,
-                                   "out of bounds")]),
+                                   "out of bounds"),
+                        ErrorInput(S(T((3,)), 0, Idx((2,), 3, dtype="uint8")), RuntimeError,
+                                   "int32/int64.*uint8")]),
     OpInfo("index_add", lambda d: [
         S(T((4, 3)), 0, Idx((5,), 4), T((5, 3)), name="dim=0,repeats"),
         S(T((3, 4), layout="T"), 1, Idx((2,), 4), T((3, 2)), name="transposed,dim=1"),
-        S(T((4, 3)), 0, Idx((2,), 4), T((2, 3)), alpha=2, name="alpha")],
+        S(T((4, 3)), 0, Idx((2,), 4), T((2, 3)), alpha=2, name="alpha"),
+        S(T((4, 3)), 0, Idx((3,), 4, unique_dim=0, dtype="int32"), T((3, 3)),
+          name="int32-index")],
         dtypes=NUMERIC, method="index_add",
         errors=lambda: [ErrorInput(S(T((4, 3)), 0, Idx((2,), 4), T((3, 3))), RuntimeError,
                                    "shape")]),
+    OpInfo("bincount", lambda d: [
+        S(Idx((10,), 5), name="counts"),
+        S(Idx((6,), 4), T((6,), 0, 2), name="weights"),
+        S(Idx((6,), 4, dtype="int32"), minlength=7, name="int32,minlength"),
+        S(Idx((4,), 3, dtype="uint8"), T((4,), layout="slice"), minlength=2,
+          name="uint8,strided-weights"),
+        S(Idx((0,), 1), name="empty"), S(Idx((0,), 1), minlength=3, name="empty,minlength")],
+        dtypes=NUMERIC, method="bincount", differentiable=False,  # torch has no gradient
+        errors=lambda: [ErrorInput(S(Idx((2, 2), 3)), RuntimeError, r"1-d.*\[2, 2\]"),
+                        ErrorInput(S(Idx((2,), 3, values=[1, -2])), RuntimeError,
+                                   "non-negative.*-2"),
+                        ErrorInput(S(T((3,))), RuntimeError, "integral.*float32"),
+                        ErrorInput(S(Idx((2,), 3), minlength=-1), RuntimeError, "minlength"),
+                        ErrorInput(S(Idx((2,), 3), T((3,))), RuntimeError,
+                                   r"same length.*\[3\].*\[2\]")]),
     OpInfo("masked_fill", lambda d: [
         S(T((3, 4)), Mask((3, 4)), 0.5 if is_float(d) else 1, name="scalar"),
         S(T((3, 4), layout="T"), Mask((4,)), -1.0 if is_float(d) else 0, name="broadcast"),

@@ -505,6 +505,11 @@ CORRUPT = {
         p, {"__metadata__": {"genesis": json.dumps(
             {"version": 1, "root": {"$": "dict", "items": [[{"$": "list", "v": []}, 1]]}})}},
         b""),
+    "deeply nested header": lambda p: _write(
+        p, None, b"", raw_header=b'{"a":' + b"[" * 100_000 + b"]" * 100_000 + b"}"),
+    "deeply nested structure": lambda p: _write(
+        p, {"__metadata__": {"genesis": '{"version":1,"root":' + '{"$":"list","v":[' * 50_000
+                             + "]}" * 50_000 + "}"}}, b""),
     "bad special float": lambda p: _write(
         p, {"__metadata__": {"genesis": json.dumps(
             {"version": 1, "root": {"$": "float", "v": "__import__('os')"}})}}, b""),
@@ -567,3 +572,11 @@ def test_corrupted_header_bytes_never_crash_the_loader(tmp_path):
             genesis.load(bad)
         except CheckpointError:
             pass
+
+
+def test_saving_into_a_missing_directory_names_the_directory(tmp_path):
+    missing = tmp_path / "no_such_dir"
+    with pytest.raises(FileNotFoundError) as info:
+        genesis.save({"x": genesis.ones(2)}, missing / "ckpt.safetensors")
+    msg = str(info.value)
+    assert repr(str(missing)) in msg and "does not exist" in msg and ".tmp" not in msg, msg

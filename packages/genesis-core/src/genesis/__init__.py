@@ -119,14 +119,29 @@ def broadcast_tensors(*tensors) -> tuple:
     return tuple(t.expand(shape) for t in tensors)
 
 
+# Sub-packages that other distributions add to `genesis`, and the distribution to install.
+_SUBPACKAGES = {"nn": "genesis-nn", "optim": "genesis-nn", "amp": "genesis-nn",
+                "utils": "genesis-nn", "profiler": "genesis-nn", "models": "genesis-llm",
+                "distributed": "genesis-distributed"}
+
+
 def __getattr__(name: str):
-    # Checkpoints and test utilities are imported on first use, as torch.testing is.
+    # Checkpoints, test utilities and the other distributions' sub-packages are imported on
+    # first use (as `torch.nn` is reachable after `import torch`), keeping `import genesis` lean.
     if name in ("save", "load"):
         from genesis import serialization
 
         return getattr(serialization, name)
-    if name == "testing":
+    if name == "testing" or name in _SUBPACKAGES:
         import importlib
 
-        return importlib.import_module("genesis.testing")
+        try:
+            return importlib.import_module(f"genesis.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"genesis.{name}":
+                raise  # the sub-package is there but one of its own imports failed
+            raise AttributeError(
+                f"module 'genesis' has no attribute {name!r}: genesis.{name} is provided by "
+                f"the {_SUBPACKAGES[name]} distribution, which is not installed "
+                f"(pip install {_SUBPACKAGES[name]})", name=name) from None
     raise AttributeError(f"module 'genesis' has no attribute {name!r}")

@@ -92,17 +92,59 @@ def tensor(data, dtype: D.DType | None = None, device=None,
             raise TypeError(f"can't convert np.ndarray of type {arr.dtype}")
     else:
         inferred = _infer_dtype(data)
-        if inferred is None:  # a list holding tensors: go through numpy
-            arr = np.array([np.asarray(x) for x in data]) if isinstance(data, (list, tuple)) \
-                else np.asarray(data)
-            inferred = _NP_TO_DTYPE.get(arr.dtype, D.get_default_dtype())
-        else:
-            arr = np.array(data, dtype=numpy_dtype(inferred))
+        try:
+            if inferred is None:  # a list holding tensors: go through numpy
+                arr = np.array([np.asarray(x) for x in data]) \
+                    if isinstance(data, (list, tuple)) else np.asarray(data)
+                inferred = _NP_TO_DTYPE.get(arr.dtype, D.get_default_dtype())
+            else:
+                arr = np.array(data, dtype=numpy_dtype(inferred))
+        except ValueError:
+            _check_nesting(data)  # ragged data: say where, in torch's words
+            raise
     target = dtype or inferred
     # np.asarray, not np.ascontiguousarray: the latter turns 0-d data into shape (1,)
     arr = np.asarray(arr, dtype=numpy_dtype(target) if target is not D.bfloat16
                      else np.float32, order="C")
     return _finish(_from_host(arr.copy(), target, dev), requires_grad)
+
+
+def _sequence_length(x) -> int | None:
+    """``len(x)`` for the things ``tensor()`` reads as a dimension, else None."""
+    if isinstance(x, (list, tuple)):
+        return len(x)
+    if isinstance(x, (np.ndarray, Tensor)) and x.ndim:
+        return x.shape[0]
+    return None
+
+
+def _check_nesting(data) -> None:
+    """Raise where nested ``data`` is not rectangular: the shape is read along the first
+    elements (as torch does), then every sequence must match it."""
+    shape, x = [], data
+    while (n := _sequence_length(x)) is not None:
+        shape.append(n)
+        if not n:
+            break
+        x = x[0]
+
+    def walk(x, dim):
+        n = _sequence_length(x)
+        if dim == len(shape):
+            if n is not None:
+                raise ValueError(f"expected a number at dim {dim} (got a sequence of "
+                                 f"length {n})")
+            return
+        if n is None:
+            raise ValueError(f"expected sequence of length {shape[dim]} at dim {dim} "
+                             f"(got {type(x).__name__})")
+        if n != shape[dim]:
+            raise ValueError(f"expected sequence of length {shape[dim]} at dim {dim} "
+                             f"(got {n})")
+        for item in x:
+            walk(item, dim + 1)
+
+    walk(data, 0)
 
 
 def _from_host(arr: np.ndarray, dtype: D.DType, dev) -> Tensor:

@@ -177,7 +177,12 @@ def _atomic_write(path: str, write) -> None:
     directory = os.path.dirname(os.path.abspath(path))
     tmp = os.path.join(directory, f".{os.path.basename(path)}.{secrets.token_hex(6)}.tmp")
     # os.open applies the umask, so the file gets the permissions a plain open() would.
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0),
+                     0o666)
+    except FileNotFoundError:  # name the missing directory, not our hidden temporary file
+        raise FileNotFoundError(f"genesis.save: cannot write {path!r}: the directory "
+                                f"{directory!r} does not exist") from None
     try:
         with os.fdopen(fd, "wb") as fh:
             write(fh)
@@ -246,7 +251,9 @@ def _load(fh: BinaryIO, where: str, map_location):
         try:
             doc = json.loads(metadata[_METADATA_KEY])
             version, structure = doc["version"], doc["root"]
-        except (ValueError, TypeError, KeyError) as exc:
+        # RecursionError: nesting deeper than the stack (json.loads fails before _decode
+        # could: each structure level is at least two JSON levels)
+        except (ValueError, TypeError, KeyError, RecursionError) as exc:
             raise CheckpointError(f"{where}: the genesis structure in the header is not "
                                   f"valid ({type(exc).__name__}: {exc})") from None
         if not _is_int(version) or version > _FORMAT_VERSION:
@@ -279,8 +286,9 @@ def _read_header(fh: BinaryIO, size: int, where: str) -> tuple[dict, int]:
     raw = fh.read(n)
     try:
         header = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise CheckpointError(f"{where}: header is not valid JSON ({exc})") from None
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:  # deep nesting: Recursion
+        raise CheckpointError(f"{where}: header is not valid JSON ({type(exc).__name__}: "
+                              f"{exc})") from None
     if not isinstance(header, dict):
         raise CheckpointError(f"{where}: header must be a JSON object, got "
                               f"{type(header).__name__}")

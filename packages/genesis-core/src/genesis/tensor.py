@@ -153,8 +153,13 @@ class Tensor:
 
     @property
     def data(self) -> Tensor:
-        """This tensor's values, detached from autograd (shares memory)."""
-        return self.detach()
+        """This tensor's values, detached from autograd (shares memory).
+
+        Unlike ``detach()``, edits through ``.data`` are hidden from autograd's in-place
+        check (a version counter of its own, as in torch): ``p.data.mul_(0.5)`` after a
+        forward that saved ``p`` still lets backward run, with the new values.
+        """
+        return Tensor._wrap(self._data, self.device)
 
     @data.setter
     def data(self, value: Tensor) -> None:

@@ -12,9 +12,9 @@ from genesis.tensor import Tensor
 
 _SAME_NAME = (
     # elementwise
-    "abs", "add", "addcdiv", "addcmul", "atan2", "bitwise_and", "bitwise_not", "bitwise_or",
-    "bitwise_xor", "ceil", "clamp", "clamp_max", "clamp_min", "clip", "cos", "div", "divide",
-    "eq", "equal", "erf", "erfinv",
+    "abs", "add", "addcdiv", "addcmul", "allclose", "atan2", "bitwise_and", "bitwise_not",
+    "bitwise_or", "bitwise_xor", "ceil", "clamp", "clamp_max", "clamp_min", "clip", "cos",
+    "div", "divide", "eq", "equal", "erf", "erfinv", "isclose",
     "exp", "exp2", "expm1", "floor", "floor_divide", "ge", "greater", "greater_equal", "gt",
     "isfinite", "isinf", "isnan", "le", "lerp", "less", "less_equal", "log", "log1p", "log2",
     "logical_and", "logical_not", "logical_or", "logical_xor", "lt", "maximum", "minimum",
@@ -28,7 +28,7 @@ _SAME_NAME = (
     "bmm", "dot", "matmul", "mm", "outer", "chunk", "flip", "fliplr", "flipud",
     "repeat_interleave", "roll", "split", "tensor_split", "tile", "tril", "triu", "argsort",
     "kthvalue", "msort", "sort", "topk", "gather", "index_add", "index_select",
-    "masked_fill", "masked_select", "nonzero", "argwhere", "scatter", "scatter_add",
+    "bincount", "masked_fill", "masked_select", "nonzero", "argwhere", "scatter", "scatter_add",
     "softmax", "log_softmax",
     # views
     "as_strided", "broadcast_to", "contiguous", "expand", "flatten", "movedim", "moveaxis",

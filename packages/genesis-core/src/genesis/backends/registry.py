@@ -89,12 +89,17 @@ def get_backend(name: str) -> Backend:
     ep = _discover().get(name)
     if ep is None:
         hint = KNOWN_PLUGINS.get(name)
-        how = (f"install it with `pip install {hint}`" if hint else
-               f"install a package that registers '{name}' under the "
-               f"'{ENTRY_POINT_GROUP}' entry-point group")
+        have = ", ".join(installed()) or "none"
+        if hint:
+            raise BackendUnavailableError(
+                f"no genesis backend for device type '{name}' is installed; install it with "
+                f"`pip install {hint}` (installed backends: {have})")
+        # not a device type anyone ships: say so first (a typo like 'gpu' or a dtype name
+        # is far likelier than a missing third-party plugin)
         raise BackendUnavailableError(
-            f"no genesis backend for device type '{name}' is installed; {how} "
-            f"(installed backends: {', '.join(installed()) or 'none'})")
+            f"'{name}' is not a valid device type: no installed genesis backend provides it "
+            f"(installed backends: {have}). A plugin adds a device type by registering it "
+            f"under the '{ENTRY_POINT_GROUP}' entry-point group")
     dist = ep.dist.name if ep.dist is not None else "an unknown distribution"
     try:
         backend_cls = ep.load()

@@ -3,6 +3,7 @@
 import builtins
 
 from genesis.ops.comparison import (
+    allclose,
     bitwise_and,
     bitwise_not,
     bitwise_or,
@@ -13,6 +14,7 @@ from genesis.ops.comparison import (
     greater,
     greater_equal,
     gt,
+    isclose,
     isfinite,
     isinf,
     isnan,
@@ -78,6 +80,7 @@ from genesis.ops.elementwise import (
 from genesis.ops.fused import layer_norm, log_softmax, rms_norm, softmax
 from genesis.ops.indexing import (
     argwhere,
+    bincount,
     gather,
     index_add,
     index_select,

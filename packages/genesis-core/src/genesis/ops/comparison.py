@@ -1,10 +1,12 @@
-"""Comparisons, logical and bitwise ops, and the isnan/isinf/isfinite tests: elementwise ops
-with broadcasting and promotion (shared with ``elementwise``) and no gradient."""
+"""Comparisons, logical and bitwise ops, the isnan/isinf/isfinite tests and isclose/allclose:
+elementwise ops with broadcasting and promotion (shared with ``elementwise``) and no gradient."""
 
 from __future__ import annotations
 
+from genesis import dtypes as D
+from genesis.autograd.grad_mode import no_grad
 from genesis.ops.common import wrap
-from genesis.ops.elementwise import _binary_kernel, _operands, _unary_kernel
+from genesis.ops.elementwise import _binary_kernel, _operands, _unary_kernel, mul, sub
 from genesis.tensor import Tensor
 
 
@@ -66,3 +68,49 @@ bitwise_xor = _nondiff_binary("bitwise_xor", "Elementwise XOR of ints/bools.", i
 def equal(input: Tensor, other: Tensor) -> bool:
     """True when both tensors have the same shape and all elements are equal."""
     return input.shape == other.shape and bool(eq(input, other).all())
+
+
+def isclose(input: Tensor, other: Tensor, rtol: float = 1e-05, atol: float = 1e-08,
+            equal_nan: bool = False) -> Tensor:
+    """Elementwise ``|input - other| <= atol + rtol * |other|`` (or equal), as a bool tensor.
+
+    Infinities are close only to themselves; NaNs are close to each other only with
+    ``equal_nan``. Both tensors must have the same dtype; they broadcast.
+
+    Args:
+        input, other: tensors of one dtype (floating, integer or bool).
+        rtol, atol: relative and absolute tolerances, both >= 0.
+        equal_nan: whether two NaNs count as close.
+
+    Example:
+        >>> genesis.isclose(genesis.tensor([1.0, 2.0]), genesis.tensor([1.0 + 1e-7, 2.1]))
+        tensor([ True, False])
+    """
+    if input.dtype is not other.dtype:
+        raise RuntimeError(f"isclose(): {input.dtype} did not match {other.dtype}")
+    if rtol < 0:
+        raise RuntimeError(f"rtol must be greater than or equal to zero, but got {rtol}")
+    if atol < 0:
+        raise RuntimeError(f"atol must be greater than or equal to zero, but got {atol}")
+    with no_grad():
+        close = eq(input, other)
+        if equal_nan and input.dtype.is_floating_point:
+            close = logical_or(close, logical_and(isnan(input), isnan(other)))
+        if rtol == 0 and atol == 0:
+            return close
+        if not input.dtype.is_floating_point:  # as torch: no wrap-around, no overflow
+            input, other = input.to(D.get_default_dtype()), other.to(D.get_default_dtype())
+        allowed = mul(other, rtol).abs() + atol
+        actual = sub(input, other).abs()
+        return logical_or(close, logical_and(isfinite(actual), le(actual, allowed)))
+
+
+def allclose(input: Tensor, other: Tensor, rtol: float = 1e-05, atol: float = 1e-08,
+             equal_nan: bool = False) -> bool:
+    """Whether every element pair is close (see ``isclose``); a Python bool.
+
+    Example:
+        >>> genesis.allclose(genesis.tensor([1.0, 2.0]), genesis.tensor([1.0, 2.0 + 1e-6]))
+        True
+    """
+    return bool(isclose(input, other, rtol, atol, equal_nan).all())

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from genesis import dtypes as D
 from genesis.autograd.function import Function
+from genesis.backends import registry
+from genesis.backends.registry import BackendUnavailableError
 from genesis.device import CPU, placement
 from genesis.device import device as Device
 from genesis.ops.common import wrap
@@ -68,11 +70,36 @@ def _parse_to_args(t: Tensor, args, kwargs):
             dtype = a
         elif isinstance(a, Tensor):
             device, dtype = a.device, a.dtype
-        elif isinstance(a, (str, Device, int)):
+        elif isinstance(a, str):
+            device = _device_or_dtype_string(a)
+        elif isinstance(a, (Device, int)):
             device = a
         elif a is not None:
             raise TypeError(f"to() received an invalid argument {a!r}")
     return (None if device is None else placement(device)), dtype
+
+
+def _device_or_dtype_string(spec: str):
+    """The device a positional string of ``to()`` names; when it names none (``'float33'``,
+    ``'gpu'``), say that it is neither a device nor a dtype rather than blame a plugin."""
+    try:
+        dev = placement(spec)
+        dev.backend  # noqa: B018 - 'tpu:0' has an index: load its backend now, to check it
+        return dev
+    except (ValueError, BackendUnavailableError) as exc:
+        if spec.partition(":")[0] in registry.KNOWN_PLUGINS or \
+                spec.partition(":")[0] in registry.installed():
+            raise  # a real device type: its plugin is missing or failed, the message says
+        devices = ", ".join(registry.installed())
+        try:
+            name = D.dtype_from_name(spec).name
+        except TypeError:
+            raise RuntimeError(f"to(): {spec!r} is neither a valid device (installed device "
+                               f"types: {devices}) nor a dtype (dtypes are genesis objects "
+                               "such as genesis.float32)") from exc
+        raise RuntimeError(f"to(): {spec!r} is not a device (installed device types: "
+                           f"{devices}); for the dtype pass genesis.{name}, not a string") \
+            from exc
 
 
 def to(input: Tensor, *args, non_blocking: bool = False, copy: bool = False,

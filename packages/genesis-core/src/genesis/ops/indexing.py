@@ -1,5 +1,5 @@
 """Indexing: ``x[key]`` (basic and advanced), gather/scatter, index_select/index_add,
-masked_fill, nonzero and one_hot."""
+bincount, masked_fill, nonzero and one_hot."""
 
 from __future__ import annotations
 
@@ -29,10 +29,11 @@ def _check_index_tensor(op: str, index: Tensor, size: int) -> Tensor:
     return index
 
 
-def _check_dim_index(op: str, x: Tensor, dim: int, index: Tensor) -> None:
+def _check_dim_index(op: str, x: Tensor, index: Tensor) -> None:
+    """gather/scatter/index_select/index_add take int64 or int32 indices, as torch does."""
     check_same_device(op, x, index)
-    if index.dtype is not D.int64:
-        raise RuntimeError(f"{op}(): Expected dtype int64 for index, got {index.dtype}")
+    if index.dtype is not D.int64 and index.dtype is not D.int32:
+        raise RuntimeError(f"{op}(): Expected dtype int32/int64 for index, got {index.dtype}")
 
 
 # -------------------------------------------------------------- __getitem__
@@ -305,7 +306,7 @@ def _check_gather_shapes(op: str, x: Tensor, dim: int, index: Tensor) -> None:
 def gather(input: Tensor, dim: int, index: Tensor) -> Tensor:
     """``out[i][j] = input[i][index[i][j]]`` along ``dim``."""
     d = normalize_dim(dim, input.ndim)
-    _check_dim_index("gather", input, d, index)
+    _check_dim_index("gather", input, index)
     _check_gather_shapes("gather", input, d, index)
     index = _check_index_tensor("gather", index, input.shape[d] if input.ndim else 1)
     return Gather.apply(input, d, index)
@@ -335,7 +336,7 @@ class Scatter(Function):
 
 def _scatter(op, input, dim, index, src, reduce):
     d = normalize_dim(dim, input.ndim)
-    _check_dim_index(op, input, d, index)
+    _check_dim_index(op, input, index)
     _check_gather_shapes(op, input, d, index)
     if isinstance(src, Tensor):
         check_same_device(op, input, src)
@@ -380,7 +381,7 @@ class IndexSelect(Function):
 def index_select(input: Tensor, dim: int, index: Tensor) -> Tensor:
     """Entries of ``input`` at the 1-d ``index`` along ``dim``."""
     d = normalize_dim(dim, input.ndim)
-    check_same_device("index_select", input, index)
+    _check_dim_index("index_select", input, index)
     if index.ndim > 1:
         raise IndexError("index_select(): Index is supposed to be a vector")
     index = _check_index_tensor("index_select", index.reshape(-1),
@@ -404,7 +405,8 @@ class IndexAdd(Function):
 def index_add(input: Tensor, dim: int, index: Tensor, source: Tensor, *, alpha=1) -> Tensor:
     """A copy of ``input`` with ``alpha * source`` slices added at ``index`` along ``dim``."""
     d = normalize_dim(dim, input.ndim)
-    check_same_device("index_add", input, index, source)
+    _check_dim_index("index_add", input, index)
+    check_same_device("index_add", input, source)
     if source.dtype is not input.dtype:
         raise RuntimeError(f"index_add(): self ({input.dtype}) and source ({source.dtype}) "
                            "must have the same scalar type")
@@ -420,6 +422,50 @@ def index_add(input: Tensor, dim: int, index: Tensor, source: Tensor, *, alpha=1
     if alpha != 1:
         source = source * alpha
     return IndexAdd.apply(input, d, index, source)
+
+
+def bincount(input: Tensor, weights: Tensor | None = None, minlength: int = 0) -> Tensor:
+    """How often each value ``0 .. max(input)`` occurs in the 1-d integer ``input``.
+
+    With ``weights`` (1-d, ``input``'s length), the sum of the weights at each value's
+    positions instead (differentiable in ``weights``).
+
+    Args:
+        input: 1-d tensor of non-negative integers.
+        weights: optional 1-d tensor of ``input``'s length.
+        minlength: the least length of the result.
+
+    Returns:
+        Shape ``(max(max(input) + 1, minlength),)``: int64 counts, or the weights' sums
+        (float32 for float32 weights, float64 otherwise, as torch).
+
+    Example:
+        >>> genesis.bincount(genesis.tensor([1, 3, 3]))
+        tensor([0, 1, 0, 2])
+    """
+    if input.ndim != 1 or input.dtype.category != 1 or input.dtype is D.bool_:
+        raise RuntimeError("bincount only supports 1-d non-negative integral inputs, got "
+                           f"{input.dtype} of shape {list(input.shape)}")
+    if minlength < 0:
+        raise RuntimeError(f"minlength should be >= 0, got {minlength}")
+    if weights is not None and (weights.ndim != 1 or weights.shape[0] != input.shape[0]):
+        raise RuntimeError("weights should be 1-d and have the same length as input, got "
+                           f"weights of shape {list(weights.shape)} for input of shape "
+                           f"{list(input.shape)}")
+    length = minlength
+    if input.numel():  # the result's length depends on the data: one host sync, as in torch
+        if int(input.min()) < 0:
+            raise RuntimeError("bincount only supports 1-d non-negative integral inputs, got "
+                               f"the negative value {int(input.min())}")
+        length = max(length, int(input.max()) + 1)
+    if weights is None:
+        source = input.new_ones(input.shape, dtype=D.int64)
+    else:
+        check_same_device("bincount", input, weights)
+        source = weights.to(D.float32 if weights.dtype is D.float32 else D.float64)
+    out = input.new_zeros((length,), dtype=source.dtype)
+    index = input if input.dtype is D.int64 else input.to(D.int64)
+    return IndexAdd.apply(out, 0, index, source)
 
 
 def masked_fill(input: Tensor, mask: Tensor, value) -> Tensor:

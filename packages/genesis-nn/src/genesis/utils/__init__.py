@@ -7,3 +7,12 @@ could add its own ``genesis.utils.<name>`` sub-packages next to these.
 from pkgutil import extend_path
 
 __path__ = extend_path(__path__, __name__)
+
+
+def __getattr__(name: str):
+    # `genesis.utils.data` after `import genesis`, as `torch.utils.data` after `import torch`
+    if name == "data":
+        import importlib
+
+        return importlib.import_module("genesis.utils.data")
+    raise AttributeError(f"module 'genesis.utils' has no attribute {name!r}")

@@ -2,7 +2,8 @@
 
 Classification losses take the class dimension as dim 1 (or dim 0 for a single unbatched
 sample), as torch does: input (N, C) or (N, C, d1, ...) or (C,), target (N) or (N, d1, ...) or
-(). Nothing here reads tensor values on the host, so no loss synchronises a GPU.
+(). Values are read on the host only where torch refuses bad ones (class indices out of
+range, binary cross entropy outside [0, 1]): one synchronisation per such check.
 """
 
 from __future__ import annotations
@@ -103,11 +104,24 @@ def _weighted_mean(total, denom):
     return total / safe + nan
 
 
+def _check_targets_in_range(safe, n_classes: int, ignore_index: int) -> None:
+    """torch's "Target 7 is out of bounds." (not the internal gather's message), with the
+    class count; one host read of the targets' min and max."""
+    if not safe.numel():
+        return
+    lo, hi = genesis.stack([safe.min(), safe.max()]).tolist()
+    if lo < 0 or hi >= n_classes:
+        raise IndexError(f"Target {lo if lo < 0 else hi} is out of bounds. Expected class "
+                         f"indices in [0, {n_classes}) for {n_classes} classes, or "
+                         f"ignore_index ({ignore_index}).")
+
+
 def _nll(input, target, weight, ignore_index: int, reduction: str):
     """Validated nll_loss body: (per-element loss or reduction) without shape checks."""
     class_dim = 0 if input.ndim == 1 else 1
     keep = target != ignore_index                              # (N, ...) bool
     safe = genesis.where(keep, target, genesis.zeros_like(target))
+    _check_targets_in_range(safe, input.shape[class_dim], ignore_index)
     picked = input.gather(class_dim, safe.unsqueeze(class_dim)).squeeze(class_dim)
     mask = keep.to(input.dtype)
     w = mask if weight is None else _take(weight, safe) * mask  # (N, ...)
@@ -300,11 +314,25 @@ def huber_loss(input, target, reduction: str = "mean", delta: float = 1.0):
 
 
 # ---------------------------------------------------------------------------- binary
+def _check_probabilities(input, target) -> None:
+    """torch's range check of binary_cross_entropy, both tensors in one host read (NaN fails:
+    it is not between 0 and 1)."""
+    if not input.numel():
+        return
+    with genesis.no_grad():
+        ok = genesis.stack([((input >= 0) & (input <= 1)).all(),
+                            ((target >= 0) & (target <= 1)).all()]).tolist()
+    for name, fine in zip(("input", "target"), ok):
+        if not fine:
+            raise RuntimeError(f"binary_cross_entropy: all elements of {name} should be "
+                               "between 0 and 1")
+
+
 def binary_cross_entropy(input, target, weight=None, reduction: str = "mean"):
     """Binary cross entropy of probabilities ``input`` against ``target`` in [0, 1].
 
     Each log is clamped at -100 (torch's rule), so ``input`` of exactly 0 or 1 gives a finite
-    loss. Input values are not checked on the host (that would synchronise the device).
+    loss. Inputs or targets outside [0, 1] (or NaN) raise, as in torch: one host read.
 
     Args:
         input: probabilities, any shape.
@@ -321,6 +349,7 @@ def binary_cross_entropy(input, target, weight=None, reduction: str = "mean"):
         raise ValueError(f"binary_cross_entropy: using a target size ({list(target.shape)}) "
                          f"that is different to the input size ({list(input.shape)}) is not "
                          "supported; please ensure they have the same size")
+    _check_probabilities(input, target)
     log_p = input.log().clamp(min=-100.0)
     log_q = (1.0 - input).log().clamp(min=-100.0)
     loss = -(target * log_p + (1.0 - target) * log_q)
