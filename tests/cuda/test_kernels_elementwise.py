@@ -148,6 +148,21 @@ def test_binary(op, dtype):
     check(ew.binary(op, dev(a), dev(b)), ref_binary(op, a, b))
 
 
+@pytest.mark.parametrize("dtype", [D.float32, D.float64], ids=str)
+def test_atan2_quadrants_zeros_infinities_and_nan(dtype):
+    """Every quadrant and axis, signed zeros, infinities and NaN (the interpreter has no
+    libdevice; its atan2 is written in Triton and must agree too)."""
+    inf, nan = float("inf"), float("nan")
+    ys = [1.0, 1.0, -1.0, -1.0, 0.0, -0.0, 0.0, -0.0, 3.0, -3.0, inf, -inf, inf, 2.0, nan,
+          1e-30, 5.0]
+    xs = [1.0, -1.0, 1.0, -1.0, 1.0, 1.0, -1.0, -1.0, 0.0, 0.0, 2.0, -2.0, inf, -inf, 1.0,
+          1e30, 1e-3]
+    y = torch.tensor(ys, dtype=TORCH[dtype], device=DEV)
+    x = torch.tensor(xs, dtype=TORCH[dtype], device=DEV)
+    got = ew.binary("atan2", dev(y), dev(x))
+    check(got, torch.atan2(y, x))
+
+
 SCALARS = {D.bool_: True, D.uint8: 3, D.int8: -3, D.int16: 7, D.int32: -5, D.int64: 2**40,
            D.float16: 0.75, D.bfloat16: -1.5, D.float32: 1.3, D.float64: 0.1}
 

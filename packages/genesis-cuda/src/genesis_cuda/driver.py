@@ -141,11 +141,6 @@ def active_device() -> int | None:
     return getattr(_tls, "device", None)
 
 
-def has_context(index: int) -> bool:
-    """Whether genesis has retained device ``index``'s primary context (i.e. used it)."""
-    return index in _contexts
-
-
 class using_device:  # noqa: N801 - used like a function: ``with using_device(i): ...``
     """Context manager: make device ``index`` current, restoring the previous one after."""
 

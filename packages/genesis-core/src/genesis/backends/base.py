@@ -18,17 +18,23 @@ calls a kernel:
   may assume it).
 
 Kernels never synchronise the host unless their result is a host value (``item``,
-``to_numpy``, ``nonzero``'s size). Optional fused kernels have composite fallbacks here,
-built from the primitives, so a new backend works before it is fast.
+``to_numpy``, ``nonzero``'s size).
+
+The contract has two parts. The *required core* is the abstract methods (``REQUIRED``):
+memory and geometry, host transfer, one copy, the elementwise families, two reductions,
+matmul, general indexing, sort and the generator. Everything else is *optional*
+(``OPTIONAL``): it has a composite default in ``genesis.backends.composite`` written with the
+core, so a new backend runs every op once its core works, and overrides an optional method
+when it has a faster kernel (the CPU and CUDA backends override nearly all of them).
 """
 
 from __future__ import annotations
 
-import math
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 
-from genesis.dtypes import DType, float32, float64
+from genesis.backends import composite
+from genesis.dtypes import DType
 
 Array = object  # a backend's array type; see the module docstring
 Shape = tuple[int, ...]
@@ -39,8 +45,8 @@ class Backend(ABC):
     """Base class of every device backend (registered under the ``genesis.backends`` group).
 
     Subclasses set ``name`` (the device type, e.g. ``"cuda"``) and implement every
-    abstract method. Methods marked *optional* have working defaults in terms of the
-    primitives and may be overridden with fused kernels.
+    abstract method (the required core). Methods marked *optional* have working defaults
+    written with the core and may be overridden with kernels of their own.
     """
 
     name: str = ""
@@ -78,7 +84,8 @@ class Backend(ABC):
 
     @abstractmethod
     def device_index_of(self, a: Array) -> int | None:
-        """The ordinal of the device holding ``a`` (``None`` for the CPU)."""
+        """The ordinal of the device holding ``a`` (``None`` for the CPU); the composite
+        kernels allocate their results there."""
 
     @abstractmethod
     def strides_of(self, a: Array) -> Shape:
@@ -105,14 +112,15 @@ class Backend(ABC):
     def empty(self, shape: Shape, dtype: DType, index: int | None) -> Array:
         """A new contiguous, uninitialised array."""
 
-    @abstractmethod
     def full(self, shape: Shape, value: Scalar, dtype: DType, index: int | None) -> Array:
-        """A new contiguous array filled with ``value``."""
+        """*Optional.* A new contiguous array filled with ``value``."""
+        return composite.full(self, shape, value, dtype, index)
 
-    @abstractmethod
     def arange(self, start: Scalar, end: Scalar, step: Scalar, dtype: DType,
                index: int | None) -> Array:
-        """``[start, start+step, ...)`` up to but excluding ``end``, as torch.arange."""
+        """*Optional.* ``[start, start+step, ...)`` up to but excluding ``end``, as
+        torch.arange."""
+        return composite.arange(self, start, end, step, dtype, index)
 
     @abstractmethod
     def from_numpy(self, data, index: int | None) -> Array:
@@ -141,18 +149,18 @@ class Backend(ABC):
         """Copy ``src`` into ``dst`` (same shape; dtypes may differ: cast while copying;
         ``src`` may be on another device of this backend). Returns ``dst``."""
 
-    @abstractmethod
     def contiguous(self, a: Array) -> Array:
-        """``a`` itself if it is C-contiguous, else a contiguous copy."""
+        """*Optional.* ``a`` itself if it is C-contiguous, else a contiguous copy."""
+        return composite.contiguous(self, a)
 
-    @abstractmethod
     def cast(self, a: Array, dtype: DType) -> Array:
-        """``a``'s values converted to ``dtype``: a new contiguous array, or ``a`` itself
-        when it already has that dtype."""
+        """*Optional.* ``a``'s values converted to ``dtype``: a new contiguous array, or
+        ``a`` itself when it already has that dtype."""
+        return composite.cast(self, a, dtype)
 
-    @abstractmethod
     def item(self, a: Array) -> Scalar:
-        """The single value of a one-element array as a Python scalar."""
+        """*Optional.* The single value of a one-element array as a Python scalar."""
+        return composite.item(self, a)
 
     # ------------------------------------------------------------ elementwise
     # Unary float ops get floating inputs (genesis casts integers first); the others
@@ -194,10 +202,10 @@ class Backend(ABC):
         """``a`` where ``cond`` (bool) else ``b``; all the same shape, ``a``/``b`` the same
         dtype (either may be a scalar, not both)."""
 
-    @abstractmethod
     def clamp(self, a: Array, lo: Scalar | None, hi: Scalar | None,
               out: Array | None = None) -> Array:
-        """``min(max(a, lo), hi)`` with scalar bounds (either may be ``None``)."""
+        """*Optional.* ``min(max(a, lo), hi)`` with scalar bounds (either may be ``None``)."""
+        return composite.clamp(self, a, lo, hi, out)
 
     # -------------------------------------------------------------- reductions
     @abstractmethod
@@ -206,36 +214,38 @@ class Backend(ABC):
         reduction), accumulating at least in float32 for half types, result in ``dtype``."""
 
     @abstractmethod
-    def prod(self, a: Array, dims: Shape, keepdim: bool, dtype: DType) -> Array:
-        """Product over ``dims``, result in ``dtype``."""
-
-    @abstractmethod
     def amax(self, a: Array, dims: Shape, keepdim: bool) -> Array:
         """Maximum over ``dims`` (NaN propagates)."""
 
-    @abstractmethod
+    def prod(self, a: Array, dims: Shape, keepdim: bool, dtype: DType) -> Array:
+        """*Optional.* Product over ``dims``, result in ``dtype``."""
+        return composite.prod(self, a, dims, keepdim, dtype)
+
     def amin(self, a: Array, dims: Shape, keepdim: bool) -> Array:
-        """Minimum over ``dims`` (NaN propagates)."""
+        """*Optional.* Minimum over ``dims`` (NaN propagates)."""
+        return composite.amin(self, a, dims, keepdim)
 
-    @abstractmethod
     def argmax(self, a: Array, dim: int, keepdim: bool) -> Array:
-        """int64 index of the first maximum along ``dim``."""
+        """*Optional.* int64 index of the first maximum along ``dim`` (a NaN counts as the
+        maximum)."""
+        return composite.arg_extreme(self, a, dim, keepdim, largest=True)
 
-    @abstractmethod
     def argmin(self, a: Array, dim: int, keepdim: bool) -> Array:
-        """int64 index of the first minimum along ``dim``."""
+        """*Optional.* int64 index of the first minimum along ``dim`` (a NaN counts as the
+        minimum)."""
+        return composite.arg_extreme(self, a, dim, keepdim, largest=False)
 
-    @abstractmethod
     def all(self, a: Array, dims: Shape, keepdim: bool) -> Array:
-        """bool: every element over ``dims`` is non-zero."""
+        """*Optional.* bool: every element over ``dims`` is non-zero."""
+        return composite.all_(self, a, dims, keepdim)
 
-    @abstractmethod
     def any(self, a: Array, dims: Shape, keepdim: bool) -> Array:
-        """bool: some element over ``dims`` is non-zero."""
+        """*Optional.* bool: some element over ``dims`` is non-zero."""
+        return composite.any_(self, a, dims, keepdim)
 
-    @abstractmethod
     def cumsum(self, a: Array, dim: int, dtype: DType) -> Array:
-        """Inclusive prefix sum along ``dim`` in ``dtype``."""
+        """*Optional.* Inclusive prefix sum along ``dim`` in ``dtype``."""
+        return composite.cumsum(self, a, dim, dtype)
 
     # ------------------------------------------------------------------ linalg
     @abstractmethod
@@ -248,39 +258,9 @@ class Backend(ABC):
         """*Optional.* ``x @ weight.T + bias`` for x (..., K), weight (N, K), bias (N,) or
         None, one dtype; result (..., N). A fused kernel adds the bias before rounding to a
         half type (as cuBLAS/oneDNN epilogues do); this default rounds twice."""
-        k, n = x.shape[-1], weight.shape[0]
-        lead = tuple(x.shape[:-1])
-        m = math.prod(lead)
-        xc = self.contiguous(x)
-        x2 = self.as_strided(xc, (m, k), (k, 1), self.storage_offset_of(xc))  # (M, K)
-        ws = self.strides_of(weight)
-        w_t = self.as_strided(weight, (k, n), (ws[1], ws[0]), self.storage_offset_of(weight))
-        out = self.matmul(x2, w_t)  # (M, N), contiguous
-        if bias is not None:
-            out = self.binary("add", out, self._expand_to(bias, out), out=out)
-        strides = tuple(n * math.prod(lead[i + 1:]) for i in range(len(lead))) + (1,)
-        return self.as_strided(out, lead + (n,), strides, 0)
+        return composite.linear(self, x, weight, bias)
 
     # ---------------------------------------------------------------- indexing
-    @abstractmethod
-    def gather(self, a: Array, dim: int, index: Array) -> Array:
-        """``out[i][j] = a[i][index[i][j]]`` along ``dim``; result has ``index``'s shape."""
-
-    @abstractmethod
-    def scatter(self, a: Array, dim: int, index: Array, src: Array | Scalar,
-                reduce: str | None) -> Array:
-        """A copy of ``a`` with ``src`` written (``reduce=None``) or added (``"add"``) at
-        ``index`` along ``dim``."""
-
-    @abstractmethod
-    def index_select(self, a: Array, dim: int, index: Array) -> Array:
-        """Entries of ``a`` at the 1-d ``index`` along ``dim``."""
-
-    @abstractmethod
-    def index_add(self, a: Array, dim: int, index: Array, src: Array) -> Array:
-        """A copy of ``a`` with slices of ``src`` added at the 1-d ``index`` along ``dim``
-        (repeated indices accumulate)."""
-
     @abstractmethod
     def index(self, a: Array, indices: Sequence[Array | None]) -> Array:
         """Advanced indexing ``a[indices]``: one entry per leading dim of ``a``, each an
@@ -295,34 +275,57 @@ class Backend(ABC):
         genesis passes no ``None`` entries. Returns ``a``."""
 
     @abstractmethod
-    def nonzero(self, a: Array) -> Array:
-        """int64 (N, ndim) coordinates of the non-zero elements, in C order."""
-
-    @abstractmethod
     def sort(self, a: Array, dim: int, descending: bool, stable: bool) -> tuple[Array, Array]:
         """(values, int64 indices) sorted along ``dim``; NaN sorts as the largest value."""
 
-    @abstractmethod
+    def gather(self, a: Array, dim: int, index: Array) -> Array:
+        """*Optional.* ``out[i][j] = a[i][index[i][j]]`` along ``dim``; result has
+        ``index``'s shape."""
+        return composite.gather(self, a, dim, index)
+
+    def scatter(self, a: Array, dim: int, index: Array, src: Array | Scalar,
+                reduce: str | None) -> Array:
+        """*Optional.* A copy of ``a`` with ``src`` written (``reduce=None``) or added
+        (``"add"``) at ``index`` along ``dim``."""
+        return composite.scatter(self, a, dim, index, src, reduce)
+
+    def index_select(self, a: Array, dim: int, index: Array) -> Array:
+        """*Optional.* Entries of ``a`` at the 1-d ``index`` along ``dim``."""
+        return composite.index_select(self, a, dim, index)
+
+    def index_add(self, a: Array, dim: int, index: Array, src: Array) -> Array:
+        """*Optional.* A copy of ``a`` with slices of ``src`` added at the 1-d ``index``
+        along ``dim`` (repeated indices accumulate)."""
+        return composite.index_add(self, a, dim, index, src)
+
+    def nonzero(self, a: Array) -> Array:
+        """*Optional.* int64 (N, ndim) coordinates of the non-zero elements, in C order."""
+        return composite.nonzero(self, a)
+
     def topk(self, a: Array, k: int, dim: int, largest: bool,
              sorted: bool) -> tuple[Array, Array]:
-        """The ``k`` largest (or smallest) values along ``dim`` and their indices."""
+        """*Optional.* The ``k`` largest (or smallest) values along ``dim`` and their
+        indices."""
+        return composite.topk(self, a, k, dim, largest, sorted)
 
     # ----------------------------------------------------------------- layout
-    @abstractmethod
     def cat(self, arrays: Sequence[Array], dim: int) -> Array:
-        """Concatenate arrays of one dtype along ``dim`` (other dims equal)."""
+        """*Optional.* Concatenate arrays of one dtype along ``dim`` (other dims equal)."""
+        return composite.cat(self, arrays, dim)
 
-    @abstractmethod
     def flip(self, a: Array, dims: Shape) -> Array:
-        """A copy of ``a`` reversed along ``dims``."""
+        """*Optional.* A copy of ``a`` reversed along ``dims``."""
+        return composite.flip(self, a, dims)
 
-    @abstractmethod
     def tril(self, a: Array, k: int) -> Array:
-        """Lower triangle of the last two dims (diagonal offset ``k``), rest zero."""
+        """*Optional.* Lower triangle of the last two dims (diagonal offset ``k``), rest
+        zero."""
+        return composite.triangle(self, a, k, upper=False)
 
-    @abstractmethod
     def triu(self, a: Array, k: int) -> Array:
-        """Upper triangle of the last two dims (diagonal offset ``k``), rest zero."""
+        """*Optional.* Upper triangle of the last two dims (diagonal offset ``k``), rest
+        zero."""
+        return composite.triangle(self, a, k, upper=True)
 
     # ------------------------------------------------------------------ random
     @abstractmethod
@@ -351,140 +354,55 @@ class Backend(ABC):
         """Fill floating ``a`` in place with U[low, high) draws from ``gen``."""
 
     @abstractmethod
-    def normal_(self, a: Array, mean: float, std: float, gen) -> Array:
-        """Fill floating ``a`` in place with N(mean, std^2) draws from ``gen``."""
-
-    @abstractmethod
     def random_(self, a: Array, low: int, high: int, gen) -> Array:
         """Fill ``a`` in place with uniform integers in ``[low, high)``."""
 
-    @abstractmethod
+    def normal_(self, a: Array, mean: float, std: float, gen) -> Array:
+        """*Optional.* Fill floating ``a`` in place with N(mean, std^2) draws from ``gen``."""
+        return composite.normal_(self, a, mean, std, gen)
+
     def randperm(self, n: int, dtype: DType, index: int | None, gen) -> Array:
-        """A random permutation of ``0..n-1``."""
+        """*Optional.* A random permutation of ``0..n-1``."""
+        return composite.randperm(self, n, dtype, index, gen)
 
     # ----------------------------------------------- optional fused kernels
-    # Each has a composite default written with the primitives above. Defaults return
-    # what the fused kernel must return, so autograd code is the same either way.
+    # Their defaults return what the fused kernel must return, so autograd code is the same
+    # either way.
 
     def softmax(self, x: Array, dim: int, log: bool) -> Array:
         """*Optional.* softmax (or log_softmax when ``log``) along ``dim`` of floating
         ``x``, computed in at least float32 and returned in ``x``'s dtype."""
-        work = x if self.dtype_of(x).itemsize >= 4 else self.cast(x, float32)
-        shifted = self.binary("sub", work, self._expand(self.amax(work, (dim,), True), work))
-        exp = self.unary("exp", shifted)
-        total = self._expand(self.sum(exp, (dim,), True, self.dtype_of(work)), work)
-        if log:
-            out = self.binary("sub", shifted, self._expand_to(self.unary("log", total), work))
-        else:
-            out = self.binary("div", exp, total)
-        return self.cast(out, self.dtype_of(x))
+        return composite.softmax(self, x, dim, log)
 
     def softmax_backward(self, y: Array, grad: Array, dim: int, log: bool) -> Array:
         """*Optional.* Gradient of (log_)softmax given its output ``y`` and ``grad``."""
-        dt = self.dtype_of(y)
-        if log:  # g - exp(y) * sum(g)
-            total = self._expand(self.sum(grad, (dim,), True, dt), grad)
-            return self.binary("sub", grad, self.binary("mul", self.unary("exp", y), total))
-        dot = self._expand(self.sum(self.binary("mul", grad, y), (dim,), True, dt), y)
-        return self.binary("mul", y, self.binary("sub", grad, dot))
+        return composite.softmax_backward(self, y, grad, dim, log)
 
     def layer_norm(self, x: Array, weight: Array | None, bias: Array | None,
                    eps: float) -> tuple[Array, Array, Array]:
         """*Optional.* Layer norm over the last dim: returns ``(y, mean, rstd)``, with
         ``mean``/``rstd`` float32 (float64 for float64 input) of shape ``x.shape[:-1] + (1,)``."""
-        acc = _acc_dtype(self.dtype_of(x))
-        xw = self.cast(x, acc)
-        last = len(x.shape) - 1
-        n = x.shape[-1]
-        mean = self.binary("div", self.sum(xw, (last,), True, acc), float(n))
-        centered = self.binary("sub", xw, self._expand(mean, xw))
-        var = self.binary(
-            "div", self.sum(self.binary("mul", centered, centered), (last,), True, acc),
-            float(n))
-        rstd = self.unary("rsqrt", self.binary("add", var, float(eps)))
-        y = self.binary("mul", centered, self._expand(rstd, xw))
-        y = self._affine(y, weight, bias, acc)
-        return self.cast(y, self.dtype_of(x)), mean, rstd
+        return composite.layer_norm(self, x, weight, bias, eps)
 
     def layer_norm_backward(self, grad: Array, x: Array, weight: Array | None, mean: Array,
                             rstd: Array) -> tuple[Array, Array | None, Array | None]:
         """*Optional.* ``(grad_x, grad_weight, grad_bias)`` of ``layer_norm``."""
-        acc = _acc_dtype(self.dtype_of(x))
-        g = self.cast(grad, acc)
-        xw = self.cast(x, acc)
-        last = len(x.shape) - 1
-        n = float(x.shape[-1])
-        xhat = self.binary("mul", self.binary("sub", xw, self._expand(mean, xw)),
-                           self._expand(rstd, xw))
-        lead = tuple(range(last))
-        gw = self.cast(self.sum(self.binary("mul", g, xhat), lead, False, acc),
-                       self.dtype_of(weight)) if weight is not None else None
-        gb = self.cast(self.sum(g, lead, False, acc), self.dtype_of(weight)) \
-            if weight is not None else None
-        gxhat = self.binary("mul", g, self._expand_to(self.cast(weight, acc), g)) \
-            if weight is not None else g
-        mean_g = self.binary("div", self.sum(gxhat, (last,), True, acc), n)
-        mean_gx = self.binary(
-            "div", self.sum(self.binary("mul", gxhat, xhat), (last,), True, acc), n)
-        inner = self.binary("sub", self.binary("sub", gxhat, self._expand(mean_g, g)),
-                            self.binary("mul", xhat, self._expand(mean_gx, g)))
-        gx = self.binary("mul", inner, self._expand(rstd, g))
-        return self.cast(gx, self.dtype_of(x)), gw, gb
+        return composite.layer_norm_backward(self, grad, x, weight, mean, rstd)
 
     def rms_norm(self, x: Array, weight: Array | None, eps: float) -> tuple[Array, Array]:
-        """*Optional.* RMS norm over the last dim: ``(y, rstd)``, ``rstd`` float32 of shape
-        ``x.shape[:-1] + (1,)``."""
-        acc = _acc_dtype(self.dtype_of(x))
-        xw = self.cast(x, acc)
-        last = len(x.shape) - 1
-        ms = self.binary("div", self.sum(self.binary("mul", xw, xw), (last,), True, acc),
-                         float(x.shape[-1]))
-        rstd = self.unary("rsqrt", self.binary("add", ms, float(eps)))
-        y = self._affine(self.binary("mul", xw, self._expand(rstd, xw)), weight, None, acc)
-        return self.cast(y, self.dtype_of(x)), rstd
+        """*Optional.* RMS norm over the last dim: ``(y, rstd)``, ``rstd`` float32 (float64
+        for float64 input) of shape ``x.shape[:-1] + (1,)``."""
+        return composite.rms_norm(self, x, weight, eps)
 
     def rms_norm_backward(self, grad: Array, x: Array, weight: Array | None,
                           rstd: Array) -> tuple[Array, Array | None]:
         """*Optional.* ``(grad_x, grad_weight)`` of ``rms_norm``."""
-        acc = _acc_dtype(self.dtype_of(x))
-        g = self.cast(grad, acc)
-        xw = self.cast(x, acc)
-        last = len(x.shape) - 1
-        xhat = self.binary("mul", xw, self._expand(rstd, xw))
-        gw = None
-        if weight is not None:
-            gw = self.cast(self.sum(self.binary("mul", g, xhat), tuple(range(last)), False, acc),
-                           self.dtype_of(weight))
-            g = self.binary("mul", g, self._expand_to(self.cast(weight, acc), g))
-        mean_gx = self.binary("div", self.sum(self.binary("mul", g, xhat), (last,), True, acc),
-                              float(x.shape[-1]))
-        inner = self.binary("sub", g, self.binary("mul", xhat, self._expand(mean_gx, g)))
-        gx = self.binary("mul", inner, self._expand(rstd, g))
-        return self.cast(gx, self.dtype_of(x)), gw
-
-    # ------------------------------------------------------------- helpers
-    def _expand(self, reduced: Array, like: Array) -> Array:
-        """View a keepdim-reduced array (size-1 dims) at ``like``'s shape."""
-        strides = tuple(0 if n == 1 else s for n, s in zip(reduced.shape,
-                                                           self.strides_of(reduced)))
-        return self.as_strided(reduced, like.shape, strides, self.storage_offset_of(reduced))
-
-    def _expand_to(self, a: Array, like: Array) -> Array:
-        """View ``a`` (trailing-aligned, numpy broadcasting) at ``like``'s shape."""
-        pad = len(like.shape) - len(a.shape)
-        shape = (1,) * pad + tuple(a.shape)
-        strides = (0,) * pad + tuple(self.strides_of(a))
-        strides = tuple(0 if n == 1 else s for n, s in zip(shape, strides))
-        return self.as_strided(a, like.shape, strides, self.storage_offset_of(a))
-
-    def _affine(self, y: Array, weight: Array | None, bias: Array | None, acc: DType) -> Array:
-        if weight is not None:
-            y = self.binary("mul", y, self._expand_to(self.cast(weight, acc), y))
-        if bias is not None:
-            y = self.binary("add", y, self._expand_to(self.cast(bias, acc), y))
-        return y
+        return composite.rms_norm_backward(self, grad, x, weight, rstd)
 
 
-def _acc_dtype(dtype: DType) -> DType:
-    """Accumulation dtype of the composite norms: float64 stays, the rest use float32."""
-    return dtype if dtype is float64 else float32
+# The two halves of the contract, derived from the class (docs/backends.md is checked
+# against them by tests/backends/test_contract_docs.py).
+REQUIRED: tuple[str, ...] = tuple(sorted(Backend.__abstractmethods__))
+OPTIONAL: tuple[str, ...] = tuple(sorted(
+    name for name, value in vars(Backend).items()
+    if callable(value) and not name.startswith("_") and name not in Backend.__abstractmethods__))

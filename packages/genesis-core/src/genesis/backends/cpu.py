@@ -182,9 +182,10 @@ class CPUBackend(Backend):
         return torch.sum(a, dims, keepdim=keepdim, dtype=_TO_TORCH[dtype])
 
     def prod(self, a, dims, keepdim, dtype):
-        out = a.to(_TO_TORCH[dtype], copy=True)
+        t = _TO_TORCH[dtype]
+        out = a.to(t, copy=True)
         for d in sorted(dims, reverse=True):  # torch.prod takes one dim at a time
-            out = torch.prod(out, d, keepdim=keepdim)
+            out = torch.prod(out, d, keepdim=keepdim, dtype=t)  # (ints would widen to int64)
         return out
 
     def amax(self, a, dims, keepdim):

@@ -118,8 +118,29 @@ else:  # pragma: no cover - interpreter only
         return tl.exp(y * tl.log(x))
 
     @triton.jit
-    def _m_atan2(x, y):
-        return x / y  # not available under the interpreter
+    def _m_atan2(y, x):
+        # libdevice is not available under the interpreter: the angle of (x, y) from the
+        # octant's ratio t = min/max in [0, 1], halved twice (atan t = 2 atan(t / (1 +
+        # sqrt(1 + t^2)))) to |t| <= tan(pi/16), then 13 terms of atan's series (< 1e-17).
+        yd = y.to(tl.float64)
+        xd = x.to(tl.float64)
+        ay = tl.abs(yd)
+        ax = tl.abs(xd)
+        big = tl.maximum(ax, ay)
+        t = tl.minimum(ax, ay) / tl.where(big == 0, 1.0, big)
+        t = tl.where((ax == float("inf")) & (ay == float("inf")), 1.0, t)
+        t = t / (1.0 + tl.sqrt(1.0 + t * t))
+        t = t / (1.0 + tl.sqrt(1.0 + t * t))
+        t2 = t * t
+        s = tl.zeros_like(t)
+        for k in tl.static_range(12, -1, -1):
+            s = s * t2 + (1.0 - 2.0 * (k % 2)) / (2 * k + 1)
+        r = 4.0 * t * s
+        r = tl.where(ay > ax, 1.5707963267948966 - r, r)
+        r = tl.where(xd < 0, 3.141592653589793 - r, r)
+        r = tl.where((yd < 0) | ((yd == 0) & (1.0 / yd < 0)), -r, r)  # y's sign, -0.0 too
+        r = tl.where((xd != xd) | (yd != yd), xd + yd, r)  # NaN in, NaN out
+        return r.to(y.dtype)
 
     @triton.jit
     def _m_copysign(x, y):

@@ -20,33 +20,16 @@ from math import prod as numel  # noqa: F401 - the element count of a shape, for
 
 from triton.runtime import driver as _triton_driver
 
-from genesis.dtypes import bfloat16, float16
-from genesis_cuda.array import contiguous_strides, geometry, is_contiguous  # noqa: F401
+# re-exported for the kernel modules: geometry helpers, and ``empty``, the one allocation call
+from genesis_cuda.array import contiguous_strides, empty, geometry, is_contiguous  # noqa: F401
+from genesis_cuda.streams import current_handle as _stream_handle
 
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
-I32_MAX = 2**31 - 1
 
 # Under the Triton interpreter (CPU tests of the kernels) pointer arguments must be torch
-# tensors; the test-suite installs a converter here. Unused otherwise.
+# tensors; the test-suite installs a converter here (and replaces ``empty`` with arrays
+# backed by torch tensors, which is why kernels call ``_launch.empty``). Unused otherwise.
 interpret_arg = None
-
-
-def empty(shape, dtype, device):  # noqa: F811 - rebinds itself on first use
-    """A new contiguous array from genesis's allocator (resolved on first use)."""
-    global empty
-    import genesis_cuda.array as _array
-
-    empty = _array.empty
-    return empty(shape, dtype, device)
-
-
-def _stream_handle(device) -> int:
-    """Raw handle of genesis's current stream on ``device`` (resolved on first use)."""
-    global _stream_handle
-    from genesis_cuda.streams import current_handle
-
-    _stream_handle = current_handle
-    return current_handle(device)
 
 
 def _device_index(device) -> int:
@@ -143,13 +126,6 @@ def aligned(*arrays) -> tuple:
     first element is 16-byte aligned (None for absent operands). Part of every cache key."""
     return tuple(None if a is None else (a.dtype.name, (a.data_ptr() & 15) == 0)
                  for a in arrays)
-
-
-def compute_dtype(dtype):
-    """The dtype a kernel computes in for ``dtype`` storage (half types widen to float32)."""
-    from genesis.dtypes import float32
-
-    return float32 if dtype is float16 or dtype is bfloat16 else dtype
 
 
 _TL = {}

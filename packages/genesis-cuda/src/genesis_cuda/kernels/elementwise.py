@@ -165,8 +165,8 @@ def _ew_tiled(out_ptr, x_ptr, y_ptr, z_ptr, ys, zs,
 
 
 # ---------------------------------------------------------------------------- host code
-FLAT_BYTES = 4096  # bytes of the widest operand per program (`ops.py --sweep` on an H200,
-FLAT_WARPS = 4  # add and mul-by-scalar, fp32 and bf16, 16M: 4 KiB / 4 warps at 0.97-1.02)
+FLAT_BYTES = 4096  # bytes of the widest operand per program, and the warps per program:
+FLAT_WARPS = 4  # chosen by `tools/bench/ops.py --sweep` (figures in docs/benchmarks.md)
 SMALL_BLOCK = 1024  # blocks for tensors of at most this many elements
 
 _flat = Launcher(_ew_flat)

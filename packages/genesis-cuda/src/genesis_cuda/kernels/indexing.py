@@ -213,14 +213,6 @@ def _scatter_walk(shape, dst, dst_strides, idx, idx_strides, scale: int, src, sr
                                   ADD=bool(add), BLOCK=BLOCK, BIG=big)
 
 
-def _restride(walk_strides, old, new):
-    """Re-express strides that were built from ``old`` array strides with ``new`` ones.
-
-    Walk strides are array strides of some dims (or 0); map each through its dim."""
-    # Only used for dims where walk_strides[d] is old[d] or 0 (see callers).
-    return [0 if w == 0 else new[d] for d, w in enumerate(walk_strides)]
-
-
 # ----------------------------------------------------------------------------- public
 def gather(a, dim: int, index):
     """``out[i][j] = a[i][index[i][j]]`` along ``dim``; result has ``index``'s shape."""

@@ -6,7 +6,7 @@ negative-stride) are read in place, never copied first. Shapes are simplified on
 first (size-1 dims dropped, dims that are contiguous for every operand merged) and padded
 to ``MAXD`` dims; Triton specialises integer arguments equal to 1, so padding costs nothing.
 
-The host helpers at the top (``plan``, ``collapse``, ``empty``, and ``Ptr`` from ``_launch``)
+The host helpers at the top (``plan``, ``collapse``, and ``empty``/``Ptr`` from ``_launch``)
 and the jit helpers (``unravel6``, ``offset6``, ...) are shared by the other kernel modules
 of this package (indexing, sorting, random, matmul).
 """
@@ -17,7 +17,7 @@ import math
 import triton
 import triton.language as tl
 
-from ._launch import Ptr, cdiv, contiguous_strides, numel
+from ._launch import Ptr, cdiv, contiguous_strides, empty, numel
 
 MAXD = 6  # dims a strided kernel addresses directly; more are split on the host
 BLOCK = 1024
@@ -25,13 +25,6 @@ _I32_LIMIT = 2**31 - 1
 
 
 # ----------------------------------------------------------------------- host helpers
-def empty(shape, dtype, device):
-    """A new contiguous array from the runtime's allocator."""
-    from genesis_cuda.array import empty as _empty
-
-    return _empty(tuple(shape), dtype, device)
-
-
 def collapse(shape, stride_sets):
     """Drop size-1 dims and merge neighbours that are contiguous for every stride set.
 

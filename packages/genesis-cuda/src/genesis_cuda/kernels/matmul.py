@@ -19,12 +19,7 @@ Tile configurations are chosen per problem bucket by timing a few candidates the
 time a bucket is seen (our own tiny autotuner: it times with a device synchronisation, so
 it is correct whatever stream genesis launches on); small problems skip timing.
 
-Measured on one H200 (2026-11-21, same run, genesis/torch time ratio ``torch / genesis``):
-bf16 4096^3 0.98 (792 vs 807 TFLOP/s), 8192^3 1.07; fp16 4096^3 0.99, 8192^3 1.06;
-bf16 x @ W.T 4096^3 0.99, 8192^3 1.09; bf16 batched 32 x (2048x128 @ 128x2048) 0.97;
-linear+bias bf16 8192x4096->4096 1.11; fp32 4096^3: "ieee" 0.87 (bit-identical to
-cuBLAS here), "tf32x3" 1.08 (rel. err 1.2e-6), "tf32" 1.73 (rel. err 7.8e-4).
-Host time of a tiny (64^3) product in a loop: 9.3 us vs torch's 10.2 us.
+How it compares with cuBLAS (through torch), per shape and precision: ``docs/benchmarks.md``.
 """
 
 import math

@@ -280,9 +280,9 @@ def _backward(grad, x, weight, mean, rstd, rms):
         gb = None if rms else fill_(_launch.empty((n,), weight.dtype, x.device), 0)
         return gx, gw, gb
     single, bm, bn, warps = config(n, 4096)
-    # measured on an H200 at 16M elements: rows of 8k and up: 16 warps, one program per
-    # SM (fewer, larger partials); rows <= 2k of a 2-byte dtype: 4 warps, 2 per SM;
-    # otherwise the tile's warps and 32 warps per SM
+    # rows of 8k and up: 16 warps, one program per SM (fewer, larger partials); rows <= 2k
+    # of a 2-byte dtype: 4 warps, 2 per SM; otherwise the tile's warps and 32 warps per SM
+    # (chosen by sweeps at 16M elements, see docs/benchmarks.md)
     if bn >= 8192:
         warps, progs_per_sm = 16, 1
     elif bn <= 2048 and x.dtype.itemsize <= 2:

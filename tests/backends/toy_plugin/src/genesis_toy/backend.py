@@ -1,4 +1,4 @@
-"""``ToyBackend``: every kernel of the contract, delegated to genesis's CPU backend.
+"""``ToyBackend``: the contract's required core, delegated to genesis's CPU backend.
 
 Its arrays are ``ToyArray`` objects, which expose ``shape`` and nothing else genesis may
 touch: if genesis read anything else off an array (or handed a CPU array to this backend),
@@ -81,9 +81,9 @@ class ToyBackend(Backend):
         return {"allocated_bytes.all.current": 0}
 
 
-# Every abstract kernel not written above goes to the CPU backend. The optional fused kernels
-# (softmax, layer_norm, ...) are left to the contract's composite defaults, so they run on the
-# toy primitives.
+# Every method of the required core (the abstract ones) not written above goes to the CPU
+# backend. The optional kernels (prod, cat, softmax, layer_norm, ...) are left to the contract's
+# composite defaults, so the op table on 'toy' checks each of them on the toy's core.
 for _name in sorted(Backend.__abstractmethods__ - set(vars(ToyBackend))):
     setattr(ToyBackend, _name, _delegate(_name))
 abc.update_abstractmethods(ToyBackend)
