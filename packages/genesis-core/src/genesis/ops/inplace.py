@@ -9,6 +9,7 @@ through that op, and the version counter is bumped so stale saved tensors are ca
 from __future__ import annotations
 
 from genesis import dtypes as D
+from genesis import op_declarations as decl
 from genesis.autograd.function import check_inplace_allowed
 from genesis.autograd.grad_mode import _state as _grad_state
 from genesis.ops import elementwise as E
@@ -61,25 +62,23 @@ def apply_inplace(t: Tensor, compute, *others) -> Tensor:
     return t
 
 
-def _binary_inplace(op: str, fn):
-    """``t.op_(other)``: a direct ``out=`` kernel call unless autograd must record it."""
+def _binary_inplace(op: decl.Op):
+    """``t.op_(other)`` for a declared binary op: a direct ``out=`` kernel call unless
+    autograd must record it."""
+    fn = E.FUNCTIONS[op.name]
 
     def method(self: Tensor, other, **kwargs) -> Tensor:
-        if op == "sub":
-            E.check_sub_operands(self, other)
+        if op.check is not None:
+            op.check(self, other)
         if _records(self, (other,)):
             return apply_inplace(self, lambda s: fn(s, other, **kwargs), other)
         alpha = kwargs.pop("alpha", 1)
         if kwargs:
-            raise TypeError(f"{op}_() got unexpected keyword arguments {sorted(kwargs)}")
+            raise TypeError(f"{op.name}_() got unexpected keyword arguments {sorted(kwargs)}")
         if alpha != 1:
             other = other * alpha
-        dtype = None
-        if op == "div":
-            dtype = D.result_type(self, other)
-            if not dtype.is_floating_point:
-                dtype = D.get_default_dtype()
-        backend, device, x, y, dtype = E._operands(op, self, other, dtype)
+        backend, device, x, y, dtype = E._operands(op.name, self, other,
+                                                   E.result_dtype(op, self, other))
         if not D.can_cast(dtype, self.dtype):
             raise RuntimeError(f"result type {dtype} can't be cast to the desired output type "
                                f"{self.dtype}")
@@ -88,7 +87,7 @@ def _binary_inplace(op: str, fn):
             broadcast_shapes(self.shape, shape)  # raises with both shapes if incompatible
             raise RuntimeError(f"output with shape {list(self.shape)} doesn't match the "
                                f"broadcast shape {list(shape)}")
-        kernel = E._binary_kernel(backend, op)
+        kernel = E.kernel(backend, 2, op.name)
         if dtype is self.dtype:
             kernel(x, y, out=self._data)
         else:
@@ -96,17 +95,29 @@ def _binary_inplace(op: str, fn):
         self._version_box[0] += 1
         return self
 
-    method.__name__ = op + "_"
-    method.__doc__ = f"In-place ``{op}``."
+    method.__name__ = method.__qualname__ = op.name + "_"
+    method.__doc__ = f"In-place ``{op.name}``."
     return method
 
 
-add_ = _binary_inplace("add", E.add)
-sub_ = _binary_inplace("sub", E.sub)
-mul_ = _binary_inplace("mul", E.mul)
-div_ = _binary_inplace("div", E.div)
-pow_ = _binary_inplace("pow", E.pow)
-remainder_ = _binary_inplace("remainder", E.remainder)
+def _unary_inplace(fn):
+    def method(self: Tensor) -> Tensor:
+        return apply_inplace(self, fn)
+
+    method.__name__ = method.__qualname__ = fn.__name__ + "_"
+    method.__doc__ = f"In-place ``{fn.__name__}``."
+    return method
+
+
+# The in-place variants of the declared ops (``add_``, ``exp_`` ...), and erfinv's.
+DECLARED_INPLACE = {op.name + "_": _unary_inplace(E.FUNCTIONS[op.name])
+                    for op in decl.UNARY if op.inplace}
+DECLARED_INPLACE.update({op.name + "_": _binary_inplace(op) for op in decl.BINARY if op.inplace})
+DECLARED_INPLACE.update({alias + "_": DECLARED_INPLACE[op.name + "_"]
+                         for op in decl.UNARY + decl.BINARY if op.inplace
+                         for alias in op.aliases})
+erfinv_ = _unary_inplace(erfinv)
+add_ = DECLARED_INPLACE["add_"]
 
 
 def addcmul_(t: Tensor, tensor1: Tensor, tensor2: Tensor, *, value=1) -> Tensor:
@@ -221,17 +232,3 @@ def index_add_(t: Tensor, dim, index, source, *, alpha=1) -> Tensor:
     from genesis.ops.indexing import index_add
 
     return apply_inplace(t, lambda s: index_add(s, dim, index, source, alpha=alpha), source)
-
-
-def _unary_inplace(fn):
-    def method(self: Tensor) -> Tensor:
-        return apply_inplace(self, fn)
-
-    method.__name__ = fn.__name__ + "_"
-    return method
-
-
-UNARY_INPLACE = {"erfinv_": _unary_inplace(erfinv)}
-UNARY_INPLACE.update({name + "_": _unary_inplace(getattr(E, name)) for name in (
-    "neg", "abs", "exp", "log", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid", "relu",
-    "floor", "ceil", "round", "sign", "erf", "exp2", "log2", "log1p", "expm1")})

@@ -242,9 +242,7 @@ def max(input: Tensor, dim=None, keepdim: bool = False):  # noqa: A001
     """Maximum of all elements; with ``dim``, ``(values, indices)``; with a tensor,
     the elementwise maximum."""
     if isinstance(dim, Tensor):
-        from genesis.ops.elementwise import maximum
-
-        return maximum(input, dim)
+        return input.maximum(dim)
     if dim is None:
         return amax(input)
     return values_indices(*MaxDim.apply(input, normalize_dim(dim, input.ndim), keepdim))
@@ -254,9 +252,7 @@ def min(input: Tensor, dim=None, keepdim: bool = False):  # noqa: A001
     """Minimum of all elements; with ``dim``, ``(values, indices)``; with a tensor,
     the elementwise minimum."""
     if isinstance(dim, Tensor):
-        from genesis.ops.elementwise import minimum
-
-        return minimum(input, dim)
+        return input.minimum(dim)
     if dim is None:
         return amin(input)
     return values_indices(*MinDim.apply(input, normalize_dim(dim, input.ndim), keepdim))
