@@ -14,8 +14,6 @@ from __future__ import annotations
 import ast
 import os
 
-import pytest
-
 _ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, os.pardir)
 _PACKAGES = os.path.join(_ROOT, "packages")
 
@@ -146,8 +144,6 @@ def test_find_cycles_detects_a_cycle():
     assert _a_cycle(graph, ["a", "b", "c"]) == ["a", "b", "c", "a"]
 
 
-@pytest.mark.xfail(strict=True, reason="genesis-core still has one import cycle (tensor, "
-                   "autograd, ops); being removed")
 def test_no_import_cycles():
     graph = import_graph()
     cycles = find_cycles(graph)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from genesis import creation, ops
 from genesis import op_declarations as decl
-from genesis.ops import conversion, elementwise, indexing, inplace
+from genesis.ops import conversion, elementwise, indexing, inplace, joining, views
 from genesis.tensor import Tensor
 
 _SAME_NAME = (
@@ -71,12 +71,11 @@ _eq, _ne = elementwise.FUNCTIONS["eq"], elementwise.FUNCTIONS["ne"]
 def _install() -> None:
     for name in _SAME_NAME:
         setattr(Tensor, name, getattr(ops, name))
-    from genesis.ops.joining import repeat
-    from genesis.ops.views import expand_as, unfold
-
-    Tensor.repeat = repeat
-    Tensor.expand_as = expand_as
-    Tensor.unfold = unfold
+    Tensor.repeat = joining.repeat
+    Tensor.expand_as = views.expand_as
+    Tensor.unfold = views.unfold
+    # what autograd reaches through the tensor (autograd sits below the ops)
+    Tensor._rebase_view_history = views.rebase_view_history
     Tensor.where = lambda self, condition, other: ops.where(condition, self, other)
     Tensor.view_as = lambda self, other: ops.view(self, other.shape)
     Tensor.reshape_as = lambda self, other: ops.reshape(self, other.shape)
@@ -113,7 +112,7 @@ def _install() -> None:
 
     # indexing
     Tensor.__getitem__ = indexing.getitem
-    Tensor.__setitem__ = indexing.setitem
+    Tensor.__setitem__ = inplace.setitem
 
     # operators
     _install_declared()

@@ -323,9 +323,7 @@ class Where(Function):
 def where(condition: Tensor, input=None, other=None):
     """``input`` where ``condition`` else ``other`` (broadcast); one argument: nonzero."""
     if input is None and other is None:
-        from genesis.ops.indexing import nonzero
-
-        return nonzero(condition, as_tuple=True)
+        return condition.nonzero(as_tuple=True)
     return Where.apply(condition, input, other)
 
 

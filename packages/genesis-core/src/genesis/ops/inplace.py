@@ -8,20 +8,17 @@ through that op, and the version counter is bumped so stale saved tensors are ca
 
 from __future__ import annotations
 
+from genesis import creation
 from genesis import dtypes as D
 from genesis import op_declarations as decl
-from genesis.autograd.function import check_inplace_allowed
+from genesis.autograd.function import check_inplace
 from genesis.autograd.grad_mode import _state as _grad_state
 from genesis.ops import elementwise as E
+from genesis.ops import indexing as I
 from genesis.ops.common import broadcast_shapes, check_same_device, expand_array
 from genesis.ops.special import erfinv
+from genesis.ops.views import Slice, rebase_view_history
 from genesis.tensor import Tensor
-
-
-def check_inplace(t: Tensor) -> None:
-    """Refuse an in-place edit autograd cannot allow (only while grad mode is on)."""
-    if _grad_state.enabled:
-        check_inplace_allowed(t)
 
 
 def _records(t: Tensor, others) -> bool:
@@ -46,8 +43,6 @@ def _write_back(t: Tensor, result: Tensor) -> None:
     if result.requires_grad:
         t.requires_grad, t.grad_fn, t._out_idx = True, result.grad_fn, result._out_idx
         if t._base is not None:
-            from genesis.ops.views import rebase_view_history
-
             rebase_view_history(t._base, t)
 
 
@@ -190,18 +185,13 @@ def clamp_(t: Tensor, min=None, max=None) -> Tensor:  # noqa: A002
 
 
 def masked_fill_(t: Tensor, mask: Tensor, value) -> Tensor:
-    from genesis.ops.indexing import masked_fill
-
-    return apply_inplace(t, lambda s: masked_fill(s, mask, value), value)
+    return apply_inplace(t, lambda s: I.masked_fill(s, mask, value), value)
 
 
 def index_put_(t: Tensor, indices: tuple, values, accumulate: bool = False) -> Tensor:
     """``t[indices] = values`` (or ``+=``), indices a tuple of index tensors or None."""
-    import genesis
-    from genesis.ops.indexing import IndexPut
-
     if not isinstance(values, Tensor):
-        values = genesis.tensor(values, dtype=t.dtype, device=t.device)
+        values = creation.tensor(values, dtype=t.dtype, device=t.device)
     check_same_device("index_put_", t, values)
     if values.dtype is not t.dtype:
         values = values.to(t.dtype)
@@ -212,23 +202,33 @@ def index_put_(t: Tensor, indices: tuple, values, accumulate: bool = False) -> T
         else:
             flat.append(i)
     indices = tuple(flat) + (None,) * (t.ndim - len(flat))
-    return apply_inplace(t, lambda s: IndexPut.apply(s, indices, values, accumulate), values)
+    return apply_inplace(t, lambda s: I.IndexPut.apply(s, indices, values, accumulate), values)
 
 
 def scatter_(t: Tensor, dim, index, src=None, *, value=None, reduce=None) -> Tensor:
-    from genesis.ops.indexing import scatter
-
-    return apply_inplace(t, lambda s: scatter(s, dim, index, src, value=value, reduce=reduce),
+    return apply_inplace(t, lambda s: I.scatter(s, dim, index, src, value=value, reduce=reduce),
                          src)
 
 
 def scatter_add_(t: Tensor, dim, index, src) -> Tensor:
-    from genesis.ops.indexing import scatter_add
-
-    return apply_inplace(t, lambda s: scatter_add(s, dim, index, src), src)
+    return apply_inplace(t, lambda s: I.scatter_add(s, dim, index, src), src)
 
 
 def index_add_(t: Tensor, dim, index, source, *, alpha=1) -> Tensor:
-    from genesis.ops.indexing import index_add
+    return apply_inplace(t, lambda s: I.index_add(s, dim, index, source, alpha=alpha), source)
 
-    return apply_inplace(t, lambda s: index_add(s, dim, index, source, alpha=alpha), source)
+
+def setitem(x: Tensor, key, value) -> None:
+    """``x[key] = value`` in place (value broadcasts; autograd-aware)."""
+    if type(key) in (int, slice) or key is None:  # not bool: x[True] adds a dim
+        basic, advanced = I._basic_key(x, (key,)), {}
+    else:
+        basic, advanced = I._split_key(x, key)
+    view = Slice.apply(x, basic) if basic else x
+    if not advanced:
+        if isinstance(value, Tensor):
+            copy_(view, value.expand(view.shape) if value.shape != view.shape else value)
+        else:
+            fill_(view, value)
+        return
+    index_put_(view, tuple(I._prepare_advanced(view, advanced)), value)
