@@ -15,7 +15,9 @@ import numpy as np
 from genesis import dtypes as D
 from genesis.autograd import engine
 from genesis.autograd.function import _TENSOR_TYPES, _RemovableHandle, grad_edge
+from genesis.autograd.grad_mode import no_grad
 from genesis.device import CPU
+from genesis.printing import tensor_repr
 
 
 class Size(tuple):
@@ -331,8 +333,6 @@ class Tensor:
     __hash__ = object.__hash__
 
     def __repr__(self) -> str:
-        from genesis.printing import tensor_repr
-
         return tensor_repr(self)
 
     def __format__(self, spec: str) -> str:
@@ -353,8 +353,6 @@ class Tensor:
         if id(self) in memo:
             return memo[id(self)]
         import copy
-
-        from genesis.autograd.grad_mode import no_grad
 
         with no_grad():
             data = self.clone()

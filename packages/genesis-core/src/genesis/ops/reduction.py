@@ -10,6 +10,7 @@ from genesis import creation
 from genesis import dtypes as D
 from genesis.autocast import is_autocast_enabled
 from genesis.autograd.function import Function
+from genesis.autograd.grad_mode import is_grad_enabled
 from genesis.ops.common import normalize_dim, normalize_dims, wrap
 from genesis.ops.elementwise import where
 from genesis.tensor import Tensor
@@ -349,8 +350,6 @@ class Norm2(Function):
 
     @staticmethod
     def backward(ctx, g):
-        from genesis.autograd.grad_mode import is_grad_enabled
-
         x, out = ctx.saved_tensors
         if is_grad_enabled():  # create_graph: out must be a function of x for 2nd derivatives
             out = sum(x * x, ctx.dims, keepdim=True).sqrt()
