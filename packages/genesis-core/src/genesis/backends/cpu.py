@@ -129,8 +129,8 @@ class CPUBackend(Backend):
 
     def unary_kernel(self, op):
         fn = _UNARY.get(op)
-        if fn is not None:
-            return lambda a, out=None: fn(a, out=out)
+        if fn is not None:  # (out=None is not passed on: torch parses it at a cost)
+            return lambda a, out=None: fn(a) if out is None else fn(a, out=out)
         fn = _NO_OUT_UNARY[op]
 
         def kernel(a, out=None):
@@ -145,10 +145,10 @@ class CPUBackend(Backend):
             def kernel(a, b, out=None):
                 if not isinstance(b, torch.Tensor):
                     b = torch.tensor(b, dtype=a.dtype)
-                return fn(a, b, out=out)
+                return fn(a, b) if out is None else fn(a, b, out=out)
 
             return kernel
-        return lambda a, b, out=None: fn(a, b, out=out)
+        return lambda a, b, out=None: fn(a, b) if out is None else fn(a, b, out=out)
 
     def where(self, cond, a, b):
         if not isinstance(a, torch.Tensor):

@@ -12,6 +12,7 @@ from genesis.autograd.function import Function, Node
 from genesis.device import CPU
 from genesis.ops.common import (
     broadcast_shapes,
+    broadcast_size,
     check_same_device,
     expand_array,
     float_dtype_for,
@@ -42,9 +43,10 @@ def _scalar_for(value, dtype: D.DType):
 
 
 def _operands(op: str, a, b, dtype: D.DType | None = None):
-    """Promote and broadcast ``a``, ``b``: returns ``(backend, device, x, y, dtype)``.
+    """Promote and broadcast ``a``, ``b``: returns ``(backend, device, x, y, dtype, shape)``.
 
-    ``x`` is always an array; ``y`` is an array or a Python scalar.
+    ``x`` is always an array; ``y`` is an array or a Python scalar; ``shape`` is the
+    result's ``Size``.
     """
     a_t = type(a) is Tensor or isinstance(a, Tensor)
     b_t = type(b) is Tensor or isinstance(b, Tensor)
@@ -58,13 +60,14 @@ def _operands(op: str, a, b, dtype: D.DType | None = None):
         backend = a._backend
         x = a._data if a.dtype is dtype else backend.cast(a._data, dtype)
         y = b._data if b.dtype is dtype else backend.cast(b._data, dtype)
-        if a.shape != b.shape:
-            shape = broadcast_shapes(a.shape, b.shape)
+        shape = a.shape
+        if shape != b.shape:
+            shape = broadcast_size(a.shape, b.shape)
             if a.shape != shape:
                 x = expand_array(wrap(x, a.device), shape)
             if b.shape != shape:
                 y = expand_array(wrap(y, b.device), shape)
-        return backend, a.device, x, y, dtype
+        return backend, a.device, x, y, dtype, shape
     if a_t:
         if not isinstance(b, (int, float, bool)):
             raise TypeError(f"{op}(): unsupported operand type {type(b).__name__}")
@@ -72,7 +75,7 @@ def _operands(op: str, a, b, dtype: D.DType | None = None):
             dtype = D.result_type(a, b)
         backend = a._backend
         x = a._data if a.dtype is dtype else backend.cast(a._data, dtype)
-        return backend, a.device, x, _scalar_for(b, dtype), dtype
+        return backend, a.device, x, _scalar_for(b, dtype), dtype, a.shape
     if not isinstance(a, (int, float, bool)):
         raise TypeError(f"{op}(): unsupported operand type {type(a).__name__}")
     # scalar on the left: make it a 0-d array and broadcast it
@@ -81,7 +84,7 @@ def _operands(op: str, a, b, dtype: D.DType | None = None):
     backend = b._backend
     x0 = wrap(backend.full((), _scalar_for(a, dtype), dtype, b.device.index), b.device)
     y = b._data if b.dtype is dtype else backend.cast(b._data, dtype)
-    return backend, b.device, expand_array(x0, b.shape), y, dtype
+    return backend, b.device, expand_array(x0, b.shape), y, dtype, b.shape
 
 
 def _move_cpu_scalar(op: str, a: Tensor, b: Tensor):
@@ -114,7 +117,7 @@ class _Unary(Function):
         op = cls.decl
         dtype = float_dtype_for(x.dtype) if op.ints == "float" else x.dtype
         data = x._data if dtype is x.dtype else x._backend.cast(x._data, dtype)
-        y = wrap(kernel(x._backend, 1, op.name)(data), x.device)
+        y = wrap(kernel(x._backend, 1, op.name)(data), x.device, None, x.shape, dtype)
         if type(ctx) is Node:
             ctx.save_for_backward(x if cls.save_x else None, y if cls.save_y else None)
         return y
@@ -142,7 +145,8 @@ def _unary_function(op: decl.Op):
         def fn(input: Tensor) -> Tensor:
             if op.check is not None:
                 op.check(input)
-            return wrap(kernel(input._backend, 1, op.name)(input._data), input.device)
+            return wrap(kernel(input._backend, 1, op.name)(input._data), input.device, None,
+                        input.shape, D.bool_ if op.ints == "bool" else input.dtype)
 
         fn.function, fn.apply = None, fn
 
@@ -163,8 +167,8 @@ class _Binary(Function):
         op = cls.decl
         if op.check is not None:
             op.check(a, b)
-        backend, device, x, y, dtype = _operands(op.name, a, b, result_dtype(op, a, b))
-        z = wrap(kernel(backend, 2, op.name)(x, y), device)
+        backend, device, x, y, dtype, shape = _operands(op.name, a, b, result_dtype(op, a, b))
+        z = wrap(kernel(backend, 2, op.name)(x, y), device, None, shape, dtype)
         if type(ctx) is Node:
             _save_binary(cls, ctx, a, b, z)
         return z
@@ -221,8 +225,10 @@ def _binary_function(op: decl.Op):
         def apply(a, b):
             if op.check is not None:
                 op.check(a, b)
-            backend, device, x, y, _ = _operands(op.name, a, b, result_dtype(op, a, b))
-            return wrap(kernel(backend, 2, op.name)(x, y), device)
+            backend, device, x, y, dtype, shape = _operands(op.name, a, b,
+                                                            result_dtype(op, a, b))
+            out_dtype = D.bool_ if op.ints == "bool" else dtype
+            return wrap(kernel(backend, 2, op.name)(x, y), device, None, shape, out_dtype)
 
     if op.alpha:
         def fn(input, other, *, alpha=1) -> Tensor:

@@ -72,13 +72,12 @@ def _binary_inplace(op: decl.Op):
             raise TypeError(f"{op.name}_() got unexpected keyword arguments {sorted(kwargs)}")
         if alpha != 1:
             other = other * alpha
-        backend, device, x, y, dtype = E._operands(op.name, self, other,
-                                                   E.result_dtype(op, self, other))
+        backend, device, x, y, dtype, shape = E._operands(op.name, self, other,
+                                                          E.result_dtype(op, self, other))
         if not D.can_cast(dtype, self.dtype):
             raise RuntimeError(f"result type {dtype} can't be cast to the desired output type "
                                f"{self.dtype}")
-        shape = x.shape
-        if tuple(shape) != tuple(self.shape):
+        if shape != self.shape:
             broadcast_shapes(self.shape, shape)  # raises with both shapes if incompatible
             raise RuntimeError(f"output with shape {list(self.shape)} doesn't match the "
                                f"broadcast shape {list(shape)}")
