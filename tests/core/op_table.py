@@ -619,6 +619,14 @@ for _name in ("eq", "ne", "lt", "le", "gt", "ge"):
 for _name in ("logical_and", "logical_or", "logical_xor"):
     add(OpInfo(_name, binary_samples(scalars=False), dtypes=ALL, method=_name,
                differentiable=False))
+for _name in ("bitwise_and", "bitwise_or", "bitwise_xor"):
+    add(OpInfo(_name, binary_samples(scalars=False), dtypes=BOOL + INTS, method=_name,
+               differentiable=False,
+               errors=lambda: [ErrorInput(S(T((2,), dtype="float32"), T((2,))), TypeError,
+                                          "integer and bool")]))
+add(OpInfo("bitwise_not", unary_samples(), dtypes=BOOL + INTS, method="bitwise_not",
+           differentiable=False,
+           errors=lambda: [ErrorInput(S(T((2,), dtype="float32")), TypeError, "integer and bool")]))
 
 
 def _close_samples(dtype):
@@ -1195,7 +1203,10 @@ for _name, _lo, _hi, _dt in (("add_", -2, 2, NUMERIC), ("sub_", -2, 2, SIGNED + 
                ref=_inplace_on_view(_name)))
 for _name, _lo, _hi in (("exp_", -2, 2), ("log_", 0.1, 3), ("sqrt_", 0.1, 3),
                         ("sigmoid_", -2, 2), ("tanh_", -2, 2), ("neg_", -2, 2),
-                        ("abs_", -2, 2), ("relu_", -2, 2), ("sin_", -2, 2), ("floor_", -2, 2)):
+                        ("abs_", -2, 2), ("relu_", -2, 2), ("sin_", -2, 2), ("floor_", -2, 2),
+                        ("sign_", -2, 2), ("exp2_", -2, 2), ("log2_", 0.1, 3),
+                        ("log1p_", -0.5, 3), ("expm1_", -2, 2), ("rsqrt_", 0.1, 3),
+                        ("cos_", -3, 3), ("erf_", -2, 2), ("ceil_", -2, 2), ("round_", -3, 3)):
     add(OpInfo(_name, unary_samples(_lo, _hi), op=_inplace(_name), ref=_inplace(_name)),
         OpInfo(_name + "view", lambda d, lo=_lo, hi=_hi: [S(T((3, 4), lo, hi), name="view")],
                dtypes=("float32", "float64"), op=_inplace_on_view(_name),

@@ -1,16 +1,32 @@
 """Host time per tiny op: genesis vs torch, side by side (benchmark, not a test).
 
-    python tools/bench/overhead.py [--device cpu|cuda] [--iters N] [--json PATH]
+    python tools/bench/overhead.py [--device cpu|cuda] [--iters N] [--repeats R] [--json PATH]
 
 Each row times a loop of one op on 16-element tensors (CUDA: synchronised once at the end
-of the loop, so the figure is the host cost per launch when the GPU keeps up).
+of the loop, so the figure is the host cost per launch when the GPU keeps up). A row's
+figure is the median over ``--repeats`` short timed loops, the ops taking turns, with the
+garbage collector paused as in ``timeit`` (on a machine shared with other work the median
+of short loops is stable where one long loop is not).
+
+A second table splits genesis's time per op into stages, each the difference of two
+measured calls:
+
+* launch — the backend kernel alone, on the raw arrays (torch's own cost on the CPU);
+* dispatch — the op's ``Function.forward`` with no graph (promotion, broadcasting, kernel
+  lookup, wrapping the result) minus launch;
+* wrapper — the public call (``a + b``, ``a.view(4, 4)``) with grad off minus forward: the
+  Python function, argument parsing and ``Function.apply``'s checks;
+* autograd record — the same call on an input that requires grad minus the call without:
+  making the graph node and saving tensors.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import platform
+import statistics
 import time
 
 import torch
@@ -18,18 +34,89 @@ import torch
 import genesis
 
 
-def _time_loop(fn, iters: int, sync) -> float:
-    for _ in range(max(10, iters // 10)):  # warm-up: caches, kernel compilation
-        fn()
-    sync()
-    best = float("inf")
-    for _ in range(5):
-        start = time.perf_counter()
-        for _ in range(iters):
+def _time_loops(fns: list, iters: int, syncs: list, repeats: int = 7) -> list:
+    """Median µs per call of each ``fns[i]`` (``None`` stays None). The functions take turns
+    within every repeat, so a change in the machine's load hits all of them alike."""
+    live = [(i, f, s) for i, (f, s) in enumerate(zip(fns, syncs)) if f is not None]
+    for _, fn, sync in live:
+        for _ in range(max(10, iters // 10)):  # warm-up: caches, kernel compilation
             fn()
         sync()
-        best = min(best, (time.perf_counter() - start) / iters)
-    return best * 1e6  # µs per op
+    times: dict = {i: [] for i, _, _ in live}
+    gc.collect()
+    gc.disable()  # as timeit: a collection landing in one loop is not the op's cost
+    try:
+        for _ in range(repeats):
+            for i, fn, sync in live:
+                start = time.perf_counter()
+                for _ in range(iters):
+                    fn()
+                sync()
+                times[i].append((time.perf_counter() - start) / iters)
+    finally:
+        gc.enable()
+    out = [None] * len(fns)
+    for i, ts in times.items():
+        out[i] = statistics.median(ts) * 1e6
+    return out
+
+
+def _stage_cases(device):
+    """Per op: (launch, forward without graph, public call, public call recording a graph);
+    None where a stage does not exist for the op."""
+    from genesis.autograd.function import _NO_GRAD_CTX as nog
+    from genesis.ops import elementwise, linalg, reduction, views
+
+    a = genesis.ones(16, device=device)
+    b = genesis.ones(16, device=device)
+    m = genesis.ones(4, 4, device=device)
+    w = genesis.ones(16, device=device, requires_grad=True)
+    wm = genesis.ones(4, 4, device=device, requires_grad=True)
+    be = a._backend
+    fn = elementwise.DECLARED
+    k_add = elementwise.kernel(be, 2, "add")
+    k_mul = elementwise.kernel(be, 2, "mul")
+    k_exp = elementwise.kernel(be, 1, "exp")
+    add, mul, exp = fn["add"].function, fn["mul"].function, fn["exp"].function
+    ad, bd, md = a._data, b._data, m._data
+    f32 = a.dtype
+    return {
+        "add (a + b)": (lambda: k_add(ad, bd), lambda: add.forward(nog, a, b),
+                        lambda: a + b, lambda: w + b),
+        "mul by scalar (a * 2.0)": (lambda: k_mul(ad, 2.0), lambda: mul.forward(nog, a, 2.0),
+                                    lambda: a * 2.0, lambda: w * 2.0),
+        "exp": (lambda: k_exp(ad), lambda: exp.forward(nog, a), lambda: a.exp(),
+                lambda: w.exp()),
+        "sum()": (lambda: be.sum(ad, (0,), False, f32),
+                  lambda: reduction.Sum.forward(nog, a, (0,), False, None),
+                  lambda: a.sum(), lambda: w.sum()),
+        "matmul 4x4": (lambda: be.matmul(md, md), lambda: linalg.Matmul.forward(nog, m, m),
+                       lambda: m @ m, lambda: wm @ m),
+        "view/reshape": (lambda: be.as_strided(ad, (4, 4), (4, 1), 0),
+                         lambda: views.View.forward(nog, a, (4, 4)),
+                         lambda: a.view(4, 4), lambda: w.view(4, 4)),
+        "slice a[2:10]": (lambda: be.as_strided(ad, (8,), (1,), 2),
+                          lambda: views.Slice.forward(nog, a, (slice(2, 10),)),
+                          lambda: a[2:10], lambda: w[2:10]),
+        "in-place add_": (lambda: k_add(ad, bd, out=ad), None, lambda: a.add_(b), None),
+    }
+
+
+def _stages(device, iters: int, sync, repeats: int) -> list:
+    rows = []
+    for name, fns in _stage_cases(device).items():
+        t_launch, t_fwd, t_call, t_rec = _time_loops(list(fns), iters, [sync] * 4, repeats)
+        inner = t_fwd if t_fwd is not None else t_launch
+        rows.append({"op": name, "launch_us": round(t_launch, 2),
+                     "dispatch_us": None if t_fwd is None else round(t_fwd - t_launch, 2),
+                     "wrapper_us": round(t_call - inner, 2),
+                     "autograd_record_us": None if t_rec is None else round(t_rec - t_call, 2),
+                     "total_us": round(t_call, 2)})
+    return rows
+
+
+def _show(v) -> str:
+    return "-" if v is None else f"{v:.2f}"
 
 
 def _cases(lib, device):
@@ -54,7 +141,10 @@ def _cases(lib, device):
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--iters", type=int, default=2000)
+    parser.add_argument("--iters", type=int, default=200)
+    parser.add_argument("--repeats", type=int, default=21,
+                        help="timed loops per row; the median is reported")
+    parser.add_argument("--no-stages", action="store_true", help="skip the stage breakdown")
     parser.add_argument("--json", default=None, help="also write the table as JSON here")
     args = parser.parse_args()
 
@@ -65,21 +155,31 @@ def main() -> None:
     g_cases, t_cases = _cases(genesis, args.device), _cases(torch, args.device)
     rows = []
     for name in g_cases:
-        tg = _time_loop(g_cases[name], args.iters, sync_g)
-        tt = _time_loop(t_cases[name], args.iters, sync_t)
+        tg, tt = _time_loops([g_cases[name], t_cases[name]], args.iters, [sync_g, sync_t],
+                             args.repeats)
         rows.append({"op": name, "genesis_us": round(tg, 2), "torch_us": round(tt, 2),
                      "genesis_over_torch": round(tg / tt, 2)})
-    print(f"host time per op, device={args.device}, torch {torch.__version__}, "
+    print(f"host time per op (median of {args.repeats} loops of {args.iters}), "
+          f"device={args.device}, torch {torch.__version__}, "
           f"{platform.processor() or platform.machine()}")
     print(f"| {'op':<30} | genesis µs | torch µs | genesis/torch |")
     print(f"|{'-' * 32}|-----------:|---------:|--------------:|")
     for r in rows:
         print(f"| {r['op']:<30} | {r['genesis_us']:>10.2f} | {r['torch_us']:>8.2f} | "
               f"{r['genesis_over_torch']:>13.2f} |")
+    stages = [] if args.no_stages else _stages(args.device, args.iters, sync_g, args.repeats)
+    if stages:
+        print("\ngenesis host time by stage, µs (see the module docstring)")
+        print(f"| {'op':<30} | launch | dispatch | wrapper | autograd record | total |")
+        print(f"|{'-' * 32}|-------:|---------:|--------:|----------------:|------:|")
+        for r in stages:
+            print(f"| {r['op']:<30} | {_show(r['launch_us']):>6} | {_show(r['dispatch_us']):>8} "
+                  f"| {_show(r['wrapper_us']):>7} | {_show(r['autograd_record_us']):>15} "
+                  f"| {_show(r['total_us']):>5} |")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"device": args.device, "torch": torch.__version__, "rows": rows}, f,
-                      indent=2)
+            json.dump({"device": args.device, "torch": torch.__version__, "rows": rows,
+                       "stages": stages}, f, indent=2)
 
 
 if __name__ == "__main__":

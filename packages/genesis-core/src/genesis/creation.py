@@ -7,6 +7,7 @@ import math
 import numpy as np
 
 from genesis import dtypes as D
+from genesis.autograd.function import check_inplace
 from genesis.device import placement
 from genesis.ops.common import shape_arg, wrap
 from genesis.random import resolve_generator
@@ -415,8 +416,6 @@ def random_(t: Tensor, low: int = 0, high: int | None = None, *, generator=None)
 
 
 def _random_check(t: Tensor, op: str) -> None:
-    from genesis.ops.inplace import check_inplace
-
     if not t.dtype.is_floating_point:
         raise TypeError(f"{op} is only implemented for floating types, got {t.dtype}")
     check_inplace(t)

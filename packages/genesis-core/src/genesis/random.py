@@ -12,6 +12,7 @@ import time
 
 from genesis.backends import registry
 from genesis.device import CPU, placement
+from genesis.tensor import Tensor
 
 _initial_seed = int(time.time_ns() % (2**63))
 
@@ -58,9 +59,8 @@ class Generator:
 
     def get_state(self):
         """The generator state as a uint8 CPU tensor."""
-        import genesis
-
-        return genesis.from_numpy(self.device.backend.get_generator_state(self._gen).copy())
+        state = self.device.backend.get_generator_state(self._gen).copy()
+        return Tensor._wrap(CPU.backend.from_numpy(state, None), CPU)
 
     def set_state(self, state) -> Generator:
         """Restore a state from ``get_state``."""

@@ -32,8 +32,10 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
-import genesis
 from genesis import dtypes as D
+from genesis.creation import from_numpy
+from genesis.device import device as Device
+from genesis.tensor import Tensor
 
 # safetensors dtype code <-> genesis dtype; bf16 travels as raw 16-bit words.
 _CODE_OF = {
@@ -116,7 +118,7 @@ def _encode(obj: Any, path: tuple, tensors: dict, names: set) -> Any:
         if math.isfinite(obj):
             return float(obj)
         return {"$": "float", "v": repr(float(obj))}  # 'nan', 'inf', '-inf'
-    if isinstance(obj, genesis.Tensor):
+    if isinstance(obj, Tensor):
         entry = tensors.get(id(obj))
         if entry is None:
             entry = (_unique_name(path, names), obj)
@@ -134,7 +136,7 @@ def _encode(obj: Any, path: tuple, tensors: dict, names: set) -> Any:
         return {"$": "bytes", "v": base64.b64encode(bytes(obj)).decode("ascii")}
     if isinstance(obj, D.DType):
         return {"$": "dtype", "v": obj.name}
-    if isinstance(obj, genesis.device):
+    if isinstance(obj, Device):
         return {"$": "device", "v": str(obj)}
     where = ".".join(map(str, path)) or "<root>"
     raise TypeError(f"genesis.save cannot store a {type(obj).__module__}.{type(obj).__name__} "
@@ -144,7 +146,7 @@ def _encode(obj: Any, path: tuple, tensors: dict, names: set) -> Any:
 
 def _encode_key(key: Any, path: tuple) -> Any:
     parts = key if isinstance(key, tuple) else (key,)
-    if any(isinstance(k, genesis.Tensor) for k in parts):
+    if any(isinstance(k, Tensor) for k in parts):
         raise TypeError(f"genesis.save cannot store a tensor inside a dict key "
                         f"(at {'.'.join(map(str, path)) or '<root>'})")
     return _encode(key, path, {}, set())
@@ -360,10 +362,10 @@ def _read_array(fh: BinaryIO, pos: int, nbytes: int, dtype, shape, name: str, wh
 
 
 def _make_tensor(arr: np.ndarray, dtype, device, requires_grad: bool):
-    t = genesis.from_numpy(arr)
+    t = from_numpy(arr)
     if dtype is D.bfloat16:
         t = t.view(D.bfloat16)
-    if device is not None and device != genesis.device("cpu"):
+    if device is not None and device != Device("cpu"):
         t = t.to(device)
     if requires_grad:
         t.requires_grad_(True)
@@ -373,13 +375,13 @@ def _make_tensor(arr: np.ndarray, dtype, device, requires_grad: bool):
 def _device_mapper(map_location):
     """A function from a saved device string to the device to load onto."""
     if map_location is None:
-        return genesis.device
-    if isinstance(map_location, (str, genesis.device)):
-        target = genesis.device(map_location)
+        return Device
+    if isinstance(map_location, (str, Device)):
+        target = Device(map_location)
         return lambda saved: target
     if isinstance(map_location, dict):
-        table = {str(genesis.device(k)): genesis.device(v) for k, v in map_location.items()}
-        return lambda saved: table.get(str(genesis.device(saved)), genesis.device(saved))
+        table = {str(Device(k)): Device(v) for k, v in map_location.items()}
+        return lambda saved: table.get(str(Device(saved)), Device(saved))
     raise TypeError("map_location must be None, a device, a device string or a dict of "
                     f"device strings, got {type(map_location).__name__}")
 
@@ -421,7 +423,7 @@ def _decode(node, arrays: dict, entries: dict, mapper, where: str, made: dict):
         if tag == "dtype":
             return D.dtype_from_name(node["v"])
         if tag == "device":
-            return genesis.device(node["v"])
+            return Device(node["v"])
     except CheckpointError:
         raise
     except (KeyError, TypeError, ValueError) as exc:

@@ -15,7 +15,9 @@ import numpy as np
 from genesis import dtypes as D
 from genesis.autograd import engine
 from genesis.autograd.function import _TENSOR_TYPES, _RemovableHandle, grad_edge
+from genesis.autograd.grad_mode import no_grad
 from genesis.device import CPU
+from genesis.printing import tensor_repr
 
 
 class Size(tuple):
@@ -41,11 +43,16 @@ class Tensor:
                 [6., 8.]])
     """
 
-    __slots__ = (
-        "_data", "_backend", "shape", "dtype", "device", "requires_grad", "_grad", "grad_fn",
-        "_out_idx", "_version_box", "_base", "_accumulator", "_retains_grad", "__weakref__",
-        "__dict__",
-    )
+    __slots__ = ("_data", "_backend", "shape", "dtype", "device", "_version_box", "_base",
+                 "__weakref__", "__dict__")
+    # Autograd state, as class-level defaults: most tensors never change them, so making a
+    # tensor sets none of them (an instance that does gets its own value in __dict__).
+    requires_grad = False
+    _grad = None
+    grad_fn = None
+    _out_idx = 0
+    _accumulator = None
+    _retains_grad = False
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -56,26 +63,23 @@ class Tensor:
 
     # ---------------------------------------------------------------- making
     @classmethod
-    def _wrap(cls, data, device, base=None) -> Tensor:
-        """Wrap backend array ``data`` living on ``device`` (``base``: the tensor viewed)."""
-        t = object.__new__(cls)
+    def _wrap(cls, data, device, base=None, shape=None, dtype=None) -> Tensor:
+        """Wrap backend array ``data`` living on ``device`` (``base``: the tensor viewed).
+
+        ``shape`` (a ``Size``) and ``dtype``, when the caller knows them, spare reading them
+        off the array (the host path's most frequent backend calls)."""
+        t = _new(cls)
         t._data = data
         backend = t._backend = device.backend
-        t.shape = Size(data.shape)
-        t.dtype = backend.dtype_of(data)
+        t.shape = shape if shape is not None else _size(data.shape)
+        t.dtype = dtype if dtype is not None else backend.dtype_of(data)
         t.device = device
-        t.requires_grad = False
-        t._grad = None
-        t.grad_fn = None
-        t._out_idx = 0
         if base is None:
             t._version_box = [0]
             t._base = None
         else:
             t._version_box = base._version_box
             t._base = base._base if base._base is not None else base
-        t._accumulator = None
-        t._retains_grad = False
         return t
 
     @staticmethod
@@ -349,8 +353,6 @@ class Tensor:
     __hash__ = object.__hash__
 
     def __repr__(self) -> str:
-        from genesis.printing import tensor_repr
-
         return tensor_repr(self)
 
     def __format__(self, spec: str) -> str:
@@ -372,8 +374,6 @@ class Tensor:
             return memo[id(self)]
         import copy
 
-        from genesis.autograd.grad_mode import no_grad
-
         with no_grad():
             data = self.clone()
         new = data if type(self) is Tensor else Tensor._make_subclass(type(self), data)
@@ -386,6 +386,20 @@ class Tensor:
 
     def __reduce_ex__(self, protocol):
         raise TypeError("genesis tensors are not picklable: use genesis.save")
+
+
+_new = object.__new__
+_SIZES: dict = {}  # shape tuple -> its interned Size (a training run meets few shapes)
+
+
+def _size(shape) -> Size:
+    """The ``Size`` of a backend array's shape, made once per distinct shape."""
+    s = _SIZES.get(shape)
+    if s is None:
+        if len(_SIZES) > 4096:  # many distinct shapes (dynamic lengths): start over
+            _SIZES.clear()
+        s = _SIZES[shape] = Size(shape)
+    return s
 
 
 def _wrap_dim(dim: int, ndim: int) -> int:

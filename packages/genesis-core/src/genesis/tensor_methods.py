@@ -7,20 +7,14 @@ method here is the function of the same name in ``genesis.ops`` with ``self`` fi
 from __future__ import annotations
 
 from genesis import creation, ops
-from genesis.ops import comparison, conversion, elementwise, indexing, inplace
+from genesis import op_declarations as decl
+from genesis.ops import conversion, elementwise, indexing, inplace, joining, views
 from genesis.tensor import Tensor
 
 _SAME_NAME = (
-    # elementwise
-    "abs", "add", "addcdiv", "addcmul", "allclose", "atan2", "bitwise_and", "bitwise_not",
-    "bitwise_or", "bitwise_xor", "ceil", "clamp", "clamp_max", "clamp_min", "clip", "cos",
-    "div", "divide", "eq", "equal", "erf", "erfinv", "isclose",
-    "exp", "exp2", "expm1", "floor", "floor_divide", "ge", "greater", "greater_equal", "gt",
-    "isfinite", "isinf", "isnan", "le", "lerp", "less", "less_equal", "log", "log1p", "log2",
-    "logical_and", "logical_not", "logical_or", "logical_xor", "lt", "maximum", "minimum",
-    "mul", "multiply", "ne", "neg", "not_equal", "pow", "reciprocal", "relu", "remainder",
-    "round", "rsqrt", "sigmoid", "sign", "sin", "sqrt", "square", "sub", "subtract", "tanh",
-    "true_divide",
+    # elementwise (the declared ops are attached from genesis.op_declarations)
+    "addcdiv", "addcmul", "allclose", "clamp", "clamp_max", "clamp_min", "clip", "equal",
+    "erfinv", "isclose", "lerp", "reciprocal", "square",
     # reductions
     "all", "amax", "amin", "any", "argmax", "argmin", "count_nonzero", "cumsum",
     "logsumexp", "max", "mean", "min", "norm", "prod", "std", "sum", "var",
@@ -53,15 +47,36 @@ def _new_like(factory):
     return method
 
 
+def _install_declared() -> None:
+    """Methods, in-place variants and operators of the ops in ``genesis.op_declarations``."""
+    for op in decl.UNARY + decl.BINARY:
+        fn = elementwise.FUNCTIONS[op.name]
+        if op.method:
+            for name in (op.name, *op.aliases):
+                setattr(Tensor, name, fn)
+        if op.inplace:
+            for name in (op.name, *op.aliases):
+                setattr(Tensor, name + "_", inplace.DECLARED_INPLACE[name + "_"])
+        if op.operator is not None:
+            apply = elementwise.DECLARED[op.name].apply  # (no alpha= on this path)
+            setattr(Tensor, f"__{op.operator}__", lambda a, b, f=apply: f(a, b))
+            setattr(Tensor, f"__r{op.operator}__", lambda a, b, f=apply: f(b, a))
+            if op.inplace:
+                setattr(Tensor, f"__i{op.operator}__", inplace.DECLARED_INPLACE[op.name + "_"])
+
+
+_eq, _ne = elementwise.FUNCTIONS["eq"], elementwise.FUNCTIONS["ne"]
+
+
 def _install() -> None:
     for name in _SAME_NAME:
         setattr(Tensor, name, getattr(ops, name))
-    from genesis.ops.joining import repeat
-    from genesis.ops.views import expand_as, unfold
-
-    Tensor.repeat = repeat
-    Tensor.expand_as = expand_as
-    Tensor.unfold = unfold
+    Tensor.repeat = joining.repeat
+    Tensor.expand_as = views.expand_as
+    Tensor.unfold = views.unfold
+    # what autograd reaches through the tensor (autograd sits below the ops)
+    Tensor._rebase_view_history = views.rebase_view_history
+    Tensor.where = lambda self, condition, other: ops.where(condition, self, other)
     Tensor.view_as = lambda self, other: ops.view(self, other.shape)
     Tensor.reshape_as = lambda self, other: ops.reshape(self, other.shape)
     Tensor.cpu = conversion.cpu
@@ -70,12 +85,9 @@ def _install() -> None:
         setattr(Tensor, name, fn)
 
     # in-place
-    for name in ("add_", "sub_", "mul_", "div_", "pow_", "remainder_", "copy_", "fill_",
-                 "zero_", "clamp_", "masked_fill_", "index_put_", "scatter_", "scatter_add_",
-                 "index_add_"):
+    for name in ("copy_", "fill_", "zero_", "clamp_", "masked_fill_", "index_put_", "scatter_",
+                 "scatter_add_", "index_add_", "erfinv_"):
         setattr(Tensor, name, getattr(inplace, name))
-    for name, fn in inplace.UNARY_INPLACE.items():
-        setattr(Tensor, name, fn)
     Tensor.clip_ = inplace.clamp_
     Tensor.addcmul_ = inplace.addcmul_
     Tensor.addcdiv_ = inplace.addcdiv_
@@ -100,47 +112,26 @@ def _install() -> None:
 
     # indexing
     Tensor.__getitem__ = indexing.getitem
-    Tensor.__setitem__ = indexing.setitem
+    Tensor.__setitem__ = inplace.setitem
 
     # operators
-    Tensor.__add__ = Tensor.__radd__ = lambda a, b: elementwise.Add.apply(a, b)
-    Tensor.__sub__ = lambda a, b: elementwise.Sub.apply(a, b)
-    Tensor.__rsub__ = lambda a, b: elementwise.Sub.apply(b, a)
-    Tensor.__mul__ = Tensor.__rmul__ = lambda a, b: elementwise.Mul.apply(a, b)
-    Tensor.__truediv__ = lambda a, b: elementwise.Div.apply(a, b)
-    Tensor.__rtruediv__ = lambda a, b: elementwise.Div.apply(b, a)
-    Tensor.__floordiv__ = lambda a, b: elementwise.floor_divide(a, b)
-    Tensor.__rfloordiv__ = lambda a, b: elementwise.floor_divide(b, a)
-    Tensor.__mod__ = lambda a, b: elementwise.remainder(a, b)
-    Tensor.__rmod__ = lambda a, b: elementwise.remainder(b, a)
-    Tensor.__pow__ = lambda a, b: elementwise.Pow.apply(a, b)
-    Tensor.__rpow__ = lambda a, b: elementwise.Pow.apply(b, a)
+    _install_declared()
     Tensor.__matmul__ = ops.matmul
     Tensor.__rmatmul__ = lambda a, b: ops.matmul(b, a)
     Tensor.__neg__ = ops.neg
     Tensor.__pos__ = lambda a: a
     Tensor.__abs__ = ops.abs
-    Tensor.__invert__ = lambda a: comparison.logical_not(a) if a.dtype.name == "bool" \
-        else comparison.bitwise_not(a)
-    Tensor.__and__ = Tensor.__rand__ = comparison.bitwise_and
-    Tensor.__or__ = Tensor.__ror__ = comparison.bitwise_or
-    Tensor.__xor__ = Tensor.__rxor__ = comparison.bitwise_xor
+    Tensor.__invert__ = lambda a: ops.logical_not(a) if a.dtype.name == "bool" \
+        else ops.bitwise_not(a)
     # `x == None` / `x == "a"` are False (True for !=) in torch, never an error: Python's
     # fallback after NotImplemented gives exactly that (and keeps `x in [..., None]` working).
-    Tensor.__eq__ = lambda a, b: comparison.eq(a, b) if isinstance(b, _OPERANDS) \
+    Tensor.__eq__ = lambda a, b: _eq(a, b) if isinstance(b, _OPERANDS) \
         else NotImplemented
-    Tensor.__ne__ = lambda a, b: comparison.ne(a, b) if isinstance(b, _OPERANDS) \
+    Tensor.__ne__ = lambda a, b: _ne(a, b) if isinstance(b, _OPERANDS) \
         else NotImplemented
-    Tensor.__lt__ = comparison.lt
-    Tensor.__le__ = comparison.le
-    Tensor.__gt__ = comparison.gt
-    Tensor.__ge__ = comparison.ge
-    Tensor.__iadd__ = inplace.add_
-    Tensor.__isub__ = inplace.sub_
-    Tensor.__imul__ = inplace.mul_
-    Tensor.__itruediv__ = inplace.div_
-    Tensor.__ipow__ = inplace.pow_
-    Tensor.__imod__ = inplace.remainder_
-
+    Tensor.__lt__ = ops.lt
+    Tensor.__le__ = ops.le
+    Tensor.__gt__ = ops.gt
+    Tensor.__ge__ = ops.ge
 
 _install()

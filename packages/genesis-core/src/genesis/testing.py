@@ -10,7 +10,11 @@ from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
+from genesis import creation
 from genesis import dtypes as D
+from genesis.autograd.engine import grad
+from genesis.autograd.grad_mode import no_grad
+from genesis.tensor import Tensor
 
 __all__ = ["GradcheckError", "assert_close", "default_tolerances", "gradcheck", "gradgradcheck"]
 
@@ -81,8 +85,6 @@ class _Value:
 
 
 def _is_genesis_tensor(obj) -> bool:
-    from genesis.tensor import Tensor
-
     return isinstance(obj, Tensor)
 
 
@@ -242,8 +244,6 @@ def _flat_values(outputs) -> np.ndarray:
 
 def _numerical_jacobians(fn, inputs: tuple, diff_idx: list, eps: float) -> list:
     """Per differentiable input: J[k, j] = d(flat outputs)[k] / d(flat input)[j]."""
-    import genesis
-
     # Contiguous copies that keep requires_grad (gradgradcheck's fn differentiates inside);
     # the perturbation is written through a detached alias of the same memory.
     base = [x.detach().clone().requires_grad_(x.requires_grad) if _is_genesis_tensor(x)
@@ -254,13 +254,13 @@ def _numerical_jacobians(fn, inputs: tuple, diff_idx: list, eps: float) -> list:
         flat = base[i].detach().reshape(-1)
         for j in range(flat.numel()):
             orig = flat[j].item()
-            with genesis.no_grad():
+            with no_grad():
                 flat[j] = orig + eps
             plus = _flat_values(_differentiable_outputs(_as_tuple(fn(*base))))
-            with genesis.no_grad():
+            with no_grad():
                 flat[j] = orig - eps
             minus = _flat_values(_differentiable_outputs(_as_tuple(fn(*base))))
-            with genesis.no_grad():
+            with no_grad():
                 flat[j] = orig
             cols.append((plus - minus) / (2 * eps))
         n_out = len(cols[0]) if cols else len(_flat_values(
@@ -271,8 +271,6 @@ def _numerical_jacobians(fn, inputs: tuple, diff_idx: list, eps: float) -> list:
 
 def _analytical_jacobians(outputs: list, inputs: tuple, diff_idx: list) -> list:
     """Per differentiable input, the Jacobian built row by row from vector-Jacobian products."""
-    import genesis
-
     diff_inputs = [inputs[i] for i in diff_idx]
     n_out = sum(o.numel() for o in outputs)
     jacs = [np.zeros((n_out, inputs[i].numel())) for i in diff_idx]
@@ -284,11 +282,11 @@ def _analytical_jacobians(outputs: list, inputs: tuple, diff_idx: list) -> list:
                 grads_out = []  # by position: one tensor may be returned twice
                 for other_pos in recorded:
                     other = outputs[other_pos]
-                    g = genesis.zeros(other.shape, dtype=other.dtype, device=other.device)
+                    g = creation.zeros(other.shape, dtype=other.dtype, device=other.device)
                     if other_pos == pos:
                         g.reshape(-1)[k] = 1.0
                     grads_out.append(g)
-                grads = genesis.autograd.grad([outputs[i] for i in recorded], diff_inputs,
+                grads = grad([outputs[i] for i in recorded], diff_inputs,
                                               grads_out,
                                               retain_graph=True, allow_unused=True)
                 for jac, g, x in zip(jacs, grads, diff_inputs):
@@ -328,7 +326,7 @@ def gradcheck(fn: Callable, inputs, *, eps: float = 1e-6, atol: float = 1e-5,
         True when every gradient matches.
 
     Example:
-        >>> x = genesis.randn(3, dtype=genesis.float64, requires_grad=True)
+        >>> x = creation.randn(3, dtype=genesis.float64, requires_grad=True)
         >>> genesis.testing.gradcheck(lambda t: (t * t).sin(), (x,))
         True
     """
@@ -374,13 +372,11 @@ def gradgradcheck(fn: Callable, inputs, grad_outputs=None, *, eps: float = 1e-6,
     ``grad_outputs`` (one per differentiable output; random float64 when None), so a
     backward that is not itself differentiable is caught even for linear ops.
     """
-    import genesis
-
     inputs = _as_tuple(inputs)
     diff_idx = [i for i, x in enumerate(inputs) if _is_genesis_tensor(x) and x.requires_grad]
     outs = [o for o in _differentiable_outputs(_as_tuple(fn(*inputs))) if o.requires_grad]
     if grad_outputs is None:
-        grad_outputs = [genesis.randn(o.shape, dtype=D.float64, device=o.device) for o in outs]
+        grad_outputs = [creation.randn(o.shape, dtype=D.float64, device=o.device) for o in outs]
     grad_outputs = tuple(g.detach().to(D.float64).requires_grad_(True)
                          for g in _as_tuple(grad_outputs))
     n = len(inputs)
@@ -389,7 +385,7 @@ def gradgradcheck(fn: Callable, inputs, grad_outputs=None, *, eps: float = 1e-6,
         ins, gos = args[:n], args[n:]
         outs = [o for o in _differentiable_outputs(_as_tuple(fn(*ins))) if o.requires_grad]
         diff = [ins[i] for i in diff_idx]
-        grads = genesis.autograd.grad(outs, diff, [g.to(o.dtype) for g, o in zip(gos, outs)],
+        grads = grad(outs, diff, [g.to(o.dtype) for g, o in zip(gos, outs)],
                                       create_graph=True, allow_unused=True)
         return tuple(g for g in grads if g is not None)
 

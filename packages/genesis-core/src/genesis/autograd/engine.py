@@ -9,7 +9,13 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-from genesis.autograd.function import AccumulateGrad, Node, _op_observers, grad_edge
+from genesis.autograd.function import (
+    _TENSOR_TYPES,
+    AccumulateGrad,
+    Node,
+    _op_observers,
+    grad_edge,
+)
 from genesis.autograd.grad_mode import _state as _grad_state
 
 
@@ -22,8 +28,6 @@ def _as_tuple(x) -> tuple:
 
 
 def _initial_grads(outputs: tuple, grad_outputs: tuple) -> list:
-    import genesis
-
     if grad_outputs and len(grad_outputs) != len(outputs):
         raise RuntimeError(f"got {len(grad_outputs)} gradients for {len(outputs)} outputs")
     grads = []
@@ -37,9 +41,9 @@ def _initial_grads(outputs: tuple, grad_outputs: tuple) -> list:
                 raise RuntimeError(
                     f"grad can be implicitly created only for scalar outputs; output {i} has "
                     f"shape {tuple(out.shape)}: pass `gradient=` with that shape")
-            g = genesis.ones_like(out)
-        elif not isinstance(g, genesis.Tensor):
-            g = genesis.tensor(g, dtype=out.dtype, device=out.device)
+            g = out.new_ones(out.shape)
+        elif type(g) not in _TENSOR_TYPES:
+            g = out.new_tensor(g)
         elif g.shape != out.shape:
             raise RuntimeError(
                 f"Mismatch in shape: grad_output[{i}] has a shape of {tuple(g.shape)} and "
@@ -180,14 +184,13 @@ def _call_hooks(node, grads: dict) -> dict:
 
 
 def _call_node(node: Node, grads_in: dict, retain_graph: bool) -> tuple:
-    import genesis
-
     grads = []
     for i in range(node._n_outputs):
         g = grads_in.get(i)
         if g is None and node.materialize_grads:
             shape, dtype, device = node._output_meta[i]
-            g = genesis.zeros(shape, dtype=dtype, device=device)
+            some = next(v for v in grads_in.values() if v is not None)  # a node runs on one
+            g = some.new_zeros(shape, dtype=dtype, device=device)
         grads.append(g)
     if _op_observers:
         start = time.perf_counter_ns()
@@ -230,3 +233,32 @@ def _accumulate(leaf, g, create_graph: bool) -> None:
         leaf.grad = leaf.grad + g
     else:
         leaf.grad.add_(g.detach())
+
+
+def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
+             inputs=None) -> None:
+    """Accumulate gradients of ``tensors`` into the leaves' ``.grad`` (see Tensor.backward)."""
+    run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs=inputs,
+                 accumulate=True)
+
+
+def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,
+         allow_unused=False) -> tuple:
+    """Gradients of ``outputs`` with respect to ``inputs``, returned rather than accumulated.
+
+    Args:
+        outputs: tensors to differentiate.
+        inputs: tensors to differentiate with respect to.
+        grad_outputs: d(loss)/d(output) per output (needed for non-scalar outputs).
+        retain_graph: keep the graph for another backward (default: create_graph).
+        create_graph: record the computation, for higher-order derivatives.
+        allow_unused: return None (rather than raise) for inputs the outputs don't use.
+
+    Example:
+        >>> (g,) = genesis.autograd.grad((x ** 3).sum(), x, create_graph=True)
+    """
+    single = not isinstance(inputs, (list, tuple))
+    result = run_backward(outputs, grad_outputs, retain_graph, create_graph,
+                          inputs=(inputs,) if single else tuple(inputs),
+                          allow_unused=allow_unused, accumulate=False)
+    return result

@@ -155,14 +155,12 @@ def _regenerate_view_history(t) -> None:
     """A view whose base was edited in place since the view's history was recorded: its
     values changed, so its history becomes an as_strided of the base's current history
     (torch regenerates a view's grad_fn the same way)."""
-    from genesis.ops.views import AsStrided
-
     b = t._backend
     prev = _grad_state.enabled
     _grad_state.enabled = True
-    try:
-        new = AsStrided.apply(t._base, tuple(t.shape), tuple(b.strides_of(t._data)),
-                              b.storage_offset_of(t._data))
+    try:  # (Tensor.as_strided: the views live in genesis.ops, above autograd)
+        new = t._base.as_strided(tuple(t.shape), tuple(b.strides_of(t._data)),
+                                 b.storage_offset_of(t._data))
     finally:
         _grad_state.enabled = prev
     if new.grad_fn is not None:
@@ -306,6 +304,12 @@ def check_inplace_allowed(t) -> None:
             "operation.")
 
 
+def check_inplace(t) -> None:
+    """Refuse an in-place edit autograd cannot allow (only while grad mode is on)."""
+    if _grad_state.enabled:
+        check_inplace_allowed(t)
+
+
 def _rebase_inplace(ctx: Node, t, idx: int) -> None:
     """Make an in-place-modified tensor's history go through ``ctx``."""
     check_inplace_allowed(t)
@@ -313,10 +317,8 @@ def _rebase_inplace(ctx: Node, t, idx: int) -> None:
     t.requires_grad = True
     t.grad_fn = ctx
     t._out_idx = idx
-    if base is not None:
-        from genesis.ops.views import rebase_view_history
-
-        rebase_view_history(base, t)
+    if base is not None:  # (genesis.ops.views.rebase_view_history, attached to Tensor)
+        base._rebase_view_history(t)
 
 
 class _AutocastState:

@@ -35,6 +35,7 @@ from collections.abc import Sequence
 
 from genesis.backends import composite
 from genesis.dtypes import DType
+from genesis.op_declarations import BINARY_NAMES, UNARY_NAMES
 
 Array = object  # a backend's array type; see the module docstring
 Shape = tuple[int, ...]
@@ -163,20 +164,12 @@ class Backend(ABC):
         return composite.item(self, a)
 
     # ------------------------------------------------------------ elementwise
-    # Unary float ops get floating inputs (genesis casts integers first); the others
-    # keep the input dtype. isnan/isinf/isfinite/logical_not return bool.
-    UNARY_OPS = (
-        "neg", "abs", "sign", "exp", "exp2", "log", "log2", "log1p", "expm1", "sqrt",
-        "rsqrt", "sin", "cos", "tanh", "sigmoid", "relu", "erf", "floor", "ceil", "round",
-        "logical_not", "isnan", "isinf", "isfinite", "bitwise_not",
-    )
-    # Binary ops: add sub mul div (true division, floating) floor_divide remainder pow
-    # maximum minimum atan2 keep the operand dtype; comparisons and logical_* return bool.
-    BINARY_OPS = (
-        "add", "sub", "mul", "div", "floor_divide", "remainder", "pow", "maximum",
-        "minimum", "atan2", "eq", "ne", "lt", "le", "gt", "ge", "logical_and",
-        "logical_or", "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor",
-    )
+    # The elementwise kernels a backend implements: the ops declared in
+    # genesis.op_declarations, under the same names. Unary ops that compute in floating
+    # point get floating inputs (genesis casts integers first); the others keep the input
+    # dtype. Comparisons, logical ops, isnan/isinf/isfinite return bool.
+    UNARY_OPS = UNARY_NAMES
+    BINARY_OPS = BINARY_NAMES
 
     @abstractmethod
     def unary(self, op: str, a: Array, out: Array | None = None) -> Array:

@@ -19,28 +19,13 @@ _TO_TORCH = {
 }
 _FROM_TORCH = {v: k for k, v in _TO_TORCH.items()}
 
-_UNARY = {
-    "neg": torch.neg, "abs": torch.abs, "sign": torch.sign, "exp": torch.exp,
-    "exp2": torch.exp2, "log": torch.log, "log2": torch.log2, "log1p": torch.log1p,
-    "expm1": torch.expm1, "sqrt": torch.sqrt, "rsqrt": torch.rsqrt, "sin": torch.sin,
-    "cos": torch.cos, "tanh": torch.tanh, "sigmoid": torch.sigmoid, "relu": None,
-    "erf": torch.erf, "floor": torch.floor, "ceil": torch.ceil, "round": torch.round,
-    "logical_not": torch.logical_not, "isnan": None, "isinf": None, "isfinite": None,
-    "bitwise_not": torch.bitwise_not,
-}
-_BINARY = {
-    "add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": torch.div,
-    "floor_divide": torch.floor_divide, "remainder": torch.remainder, "pow": torch.pow,
-    "maximum": torch.maximum, "minimum": torch.minimum, "atan2": torch.atan2,
-    "eq": torch.eq, "ne": torch.ne, "lt": torch.lt, "le": torch.le, "gt": torch.gt,
-    "ge": torch.ge, "logical_and": torch.logical_and, "logical_or": torch.logical_or,
-    "logical_xor": torch.logical_xor, "bitwise_and": torch.bitwise_and,
-    "bitwise_or": torch.bitwise_or, "bitwise_xor": torch.bitwise_xor,
-}
 # torch has no out= for these; they are written through copy_ when out is given.
 _NO_OUT_UNARY = {
     "relu": torch.relu, "isnan": torch.isnan, "isinf": torch.isinf, "isfinite": torch.isfinite,
 }
+# Every declared kernel is the torch function of the same name.
+_UNARY = {op: getattr(torch, op) for op in Backend.UNARY_OPS if op not in _NO_OUT_UNARY}
+_BINARY = {op: getattr(torch, op) for op in Backend.BINARY_OPS}
 _NEEDS_TENSOR_B = {"maximum", "minimum", "atan2"}  # torch rejects a Python scalar there
 
 
@@ -143,9 +128,9 @@ class CPUBackend(Backend):
         return self.binary_kernel(op)(a, b, out)
 
     def unary_kernel(self, op):
-        fn = _UNARY[op]
-        if fn is not None:
-            return lambda a, out=None: fn(a, out=out)
+        fn = _UNARY.get(op)
+        if fn is not None:  # (out=None is not passed on: torch parses it at a cost)
+            return lambda a, out=None: fn(a) if out is None else fn(a, out=out)
         fn = _NO_OUT_UNARY[op]
 
         def kernel(a, out=None):
@@ -160,10 +145,10 @@ class CPUBackend(Backend):
             def kernel(a, b, out=None):
                 if not isinstance(b, torch.Tensor):
                     b = torch.tensor(b, dtype=a.dtype)
-                return fn(a, b, out=out)
+                return fn(a, b) if out is None else fn(a, b, out=out)
 
             return kernel
-        return lambda a, b, out=None: fn(a, b, out=out)
+        return lambda a, b, out=None: fn(a, b) if out is None else fn(a, b, out=out)
 
     def where(self, cond, a, b):
         if not isinstance(a, torch.Tensor):

@@ -2,79 +2,22 @@
 
 import builtins
 
-from genesis.ops.comparison import (
-    allclose,
-    bitwise_and,
-    bitwise_not,
-    bitwise_or,
-    bitwise_xor,
-    eq,
-    equal,
-    ge,
-    greater,
-    greater_equal,
-    gt,
-    isclose,
-    isfinite,
-    isinf,
-    isnan,
-    le,
-    less,
-    less_equal,
-    logical_and,
-    logical_not,
-    logical_or,
-    logical_xor,
-    lt,
-    ne,
-    not_equal,
-)
+from genesis.ops.comparison import allclose, equal, isclose
 from genesis.ops.conversion import clone, to, type_as
 from genesis.ops.elementwise import (
-    abs,
-    add,
+    FUNCTIONS as _DECLARED,
+)
+from genesis.ops.elementwise import (
     addcdiv,
     addcmul,
-    atan2,
-    ceil,
     clamp,
     clamp_max,
     clamp_min,
     clip,
-    cos,
-    div,
-    divide,
-    erf,
-    exp,
-    exp2,
-    expm1,
-    floor,
-    floor_divide,
     lerp,
-    log,
-    log1p,
-    log2,
-    maximum,
-    minimum,
-    mul,
-    multiply,
-    neg,
-    pow,
     reciprocal,
-    relu,
-    remainder,
-    round,
-    rsqrt,
     rsub,
-    sigmoid,
-    sign,
-    sin,
-    sqrt,
     square,
-    sub,
-    subtract,
-    tanh,
-    true_divide,
     where,
 )
 from genesis.ops.fused import layer_norm, log_softmax, rms_norm, softmax
@@ -157,6 +100,8 @@ from genesis.ops.views import (
     unsqueeze,
     view,
 )
+
+globals().update(_DECLARED)  # genesis.exp, genesis.add ...: see genesis.op_declarations
 
 __all__ = [name for name, obj in dict(globals()).items()
            if not name.startswith("_") and not isinstance(obj, type(builtins))]

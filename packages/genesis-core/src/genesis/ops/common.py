@@ -5,7 +5,7 @@ from __future__ import annotations
 from operator import index as _index
 
 from genesis import dtypes as D
-from genesis.tensor import Tensor
+from genesis.tensor import Size, Tensor
 
 wrap = Tensor._wrap
 
@@ -27,6 +27,19 @@ def broadcast_shapes(*shapes) -> tuple:
                         f"shapes {shown} cannot be broadcast together: size {n} vs size {cur} "
                         f"at dimension {offset + i - ndim}")
     return tuple(out)
+
+
+_BROADCAST: dict = {}  # (shape, shape) -> broadcast Size: the pairs a program meets repeat
+
+
+def broadcast_size(a: tuple, b: tuple) -> Size:
+    """``broadcast_shapes(a, b)`` as a ``Size``, remembered per pair of shapes."""
+    out = _BROADCAST.get((a, b))
+    if out is None:
+        if len(_BROADCAST) > 4096:
+            _BROADCAST.clear()
+        out = _BROADCAST[(a, b)] = Size(broadcast_shapes(a, b))
+    return out
 
 
 def expand_array(t: Tensor, shape: tuple):

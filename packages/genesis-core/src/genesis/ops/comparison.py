@@ -1,68 +1,17 @@
-"""Comparisons, logical and bitwise ops, the isnan/isinf/isfinite tests and isclose/allclose:
-elementwise ops with broadcasting and promotion (shared with ``elementwise``) and no gradient."""
+"""Comparisons of whole tensors: equal, isclose and allclose. The elementwise comparisons,
+logical and bitwise ops are declared in ``genesis.op_declarations`` and made in
+``elementwise``."""
 
 from __future__ import annotations
 
 from genesis import dtypes as D
 from genesis.autograd.grad_mode import no_grad
-from genesis.ops.common import wrap
-from genesis.ops.elementwise import _binary_kernel, _operands, _unary_kernel, mul, sub
+from genesis.ops.elementwise import FUNCTIONS
 from genesis.tensor import Tensor
 
-
-def _predicate(op: str):
-    def fn(input: Tensor) -> Tensor:
-        return wrap(_unary_kernel(input._backend, op)(input._data), input.device)
-
-    fn.__name__ = fn.__qualname__ = op
-    fn.__doc__ = f"Elementwise ``{op}`` test, as a bool tensor."
-    return fn
-
-
-isnan = _predicate("isnan")
-isinf = _predicate("isinf")
-isfinite = _predicate("isfinite")
-
-
-def logical_not(input: Tensor) -> Tensor:
-    """Elementwise logical NOT (bool result)."""
-    return wrap(_unary_kernel(input._backend, "logical_not")(input._data), input.device)
-
-
-def bitwise_not(input: Tensor) -> Tensor:
-    """Elementwise bitwise NOT of an integer or bool tensor."""
-    if input.dtype.is_floating_point:
-        raise TypeError(f"bitwise_not is not defined for {input.dtype}")
-    return wrap(_unary_kernel(input._backend, "bitwise_not")(input._data), input.device)
-
-
-def _nondiff_binary(op: str, doc: str, bool_only: bool = False, integral: bool = False):
-    def fn(input, other) -> Tensor:
-        if integral:
-            for v in (input, other):
-                if isinstance(v, Tensor) and v.dtype.is_floating_point or isinstance(v, float):
-                    raise TypeError(f"{op} is only defined for integer and bool tensors")
-        backend, device, x, y, _ = _operands(op, input, other)
-        return wrap(_binary_kernel(backend, op)(x, y), device)
-
-    fn.__name__ = fn.__qualname__ = op
-    fn.__doc__ = doc
-    return fn
-
-
-eq = _nondiff_binary("eq", "Elementwise ``==`` (bool result).")
-ne = _nondiff_binary("ne", "Elementwise ``!=`` (bool result).")
-lt = _nondiff_binary("lt", "Elementwise ``<`` (bool result).")
-le = _nondiff_binary("le", "Elementwise ``<=`` (bool result).")
-gt = _nondiff_binary("gt", "Elementwise ``>`` (bool result).")
-ge = _nondiff_binary("ge", "Elementwise ``>=`` (bool result).")
-greater, greater_equal, less, less_equal, not_equal = gt, ge, lt, le, ne
-logical_and = _nondiff_binary("logical_and", "Elementwise logical AND (bool result).")
-logical_or = _nondiff_binary("logical_or", "Elementwise logical OR (bool result).")
-logical_xor = _nondiff_binary("logical_xor", "Elementwise logical XOR (bool result).")
-bitwise_and = _nondiff_binary("bitwise_and", "Elementwise AND of ints/bools.", integral=True)
-bitwise_or = _nondiff_binary("bitwise_or", "Elementwise OR of ints/bools.", integral=True)
-bitwise_xor = _nondiff_binary("bitwise_xor", "Elementwise XOR of ints/bools.", integral=True)
+eq, le, isnan, isfinite = (FUNCTIONS[n] for n in ("eq", "le", "isnan", "isfinite"))
+logical_and, logical_or = FUNCTIONS["logical_and"], FUNCTIONS["logical_or"]
+mul, sub = FUNCTIONS["mul"], FUNCTIONS["sub"]
 
 
 def equal(input: Tensor, other: Tensor) -> bool:

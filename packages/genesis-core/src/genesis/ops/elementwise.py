@@ -1,17 +1,18 @@
-"""Elementwise ops: unary math, binary arithmetic with broadcasting and type promotion,
-where and clamp. One Function per differentiable op, with its forward and backward side by
-side. Comparisons and logical ops are in ``comparison``, erfinv in ``special``.
+"""Elementwise ops: the declared unary and binary ops (``genesis.op_declarations``) made
+into autograd Functions and public functions, plus where, clamp and the composites built on
+them (lerp, addcmul ...). Shape rules — broadcasting, type promotion, device checks — are
+stated here once for every elementwise op; erfinv is in ``special``.
 """
 
 from __future__ import annotations
 
-import math
-
 from genesis import dtypes as D
-from genesis.autograd.function import Function
+from genesis import op_declarations as decl
+from genesis.autograd.function import Function, Node
 from genesis.device import CPU
 from genesis.ops.common import (
     broadcast_shapes,
+    broadcast_size,
     check_same_device,
     expand_array,
     float_dtype_for,
@@ -20,112 +21,18 @@ from genesis.ops.common import (
 )
 from genesis.tensor import Tensor
 
-_kernels: dict = {}  # (backend, kind, op) -> kernel callable, filled on first use
+_kernels: dict = {}  # (backend, arity, op) -> kernel callable, filled on first use
 
 
-def _unary_kernel(backend, op):
-    key = (backend, "u", op)
-    k = _kernels.get(key)
+def kernel(backend, arity: int, op: str):
+    """The backend's cached kernel callable for the declared op ``op`` of ``arity`` inputs."""
+    k = _kernels.get((backend, arity, op))
     if k is None:
-        k = _kernels[key] = backend.unary_kernel(op)
+        k = backend.unary_kernel(op) if arity == 1 else backend.binary_kernel(op)
+        _kernels[(backend, arity, op)] = k
     return k
 
 
-def _binary_kernel(backend, op):
-    key = (backend, "b", op)
-    k = _kernels.get(key)
-    if k is None:
-        k = _kernels[key] = backend.binary_kernel(op)
-    return k
-
-
-# --------------------------------------------------------------------- unary
-class _Unary(Function):
-    """``y = f(x)`` for one backend unary kernel; subclasses give ``op`` and ``grad``."""
-
-    op = ""
-    float_op = True  # integer inputs are computed in the default float dtype
-    saves = "xy"  # what grad() reads: only those count as saved for in-place checks
-
-    @classmethod
-    def forward(cls, ctx, x):
-        dtype = float_dtype_for(x.dtype) if cls.float_op else x.dtype
-        data = x._data if dtype is x.dtype else x._backend.cast(x._data, dtype)
-        y = wrap(_unary_kernel(x._backend, cls.op)(data), x.device)
-        saves = cls.saves
-        ctx.save_for_backward(x if "x" in saves else None, y if "y" in saves else None)
-        return y
-
-    @classmethod
-    def backward(cls, ctx, g):
-        x, y = ctx.saved_tensors
-        return cls.grad(g, x, y)
-
-    @staticmethod
-    def grad(g, x, y):
-        return g * 0.0  # piecewise-constant ops: zero gradient, as torch
-
-
-# What each op's gradient reads (the same as torch saves): editing anything else in place
-# after the op must not break backward.
-_SAVES = {"neg": "", "abs": "x", "sign": "", "exp": "y", "exp2": "y", "log": "x", "log2": "x",
-          "log1p": "x", "expm1": "y", "sqrt": "y", "rsqrt": "y", "sin": "x", "cos": "x",
-          "tanh": "y", "sigmoid": "y", "relu": "y", "erf": "x", "floor": "", "ceil": "",
-          "round": ""}
-
-
-def _unary(name: str, grad=None, float_op: bool = True, autocast: str | None = None):
-    attrs = {"op": name, "float_op": float_op, "autocast": autocast,
-             "saves": _SAVES.get(name, "xy")}
-    if grad is not None:
-        attrs["grad"] = staticmethod(grad)
-    cls = type(name.capitalize(), (_Unary,), attrs)
-
-    def fn(input: Tensor) -> Tensor:
-        return cls.apply(input)
-
-    fn.__name__ = name
-    fn.__doc__ = f"Elementwise ``{name}`` of ``input`` (same semantics as ``torch.{name}``)."
-    return fn
-
-
-_LN2 = math.log(2.0)
-_TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
-
-neg = _unary("neg", lambda g, x, y: -g, float_op=False)
-abs = _unary("abs", lambda g, x, y: g * x.sign(), float_op=False)  # noqa: A001
-sign = _unary("sign", float_op=False)
-exp = _unary("exp", lambda g, x, y: g * y, autocast="fp32")
-exp2 = _unary("exp2", lambda g, x, y: g * y * _LN2)
-log = _unary("log", lambda g, x, y: g / x, autocast="fp32")
-log2 = _unary("log2", lambda g, x, y: g / (x * _LN2), autocast="fp32")
-log1p = _unary("log1p", lambda g, x, y: g / (x + 1), autocast="fp32")
-expm1 = _unary("expm1", lambda g, x, y: g * (y + 1), autocast="fp32")
-sqrt = _unary("sqrt", lambda g, x, y: g / (y * 2))
-rsqrt = _unary("rsqrt", lambda g, x, y: g * y * y * y * -0.5, autocast="fp32")
-sin = _unary("sin", lambda g, x, y: g * x.cos())
-cos = _unary("cos", lambda g, x, y: -g * x.sin())
-tanh = _unary("tanh", lambda g, x, y: g * (1 - y * y))
-sigmoid = _unary("sigmoid", lambda g, x, y: g * y * (1 - y))
-# (y <= 0 gets 0, anything else the gradient: a NaN input passes it on, as in torch)
-relu = _unary("relu", lambda g, x, y: where(y <= 0, 0.0, g), float_op=False)
-erf = _unary("erf", lambda g, x, y: g * _TWO_OVER_SQRT_PI * (-(x * x)).exp())
-floor = _unary("floor", float_op=False)
-ceil = _unary("ceil", float_op=False)
-_round = _unary("round", float_op=False)
-
-
-def round(input: Tensor, decimals: int = 0) -> Tensor:  # noqa: A001 - torch's name
-    """Round to the nearest integer (half to even), or to ``decimals`` places."""
-    if decimals == 0:
-        return _round(input)
-    if input.dtype in (D.float16, D.bfloat16):  # float math, one rounding: torch's kernel
-        return round(input.to(D.float32), decimals).to(input.dtype)
-    scale = 10.0 ** decimals
-    return _round(input * scale) / scale
-
-
-# -------------------------------------------------------------------- binary
 def _scalar_for(value, dtype: D.DType):
     """A Python scalar converted to the kind of ``dtype`` (kernels get matching scalars)."""
     if dtype.is_floating_point:
@@ -136,9 +43,10 @@ def _scalar_for(value, dtype: D.DType):
 
 
 def _operands(op: str, a, b, dtype: D.DType | None = None):
-    """Promote and broadcast ``a``, ``b``: returns ``(backend, device, x, y, dtype)``.
+    """Promote and broadcast ``a``, ``b``: returns ``(backend, device, x, y, dtype, shape)``.
 
-    ``x`` is always an array; ``y`` is an array or a Python scalar.
+    ``x`` is always an array; ``y`` is an array or a Python scalar; ``shape`` is the
+    result's ``Size``.
     """
     a_t = type(a) is Tensor or isinstance(a, Tensor)
     b_t = type(b) is Tensor or isinstance(b, Tensor)
@@ -152,13 +60,14 @@ def _operands(op: str, a, b, dtype: D.DType | None = None):
         backend = a._backend
         x = a._data if a.dtype is dtype else backend.cast(a._data, dtype)
         y = b._data if b.dtype is dtype else backend.cast(b._data, dtype)
-        if a.shape != b.shape:
-            shape = broadcast_shapes(a.shape, b.shape)
+        shape = a.shape
+        if shape != b.shape:
+            shape = broadcast_size(a.shape, b.shape)
             if a.shape != shape:
                 x = expand_array(wrap(x, a.device), shape)
             if b.shape != shape:
                 y = expand_array(wrap(y, b.device), shape)
-        return backend, a.device, x, y, dtype
+        return backend, a.device, x, y, dtype, shape
     if a_t:
         if not isinstance(b, (int, float, bool)):
             raise TypeError(f"{op}(): unsupported operand type {type(b).__name__}")
@@ -166,7 +75,7 @@ def _operands(op: str, a, b, dtype: D.DType | None = None):
             dtype = D.result_type(a, b)
         backend = a._backend
         x = a._data if a.dtype is dtype else backend.cast(a._data, dtype)
-        return backend, a.device, x, _scalar_for(b, dtype), dtype
+        return backend, a.device, x, _scalar_for(b, dtype), dtype, a.shape
     if not isinstance(a, (int, float, bool)):
         raise TypeError(f"{op}(): unsupported operand type {type(a).__name__}")
     # scalar on the left: make it a 0-d array and broadcast it
@@ -175,7 +84,7 @@ def _operands(op: str, a, b, dtype: D.DType | None = None):
     backend = b._backend
     x0 = wrap(backend.full((), _scalar_for(a, dtype), dtype, b.device.index), b.device)
     y = b._data if b.dtype is dtype else backend.cast(b._data, dtype)
-    return backend, b.device, expand_array(x0, b.shape), y, dtype
+    return backend, b.device, expand_array(x0, b.shape), y, dtype, b.shape
 
 
 def _move_cpu_scalar(op: str, a: Tensor, b: Tensor):
@@ -188,259 +97,195 @@ def _move_cpu_scalar(op: str, a: Tensor, b: Tensor):
     return a, b
 
 
-class _Binary(Function):
-    """``z = f(a, b)`` with broadcasting and promotion; subclasses give ``op`` and grads."""
+def result_dtype(op: decl.Op, a, b) -> D.DType | None:
+    """The dtype a binary op computes in (None: plain promotion, left to ``_operands``)."""
+    if op.ints != "float":
+        return None
+    dtype = D.result_type(a, b)
+    return dtype if dtype.is_floating_point else D.get_default_dtype()
 
-    op = ""
-    true_div = False
-    # What grads() reads (as torch saves): the rest may be edited in place after the op.
-    saves_inputs = True
-    saves_output = False
+
+# --------------------------------------------------------------------- unary
+class _Unary(Function):
+    """``y = f(x)`` for one declared unary op (``decl``); made by ``_unary_function``."""
+
+    decl: decl.Op
+    save_x = save_y = False
+
+    @classmethod
+    def forward(cls, ctx, x):
+        op = cls.decl
+        dtype = float_dtype_for(x.dtype) if op.ints == "float" else x.dtype
+        data = x._data if dtype is x.dtype else x._backend.cast(x._data, dtype)
+        y = wrap(kernel(x._backend, 1, op.name)(data), x.device, None, x.shape, dtype)
+        if type(ctx) is Node:
+            ctx.save_for_backward(x if cls.save_x else None, y if cls.save_y else None)
+        return y
+
+    @classmethod
+    def backward(cls, ctx, g):
+        x, y = ctx.saved_tensors
+        env = {"g": g, "x": x, "y": y}
+        return cls.decl.grads[0](*(env[n] for n in ("g",) + cls.decl.reads(0)))
+
+
+def _unary_function(op: decl.Op):
+    """The public function of a declared unary op (an autograd Function if differentiable)."""
+    if op.differentiable:
+        reads = op.reads(0)
+        cls = type(op.name.capitalize(), (_Unary,), {
+            "decl": op, "autocast": op.autocast, "save_x": "x" in reads, "save_y": "y" in reads,
+            "__doc__": f"Autograd Function of ``{op.name}`` (declared in op_declarations)."})
+
+        def fn(input: Tensor) -> Tensor:
+            return cls.apply(input)
+
+        fn.function, fn.apply = cls, cls.apply
+    else:
+        def fn(input: Tensor) -> Tensor:
+            if op.check is not None:
+                op.check(input)
+            return wrap(kernel(input._backend, 1, op.name)(input._data), input.device, None,
+                        input.shape, D.bool_ if op.ints == "bool" else input.dtype)
+
+        fn.function, fn.apply = None, fn
+
+    fn.__name__ = fn.__qualname__ = op.name
+    fn.__doc__ = f"Elementwise ``{op.name}`` of ``input`` (as ``torch.{op.name}``)."
+    return fn
+
+
+# -------------------------------------------------------------------- binary
+class _Binary(Function):
+    """``z = f(a, b)`` with broadcasting and promotion for one declared binary op."""
+
+    decl: decl.Op
+    reads: tuple = ((), ())  # per input: the names its gradient formula reads
 
     @classmethod
     def forward(cls, ctx, a, b):
-        dtype = None
-        if cls.true_div:
-            dtype = D.result_type(a, b)
-            if not dtype.is_floating_point:
-                dtype = D.get_default_dtype()
-        backend, device, x, y, dtype = _operands(cls.op, a, b, dtype)
-        z = wrap(_binary_kernel(backend, cls.op)(x, y), device)
-        a_t, b_t = isinstance(a, Tensor), isinstance(b, Tensor)
-        keep_a, keep_b, keep_z = cls.keeps(a if a_t else None, b if b_t else None)
-        ctx.save_for_backward(a if a_t and keep_a else None, b if b_t and keep_b else None,
-                              z if keep_z else None)
-        ctx.a_scalar = None if a_t else a
-        ctx.b_scalar = None if b_t else b
-        ctx.metas = ((a.shape, a.dtype) if a_t else None, (b.shape, b.dtype) if b_t else None)
+        op = cls.decl
+        if op.check is not None:
+            op.check(a, b)
+        backend, device, x, y, dtype, shape = _operands(op.name, a, b, result_dtype(op, a, b))
+        z = wrap(kernel(backend, 2, op.name)(x, y), device, None, shape, dtype)
+        if type(ctx) is Node:
+            _save_binary(cls, ctx, a, b, z)
         return z
-
-    @classmethod
-    def keeps(cls, a, b) -> tuple:
-        """Whether to save ``(a, b, output)``: only what the wanted gradients read (as torch),
-        so that editing anything else in place later does not break backward."""
-        return cls.saves_inputs, cls.saves_inputs, cls.saves_output
 
     @classmethod
     def backward(cls, ctx, g):
         a, b, z = ctx.saved_tensors
-        av = a if a is not None else ctx.a_scalar
-        bv = b if b is not None else ctx.b_scalar
-        ga, gb = cls.grads(g, av, bv, z, ctx.needs_input_grad)
-        return _fit(ga, ctx.metas[0]), _fit(gb, ctx.metas[1])
+        env = {"g": g, "a": a if a is not None else ctx.a_scalar,
+               "b": b if b is not None else ctx.b_scalar, "z": z}
+        out = []
+        for i in (0, 1):
+            f = cls.decl.grads[i]
+            if f is None or not ctx.needs_input_grad[i] or ctx.metas[i] is None:
+                out.append(None)
+                continue
+            out.append(_fit(f(*(env[n] for n in ("g",) + cls.reads[i])), ctx.metas[i]))
+        return tuple(out)
+
+
+def _save_binary(cls, ctx: Node, a, b, z) -> None:
+    """Save what the wanted gradients read (as torch): editing anything else in place later
+    does not break backward."""
+    a_t, b_t = isinstance(a, Tensor), isinstance(b, Tensor)
+    reads = set()
+    if a_t and a.requires_grad:
+        reads.update(cls.reads[0])
+    if b_t and b.requires_grad:
+        reads.update(cls.reads[1])
+    ctx.save_for_backward(a if a_t and "a" in reads else None,
+                          b if b_t and "b" in reads else None, z if "z" in reads else None)
+    ctx.a_scalar = None if a_t else a
+    ctx.b_scalar = None if b_t else b
+    ctx.metas = ((a.shape, a.dtype) if a_t else None, (b.shape, b.dtype) if b_t else None)
 
 
 def _fit(g, meta):
-    """Reduce a gradient to an input's ``(shape, dtype)`` (``None``: a scalar input)."""
-    if g is None or meta is None:
-        return None
+    """Reduce a gradient to an input's ``(shape, dtype)``."""
     g = sum_to_shape(g, meta[0])
     if g.dtype is not meta[1]:
         g = g.to(meta[1])
     return g
 
 
-class Add(_Binary):
-    op = "add"
-    saves_inputs = False
+def _binary_function(op: decl.Op):
+    """The public function of a declared binary op (an autograd Function if differentiable)."""
+    if op.differentiable:
+        cls = type(op.name.capitalize(), (_Binary,), {
+            "decl": op, "autocast": op.autocast, "reads": (op.reads(0), op.reads(1)),
+            "__doc__": f"Autograd Function of ``{op.name}`` (declared in op_declarations)."})
+        apply = cls.apply
+    else:
+        cls = None
 
-    @staticmethod
-    def grads(g, a, b, z, needs):
-        return g, g
+        def apply(a, b):
+            if op.check is not None:
+                op.check(a, b)
+            backend, device, x, y, dtype, shape = _operands(op.name, a, b,
+                                                            result_dtype(op, a, b))
+            out_dtype = D.bool_ if op.ints == "bool" else dtype
+            return wrap(kernel(backend, 2, op.name)(x, y), device, None, shape, out_dtype)
 
+    if op.alpha:
+        def fn(input, other, *, alpha=1) -> Tensor:
+            return apply(input, other if alpha == 1 else other * alpha)
+    else:
+        def fn(input, other) -> Tensor:
+            return apply(input, other)
 
-def check_sub_operands(a, b) -> None:
-    """torch refuses any bool operand of sub (not only two bool tensors, as the kernel does)."""
-    if a is True or a is False or b is True or b is False \
-            or getattr(a, "dtype", None) is D.bool_ or getattr(b, "dtype", None) is D.bool_:
-        raise RuntimeError(
-            "Subtraction, the `-` operator, with a bool tensor is not supported. If you are "
-            "trying to invert a mask, use the `~` or `logical_not()` operator instead.")
-
-
-class Sub(_Binary):
-    op = "sub"
-    saves_inputs = False
-
-    @classmethod
-    def forward(cls, ctx, a, b):
-        check_sub_operands(a, b)
-        return super().forward(ctx, a, b)
-
-    @staticmethod
-    def grads(g, a, b, z, needs):
-        return g, (-g if needs[1] else None)
-
-
-def _wants_grad(t) -> bool:
-    return t is not None and t.requires_grad
+    fn.__name__ = fn.__qualname__ = op.name
+    fn.__doc__ = f"Elementwise ``{op.name}`` with broadcasting and type promotion (as torch)."
+    fn.function, fn.apply = cls, apply
+    return fn
 
 
-class Mul(_Binary):
-    op = "mul"
-
-    @classmethod
-    def keeps(cls, a, b):
-        return _wants_grad(b), _wants_grad(a), False  # d/da reads b, d/db reads a
-
-    @staticmethod
-    def grads(g, a, b, z, needs):
-        return (g * b if needs[0] else None), (g * a if needs[1] else None)
+# ---------------------------------------------------- the declared ops, made
+# name -> function, for every declared op (public=False ones included: the hand-written
+# public functions below wrap them).
+DECLARED = {op.name: _unary_function(op) for op in decl.UNARY}
+DECLARED.update({op.name: _binary_function(op) for op in decl.BINARY})
+_div, _round, floor_divide = DECLARED["div"], DECLARED["round"], DECLARED["floor_divide"]
 
 
-class Div(_Binary):
-    op = "div"
-    true_div = True
-    saves_output = True
-
-    @classmethod
-    def keeps(cls, a, b):
-        return False, True, _wants_grad(b)  # d/da = 1/b; d/db = -z/b
-
-    @staticmethod
-    def grads(g, a, b, z, needs):
-        ga = g / b if needs[0] else None
-        gb = -g * z / b if needs[1] else None
-        return ga, gb
-
-
-class Pow(_Binary):
-    op = "pow"
-    saves_output = True
-
-    @classmethod
-    def keeps(cls, a, b):
-        return True, True, _wants_grad(b)  # d/da reads a, b; d/db reads z, a, b
-    autocast = "fp32"
-
-    @staticmethod
-    def grads(g, a, b, z, needs):
-        ga = gb = None
-        if needs[0]:
-            if isinstance(b, Tensor):
-                ga = g * b * a ** (b - 1)
-            else:
-                ga = g * 0.0 if b == 0 else g * b * a ** (b - 1)
-        if needs[1]:
-            if isinstance(a, Tensor):
-                zero_base = (a == 0) & (b >= 0)
-                gb = where(zero_base, 0.0, g * z * a.log())
-            else:
-                gb = g * z * (math.log(a) if a > 0 else float("nan") if a < 0 else 0.0)
-        return ga, gb
-
-
-class Maximum(_Binary):
-    op = "maximum"
-
-    @staticmethod
-    def grads(g, a, b, z, needs):
-        # torch: ties split the gradient evenly; the smaller input gets none; a NaN in either
-        # (no order) passes the full gradient to both
-        half = where(a == b, g * 0.5, g)
-        return where(a < b, 0.0, half), where(a > b, 0.0, half)
-
-
-class Minimum(_Binary):
-    op = "minimum"
-
-    @staticmethod
-    def grads(g, a, b, z, needs):
-        half = where(a == b, g * 0.5, g)  # as Maximum, mirrored
-        return where(a > b, 0.0, half), where(a < b, 0.0, half)
-
-
-class Atan2(_Binary):
-    op = "atan2"
-    true_div = True  # integer inputs compute in the default float dtype, as torch
-
-    @staticmethod
-    def grads(g, a, b, z, needs):
-        denom = a * a + b * b
-        return g * b / denom, -g * a / denom
-
-
-class Remainder(_Binary):
-    op = "remainder"
-
-    @staticmethod
-    def grads(g, a, b, z, needs):
-        gb = -g * floor_divide(a, b) if needs[1] else None
-        return g, gb
-
-
-def add(input, other, *, alpha=1) -> Tensor:
-    """``input + alpha * other`` with broadcasting and type promotion."""
-    if alpha != 1:
-        other = other * alpha
-    return Add.apply(input, other)
-
-
-def sub(input, other, *, alpha=1) -> Tensor:
-    """``input - alpha * other`` with broadcasting and type promotion."""
-    if alpha != 1:
-        other = other * alpha
-    return Sub.apply(input, other)
-
-
-def rsub(input, other, *, alpha=1) -> Tensor:
-    """``other - alpha * input``."""
-    return sub(other, input, alpha=alpha)
-
-
-def mul(input, other) -> Tensor:
-    """Elementwise product with broadcasting and type promotion."""
-    return Mul.apply(input, other)
+def round(input: Tensor, decimals: int = 0) -> Tensor:  # noqa: A001 - torch's name
+    """Round to the nearest integer (half to even), or to ``decimals`` places."""
+    if decimals == 0:
+        return _round(input)
+    if input.dtype in (D.float16, D.bfloat16):  # float math, one rounding: torch's kernel
+        return round(input.to(D.float32), decimals).to(input.dtype)
+    scale = 10.0 ** decimals
+    return _round(input * scale) / scale
 
 
 def div(input, other, *, rounding_mode: str | None = None) -> Tensor:
     """True division (integers give floats), or ``'trunc'``/``'floor'`` rounding."""
     if rounding_mode is None:
-        return Div.apply(input, other)
+        return _div(input, other)
     if rounding_mode == "floor":
         return floor_divide(input, other)
     if rounding_mode == "trunc":
-        q = Div.apply(input, other)
+        q = _div(input, other)
         q = where(q < 0, q.ceil(), q.floor())
         dtype = D.result_type(input, other)
         return q if dtype.is_floating_point else q.to(dtype)
     raise ValueError(f"div expected rounding_mode None, 'trunc' or 'floor', got {rounding_mode!r}")
 
 
-true_divide = divide = div
-multiply = mul
-subtract = sub
+# The public functions: the declared ones, the hand-written wrappers in their place.
+FUNCTIONS = {op.name: DECLARED[op.name] for op in decl.UNARY + decl.BINARY if op.public}
+FUNCTIONS.update({f.__name__: f for f in (round, div)})
+FUNCTIONS.update({alias: FUNCTIONS[op.name] for op in decl.UNARY + decl.BINARY
+                  for alias in op.aliases})
+_sub = FUNCTIONS["sub"]
 
 
-def pow(input, exponent) -> Tensor:  # noqa: A001 - torch's name
-    """``input ** exponent`` elementwise."""
-    return Pow.apply(input, exponent)
-
-
-def maximum(input: Tensor, other: Tensor) -> Tensor:
-    """Elementwise maximum (NaN propagates)."""
-    return Maximum.apply(input, other)
-
-
-def minimum(input: Tensor, other: Tensor) -> Tensor:
-    """Elementwise minimum (NaN propagates)."""
-    return Minimum.apply(input, other)
-
-
-def atan2(input: Tensor, other: Tensor) -> Tensor:
-    """Elementwise ``atan(input / other)`` with the quadrant from both signs."""
-    return Atan2.apply(input, other)
-
-
-def remainder(input, other) -> Tensor:
-    """Python-style modulus (sign of the divisor)."""
-    return Remainder.apply(input, other)
-
-
-def floor_divide(input, other) -> Tensor:
-    """``floor(input / other)`` (not differentiable)."""
-    backend, device, x, y, _ = _operands("floor_divide", input, other)
-    return wrap(_binary_kernel(backend, "floor_divide")(x, y), device)
+def rsub(input, other, *, alpha=1) -> Tensor:
+    """``other - alpha * input``."""
+    return _sub(other, input, alpha=alpha)
 
 
 # -------------------------------------------------------------- where, clamp
@@ -484,9 +329,7 @@ class Where(Function):
 def where(condition: Tensor, input=None, other=None):
     """``input`` where ``condition`` else ``other`` (broadcast); one argument: nonzero."""
     if input is None and other is None:
-        from genesis.ops.indexing import nonzero
-
-        return nonzero(condition, as_tuple=True)
+        return condition.nonzero(as_tuple=True)
     return Where.apply(condition, input, other)
 
 
@@ -523,9 +366,9 @@ def clamp(input: Tensor, min=None, max=None) -> Tensor:  # noqa: A002 - torch's 
     if isinstance(min, Tensor) or isinstance(max, Tensor):
         out = input
         if min is not None:
-            out = maximum(out, min)
+            out = out.maximum(min)
         if max is not None:
-            out = minimum(out, max)
+            out = out.minimum(max)
         return out
     return Clamp.apply(input, min, max)
 
@@ -566,4 +409,4 @@ def square(input: Tensor) -> Tensor:
 
 def reciprocal(input: Tensor) -> Tensor:
     """``1 / input`` (integers give floats)."""
-    return Div.apply(1.0, input)
+    return _div(1.0, input)

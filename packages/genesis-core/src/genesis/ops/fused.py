@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+from genesis import creation
 from genesis import dtypes as D
 from genesis.autograd.function import Function
 from genesis.autograd.grad_mode import is_grad_enabled
@@ -130,9 +131,7 @@ def layer_norm(input: Tensor, normalized_shape, weight: Tensor | None = None,
     x, (w, b) = _flatten_norm_input("layer_norm", input, normalized_shape,
                                     (("weight", weight), ("bias", bias)))
     if w is None and b is not None:
-        import genesis
-
-        w = genesis.ones_like(b)
+        w = creation.ones_like(b)
     return LayerNorm.apply(x, w, b, float(eps)).reshape(input.shape)
 
 

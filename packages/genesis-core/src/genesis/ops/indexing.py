@@ -3,9 +3,17 @@ bincount, masked_fill, nonzero and one_hot."""
 
 from __future__ import annotations
 
+from genesis import creation
 from genesis import dtypes as D
 from genesis.autograd.function import Function
-from genesis.ops.common import broadcast_shapes, check_same_device, normalize_dim, wrap
+from genesis.ops.common import (
+    broadcast_shapes,
+    check_same_device,
+    normalize_dim,
+    sum_to_shape,
+    wrap,
+)
+from genesis.ops.elementwise import _scalar_for, where
 from genesis.ops.views import Slice
 from genesis.tensor import Tensor
 
@@ -38,9 +46,7 @@ def _check_dim_index(op: str, x: Tensor, index: Tensor) -> None:
 
 # -------------------------------------------------------------- __getitem__
 def _to_index_tensor(k, device) -> Tensor:
-    import genesis
-
-    t = genesis.tensor(k, device=device)
+    t = creation.tensor(k, device=device)
     if t.dtype.is_floating_point:
         raise IndexError("tensors used as indices must be long, int or bool tensors")
     return t
@@ -127,9 +133,7 @@ def _split_key(x: Tensor, key):
 
 
 def _empty_index(device) -> Tensor:
-    import genesis
-
-    return genesis.zeros(0, dtype=D.int64, device=device)
+    return creation.zeros(0, dtype=D.int64, device=device)
 
 
 def _prepare_advanced(view: Tensor, advanced: dict) -> list:
@@ -157,10 +161,8 @@ class IndexBackward(Function):
 
     @staticmethod
     def forward(ctx, g, in_shape, indices):
-        import genesis
-
         ctx.indices = indices
-        gx = genesis.zeros(in_shape, dtype=g.dtype, device=g.device)
+        gx = creation.zeros(in_shape, dtype=g.dtype, device=g.device)
         full = full_indices(in_shape, indices)
         gx._backend.index_put_(gx._data, [i._data for i in full], g._data, True)
         return gx
@@ -173,8 +175,6 @@ class IndexBackward(Function):
 def full_indices(shape: tuple, indices: list) -> list:
     """Index tensors for every dim (``None`` dims become aranges) laid out like the result
     of ``x[indices]``, so an accumulate ``index_put_`` needs no ``None`` entries."""
-    import genesis
-
     adv = [d for d, i in enumerate(indices) if i is not None]
     bshape = indices[adv[0]].shape
     adjacent = adv == list(range(adv[0], adv[-1] + 1))
@@ -195,7 +195,7 @@ def full_indices(shape: tuple, indices: list) -> list:
             pos = before.index(d) if d in before else len(before) + len(bshape) + after.index(d)
             view_shape = [1] * n_result
             view_shape[pos] = shape[d]
-            out.append(genesis.arange(shape[d], device=indices[adv[0]].device).reshape(
+            out.append(creation.arange(shape[d], device=indices[adv[0]].device).reshape(
                 view_shape))
     result_shape = broadcast_shapes(*(t.shape for t in out))
     return [t.expand(result_shape) for t in out]
@@ -236,8 +236,6 @@ class IndexPut(Function):
 
     @staticmethod
     def backward(ctx, g):
-        from genesis.ops.common import sum_to_shape
-
         gx = gv = None
         if ctx.needs_input_grad[0]:
             gx = g if ctx.accumulate else IndexPut.apply(
@@ -248,30 +246,8 @@ class IndexPut(Function):
 
 
 def _indexed_shape(x: Tensor, indices) -> tuple:
-    import genesis
-
-    probe = genesis.empty(x.shape, dtype=D.bool_, device=x.device)
+    probe = creation.empty(x.shape, dtype=D.bool_, device=x.device)
     return Index.apply(probe, indices).shape
-
-
-def setitem(x: Tensor, key, value) -> None:
-    """``x[key] = value`` in place (value broadcasts; autograd-aware)."""
-    from genesis.ops.inplace import copy_, index_put_
-
-    if type(key) in (int, slice) or key is None:  # not bool: x[True] adds a dim
-        basic, advanced = _basic_key(x, (key,)), {}
-    else:
-        basic, advanced = _split_key(x, key)
-    view = Slice.apply(x, basic) if basic else x
-    if not advanced:
-        if isinstance(value, Tensor):
-            copy_(view, value.expand(view.shape) if value.shape != view.shape else value)
-        else:
-            from genesis.ops.inplace import fill_
-
-            fill_(view, value)
-        return
-    index_put_(view, tuple(_prepare_advanced(view, advanced)), value)
 
 
 # ------------------------------------------------------- gather and scatter
@@ -284,10 +260,8 @@ class Gather(Function):
 
     @staticmethod
     def backward(ctx, g):
-        import genesis
-
         (index,) = ctx.saved_tensors
-        gx = genesis.zeros(ctx.in_shape, dtype=g.dtype, device=g.device)
+        gx = creation.zeros(ctx.in_shape, dtype=g.dtype, device=g.device)
         return gx.scatter_add(ctx.dim, index, g), None, None
 
 
@@ -321,8 +295,6 @@ class Scatter(Function):
         if isinstance(src, Tensor):
             data = src._data
         else:  # a Python number, converted the way torch casts it to x's dtype
-            from genesis.ops.elementwise import _scalar_for
-
             data = _scalar_for(src, x.dtype)
         return wrap(x._backend.scatter(x._data, dim, index._data, data, reduce), x.device)
 
@@ -371,10 +343,8 @@ class IndexSelect(Function):
 
     @staticmethod
     def backward(ctx, g):
-        import genesis
-
         (index,) = ctx.saved_tensors
-        gx = genesis.zeros(ctx.in_shape, dtype=g.dtype, device=g.device)
+        gx = creation.zeros(ctx.in_shape, dtype=g.dtype, device=g.device)
         return gx.index_add(ctx.dim, index, g), None, None
 
 
@@ -470,8 +440,6 @@ def bincount(input: Tensor, weights: Tensor | None = None, minlength: int = 0) -
 
 def masked_fill(input: Tensor, mask: Tensor, value) -> Tensor:
     """``value`` where ``mask`` is True, else ``input`` (mask broadcasts to input)."""
-    from genesis.ops.elementwise import where
-
     if mask.dtype is not D.bool_:
         raise RuntimeError(f"masked_fill only supports boolean masks, but got mask with dtype "
                            f"{mask.dtype}")
@@ -509,8 +477,6 @@ def argwhere(input: Tensor) -> Tensor:
 
 def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
     """int64 one-hot encoding along a new last dim."""
-    import genesis
-
     if tensor.dtype is not D.int64:
         raise RuntimeError("one_hot is only applicable to index tensor of type LongTensor, got "
                            f"{tensor.dtype}")
@@ -520,5 +486,5 @@ def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
         num_classes = int(tensor.max()) + 1
     if tensor.numel() and (int(tensor.min()) < 0 or int(tensor.max()) >= num_classes):
         raise RuntimeError("Class values must be smaller than num_classes and non-negative.")
-    classes = genesis.arange(num_classes, device=tensor.device)
+    classes = creation.arange(num_classes, device=tensor.device)
     return (tensor.unsqueeze(-1) == classes).to(D.int64)

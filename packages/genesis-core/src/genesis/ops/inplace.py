@@ -8,19 +8,17 @@ through that op, and the version counter is bumped so stale saved tensors are ca
 
 from __future__ import annotations
 
+from genesis import creation
 from genesis import dtypes as D
-from genesis.autograd.function import check_inplace_allowed
+from genesis import op_declarations as decl
+from genesis.autograd.function import check_inplace
 from genesis.autograd.grad_mode import _state as _grad_state
 from genesis.ops import elementwise as E
+from genesis.ops import indexing as I
 from genesis.ops.common import broadcast_shapes, check_same_device, expand_array
 from genesis.ops.special import erfinv
+from genesis.ops.views import Slice, rebase_view_history
 from genesis.tensor import Tensor
-
-
-def check_inplace(t: Tensor) -> None:
-    """Refuse an in-place edit autograd cannot allow (only while grad mode is on)."""
-    if _grad_state.enabled:
-        check_inplace_allowed(t)
 
 
 def _records(t: Tensor, others) -> bool:
@@ -45,8 +43,6 @@ def _write_back(t: Tensor, result: Tensor) -> None:
     if result.requires_grad:
         t.requires_grad, t.grad_fn, t._out_idx = True, result.grad_fn, result._out_idx
         if t._base is not None:
-            from genesis.ops.views import rebase_view_history
-
             rebase_view_history(t._base, t)
 
 
@@ -61,34 +57,31 @@ def apply_inplace(t: Tensor, compute, *others) -> Tensor:
     return t
 
 
-def _binary_inplace(op: str, fn):
-    """``t.op_(other)``: a direct ``out=`` kernel call unless autograd must record it."""
+def _binary_inplace(op: decl.Op):
+    """``t.op_(other)`` for a declared binary op: a direct ``out=`` kernel call unless
+    autograd must record it."""
+    fn = E.FUNCTIONS[op.name]
 
     def method(self: Tensor, other, **kwargs) -> Tensor:
-        if op == "sub":
-            E.check_sub_operands(self, other)
+        if op.check is not None:
+            op.check(self, other)
         if _records(self, (other,)):
             return apply_inplace(self, lambda s: fn(s, other, **kwargs), other)
         alpha = kwargs.pop("alpha", 1)
         if kwargs:
-            raise TypeError(f"{op}_() got unexpected keyword arguments {sorted(kwargs)}")
+            raise TypeError(f"{op.name}_() got unexpected keyword arguments {sorted(kwargs)}")
         if alpha != 1:
             other = other * alpha
-        dtype = None
-        if op == "div":
-            dtype = D.result_type(self, other)
-            if not dtype.is_floating_point:
-                dtype = D.get_default_dtype()
-        backend, device, x, y, dtype = E._operands(op, self, other, dtype)
+        backend, device, x, y, dtype, shape = E._operands(op.name, self, other,
+                                                          E.result_dtype(op, self, other))
         if not D.can_cast(dtype, self.dtype):
             raise RuntimeError(f"result type {dtype} can't be cast to the desired output type "
                                f"{self.dtype}")
-        shape = x.shape
-        if tuple(shape) != tuple(self.shape):
+        if shape != self.shape:
             broadcast_shapes(self.shape, shape)  # raises with both shapes if incompatible
             raise RuntimeError(f"output with shape {list(self.shape)} doesn't match the "
                                f"broadcast shape {list(shape)}")
-        kernel = E._binary_kernel(backend, op)
+        kernel = E.kernel(backend, 2, op.name)
         if dtype is self.dtype:
             kernel(x, y, out=self._data)
         else:
@@ -96,17 +89,29 @@ def _binary_inplace(op: str, fn):
         self._version_box[0] += 1
         return self
 
-    method.__name__ = op + "_"
-    method.__doc__ = f"In-place ``{op}``."
+    method.__name__ = method.__qualname__ = op.name + "_"
+    method.__doc__ = f"In-place ``{op.name}``."
     return method
 
 
-add_ = _binary_inplace("add", E.add)
-sub_ = _binary_inplace("sub", E.sub)
-mul_ = _binary_inplace("mul", E.mul)
-div_ = _binary_inplace("div", E.div)
-pow_ = _binary_inplace("pow", E.pow)
-remainder_ = _binary_inplace("remainder", E.remainder)
+def _unary_inplace(fn):
+    def method(self: Tensor) -> Tensor:
+        return apply_inplace(self, fn)
+
+    method.__name__ = method.__qualname__ = fn.__name__ + "_"
+    method.__doc__ = f"In-place ``{fn.__name__}``."
+    return method
+
+
+# The in-place variants of the declared ops (``add_``, ``exp_`` ...), and erfinv's.
+DECLARED_INPLACE = {op.name + "_": _unary_inplace(E.FUNCTIONS[op.name])
+                    for op in decl.UNARY if op.inplace}
+DECLARED_INPLACE.update({op.name + "_": _binary_inplace(op) for op in decl.BINARY if op.inplace})
+DECLARED_INPLACE.update({alias + "_": DECLARED_INPLACE[op.name + "_"]
+                         for op in decl.UNARY + decl.BINARY if op.inplace
+                         for alias in op.aliases})
+erfinv_ = _unary_inplace(erfinv)
+add_ = DECLARED_INPLACE["add_"]
 
 
 def addcmul_(t: Tensor, tensor1: Tensor, tensor2: Tensor, *, value=1) -> Tensor:
@@ -179,18 +184,13 @@ def clamp_(t: Tensor, min=None, max=None) -> Tensor:  # noqa: A002
 
 
 def masked_fill_(t: Tensor, mask: Tensor, value) -> Tensor:
-    from genesis.ops.indexing import masked_fill
-
-    return apply_inplace(t, lambda s: masked_fill(s, mask, value), value)
+    return apply_inplace(t, lambda s: I.masked_fill(s, mask, value), value)
 
 
 def index_put_(t: Tensor, indices: tuple, values, accumulate: bool = False) -> Tensor:
     """``t[indices] = values`` (or ``+=``), indices a tuple of index tensors or None."""
-    import genesis
-    from genesis.ops.indexing import IndexPut
-
     if not isinstance(values, Tensor):
-        values = genesis.tensor(values, dtype=t.dtype, device=t.device)
+        values = creation.tensor(values, dtype=t.dtype, device=t.device)
     check_same_device("index_put_", t, values)
     if values.dtype is not t.dtype:
         values = values.to(t.dtype)
@@ -201,37 +201,33 @@ def index_put_(t: Tensor, indices: tuple, values, accumulate: bool = False) -> T
         else:
             flat.append(i)
     indices = tuple(flat) + (None,) * (t.ndim - len(flat))
-    return apply_inplace(t, lambda s: IndexPut.apply(s, indices, values, accumulate), values)
+    return apply_inplace(t, lambda s: I.IndexPut.apply(s, indices, values, accumulate), values)
 
 
 def scatter_(t: Tensor, dim, index, src=None, *, value=None, reduce=None) -> Tensor:
-    from genesis.ops.indexing import scatter
-
-    return apply_inplace(t, lambda s: scatter(s, dim, index, src, value=value, reduce=reduce),
+    return apply_inplace(t, lambda s: I.scatter(s, dim, index, src, value=value, reduce=reduce),
                          src)
 
 
 def scatter_add_(t: Tensor, dim, index, src) -> Tensor:
-    from genesis.ops.indexing import scatter_add
-
-    return apply_inplace(t, lambda s: scatter_add(s, dim, index, src), src)
+    return apply_inplace(t, lambda s: I.scatter_add(s, dim, index, src), src)
 
 
 def index_add_(t: Tensor, dim, index, source, *, alpha=1) -> Tensor:
-    from genesis.ops.indexing import index_add
-
-    return apply_inplace(t, lambda s: index_add(s, dim, index, source, alpha=alpha), source)
+    return apply_inplace(t, lambda s: I.index_add(s, dim, index, source, alpha=alpha), source)
 
 
-def _unary_inplace(fn):
-    def method(self: Tensor) -> Tensor:
-        return apply_inplace(self, fn)
-
-    method.__name__ = fn.__name__ + "_"
-    return method
-
-
-UNARY_INPLACE = {"erfinv_": _unary_inplace(erfinv)}
-UNARY_INPLACE.update({name + "_": _unary_inplace(getattr(E, name)) for name in (
-    "neg", "abs", "exp", "log", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid", "relu",
-    "floor", "ceil", "round", "sign", "erf", "exp2", "log2", "log1p", "expm1")})
+def setitem(x: Tensor, key, value) -> None:
+    """``x[key] = value`` in place (value broadcasts; autograd-aware)."""
+    if type(key) in (int, slice) or key is None:  # not bool: x[True] adds a dim
+        basic, advanced = I._basic_key(x, (key,)), {}
+    else:
+        basic, advanced = I._split_key(x, key)
+    view = Slice.apply(x, basic) if basic else x
+    if not advanced:
+        if isinstance(value, Tensor):
+            copy_(view, value.expand(view.shape) if value.shape != view.shape else value)
+        else:
+            fill_(view, value)
+        return
+    index_put_(view, tuple(I._prepare_advanced(view, advanced)), value)

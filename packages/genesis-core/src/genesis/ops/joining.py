@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from genesis import creation
 from genesis import dtypes as D
 from genesis.autograd.function import Function
 from genesis.ops.common import check_same_device, normalize_dim, normalize_dims, wrap
@@ -153,10 +154,8 @@ def repeat_interleave(input: Tensor, repeats=None, dim=None, *, output_size=None
 
     With ``input`` alone (a tensor of counts), index ``i`` repeated ``input[i]`` times.
     """
-    import genesis
-
     if repeats is None:
-        return repeat_interleave(genesis.arange(input.numel(), device=input.device),
+        return repeat_interleave(creation.arange(input.numel(), device=input.device),
                                  input.reshape(-1), 0)
     if dim is None:
         input, dim = input.reshape(-1), 0
@@ -170,7 +169,7 @@ def repeat_interleave(input: Tensor, repeats=None, dim=None, *, output_size=None
                            f"repeats.size(0) = {counts.size} and input.size({d}) = {n}")
     if (counts < 0).any():
         raise RuntimeError("repeats can not be negative")
-    index = genesis.from_numpy(np.repeat(np.arange(n, dtype=np.int64), counts)).to(input.device)
+    index = creation.from_numpy(np.repeat(np.arange(n, dtype=np.int64), counts)).to(input.device)
     return input.index_select(d, index)
 
 

@@ -6,8 +6,11 @@ from __future__ import annotations
 import math
 from collections import namedtuple
 
+from genesis import creation
 from genesis import dtypes as D
+from genesis.autocast import is_autocast_enabled
 from genesis.autograd.function import Function
+from genesis.autograd.grad_mode import is_grad_enabled
 from genesis.ops.common import normalize_dim, normalize_dims, wrap
 from genesis.ops.elementwise import where
 from genesis.tensor import Tensor
@@ -54,8 +57,6 @@ def sum(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor
 def _back_to_half(out: Tensor, dtype, device) -> Tensor:
     """A float32-accumulated result in the half ``dtype`` again, unless autocast is on (it
     wants float32 out of these ops)."""
-    from genesis.autocast import is_autocast_enabled
-
     return out if is_autocast_enabled(device.type) else out.to(dtype)
 
 
@@ -203,10 +204,8 @@ class _ExtremeDim(Function):
             raise IndexError(f"max(): Expected reduction dim {dim} to have non-zero size.")
         b = x._backend
         if x.ndim == 0:  # backends get no dim for 0-d arrays: the answer is index 0
-            import genesis
-
             ctx.in_shape, ctx.dim, ctx.keepdim = x.shape, dim, keepdim
-            idx = genesis.zeros((), dtype=D.int64, device=x.device)
+            idx = creation.zeros((), dtype=D.int64, device=x.device)
             ctx.mark_non_differentiable(idx)
             ctx.save_for_backward(idx)
             return x.clone(), idx
@@ -221,12 +220,10 @@ class _ExtremeDim(Function):
 
     @classmethod
     def backward(cls, ctx, g, _g_idx):
-        import genesis
-
         (idx,) = ctx.saved_tensors
         if not ctx.keepdim and len(ctx.in_shape):
             g, idx = g.unsqueeze(ctx.dim), idx.unsqueeze(ctx.dim)
-        gx = genesis.zeros(ctx.in_shape, dtype=g.dtype, device=g.device)
+        gx = creation.zeros(ctx.in_shape, dtype=g.dtype, device=g.device)
         return gx.scatter(ctx.dim, idx, g) if len(ctx.in_shape) else g, None, None
 
 
@@ -242,9 +239,7 @@ def max(input: Tensor, dim=None, keepdim: bool = False):  # noqa: A001
     """Maximum of all elements; with ``dim``, ``(values, indices)``; with a tensor,
     the elementwise maximum."""
     if isinstance(dim, Tensor):
-        from genesis.ops.elementwise import maximum
-
-        return maximum(input, dim)
+        return input.maximum(dim)
     if dim is None:
         return amax(input)
     return values_indices(*MaxDim.apply(input, normalize_dim(dim, input.ndim), keepdim))
@@ -254,9 +249,7 @@ def min(input: Tensor, dim=None, keepdim: bool = False):  # noqa: A001
     """Minimum of all elements; with ``dim``, ``(values, indices)``; with a tensor,
     the elementwise minimum."""
     if isinstance(dim, Tensor):
-        from genesis.ops.elementwise import minimum
-
-        return minimum(input, dim)
+        return input.minimum(dim)
     if dim is None:
         return amin(input)
     return values_indices(*MinDim.apply(input, normalize_dim(dim, input.ndim), keepdim))
@@ -269,10 +262,8 @@ def _arg(name: str, input: Tensor, dim, keepdim: bool) -> Tensor:
         raise RuntimeError(f"{name}(): Expected reduction dim to be specified for "
                            "input.numel() == 0.")
     if input.ndim == 0:  # backends get no dim for 0-d arrays: the answer is index 0
-        import genesis
-
         normalize_dim(0 if dim is None else dim, 0)
-        return genesis.zeros((), dtype=D.int64, device=input.device)
+        return creation.zeros((), dtype=D.int64, device=input.device)
     if dim is None:
         flat = input.reshape(-1)
         out = wrap(fn(flat._data, 0, False), input.device)
@@ -359,8 +350,6 @@ class Norm2(Function):
 
     @staticmethod
     def backward(ctx, g):
-        from genesis.autograd.grad_mode import is_grad_enabled
-
         x, out = ctx.saved_tensors
         if is_grad_enabled():  # create_graph: out must be a function of x for 2nd derivatives
             out = sum(x * x, ctx.dims, keepdim=True).sqrt()

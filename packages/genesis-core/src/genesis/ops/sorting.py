@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections import namedtuple
 
+from genesis import creation
+from genesis import dtypes as D
 from genesis.autograd.function import Function
 from genesis.ops.common import normalize_dim, wrap
 from genesis.tensor import Tensor
@@ -27,21 +29,17 @@ class _SelectAlongDim(Function):
 
     @staticmethod
     def backward(ctx, g, _g_indices):
-        import genesis
-
         (indices,) = ctx.saved_tensors
         if not len(ctx.in_shape):
             return g, None, None
-        gx = genesis.zeros(ctx.in_shape, dtype=g.dtype, device=g.device)
+        gx = creation.zeros(ctx.in_shape, dtype=g.dtype, device=g.device)
         return gx.scatter(ctx.dim, indices, g), None, None
 
 
 def sort(input: Tensor, dim: int = -1, descending: bool = False, stable: bool = False):
     """Sort along ``dim``: ``(values, indices)``; NaN counts as the largest value."""
     if input.ndim == 0:
-        import genesis
-
-        return sort_result(input.clone(), genesis.zeros((), dtype=genesis.int64,
+        return sort_result(input.clone(), creation.zeros((), dtype=D.int64,
                                                         device=input.device))
     d = normalize_dim(dim, input.ndim)
     pick = lambda x: x._backend.sort(x._data, d, descending, stable)  # noqa: E731

@@ -6,7 +6,8 @@ import math
 
 from genesis import dtypes as D
 from genesis.autograd.function import Function
-from genesis.ops.elementwise import _TWO_OVER_SQRT_PI, erf, where
+from genesis.op_declarations import TWO_OVER_SQRT_PI
+from genesis.ops.elementwise import where
 from genesis.tensor import Tensor
 
 # Giles, "Approximating the erfinv function" (GPU Computing Gems, 2011): single-precision
@@ -38,7 +39,7 @@ class Erfinv(Function):
         x = where(w < 5, central, tail) * work
         x = where(work.abs() == 1, work * math.inf, x)  # the polynomial does not reach +-inf
         for _ in range(2 if work.dtype is D.float64 else 1):
-            step = (erf(x) - work) / (_TWO_OVER_SQRT_PI * (-(x * x)).exp())
+            step = (x.erf() - work) / (TWO_OVER_SQRT_PI * (-(x * x)).exp())
             x = where(x.isfinite(), x - step, x)  # +-1 map to +-inf and stay there
         x = x.to(y.dtype)
         ctx.save_for_backward(x)

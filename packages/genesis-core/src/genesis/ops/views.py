@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import math
 
+from genesis import creation
+from genesis.autograd import grad_mode
 from genesis.autograd.function import Function
 from genesis.dtypes import DType
 from genesis.ops.common import normalize_dim, shape_arg, sum_to_shape, wrap
@@ -344,10 +346,8 @@ class SliceBackward(Function):
 
     @staticmethod
     def forward(ctx, g, in_shape, key):
-        import genesis
-
         ctx.key = key
-        gx = genesis.zeros(in_shape, dtype=g.dtype, device=g.device)
+        gx = creation.zeros(in_shape, dtype=g.dtype, device=g.device)
         shape, strides, offset = slice_geometry(gx, key)
         region = make_view(gx, shape, strides, offset)
         region._backend.copy_(region._data, g._data)
@@ -424,16 +424,14 @@ class AsStrided(Function):
 
     @staticmethod
     def backward(ctx, g):
-        import genesis
-
         in_shape, in_strides, in_offset, shape, strides, offset = ctx.geom
         # Scatter-add the gradient into a flat buffer covering the memory both geometries
         # touch, then read it back with the input's geometry (handles overlapping views).
         extent = 1 + max(_last_index(in_shape, in_strides, in_offset),
                          _last_index(shape, strides, offset))
-        flat = genesis.zeros(extent, dtype=g.dtype, device=g.device)
-        positions = make_view(genesis.arange(extent, device=g.device), shape, strides, offset)
-        if genesis.is_grad_enabled():  # create_graph: differentiable ops (double backward)
+        flat = creation.zeros(extent, dtype=g.dtype, device=g.device)
+        positions = make_view(creation.arange(extent, device=g.device), shape, strides, offset)
+        if grad_mode.is_grad_enabled():  # create_graph: differentiable ops (double backward)
             flat = flat.index_add(0, positions.reshape(-1), g.reshape(-1))
             return AsStrided.apply(flat, in_shape, in_strides, in_offset), None, None, None
         # positions are in range by construction: call the kernel without index checks
@@ -466,13 +464,11 @@ class CopySlices(Function):
 
     @staticmethod
     def backward(ctx, g):
-        import genesis
-
         # Written with differentiable ops (AsStrided, mul) so that double backward works.
         shape, strides, offset = ctx.geometry
         g = g.clone()  # contiguous at offset 0: the base's geometry
         g_view = AsStrided.apply(g, shape, strides, offset)
-        keep = genesis.ones(g.shape, dtype=g.dtype, device=g.device)  # 0 where overwritten
+        keep = creation.ones(g.shape, dtype=g.dtype, device=g.device)  # 0 where overwritten
         region = make_view(keep, shape, strides, offset)
         region._backend.copy_(region._data, region._backend.full(shape, 0, g.dtype,
                                                                  g.device.index))
@@ -493,9 +489,7 @@ def rebase_view_history(base: Tensor, view_t: Tensor) -> None:
     before._accumulator = base._accumulator
     after = Tensor._wrap(view_t._data, view_t.device)
     after.requires_grad, after.grad_fn, after._out_idx = True, view_t.grad_fn, view_t._out_idx
-    import genesis
-
-    with genesis.enable_grad():
+    with grad_mode.enable_grad():
         new_base = CopySlices.apply(before, after, geometry)
         base.requires_grad, base.grad_fn, base._out_idx = True, new_base.grad_fn, 0
         new_view = AsStrided.apply(base, view_t.shape, strides, offset)

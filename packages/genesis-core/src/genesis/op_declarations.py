@@ -1,0 +1,190 @@
+"""Every elementwise op declared once: a row per op, read like PyTorch's ``derivatives.yaml``.
+
+A row states the op's name (which is also its backend kernel's name), its gradient per
+input, its autocast category and its variants. Everything else is made from the rows:
+
+* ``genesis.ops.elementwise`` builds the autograd ``Function`` (``Exp``, ``Mul`` ...) and
+  the public function (``genesis.exp``);
+* ``genesis.ops.inplace`` builds the in-place variant (``Tensor.exp_``), ``tensor_methods``
+  the method (``Tensor.exp``) and the Python operators (``__add__``, ``__radd__``, ``__iadd__``);
+* the backend contract's kernel lists (``Backend.UNARY_OPS``/``BINARY_OPS``) are the rows'
+  names, and the CPU backend maps each to the torch function of that name.
+
+A gradient is a formula of the output gradient ``g`` and the names it reads: ``x`` (input)
+and ``y`` (output) for unary ops; ``a``, ``b`` (inputs, possibly Python scalars) and ``z``
+(output) for binary ones. *What the formula reads is what the op saves* for backward (as
+torch), so editing anything else in place after the op does not break backward. Formulas
+use only Tensor methods and operators, so this table imports nothing above ``dtypes`` and
+every layer, the backend contract included, can read it.
+
+Options: ``ints="float"`` computes integer inputs in the default float dtype (``"keep"``
+keeps them; ``"bool"`` gives a bool result); ``autocast`` is the category of
+``genesis.autocast``; ``inplace`` adds ``Tensor.<name>_``; ``operator`` names the Python
+operator (``"add"``: ``__add__``, ``__radd__`` and, with ``inplace``, ``__iadd__``);
+``aliases`` are torch's other names of the op; ``alpha`` adds torch's ``alpha=``
+multiplier of the second operand; ``check`` refuses operands torch refuses;
+``public=False`` leaves the public function to a hand-written one with more arguments
+(``round(decimals=)``, ``div(rounding_mode=)``).
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from genesis import dtypes as D
+
+_LN2 = math.log(2.0)
+TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
+
+
+@dataclass(frozen=True)
+class Op:
+    """One declared elementwise op (see the module docstring for the fields)."""
+
+    name: str
+    arity: int
+    grads: tuple = ()  # one formula (or None: no gradient) per input; (): not differentiable
+    ints: str = "float"
+    autocast: str | None = None
+    inplace: bool = False
+    operator: str | None = None
+    alpha: bool = False
+    check: Callable | None = None
+    method: bool = True
+    public: bool = True
+    aliases: tuple = ()  # torch's other names for the function and method
+
+    @property
+    def differentiable(self) -> bool:
+        return bool(self.grads)
+
+    def reads(self, i: int) -> tuple:
+        """The names input ``i``'s gradient formula reads besides ``g`` (what is saved)."""
+        f = self.grads[i]
+        if f is None:
+            return ()
+        return tuple(inspect.signature(f).parameters)[1:]
+
+
+def unary(name, grad=None, **options) -> Op:
+    """Declare ``y = name(x)``; ``grad(g, [x], [y])`` is dL/dx."""
+    return Op(name, 1, (grad,) if grad is not None else (), **options)
+
+
+def binary(name, grad_a=None, grad_b=None, **options) -> Op:
+    """Declare ``z = name(a, b)``; ``grad_a``/``grad_b(g, [a], [b], [z])`` are dL/da, dL/db."""
+    grads = (grad_a, grad_b) if grad_a is not None or grad_b is not None else ()
+    return Op(name, 2, grads, **options)
+
+
+# ------------------------------------------------------------ gradients that branch
+def _zero(g):
+    return g * 0.0  # piecewise-constant ops: zero gradient, as torch
+
+
+def _pow_grad_base(g, a, b):
+    if isinstance(b, (int, float)):
+        return g * 0.0 if b == 0 else g * b * a ** (b - 1)
+    return g * b * a ** (b - 1)
+
+
+def _pow_grad_exponent(g, a, b, z):
+    if isinstance(a, (int, float)):
+        return g * z * (math.log(a) if a > 0 else math.nan if a < 0 else 0.0)
+    return (g * z * a.log()).masked_fill((a == 0) & (b >= 0), 0.0)
+
+
+def _max_grad(g, a, b):
+    # torch: ties split the gradient evenly, the smaller input gets none, a NaN in either
+    # (no order) passes the full gradient to both. minimum is the mirror image.
+    return (g * 0.5).where(a == b, g).masked_fill(a < b, 0.0)
+
+
+def check_sub_operands(a, b) -> None:
+    """torch refuses any bool operand of sub (not only two bool tensors, as the kernel does)."""
+    if a is True or a is False or b is True or b is False \
+            or getattr(a, "dtype", None) is D.bool_ or getattr(b, "dtype", None) is D.bool_:
+        raise RuntimeError(
+            "Subtraction, the `-` operator, with a bool tensor is not supported. If you are "
+            "trying to invert a mask, use the `~` or `logical_not()` operator instead.")
+
+
+def check_integral_operands(a, b) -> None:
+    """Bitwise ops take integer and bool operands only."""
+    for v in (a, b):
+        dt = getattr(v, "dtype", None)
+        if isinstance(v, float) or (dt is not None and dt.is_floating_point):
+            raise TypeError(f"bitwise ops are only defined for integer and bool tensors, got "
+                            f"{dt if dt is not None else type(v).__name__}")
+
+
+# ----------------------------------------------------------------------- unary ops
+UNARY = (
+    # name        gradient dL/dx (its arguments: what is saved)        options
+    unary("neg", lambda g: -g, ints="keep", inplace=True),
+    unary("abs", lambda g, x: g * x.sign(), ints="keep", inplace=True),
+    unary("sign", _zero, ints="keep", inplace=True),
+    unary("exp", lambda g, y: g * y, autocast="fp32", inplace=True),
+    unary("exp2", lambda g, y: g * y * _LN2, inplace=True),
+    unary("log", lambda g, x: g / x, autocast="fp32", inplace=True),
+    unary("log2", lambda g, x: g / (x * _LN2), autocast="fp32", inplace=True),
+    unary("log1p", lambda g, x: g / (x + 1), autocast="fp32", inplace=True),
+    unary("expm1", lambda g, y: g * (y + 1), autocast="fp32", inplace=True),
+    unary("sqrt", lambda g, y: g / (y * 2), inplace=True),
+    unary("rsqrt", lambda g, y: g * y * y * y * -0.5, autocast="fp32", inplace=True),
+    unary("sin", lambda g, x: g * x.cos(), inplace=True),
+    unary("cos", lambda g, x: -g * x.sin(), inplace=True),
+    unary("tanh", lambda g, y: g * (1 - y * y), inplace=True),
+    unary("sigmoid", lambda g, y: g * y * (1 - y), inplace=True),
+    # (y <= 0 gets 0, anything else the gradient: a NaN input passes it on, as in torch)
+    unary("relu", lambda g, y: g.masked_fill(y <= 0, 0.0), ints="keep", inplace=True),
+    unary("erf", lambda g, x: g * TWO_OVER_SQRT_PI * (-(x * x)).exp(), inplace=True),
+    unary("floor", _zero, ints="keep", inplace=True),
+    unary("ceil", _zero, ints="keep", inplace=True),
+    unary("round", _zero, ints="keep", inplace=True, public=False),  # + decimals=
+    unary("logical_not", ints="bool"),
+    unary("isnan", ints="bool"),
+    unary("isinf", ints="bool"),
+    unary("isfinite", ints="bool"),
+    unary("bitwise_not", ints="keep", check=lambda a: check_integral_operands(a, 0)),
+)
+
+# ---------------------------------------------------------------------- binary ops
+BINARY = (
+    # name       dL/da                         dL/db                            options
+    binary("add", lambda g: g, lambda g: g, ints="keep", inplace=True, operator="add",
+           alpha=True),
+    binary("sub", lambda g: g, lambda g: -g, ints="keep", inplace=True, operator="sub",
+           alpha=True, check=check_sub_operands, aliases=("subtract",)),
+    binary("mul", lambda g, b: g * b, lambda g, a: g * a, ints="keep", inplace=True,
+           operator="mul", aliases=("multiply",)),
+    binary("div", lambda g, b: g / b, lambda g, b, z: -g * z / b, inplace=True,
+           operator="truediv", public=False, aliases=("divide", "true_divide")),  # rounding_mode=
+    binary("pow", _pow_grad_base, _pow_grad_exponent, ints="keep", autocast="fp32",
+           inplace=True, operator="pow"),
+    binary("maximum", _max_grad, lambda g, a, b: _max_grad(g, b, a), ints="keep"),
+    binary("minimum", lambda g, a, b: _max_grad(g, b, a), _max_grad, ints="keep"),
+    binary("atan2", lambda g, a, b: g * b / (a * a + b * b),
+           lambda g, a, b: -g * a / (a * a + b * b)),
+    binary("remainder", lambda g: g, lambda g, a, b: -g * (a // b), ints="keep",
+           inplace=True, operator="mod"),
+    binary("floor_divide", ints="keep", operator="floordiv"),
+    binary("eq", ints="bool"),
+    binary("ne", ints="bool", aliases=("not_equal",)),
+    binary("lt", ints="bool", aliases=("less",)),
+    binary("le", ints="bool", aliases=("less_equal",)),
+    binary("gt", ints="bool", aliases=("greater",)),
+    binary("ge", ints="bool", aliases=("greater_equal",)),
+    binary("logical_and", ints="bool"),
+    binary("logical_or", ints="bool"),
+    binary("logical_xor", ints="bool"),
+    binary("bitwise_and", ints="keep", operator="and", check=check_integral_operands),
+    binary("bitwise_or", ints="keep", operator="or", check=check_integral_operands),
+    binary("bitwise_xor", ints="keep", operator="xor", check=check_integral_operands),
+)
+
+UNARY_NAMES = tuple(op.name for op in UNARY)
+BINARY_NAMES = tuple(op.name for op in BINARY)

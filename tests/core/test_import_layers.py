@@ -1,0 +1,152 @@
+"""Imports go one way: the module import graph of every package has no cycle.
+
+The graph is built statically with ``ast`` from the sources under ``packages/*/src``: every
+``import``/``from ... import`` of one of our modules is an edge, at module level or inside a
+function (a function-local import is still a dependency; hiding it in a function only
+delays the cycle). Imports under ``if TYPE_CHECKING:`` are left out (they never run).
+``from pkg import name`` is an edge to the submodule ``pkg.name`` when that module exists,
+else to ``pkg``. Importing ``a.b.c`` also runs ``a/__init__`` and ``a/b/__init__``; those
+parent edges are not counted (every module would then depend on ``genesis/__init__``).
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+
+_ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, os.pardir)
+_PACKAGES = os.path.join(_ROOT, "packages")
+
+
+def _module_files() -> dict[str, str]:
+    """Dotted module name -> source path, for every package of the repository."""
+    found = {}
+    for dist in sorted(os.listdir(_PACKAGES)):
+        src = os.path.join(_PACKAGES, dist, "src")
+        for folder, _, files in os.walk(src):
+            for f in files:
+                if not f.endswith(".py"):
+                    continue
+                rel = os.path.relpath(os.path.join(folder, f), src)[:-3].split(os.sep)
+                if rel[-1] == "__init__":
+                    rel = rel[:-1]
+                found[".".join(rel)] = os.path.join(folder, f)
+    return found
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def _imports(tree: ast.AST):
+    """Every Import/ImportFrom node outside ``if TYPE_CHECKING:`` blocks."""
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.If) and _is_type_checking(node):
+            stack.extend(node.orelse)
+            continue
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            yield node
+        stack.extend(ast.iter_child_nodes(node))
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Module -> the repository modules it imports (see the module docstring)."""
+    files = _module_files()
+    graph: dict[str, set[str]] = {}
+    for mod, path in files.items():
+        with open(path, encoding="utf-8") as f:
+            tree = ast.parse(f.read(), path)
+        is_pkg = os.path.basename(path) == "__init__.py"
+        package = mod if is_pkg else mod.rpartition(".")[0]
+        edges = set()
+        for node in _imports(tree):
+            if isinstance(node, ast.Import):
+                edges.update(a.name for a in node.names if a.name in files)
+                continue
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                parts = parts[:len(parts) - (node.level - 1)]
+                base = ".".join(parts + ([node.module] if node.module else []))
+            for alias in node.names:
+                sub = f"{base}.{alias.name}"
+                if sub in files:
+                    edges.add(sub)
+                elif base in files:
+                    edges.add(base)
+        edges.discard(mod)
+        graph[mod] = edges
+    return graph
+
+
+def find_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    on_stack: set[str] = set()
+    stack: list[str] = []
+    out: list[list[str]] = []
+    counter = [0]
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def _a_cycle(graph: dict[str, set[str]], comp: list[str]) -> list[str]:
+    """One concrete cycle inside a strongly connected component, to show in the error."""
+    members = set(comp)
+    path, seen = [comp[0]], {comp[0]: 0}
+    while True:
+        nxt = sorted(w for w in graph[path[-1]] if w in members)[0]
+        if nxt in seen:
+            return path[seen[nxt]:] + [nxt]
+        seen[nxt] = len(path)
+        path.append(nxt)
+
+
+def test_graph_sees_the_packages():
+    graph = import_graph()
+    assert "genesis.tensor" in graph and "genesis.ops.elementwise" in graph
+    assert "genesis.autograd.function" in graph["genesis.tensor"]
+
+
+def test_find_cycles_detects_a_cycle():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert find_cycles(graph) == [["a", "b", "c"]]
+    assert _a_cycle(graph, ["a", "b", "c"]) == ["a", "b", "c", "a"]
+
+
+def test_no_import_cycles():
+    graph = import_graph()
+    cycles = find_cycles(graph)
+    shown = "\n".join(" -> ".join(_a_cycle(graph, c)) + f"   ({len(c)} modules)"
+                      for c in cycles)
+    assert not cycles, f"import cycles among the packages' modules:\n{shown}"
