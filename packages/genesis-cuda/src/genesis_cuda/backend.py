@@ -47,11 +47,14 @@ _ROUTES: dict[str, tuple[str, ...]] = {
     "softmax": ("softmax",), "softmax_backward": ("softmax",),
     "layer_norm": ("norms",), "layer_norm_backward": ("norms",),
     "rms_norm": ("norms",), "rms_norm_backward": ("norms",),
+    "scaled_dot_product_attention": ("attention",),
+    "scaled_dot_product_attention_backward": ("attention",),
 }
 # Fused kernels the contract lets a backend leave out (base.Backend composes them).
 _OPTIONAL = frozenset({"softmax", "softmax_backward", "layer_norm", "layer_norm_backward",
                        "rms_norm", "rms_norm_backward", "unary_kernel", "binary_kernel",
-                       "linear"})
+                       "linear", "scaled_dot_product_attention",
+                       "scaled_dot_product_attention_backward"})
 
 
 def find_kernel(name: str):
@@ -363,6 +366,15 @@ class CUDABackend(Backend):
         if x.dtype is float64:
             return super().rms_norm_backward(grad, x, weight, rstd)
         return self._kernel("rms_norm_backward")(grad, x, weight, rstd)
+
+    def scaled_dot_product_attention(self, q, k, v, mask, dropout_p, is_causal, scale, gen):
+        return self._bind("scaled_dot_product_attention")(q, k, v, mask, dropout_p, is_causal,
+                                                          scale, gen)
+
+    def scaled_dot_product_attention_backward(self, grad, q, k, v, out, lse, mask, dropout_p,
+                                              is_causal, scale, rng):
+        return self._bind("scaled_dot_product_attention_backward")(
+            grad, q, k, v, out, lse, mask, dropout_p, is_causal, scale, rng)
 
     def _kernel(self, name: str):
         """Kernel ``name``, found once and cached without shadowing the method."""
