@@ -120,8 +120,8 @@ def _fwd_block(acc, m_i, l_i, q, k_ptrs, v_ptrs, mask_ptrs, offs_m, offs_n, L, S
 @triton.jit(do_not_specialize=["L", "S", "H", "n_rep", "seed", "rng_base"])
 def _attn_fwd(Q, K, V, M, O, LSE,
               sqb, sqh, sqm, skb, skh, skn, svb, svh, svn, smb, smh, smm, smn,
-              L, S, H, n_rep, qk_scale, seed, rng_base, p_drop, inv_keep,
-              HEAD_DIM: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
+              L, S, H, n_rep, qk_scale, seed: tl.int64, rng_base: tl.int64, p_drop,
+              inv_keep, HEAD_DIM: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
               CAUSAL: tl.constexpr, MASK: tl.constexpr, DROPOUT: tl.constexpr):
     start_m = tl.program_id(0) * BM
     bh = tl.program_id(1).to(tl.int64)  # b * H + h
@@ -208,8 +208,9 @@ def _probs(q, k, offs_m, offs_n, L, S, qk_scale, lse2, mask_ptrs, bh, seed, rng_
 @triton.jit(do_not_specialize=["L", "S", "H", "n_rep", "seed", "rng_base"])
 def _attn_bwd_dkdv(Q, K, V, M, DO, LSE, DELTA, DK, DV,
                    sqb, sqh, sqm, skb, skh, skn, svb, svh, svn, smb, smh, smm, smn,
-                   sdob, sdoh, sdom, L, S, H, n_rep, qk_scale, scale, seed, rng_base, p_drop,
-                   inv_keep, HEAD_DIM: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
+                   sdob, sdoh, sdom, L, S, H, n_rep, qk_scale, scale, seed: tl.int64,
+                   rng_base: tl.int64, p_drop, inv_keep, HEAD_DIM: tl.constexpr,
+                   BM: tl.constexpr, BN: tl.constexpr,
                    CAUSAL: tl.constexpr, MASK: tl.constexpr, DROPOUT: tl.constexpr):
     start_n = tl.program_id(0) * BN
     bhk = tl.program_id(1).to(tl.int64)  # b * Hk + hk
@@ -261,8 +262,9 @@ def _attn_bwd_dkdv(Q, K, V, M, DO, LSE, DELTA, DK, DV,
 @triton.jit(do_not_specialize=["L", "S", "H", "n_rep", "seed", "rng_base"])
 def _attn_bwd_dq(Q, K, V, M, DO, LSE, DELTA, DQ,
                  sqb, sqh, sqm, skb, skh, skn, svb, svh, svn, smb, smh, smm, smn,
-                 sdob, sdoh, sdom, L, S, H, n_rep, qk_scale, scale, seed, rng_base, p_drop,
-                 inv_keep, HEAD_DIM: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
+                 sdob, sdoh, sdom, L, S, H, n_rep, qk_scale, scale, seed: tl.int64,
+                 rng_base: tl.int64, p_drop, inv_keep, HEAD_DIM: tl.constexpr,
+                 BM: tl.constexpr, BN: tl.constexpr,
                  CAUSAL: tl.constexpr, MASK: tl.constexpr, DROPOUT: tl.constexpr):
     start_m = tl.program_id(0) * BM
     bh = tl.program_id(1).to(tl.int64)
@@ -380,7 +382,9 @@ def scaled_dot_product_attention(q, k, v, mask, dropout_p, is_causal, scale, gen
     rng = None
     seed = base = 0
     if dropout_p > 0.0:
-        seed, base = int(gen.seed), _signed64(gen.next_offset(b * h * n_q * n_k))
+        # both typed int64 in the kernels (one compiled kernel whatever their size); the
+        # seed's bits are what Philox uses
+        seed, base = _signed64(int(gen.seed)), _signed64(gen.next_offset(b * h * n_q * n_k))
         rng = (seed, base)
     mask, kind, ms = _mask_args(mask, q)
     bm, bn, warps, stages = FWD_TILES[d]

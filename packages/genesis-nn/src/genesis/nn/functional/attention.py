@@ -125,18 +125,19 @@ class _FusedAttention(Function):
     def forward(ctx, q, k, v, mask, dropout_p, is_causal, scale, result):
         out_data, lse, rng = result
         out = Tensor._wrap(out_data, q.device)  # (B, Hq, L, Ev)
-        ctx.save_for_backward(q, k, v, out)
-        ctx.mask, ctx.lse, ctx.rng = mask, lse, rng
+        ctx.save_for_backward(q, k, v)
+        # the output's array, not the tensor: a saved output would be a reference cycle
+        ctx.out, ctx.mask, ctx.lse, ctx.rng = out_data, mask, lse, rng
         ctx.dropout_p, ctx.is_causal, ctx.scale = dropout_p, is_causal, scale
         return out
 
     @staticmethod
     @once_differentiable
     def backward(ctx, grad):
-        q, k, v, out = ctx.saved_tensors
+        q, k, v = ctx.saved_tensors
         mask = None if ctx.mask is None else ctx.mask._data
         dq, dk, dv = q._backend.scaled_dot_product_attention_backward(
-            grad._data, q._data, k._data, v._data, out._data, ctx.lse, mask, ctx.dropout_p,
+            grad._data, q._data, k._data, v._data, ctx.out, ctx.lse, mask, ctx.dropout_p,
             ctx.is_causal, ctx.scale, ctx.rng)
         dev = q.device
         return (Tensor._wrap(dq, dev), Tensor._wrap(dk, dev), Tensor._wrap(dv, dev), None, None,
