@@ -265,7 +265,7 @@ def profile_step(step, device: str, show: bool) -> dict:
         if e.device_type != torch.autograd.DeviceType.CUDA:
             continue
         n, us = kernels.get(e.name, (0, 0.0))
-        kernels[e.name] = (n + 1, us + e.device_time)
+        kernels[e.name] = (n + 1, us + e.time_range.elapsed_us())
     table = sorted(((k, n, us / 1e3) for k, (n, us) in kernels.items()), key=lambda r: -r[2])
     launches = sum(n for _, n, _ in table)
     kernel_ms = sum(ms for _, _, ms in table)
