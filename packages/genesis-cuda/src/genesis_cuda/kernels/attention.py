@@ -123,8 +123,9 @@ def _attn_fwd(Q, K, V, M, O, LSE,
               L, S, H, n_rep, qk_scale, seed: tl.int64, rng_base: tl.int64, p_drop,
               inv_keep, HEAD_DIM: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
               CAUSAL: tl.constexpr, MASK: tl.constexpr, DROPOUT: tl.constexpr):
-    start_m = tl.program_id(0) * BM
-    bh = tl.program_id(1).to(tl.int64)  # b * H + h
+    bh = tl.program_id(0).to(tl.int64)  # b * H + h (axis 0: no 65535 limit)
+    # last query block first: under a causal mask it has the most keys (a shorter tail)
+    start_m = (tl.num_programs(1) - 1 - tl.program_id(1)) * BM
     b = bh // H
     h = bh % H
     hk = h // n_rep
@@ -170,8 +171,8 @@ def _attn_fwd(Q, K, V, M, O, LSE,
 def _attn_bwd_delta(O, DO, DELTA, sdob, sdoh, sdom, L, H, HEAD_DIM: tl.constexpr,
                     BM: tl.constexpr):
     """delta = rowsum(dO * O) in float32 for BM query rows of one (b, h) (O is contiguous)."""
-    offs_m = tl.program_id(0) * BM + tl.arange(0, BM)
-    bh = tl.program_id(1).to(tl.int64)
+    bh = tl.program_id(0).to(tl.int64)
+    offs_m = tl.program_id(1) * BM + tl.arange(0, BM)
     offs_d = tl.arange(0, HEAD_DIM)
     rows = offs_m < L
     o = tl.load(O + bh * L * HEAD_DIM + offs_m[:, None] * HEAD_DIM + offs_d[None, :],
@@ -212,8 +213,8 @@ def _attn_bwd_dkdv(Q, K, V, M, DO, LSE, DELTA, DK, DV,
                    rng_base: tl.int64, p_drop, inv_keep, HEAD_DIM: tl.constexpr,
                    BM: tl.constexpr, BN: tl.constexpr,
                    CAUSAL: tl.constexpr, MASK: tl.constexpr, DROPOUT: tl.constexpr):
-    start_n = tl.program_id(0) * BN
-    bhk = tl.program_id(1).to(tl.int64)  # b * Hk + hk
+    bhk = tl.program_id(0).to(tl.int64)  # b * Hk + hk
+    start_n = tl.program_id(1) * BN
     hkv = H // n_rep
     b = bhk // hkv
     hk = bhk % hkv
@@ -266,8 +267,8 @@ def _attn_bwd_dq(Q, K, V, M, DO, LSE, DELTA, DQ,
                  rng_base: tl.int64, p_drop, inv_keep, HEAD_DIM: tl.constexpr,
                  BM: tl.constexpr, BN: tl.constexpr,
                  CAUSAL: tl.constexpr, MASK: tl.constexpr, DROPOUT: tl.constexpr):
-    start_m = tl.program_id(0) * BM
-    bh = tl.program_id(1).to(tl.int64)
+    bh = tl.program_id(0).to(tl.int64)
+    start_m = (tl.num_programs(1) - 1 - tl.program_id(1)) * BM  # longest rows first
     b = bh // H
     h = bh % H
     hk = h // n_rep
@@ -395,7 +396,7 @@ def scaled_dot_product_attention(q, k, v, mask, dropout_p, is_causal, scale, gen
     key = (d, bm, bn, bool(is_causal), kind, dropout_p > 0.0,
            aligned(q, k, v, mask, out, lse),
            _launch.spec(*q.strides[:3], *k.strides[:3], *v.strides[:3], *ms))
-    _launcher(_attn_fwd, warps, stages).launch(key, q.device, (cdiv(n_q, bm), b * h), args,
+    _launcher(_attn_fwd, warps, stages).launch(key, q.device, (b * h, cdiv(n_q, bm)), args,
                                                _big(q, k, v, mask, out))
     return out, lse, rng
 
@@ -418,7 +419,7 @@ def scaled_dot_product_attention_backward(grad, q, k, v, out, lse, mask, dropout
     big = _big(q, k, v, mask, grad, out)
     _launcher(_attn_bwd_delta, 4, 1).launch(
         (d, aligned(out, grad, delta), _launch.spec(*grad.strides[:3])), q.device,
-        (cdiv(n_q, 64), b * h), (out, grad, delta, *grad.strides[:3], n_q, h, d, 64), big)
+        (b * h, cdiv(n_q, 64)), (out, grad, delta, *grad.strides[:3], n_q, h, d, 64), big)
     bm, bn, warps, stages = BWD_TILES[d]
     strides = (*q.strides[:3], *k.strides[:3], *v.strides[:3], *ms, *grad.strides[:3])
     tail = (n_q, n_k, h, h // hk, float(scale) * LOG2E, float(scale), seed, base,
@@ -426,10 +427,10 @@ def scaled_dot_product_attention_backward(grad, q, k, v, out, lse, mask, dropout
     key = (d, bm, bn, bool(is_causal), kind, dropout, aligned(q, k, v, mask, grad, lse, dk),
            _launch.spec(*strides))
     _launcher(_attn_bwd_dkdv, warps, stages).launch(
-        key, q.device, (cdiv(n_k, bn), b * hk),
+        key, q.device, (b * hk, cdiv(n_k, bn)),
         (q, k, v, mask, grad, lse, delta, dk, dv, *strides, *tail), big)
     _launcher(_attn_bwd_dq, warps, stages).launch(
-        key, q.device, (cdiv(n_q, bm), b * h),
+        key, q.device, (b * h, cdiv(n_q, bm)),
         (q, k, v, mask, grad, lse, delta, dq, *strides, *tail), big)
     return dq, dk, dv
 
