@@ -2,6 +2,7 @@
 
     python tools/bench/ops.py [--out docs/bench] [--quick] [--sweep]
     python tools/bench/ops.py --plot-only [--out docs/bench]   # md + png from the json
+    python tools/bench/ops.py --attention-only [--quick]       # flash attention rows only
 
 Prints a table of ratios (torch time / genesis time: above 1 is faster than torch) and
 writes ``ops.json``, ``ops.md`` and ``ops.png`` (chart; needs matplotlib) under ``--out``.
@@ -59,20 +60,23 @@ def main():
     ap.add_argument("--quick", action="store_true", help="fewer rows, shorter timing")
     ap.add_argument("--sweep", action="store_true", help="also sweep launch parameters")
     ap.add_argument("--plot-only", action="store_true", help="rewrite md/png from the json")
+    ap.add_argument("--attention-only", action="store_true",
+                    help="only the flash attention section (written to attention.json/.md)")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
-    path = os.path.join(args.out, "ops.json")
+    name = "attention" if args.attention_only else "ops"
+    path = os.path.join(args.out, f"{name}.json")
     if args.plot_only:
         with open(path) as f:
             doc = json.load(f)
-        _write_md(doc, args.out)
-        _plot(doc, args.out)
+        _write_md(doc, args.out, name)
+        _plot(doc, args.out, name)
         return
     doc = run(args)
     with open(path, "w") as f:
         json.dump(doc, f, indent=1)
-    _write_md(doc, args.out)
-    _plot(doc, args.out)
+    _write_md(doc, args.out, name)
+    _plot(doc, args.out, name)
     _print(doc)
 
 
@@ -133,6 +137,10 @@ def run(args):
     ct = bench(lambda: big2.copy_(big))
     copy_tbps = 2 * big.numel() * 4 / ct / 1e9
     print(f"device: {props.name}; D2D copy {copy_tbps:.2f} TB/s", flush=True)
+
+    if args.attention_only:
+        _attention(torch, add, to_g, rows, args)
+        return _doc(torch, triton, props, copy_tbps, rows)
 
     if args.sweep:
         _sweep(torch, ew, red, norms, to_g, bench)
@@ -262,11 +270,71 @@ def run(args):
                 except Exception as exc:  # report, keep the rest of the table
                     print(f"  matmul {n} {dt}: {type(exc).__name__}: {exc}", flush=True)
 
+    _attention(torch, add, to_g, rows, args)
+
     # ---------------------------------------------------------------- host overhead
     rows.append(_overhead(torch, garr, ew, D))
+    return _doc(torch, triton, props, copy_tbps, rows)
+
+
+def _doc(torch, triton, props, copy_tbps, rows):
     return {"device": props.name, "torch": torch.__version__, "triton": triton.__version__,
             "copy_TBps": copy_tbps, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
             "rows": rows}
+
+
+def _attention(torch, add, to_g, rows, args):
+    """Flash attention (issue 9): bf16, causal, head dim 64/128, 16k tokens per call at
+    seq 1k-8k, MHA (16 heads) and GQA (16 query : 4 KV heads); forward and forward+backward
+    against torch's SDPA (its flash/cuDNN path)."""
+    from genesis_cuda.kernels import attention as fa
+
+    F = torch.nn.functional
+    dt = torch.bfloat16
+    seqs = (1024, 4096) if args.quick else (1024, 2048, 4096, 8192)
+    for d in (64, 128):
+        for n in seqs:
+            b = 16384 // n
+            for hq, hk in ((16, 16), (16, 4)):
+                q = torch.randn(b, hq, n, d, device="cuda", dtype=dt)
+                k = torch.randn(b, hk, n, d, device="cuda", dtype=dt)
+                v = torch.randn(b, hk, n, d, device="cuda", dtype=dt)
+                g = torch.randn(b, hq, n, d, device="cuda", dtype=dt)
+                gq, gk, gv, gg = to_g(q), to_g(k), to_g(v), to_g(g)
+                gqa = hq != hk
+                scale = d ** -0.5
+                label = f"{'GQA 16:4' if gqa else 'MHA 16'} d{d} {b}x{n}"
+                fwd_flops = 2 * b * hq * n * n * d  # causal: half of 4*b*h*n*n*d
+                qr, kr, vr = (t.detach().requires_grad_(True) for t in (q, k, v))
+
+                def t_fwd():
+                    return F.scaled_dot_product_attention(q, k, v, is_causal=True,
+                                                          enable_gqa=gqa)
+
+                def g_fwd():
+                    return fa.scaled_dot_product_attention(gq, gk, gv, None, 0.0, True, scale,
+                                                           None)
+
+                def t_both():
+                    out = F.scaled_dot_product_attention(qr, kr, vr, is_causal=True,
+                                                         enable_gqa=gqa)
+                    return torch.autograd.grad(out, (qr, kr, vr), g)
+
+                def g_both():
+                    out, lse, rng = g_fwd()
+                    return fa.scaled_dot_product_attention_backward(
+                        gg, gq, gk, gv, out, lse, None, 0.0, True, scale, rng)
+
+                try:
+                    add("attention", f"flash fwd {label}", dt, (b, hq, n, d), t_fwd, g_fwd, 0.9)
+                    rows[-1]["genesis_TFLOPs"] = fwd_flops / rows[-1]["genesis_ms"] / 1e9
+                    rows[-1]["torch_TFLOPs"] = fwd_flops / rows[-1]["torch_ms"] / 1e9
+                    add("attention", f"flash fwd+bwd {label}", dt, (b, hq, n, d), t_both,
+                        g_both, 0.85)
+                    rows[-1]["genesis_TFLOPs"] = 3.5 * fwd_flops / rows[-1]["genesis_ms"] / 1e9
+                    rows[-1]["torch_TFLOPs"] = 3.5 * fwd_flops / rows[-1]["torch_ms"] / 1e9
+                except Exception as exc:  # report, keep the rest of the table
+                    print(f"  attention {label}: {type(exc).__name__}: {exc}", flush=True)
 
 
 def _overhead(torch, garr, ew, D):
@@ -383,28 +451,29 @@ def _print(doc):
         print(" ".join(str(c).ljust(w) for c, w in zip(_fmt_row(r), widths)))
 
 
-def _write_md(doc, out):
+def _write_md(doc, out, name="ops"):
     lines = [f"# Op benchmark: genesis vs torch ({doc['device']})", "",
              f"torch {doc['torch']}, triton {doc['triton']}, {doc['date']}. "
              f"Ratio = torch time / genesis time (above 1: genesis is faster). Device-to-device "
              f"copy ceiling measured in the same run: {doc['copy_TBps']:.2f} TB/s (read + write). "
              "Medians of `triton.testing.do_bench`; the host row is a synchronised loop.",
-             "Produced by `python tools/bench/ops.py`.", "",
+             f"Produced by `python tools/bench/ops.py"
+             f"{' --attention-only' if name == 'attention' else ''}`.", "",
              "| " + " | ".join(HEAD) + " |", "|" + "---|" * len(HEAD)]
     for r in doc["rows"]:
         lines.append("| " + " | ".join(_fmt_row(r)) + " |")
-    with open(os.path.join(out, "ops.md"), "w") as f:
+    with open(os.path.join(out, f"{name}.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
 
 
-def _plot(doc, out):
+def _plot(doc, out, name="ops"):
     try:
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        print("matplotlib not available: ops.png not written", file=sys.stderr)
+        print(f"matplotlib not available: {name}.png not written", file=sys.stderr)
         return
     rows = doc["rows"]
     labels = [f"{r['name']} [{r['dtype']}]" for r in rows]
@@ -423,7 +492,7 @@ def _plot(doc, out):
     ax.set_xlabel("torch time / genesis time (higher is better)")
     ax.set_title(f"genesis vs torch, {doc['device']}")
     fig.tight_layout()
-    fig.savefig(os.path.join(out, "ops.png"), dpi=110)
+    fig.savefig(os.path.join(out, f"{name}.png"), dpi=110)
 
 
 if __name__ == "__main__":

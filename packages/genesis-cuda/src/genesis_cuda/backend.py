@@ -272,3 +272,12 @@ class CUDABackend(Backend):
         if x.dtype is float64:
             return super().rms_norm_backward(grad, x, weight, rstd)
         return kernels.norms.rms_norm_backward(grad, x, weight, rstd)
+
+    def scaled_dot_product_attention(self, q, k, v, mask, dropout_p, is_causal, scale, gen):
+        return kernels.attention.scaled_dot_product_attention(q, k, v, mask, dropout_p,
+                                                              is_causal, scale, gen)
+
+    def scaled_dot_product_attention_backward(self, grad, q, k, v, out, lse, mask, dropout_p,
+                                              is_causal, scale, rng):
+        return kernels.attention.scaled_dot_product_attention_backward(
+            grad, q, k, v, out, lse, mask, dropout_p, is_causal, scale, rng)

@@ -392,6 +392,27 @@ class Backend(ABC):
         """*Optional.* ``(grad_x, grad_weight)`` of ``rms_norm``."""
         return composite.rms_norm_backward(self, grad, x, weight, rstd)
 
+    # ---------------------------------------- optional fused attention (no composite here)
+    def scaled_dot_product_attention(self, q: Array, k: Array, v: Array, mask: Array | None,
+                                     dropout_p: float, is_causal: bool, scale: float, gen):
+        """*Optional.* Fused attention forward on q (B, Hq, L, E), k (B, Hk, S, E), v
+        (B, Hk, S, Ev), Hq a multiple of Hk (query head h uses KV head h // (Hq // Hk));
+        ``mask`` None or bool (True = may attend) / float (added), viewed at (B, Hq, L, S);
+        dropout draws from generator ``gen``. Returns ``(out (B, Hq, L, Ev), lse (B, Hq, L)
+        float32, rng)`` (``rng``: whatever the backward needs to redraw the dropout), or
+        ``None`` where the backend has no fused kernel for these operands: genesis then runs
+        its composite (matmul, softmax, dropout). This default always returns ``None``."""
+        return None
+
+    def scaled_dot_product_attention_backward(self, grad: Array, q: Array, k: Array, v: Array,
+                                              out: Array, lse: Array, mask: Array | None,
+                                              dropout_p: float, is_causal: bool, scale: float,
+                                              rng) -> tuple[Array, Array, Array]:
+        """*Optional* (required with the forward above): ``(dq, dk, dv)`` in the shapes of
+        q, k and v, from the forward's ``out``, ``lse`` and ``rng``."""
+        raise TypeError(f"backend {self.name!r} returned a fused attention forward but has no "
+                        "scaled_dot_product_attention_backward")
+
 
 # The two halves of the contract, derived from the class (docs/backends.md is checked
 # against them by tests/backends/test_contract_docs.py).

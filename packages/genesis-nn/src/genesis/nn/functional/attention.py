@@ -1,8 +1,10 @@
 """Attention: ``scaled_dot_product_attention`` and ``multi_head_attention_forward``.
 
-Written with core matmul/softmax ops, so gradients come from autograd and the same code runs
-on every backend. When the core provides a fused attention op, ``scaled_dot_product_attention``
-calls it instead; the composite here is then the reference it is tested against.
+``scaled_dot_product_attention`` first offers the call to the device backend's optional fused
+kernel (``Backend.scaled_dot_product_attention``: flash attention on CUDA, no S x S matrix in
+memory); where the backend declines (the CPU, unsupported head dims or dtypes) it runs the
+composite written here with core matmul/softmax ops, whose gradients come from autograd and which
+is the reference the fused kernels are tested against.
 """
 
 from __future__ import annotations
@@ -11,16 +13,13 @@ import math
 
 import genesis
 from genesis import Tensor
+from genesis.autograd.function import Function, once_differentiable
+from genesis.autograd.grad_mode import is_grad_enabled
 from genesis.nn.functional.dropout import dropout
 from genesis.nn.functional.linear import linear
 from genesis.nn.functional.padding import pad
 
 __all__ = ["scaled_dot_product_attention", "multi_head_attention_forward"]
-
-try:  # a fused attention op, once the core has one (backed by flash-style kernels)
-    from genesis.ops.fused import scaled_dot_product_attention as _fused_sdpa
-except ImportError:
-    _fused_sdpa = None
 
 
 def _repeat_kv(x: Tensor, n_rep: int) -> Tensor:
@@ -64,9 +63,6 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
         >>> F.scaled_dot_product_attention(q, k, v, is_causal=True).shape
         genesis.Size([2, 4, 5, 8])
     """
-    if _fused_sdpa is not None:
-        return _fused_sdpa(query, key, value, attn_mask=attn_mask, dropout_p=dropout_p,
-                           is_causal=is_causal, scale=scale, enable_gqa=enable_gqa)
     if is_causal and attn_mask is not None:
         raise RuntimeError("_scaled_dot_product_attention: Explicit attn_mask should not be "
                            "set when is_causal=True")
@@ -85,10 +81,15 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
                 f"scaled_dot_product_attention: number of query heads ({hq}) must be a "
                 f"multiple of key/value heads ({hk}, {value.shape[-3]}) with enable_gqa=True"
             )
-        key = _repeat_kv(key, hq // hk)
-        value = _repeat_kv(value, hq // value.shape[-3])
-    L, S = query.shape[-2], key.shape[-2]
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
+    fused = _fused_attention(query, key, value, attn_mask, dropout_p, is_causal, scale,
+                             enable_gqa)
+    if fused is not None:
+        return fused
+    if enable_gqa and query.ndim >= 3:
+        key = _repeat_kv(key, query.shape[-3] // key.shape[-3])
+        value = _repeat_kv(value, query.shape[-3] // value.shape[-3])
+    L, S = query.shape[-2], key.shape[-2]
     scores = genesis.matmul(query, key.transpose(-2, -1)) * scale  # (..., H, L, S)
 
     masked = None  # bool, True where attention is NOT allowed
@@ -110,6 +111,77 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
     if dropout_p > 0.0:
         weights = dropout(weights, dropout_p, training=True)
     return genesis.matmul(weights, value)  # (..., H, L, Ev)
+
+
+class _FusedAttention(Function):
+    """Autograd of the backend's fused attention.
+
+    ``apply`` receives the forward's result, computed by ``_fused_attention`` just before (so
+    a backend can decline and leave the call to the composite); ``forward`` records it, and
+    ``backward`` hands the saved output and logsumexp to the backend's fused backward.
+    """
+
+    @staticmethod
+    def forward(ctx, q, k, v, mask, dropout_p, is_causal, scale, result):
+        out_data, lse, rng = result
+        out = Tensor._wrap(out_data, q.device)  # (B, Hq, L, Ev)
+        ctx.save_for_backward(q, k, v)
+        # the output's array, not the tensor: a saved output would be a reference cycle
+        ctx.out, ctx.mask, ctx.lse, ctx.rng = out_data, mask, lse, rng
+        ctx.dropout_p, ctx.is_causal, ctx.scale = dropout_p, is_causal, scale
+        return out
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad):
+        q, k, v = ctx.saved_tensors
+        mask = None if ctx.mask is None else ctx.mask._data
+        dq, dk, dv = q._backend.scaled_dot_product_attention_backward(
+            grad._data, q._data, k._data, v._data, ctx.out, ctx.lse, mask, ctx.dropout_p,
+            ctx.is_causal, ctx.scale, ctx.rng)
+        dev = q.device
+        return (Tensor._wrap(dq, dev), Tensor._wrap(dk, dev), Tensor._wrap(dv, dev), None, None,
+                None, None, None)
+
+
+def _fused_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, dropout_p: float,
+                     is_causal: bool, scale: float, gqa: bool) -> Tensor | None:
+    """The backend's fused attention for 3-d/4-d operands of one device, or ``None`` (then the
+    composite runs: it also raises the errors for bad arguments)."""
+    if q.ndim not in (3, 4) or k.ndim != q.ndim or v.ndim != q.ndim:
+        return None
+    if not (q.device == k.device == v.device) or (mask is not None and mask.device != q.device):
+        return None
+    hq, hk = q.shape[-3], k.shape[-3]
+    if v.shape[-3] != hk or hq % hk or (hq != hk and not gqa):
+        return None
+    if q.shape[:-3] != k.shape[:-3] or k.shape[:-1] != v.shape[:-1]:
+        return None  # batch broadcasting: the composite handles it
+    if mask is not None and mask.requires_grad and is_grad_enabled():
+        return None  # the fused backward gives no mask gradient
+    if genesis.is_autocast_enabled(q.device.type):  # attention is a "lower" autocast op
+        low = genesis.get_autocast_dtype(q.device.type)
+        q, k, v = (t if t.dtype is genesis.float64 or not t.dtype.is_floating_point
+                   else t.to(low) for t in (q, k, v))
+    unbatched = q.ndim == 3
+    if unbatched:  # (H, L, E): a batch of one
+        q, k, v = q.unsqueeze(0), k.unsqueeze(0), v.unsqueeze(0)
+    b, _, n_q, _ = q.shape
+    if mask is not None:
+        try:
+            mask = mask.expand(b, hq, n_q, k.shape[2])  # (B, Hq, L, S), a view
+        except RuntimeError:
+            return None
+    backend = q._backend
+    gen = backend.default_generator(q.device.index) if dropout_p > 0.0 else None
+    result = backend.scaled_dot_product_attention(
+        q._data, k._data, v._data, None if mask is None else mask._data, float(dropout_p),
+        bool(is_causal), float(scale), gen)
+    if result is None:
+        return None
+    out = _FusedAttention.apply(q, k, v, mask, float(dropout_p), bool(is_causal), float(scale),
+                                result)
+    return out.squeeze(0) if unbatched else out
 
 
 def _canonical_mask(mask: Tensor | None, dtype, name: str) -> Tensor | None:

@@ -1,0 +1,540 @@
+"""Flash attention: ``softmax(Q K^T * scale + mask) V`` without an S x S matrix in memory.
+
+Read top to bottom like a Triton tutorial:
+
+1. **Forward kernel** (``_attn_fwd``). One program owns ``BM`` query rows of one (batch,
+   head) and streams the keys and values past them in blocks of ``BN``, keeping a running
+   row maximum ``m``, row sum ``l`` and un-normalised output ``acc`` (the online softmax of
+   FlashAttention-2). Scores live in registers in log2 units (``exp2`` is one instruction);
+   the output is ``acc / l`` and the row's ``logsumexp`` is kept for the backward. Causal
+   attention is top-left aligned as in torch (row ``i`` sees keys ``j <= i``): a program
+   stops at its diagonal, and only the blocks on the diagonal or past the end of the keys
+   pay for masking (the ``BOUNDS`` pass of ``_fwd_block``).
+2. **Backward kernels**. ``_attn_bwd_dkdv``: one program per block of keys of one (batch,
+   KV head) walks every query block of every query head in its group and accumulates dK and
+   dV in registers, so grouped-query heads need no repeated K/V and no atomics.
+   ``_attn_bwd_dq``: one program per query block walks the keys for dQ. Both recompute the
+   probabilities from the saved logsumexp: ``P = exp(S - lse)``, ``dS = P * (dP - delta)``
+   with ``delta = rowsum(dO * O)``.
+3. **Launchers** (the contract functions ``scaled_dot_product_attention`` and
+   ``scaled_dot_product_attention_backward``). They return ``None`` for what the kernels do
+   not cover (head dims other than 16/32/64/128, dtypes other than float16/bfloat16, empty
+   tensors); genesis then runs its composite.
+4. **Decode** (``attention_decode``): a few new query rows per sequence against a
+   preallocated KV cache with per-row lengths; all query heads of a KV group share one
+   program, so each cached key is read once per group.
+
+The autograd wrapper is ``genesis.nn.functional.scaled_dot_product_attention`` (genesis-nn);
+the tests are ``tests/cuda/test_kernels_attention.py`` (they also run under
+``TRITON_INTERPRET=1``); the benchmark is the attention section of ``tools/bench/ops.py``.
+
+Masks: an optional ``mask`` array broadcast (zero strides) to (B, Hq, L, S): bool (True =
+may attend) or floating (added to the scores). Key padding is a bool mask of shape
+(B, 1, 1, S). Rows that can attend nowhere give zeros and zero gradients (their logsumexp
+is stored as +inf).
+
+Dropout: the keep decision of score (b, h, i, j) is ``philox(seed, base + ((b*H + h)*L +
+i)*S + j) >= p``, with ``base`` reserved from the device generator (``next_offset``); the
+backward recomputes the same decisions from ``(seed, base)``. No mask is stored.
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+from genesis import dtypes as D
+
+from . import _launch
+from ._launch import Launcher, aligned, cdiv, next_pow2
+
+LOG2E = 1.4426950408889634
+HEAD_DIMS = (16, 32, 64, 128)
+HALF = (D.float16, D.bfloat16)
+
+if _launch.INTERPRET:
+    # Triton's CPU interpreter multiplies bfloat16 tiles wrongly in tl.dot; products of
+    # half-precision values are exact in float32, so widening first gives the GPU's result.
+    @triton.jit
+    def _mma(a, b):
+        return tl.dot(a.to(tl.float32), b.to(tl.float32))
+else:
+    @triton.jit
+    def _mma(a, b):
+        return tl.dot(a, b)
+
+
+# ============================================================================ forward
+@triton.jit
+def _scores(q, k_ptrs, offs_m, offs_n, L, S, qk_scale, mask_ptrs, bh, seed, rng_base, p_drop,
+            CAUSAL: tl.constexpr, BOUNDS: tl.constexpr, MASK: tl.constexpr,
+            DROPOUT: tl.constexpr):
+    """Scores of a (BM, BN) tile in log2 units, -inf where attention is not allowed, and
+    the dropout keep decisions (True everywhere without dropout)."""
+    if BOUNDS:
+        k = tl.load(k_ptrs, mask=(offs_n < S)[:, None], other=0.0)
+    else:
+        k = tl.load(k_ptrs)
+    s = _mma(q, tl.trans(k)) * qk_scale
+    if MASK != 0:
+        inside = (offs_m < L)[:, None] & (offs_n < S)[None, :]
+        if MASK == 1:  # bool: True = may attend
+            allowed = tl.load(mask_ptrs, mask=inside, other=0)
+            s = tl.where(allowed != 0, s, float("-inf"))
+        else:  # float: added to the scores
+            s += tl.load(mask_ptrs, mask=inside, other=0.0).to(tl.float32) * 1.4426950408889634
+    if BOUNDS:
+        s = tl.where((offs_n < S)[None, :], s, float("-inf"))
+        if CAUSAL:
+            s = tl.where(offs_n[None, :] <= offs_m[:, None], s, float("-inf"))
+    if DROPOUT:
+        ctr = (bh * L + offs_m.to(tl.int64))[:, None] * S + offs_n[None, :] + rng_base
+        keep = tl.rand(seed, ctr) >= p_drop
+    else:
+        keep = s == s  # unused
+    return s, keep
+
+
+@triton.jit
+def _fwd_block(acc, m_i, l_i, q, k_ptrs, v_ptrs, mask_ptrs, offs_m, offs_n, L, S, qk_scale,
+               bh, seed, rng_base, p_drop, CAUSAL: tl.constexpr, BOUNDS: tl.constexpr,
+               MASK: tl.constexpr, DROPOUT: tl.constexpr):
+    """One key block of the online softmax: returns the updated (acc, m, l)."""
+    s, keep = _scores(q, k_ptrs, offs_m, offs_n, L, S, qk_scale, mask_ptrs, bh, seed,
+                      rng_base, p_drop, CAUSAL, BOUNDS, MASK, DROPOUT)
+    m_new = tl.maximum(m_i, tl.max(s, 1))
+    m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)  # a row with nothing allowed yet
+    p = tl.math.exp2(s - m_safe[:, None])
+    alpha = tl.math.exp2(m_i - m_safe)
+    l_i = l_i * alpha + tl.sum(p, 1)
+    if DROPOUT:  # the normaliser counts every key; the output only the kept ones
+        p = tl.where(keep, p, 0.0)
+    if BOUNDS:
+        v = tl.load(v_ptrs, mask=(offs_n < S)[:, None], other=0.0)
+    else:
+        v = tl.load(v_ptrs)
+    acc = acc * alpha[:, None] + _mma(p.to(v.dtype), v)
+    return acc, m_new, l_i
+
+
+@triton.jit(do_not_specialize=["L", "S", "H", "n_rep", "seed", "rng_base"])
+def _attn_fwd(Q, K, V, M, O, LSE,
+              sqb, sqh, sqm, skb, skh, skn, svb, svh, svn, smb, smh, smm, smn,
+              L, S, H, n_rep, qk_scale, seed: tl.int64, rng_base: tl.int64, p_drop,
+              inv_keep, HEAD_DIM: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
+              CAUSAL: tl.constexpr, MASK: tl.constexpr, DROPOUT: tl.constexpr):
+    bh = tl.program_id(0).to(tl.int64)  # b * H + h (axis 0: no 65535 limit)
+    # last query block first: under a causal mask it has the most keys (a shorter tail)
+    start_m = (tl.num_programs(1) - 1 - tl.program_id(1)) * BM
+    b = bh // H
+    h = bh % H
+    hk = h // n_rep
+    offs_m = start_m + tl.arange(0, BM)
+    offs_n = tl.arange(0, BN)
+    offs_d = tl.arange(0, HEAD_DIM)
+    q = tl.load(Q + b * sqb + h * sqh + offs_m[:, None] * sqm + offs_d[None, :],
+                mask=(offs_m < L)[:, None], other=0.0)
+    k_ptrs = K + b * skb + hk * skh + offs_n[:, None] * skn + offs_d[None, :]
+    v_ptrs = V + b * svb + hk * svh + offs_n[:, None] * svn + offs_d[None, :]
+    mask_ptrs = M + b * smb + h * smh + offs_m[:, None] * smm + offs_n[None, :] * smn
+    m_i = tl.full([BM], float("-inf"), tl.float32)
+    l_i = tl.zeros([BM], tl.float32)
+    acc = tl.zeros([BM, HEAD_DIM], tl.float32)
+    if CAUSAL:
+        hi = tl.minimum(S, start_m + BM)
+        full = tl.minimum(start_m, (S // BN) * BN)  # blocks wholly left of the diagonal
+    else:
+        hi = S
+        full = (S // BN) * BN
+    for start_n in range(0, full, BN):
+        acc, m_i, l_i = _fwd_block(acc, m_i, l_i, q, k_ptrs + start_n * skn,
+                                   v_ptrs + start_n * svn, mask_ptrs + start_n * smn, offs_m,
+                                   start_n + offs_n, L, S, qk_scale, bh, seed, rng_base,
+                                   p_drop, CAUSAL, False, MASK, DROPOUT)
+    for start_n in range(full, hi, BN):
+        acc, m_i, l_i = _fwd_block(acc, m_i, l_i, q, k_ptrs + start_n * skn,
+                                   v_ptrs + start_n * svn, mask_ptrs + start_n * smn, offs_m,
+                                   start_n + offs_n, L, S, qk_scale, bh, seed, rng_base,
+                                   p_drop, CAUSAL, True, MASK, DROPOUT)
+    dead = l_i == 0.0
+    l_safe = tl.where(dead, 1.0, l_i)
+    out = acc * (inv_keep / l_safe)[:, None]
+    lse = tl.where(dead, float("inf"), (m_i + tl.math.log2(l_safe)) * 0.6931471805599453)
+    rows = offs_m < L
+    tl.store(O + bh * L * HEAD_DIM + offs_m[:, None] * HEAD_DIM + offs_d[None, :],
+             out.to(O.dtype.element_ty), mask=rows[:, None])
+    tl.store(LSE + bh * L + offs_m, lse, mask=rows)
+
+
+# ============================================================================ backward
+@triton.jit(do_not_specialize=["L", "H"])
+def _attn_bwd_delta(O, DO, DELTA, sdob, sdoh, sdom, L, H, HEAD_DIM: tl.constexpr,
+                    BM: tl.constexpr):
+    """delta = rowsum(dO * O) in float32 for BM query rows of one (b, h) (O is contiguous)."""
+    bh = tl.program_id(0).to(tl.int64)
+    offs_m = tl.program_id(1) * BM + tl.arange(0, BM)
+    offs_d = tl.arange(0, HEAD_DIM)
+    rows = offs_m < L
+    o = tl.load(O + bh * L * HEAD_DIM + offs_m[:, None] * HEAD_DIM + offs_d[None, :],
+                mask=rows[:, None], other=0.0)
+    do = tl.load(DO + (bh // H) * sdob + (bh % H) * sdoh + offs_m[:, None] * sdom
+                 + offs_d[None, :], mask=rows[:, None], other=0.0)
+    tl.store(DELTA + bh * L + offs_m, tl.sum(o.to(tl.float32) * do.to(tl.float32), 1),
+             mask=rows)
+
+
+@triton.jit
+def _probs(q, k, offs_m, offs_n, L, S, qk_scale, lse2, mask_ptrs, bh, seed, rng_base, p_drop,
+           CAUSAL: tl.constexpr, MASK: tl.constexpr, DROPOUT: tl.constexpr):
+    """Recomputed probabilities P (BM, BN) of a tile (zero where not allowed) and the
+    dropout keep decisions."""
+    s = _mma(q, tl.trans(k)) * qk_scale
+    inside = (offs_m < L)[:, None] & (offs_n < S)[None, :]
+    if MASK == 1:
+        allowed = tl.load(mask_ptrs, mask=inside, other=0)
+        inside = inside & (allowed != 0)
+    elif MASK == 2:
+        s += tl.load(mask_ptrs, mask=inside, other=0.0).to(tl.float32) * 1.4426950408889634
+    if CAUSAL:
+        inside = inside & (offs_n[None, :] <= offs_m[:, None])
+    p = tl.where(inside, tl.math.exp2(s - lse2[:, None]), 0.0)
+    if DROPOUT:
+        ctr = (bh * L + offs_m.to(tl.int64))[:, None] * S + offs_n[None, :] + rng_base
+        keep = tl.rand(seed, ctr) >= p_drop
+    else:
+        keep = inside
+    return p, keep
+
+
+@triton.jit(do_not_specialize=["L", "S", "H", "n_rep", "seed", "rng_base"])
+def _attn_bwd_dkdv(Q, K, V, M, DO, LSE, DELTA, DK, DV,
+                   sqb, sqh, sqm, skb, skh, skn, svb, svh, svn, smb, smh, smm, smn,
+                   sdob, sdoh, sdom, L, S, H, n_rep, qk_scale, scale, seed: tl.int64,
+                   rng_base: tl.int64, p_drop, inv_keep, HEAD_DIM: tl.constexpr,
+                   BM: tl.constexpr, BN: tl.constexpr,
+                   CAUSAL: tl.constexpr, MASK: tl.constexpr, DROPOUT: tl.constexpr):
+    bhk = tl.program_id(0).to(tl.int64)  # b * Hk + hk
+    start_n = tl.program_id(1) * BN
+    hkv = H // n_rep
+    b = bhk // hkv
+    hk = bhk % hkv
+    offs_n = start_n + tl.arange(0, BN)
+    offs_m0 = tl.arange(0, BM)
+    offs_d = tl.arange(0, HEAD_DIM)
+    kv_rows = (offs_n < S)[:, None]
+    k = tl.load(K + b * skb + hk * skh + offs_n[:, None] * skn + offs_d[None, :], mask=kv_rows,
+                other=0.0)
+    v = tl.load(V + b * svb + hk * svh + offs_n[:, None] * svn + offs_d[None, :], mask=kv_rows,
+                other=0.0)
+    dk = tl.zeros([BN, HEAD_DIM], tl.float32)
+    dv = tl.zeros([BN, HEAD_DIM], tl.float32)
+    lo = (start_n // BM) * BM if CAUSAL else 0  # earlier query rows see none of these keys
+    for h in range(hk * n_rep, hk * n_rep + n_rep):
+        bh = b * H + h
+        q_base = Q + b * sqb + h * sqh
+        do_base = DO + b * sdob + h * sdoh
+        m_base = M + b * smb + h * smh
+        for start_m in range(lo, L, BM):
+            offs_m = start_m + offs_m0
+            rows = (offs_m < L)[:, None]
+            q = tl.load(q_base + offs_m[:, None] * sqm + offs_d[None, :], mask=rows, other=0.0)
+            do = tl.load(do_base + offs_m[:, None] * sdom + offs_d[None, :], mask=rows,
+                         other=0.0)
+            lse2 = tl.load(LSE + bh * L + offs_m, mask=offs_m < L, other=float("inf")) \
+                * 1.4426950408889634
+            delta = tl.load(DELTA + bh * L + offs_m, mask=offs_m < L, other=0.0)
+            p, keep = _probs(q, k, offs_m, offs_n, L, S, qk_scale, lse2,
+                             m_base + offs_m[:, None] * smm + offs_n[None, :] * smn, bh, seed,
+                             rng_base, p_drop, CAUSAL, MASK, DROPOUT)
+            dp = _mma(do, tl.trans(v))  # (BM, BN)
+            if DROPOUT:
+                pd = tl.where(keep, p * inv_keep, 0.0)
+                dp = tl.where(keep, dp * inv_keep, 0.0)
+            else:
+                pd = p
+            dv += _mma(tl.trans(pd.to(do.dtype)), do)
+            ds = p * (dp - delta[:, None])
+            dk += _mma(tl.trans(ds.to(q.dtype)), q)
+    out = bhk * S * HEAD_DIM + offs_n[:, None] * HEAD_DIM + offs_d[None, :]
+    tl.store(DK + out, (dk * scale).to(DK.dtype.element_ty), mask=kv_rows)
+    tl.store(DV + out, dv.to(DV.dtype.element_ty), mask=kv_rows)
+
+
+@triton.jit(do_not_specialize=["L", "S", "H", "n_rep", "seed", "rng_base"])
+def _attn_bwd_dq(Q, K, V, M, DO, LSE, DELTA, DQ,
+                 sqb, sqh, sqm, skb, skh, skn, svb, svh, svn, smb, smh, smm, smn,
+                 sdob, sdoh, sdom, L, S, H, n_rep, qk_scale, scale, seed: tl.int64,
+                 rng_base: tl.int64, p_drop, inv_keep, HEAD_DIM: tl.constexpr,
+                 BM: tl.constexpr, BN: tl.constexpr,
+                 CAUSAL: tl.constexpr, MASK: tl.constexpr, DROPOUT: tl.constexpr):
+    bh = tl.program_id(0).to(tl.int64)
+    start_m = (tl.num_programs(1) - 1 - tl.program_id(1)) * BM  # longest rows first
+    b = bh // H
+    h = bh % H
+    hk = h // n_rep
+    offs_m = start_m + tl.arange(0, BM)
+    offs_n0 = tl.arange(0, BN)
+    offs_d = tl.arange(0, HEAD_DIM)
+    rows = (offs_m < L)[:, None]
+    q = tl.load(Q + b * sqb + h * sqh + offs_m[:, None] * sqm + offs_d[None, :], mask=rows,
+                other=0.0)
+    do = tl.load(DO + b * sdob + h * sdoh + offs_m[:, None] * sdom + offs_d[None, :],
+                 mask=rows, other=0.0)
+    lse2 = tl.load(LSE + bh * L + offs_m, mask=offs_m < L, other=float("inf")) \
+        * 1.4426950408889634
+    delta = tl.load(DELTA + bh * L + offs_m, mask=offs_m < L, other=0.0)
+    k_base = K + b * skb + hk * skh
+    v_base = V + b * svb + hk * svh
+    m_base = M + b * smb + h * smh + offs_m[:, None] * smm
+    dq = tl.zeros([BM, HEAD_DIM], tl.float32)
+    hi = tl.minimum(S, start_m + BM) if CAUSAL else S
+    for start_n in range(0, hi, BN):
+        offs_n = start_n + offs_n0
+        kv_rows = (offs_n < S)[:, None]
+        k = tl.load(k_base + offs_n[:, None] * skn + offs_d[None, :], mask=kv_rows, other=0.0)
+        v = tl.load(v_base + offs_n[:, None] * svn + offs_d[None, :], mask=kv_rows, other=0.0)
+        p, keep = _probs(q, k, offs_m, offs_n, L, S, qk_scale, lse2,
+                         m_base + offs_n[None, :] * smn, bh, seed, rng_base, p_drop, CAUSAL,
+                         MASK, DROPOUT)
+        dp = _mma(do, tl.trans(v))
+        if DROPOUT:
+            dp = tl.where(keep, dp * inv_keep, 0.0)
+        ds = p * (dp - delta[:, None])
+        dq += _mma(ds.to(k.dtype), k)
+    tl.store(DQ + bh * L * HEAD_DIM + offs_m[:, None] * HEAD_DIM + offs_d[None, :],
+             (dq * scale).to(DQ.dtype.element_ty), mask=rows)
+
+
+# ============================================================================ launchers
+# Tiles per head dim: (BM, BN, warps, stages) of the forward and dQ kernels; the dK/dV
+# kernel uses BN keys x BM queries with the same numbers. BM must be a multiple of BN.
+FWD_TILES = {16: (64, 32, 4, 3), 32: (64, 32, 4, 3), 64: (128, 64, 4, 3),
+             128: (128, 64, 8, 3)}
+BWD_TILES = {16: (32, 32, 4, 2), 32: (32, 32, 4, 2), 64: (64, 64, 4, 2),
+             128: (64, 64, 8, 2)}
+_launchers: dict = {}
+
+
+def _launcher(fn, warps: int, stages: int) -> Launcher:
+    key = (fn, warps, stages)
+    la = _launchers.get(key)
+    if la is None:
+        la = _launchers[key] = Launcher(fn, num_warps=warps, num_stages=stages)
+    return la
+
+
+def _last_dim_unit(a):
+    """``a`` itself when its last dim is contiguous, else a contiguous copy."""
+    if a.strides[-1] == 1 or a.shape[-1] == 1:
+        return a
+    from .elementwise import contiguous
+
+    return contiguous(a)
+
+
+def _mask_args(mask, q):
+    """(array, kind, strides) of the optional mask: kind 0 none, 1 bool, 2 float. Without a
+    mask the kernels get ``q`` in its place (never read: its code is compiled out)."""
+    if mask is None:
+        return q, 0, (0, 0, 0, 0)
+    return mask, (1 if mask.dtype is D.bool_ else 2), tuple(mask.strides)
+
+
+def _big(*arrays) -> bool:
+    """Whether an element offset inside any of ``arrays`` can reach 2**31."""
+    return any(sum((n - 1) * abs(s) for n, s in zip(a.shape, a.strides)) + a.shape[-1]
+               >= 2**31 for a in arrays if a is not None)
+
+
+def supported(q, k, v, mask) -> bool:
+    """Whether the flash kernels cover these operands (otherwise the composite runs)."""
+    if q.dtype not in HALF or k.dtype is not q.dtype or v.dtype is not q.dtype:
+        return False
+    if len(q.shape) != 4 or q.shape[-1] not in HEAD_DIMS or v.shape[-1] != q.shape[-1]:
+        return False
+    if mask is not None and not (mask.dtype is D.bool_ or mask.dtype.is_floating_point):
+        return False
+    return all(n > 0 for n in q.shape) and k.shape[2] > 0
+
+
+def scaled_dot_product_attention(q, k, v, mask, dropout_p, is_causal, scale, gen):
+    """Flash attention forward.
+
+    Args:
+        q: (B, Hq, L, D) float16/bfloat16; k, v: (B, Hk, S, D) with Hq a multiple of Hk.
+        mask: None, or bool/float (B, Hq, L, S) (zero strides where broadcast).
+        dropout_p: probability of dropping an attention weight (0 for none).
+        is_causal: row i attends to keys j <= i.
+        scale: score scale.
+        gen: the device's Philox generator (used only when ``dropout_p > 0``).
+
+    Returns:
+        ``(out (B, Hq, L, D), lse (B, Hq, L) float32, rng)`` where ``rng`` is ``(seed,
+        offset)`` of the dropout stream (``None`` without dropout), or ``None`` when these
+        operands are not covered (genesis then runs its composite).
+    """
+    if not supported(q, k, v, mask):
+        return None
+    q, k, v = _last_dim_unit(q), _last_dim_unit(k), _last_dim_unit(v)
+    b, h, n_q, d = q.shape
+    n_k = k.shape[2]
+    out = _launch.empty((b, h, n_q, d), q.dtype, q.device)
+    lse = _launch.empty((b, h, n_q), D.float32, q.device)
+    rng = None
+    seed = base = 0
+    if dropout_p > 0.0:
+        # both typed int64 in the kernels (one compiled kernel whatever their size); the
+        # seed's bits are what Philox uses
+        seed, base = _signed64(int(gen.seed)), _signed64(gen.next_offset(b * h * n_q * n_k))
+        rng = (seed, base)
+    mask, kind, ms = _mask_args(mask, q)
+    bm, bn, warps, stages = FWD_TILES[d]
+    args = (q, k, v, mask, out, lse, *q.strides[:3], *k.strides[:3], *v.strides[:3], *ms,
+            n_q, n_k, h, h // k.shape[1], float(scale) * LOG2E, seed, base, float(dropout_p),
+            1.0 / (1.0 - dropout_p) if dropout_p < 1.0 else 0.0, d, bm, bn, bool(is_causal),
+            kind, dropout_p > 0.0)
+    key = (d, bm, bn, bool(is_causal), kind, dropout_p > 0.0,
+           aligned(q, k, v, mask, out, lse),
+           _launch.spec(*q.strides[:3], *k.strides[:3], *v.strides[:3], *ms))
+    _launcher(_attn_fwd, warps, stages).launch(key, q.device, (b * h, cdiv(n_q, bm)), args,
+                                               _big(q, k, v, mask, out))
+    return out, lse, rng
+
+
+def scaled_dot_product_attention_backward(grad, q, k, v, out, lse, mask, dropout_p, is_causal,
+                                          scale, rng):
+    """``(dq, dk, dv)`` of ``scaled_dot_product_attention`` from its ``out``, ``lse`` and
+    ``rng``; dk and dv have k's and v's (B, Hk, S, D) shapes (GQA groups are summed)."""
+    q, k, v, grad = (_last_dim_unit(a) for a in (q, k, v, grad))
+    b, h, n_q, d = q.shape
+    hk, n_k = k.shape[1], k.shape[2]
+    dq = _launch.empty(q.shape, q.dtype, q.device)
+    dk = _launch.empty(k.shape, k.dtype, k.device)
+    dv = _launch.empty(v.shape, v.dtype, v.device)
+    delta = _launch.empty((b, h, n_q), D.float32, q.device)
+    seed, base = rng if rng is not None else (0, 0)
+    mask, kind, ms = _mask_args(mask, q)
+    dropout = dropout_p > 0.0
+    inv_keep = 1.0 / (1.0 - dropout_p) if dropout_p < 1.0 else 0.0
+    big = _big(q, k, v, mask, grad, out)
+    _launcher(_attn_bwd_delta, 4, 1).launch(
+        (d, aligned(out, grad, delta), _launch.spec(*grad.strides[:3])), q.device,
+        (b * h, cdiv(n_q, 64)), (out, grad, delta, *grad.strides[:3], n_q, h, d, 64), big)
+    bm, bn, warps, stages = BWD_TILES[d]
+    strides = (*q.strides[:3], *k.strides[:3], *v.strides[:3], *ms, *grad.strides[:3])
+    tail = (n_q, n_k, h, h // hk, float(scale) * LOG2E, float(scale), seed, base,
+            float(dropout_p), inv_keep, d, bm, bn, bool(is_causal), kind, dropout)
+    key = (d, bm, bn, bool(is_causal), kind, dropout, aligned(q, k, v, mask, grad, lse, dk),
+           _launch.spec(*strides))
+    _launcher(_attn_bwd_dkdv, warps, stages).launch(
+        key, q.device, (b * hk, cdiv(n_k, bn)),
+        (q, k, v, mask, grad, lse, delta, dk, dv, *strides, *tail), big)
+    _launcher(_attn_bwd_dq, warps, stages).launch(
+        key, q.device, (b * h, cdiv(n_q, bm)),
+        (q, k, v, mask, grad, lse, delta, dq, *strides, *tail), big)
+    return dq, dk, dv
+
+
+def _signed64(x: int) -> int:
+    """A 64-bit counter as the int64 with the same bits (Philox uses the bits)."""
+    x &= (1 << 64) - 1
+    return x - (1 << 64) if x >= 1 << 63 else x
+
+
+# ============================================================================ decode
+@triton.jit(do_not_specialize=["n_q", "n_rep", "hkv"])
+def _attn_decode(Q, KC, VC, LENS, O, sqb, sqh, sqm, skb, skh, skn, svb, svh, svn,
+                 n_q, n_rep, hkv, qk_scale, CAUSAL: tl.constexpr, HEAD_DIM: tl.constexpr,
+                 BM: tl.constexpr, BN: tl.constexpr):
+    bhk = tl.program_id(0).to(tl.int64)  # b * Hk + hk
+    b = bhk // hkv
+    hk = bhk % hkv
+    r = tl.program_id(1) * BM + tl.arange(0, BM)  # row = head-in-group * n_q + query
+    rows = r < n_rep * n_q
+    h = hk * n_rep + r // n_q
+    qi = r % n_q
+    offs_d = tl.arange(0, HEAD_DIM)
+    offs_n0 = tl.arange(0, BN)
+    q = tl.load(Q + b * sqb + h[:, None] * sqh + qi[:, None] * sqm + offs_d[None, :],
+                mask=rows[:, None], other=0.0)
+    n_k = tl.load(LENS + b).to(tl.int32)
+    pos = n_k - n_q + qi  # absolute position of each query row (the new rows end the cache)
+    k_base = KC + b * skb + hk * skh
+    v_base = VC + b * svb + hk * svh
+    m_i = tl.full([BM], float("-inf"), tl.float32)
+    l_i = tl.zeros([BM], tl.float32)
+    acc = tl.zeros([BM, HEAD_DIM], tl.float32)
+    for start_n in range(0, n_k, BN):
+        offs_n = start_n + offs_n0
+        kv_rows = (offs_n < n_k)[:, None]
+        k = tl.load(k_base + offs_n[:, None] * skn + offs_d[None, :], mask=kv_rows, other=0.0)
+        s = _mma(q, tl.trans(k)) * qk_scale
+        allowed = (offs_n < n_k)[None, :]
+        if CAUSAL:
+            allowed = allowed & (offs_n[None, :] <= pos[:, None])
+        s = tl.where(allowed, s, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(s, 1))
+        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+        p = tl.math.exp2(s - m_safe[:, None])
+        alpha = tl.math.exp2(m_i - m_safe)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        v = tl.load(v_base + offs_n[:, None] * svn + offs_d[None, :], mask=kv_rows, other=0.0)
+        acc = acc * alpha[:, None] + _mma(p.to(v.dtype), v)
+        m_i = m_new
+    out = acc / tl.where(l_i == 0.0, 1.0, l_i)[:, None]
+    o_rows = (b * hkv * n_rep + h) * n_q + qi  # O is (B, Hq, n_q, D) contiguous
+    tl.store(O + o_rows[:, None] * HEAD_DIM + offs_d[None, :], out.to(O.dtype.element_ty),
+             mask=rows[:, None])
+
+
+def attention_decode(q, k_cache, v_cache, cache_lens, scale=None, causal=True):
+    """Attention of a few new query rows per sequence over a preallocated KV cache.
+
+    Args:
+        q: (B, Hq, n_q, D) float16/bfloat16, 1 <= n_q <= 16: the new tokens' queries.
+        k_cache, v_cache: (B, Hk, S_max, D) with Hq a multiple of Hk; positions
+            ``[0, cache_lens[b])`` of row b are valid and the new tokens' keys/values are
+            already written at ``[cache_lens[b] - n_q, cache_lens[b])``.
+        cache_lens: (B,) int32/int64 valid lengths (each >= n_q).
+        scale: score scale (default ``1/sqrt(D)``).
+        causal: new token i sees cache positions ``<= cache_lens[b] - n_q + i`` (else the
+            whole valid cache).
+
+    Returns:
+        (B, Hq, n_q, D) in q's dtype.
+
+    Example::
+
+        >>> out = attention_decode(q, k_cache, v_cache, lens)   # one token per sequence
+    """
+    b, h, n_q, d = q.shape
+    hkv = k_cache.shape[1]
+    if not 1 <= n_q <= 16:
+        raise ValueError(f"attention_decode: query length must be 1..16, got q {q.shape}")
+    if d not in HEAD_DIMS or v_cache.shape[-1] != d or k_cache.shape[-1] != d:
+        raise ValueError(f"attention_decode: head dim must be one of {HEAD_DIMS} for q, k and "
+                         f"v, got q {q.shape}, k_cache {k_cache.shape}, v_cache "
+                         f"{v_cache.shape}")
+    if h % hkv or tuple(k_cache.shape) != tuple(v_cache.shape) or k_cache.shape[0] != b:
+        raise ValueError(f"attention_decode: q {q.shape} needs k_cache and v_cache of one "
+                         f"shape (B, Hk, S_max, D) with Hq a multiple of Hk, got "
+                         f"{k_cache.shape} and {v_cache.shape}")
+    if q.dtype not in HALF or k_cache.dtype is not q.dtype or v_cache.dtype is not q.dtype:
+        raise TypeError(f"attention_decode: expected float16/bfloat16 q, k_cache, v_cache of "
+                        f"one dtype, got {q.dtype}, {k_cache.dtype}, {v_cache.dtype}")
+    if tuple(cache_lens.shape) != (b,) or cache_lens.dtype not in (D.int32, D.int64):
+        raise TypeError(f"attention_decode: cache_lens must be int32/int64 of shape ({b},), "
+                        f"got {cache_lens.dtype} {cache_lens.shape}")
+    q, k_cache, v_cache = (_last_dim_unit(a) for a in (q, k_cache, v_cache))
+    n_rep = h // hkv
+    out = _launch.empty((b, h, n_q, d), q.dtype, q.device)
+    scale = d ** -0.5 if scale is None else float(scale)
+    bm = min(64, max(16, next_pow2(n_rep * n_q)))
+    bn = 64
+    args = (q, k_cache, v_cache, cache_lens, out, *q.strides[:3], *k_cache.strides[:3],
+            *v_cache.strides[:3], n_q, n_rep, hkv, scale * LOG2E, bool(causal), d, bm, bn)
+    key = (d, bm, bn, bool(causal), aligned(q, k_cache, v_cache, cache_lens, out),
+           _launch.spec(*q.strides[:3], *k_cache.strides[:3], *v_cache.strides[:3]))
+    _launcher(_attn_decode, 4, 2).launch(key, q.device, (b * hkv, cdiv(n_rep * n_q, bm)), args,
+                                         _big(q, k_cache, v_cache))
+    return out

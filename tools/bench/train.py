@@ -1,0 +1,370 @@
+"""End-to-end training benchmark: one Qwen-style decoder, run under genesis and torch.
+
+    python tools/bench/train.py [--model 0.2b|qwen2.5-0.5b|tiny] [--batch 8] [--seq 1024]
+                                [--steps 20] [--warmup 3] [--frameworks torch,genesis]
+                                [--device cuda] [--gpu h200|h100] [--profile] [--out FILE]
+
+The model is written once against a torch-like module ``lib`` (``import genesis as lib`` or
+``import torch as lib``): token embedding, ``layers`` blocks of pre-RMSNorm grouped-query
+attention with rotary embeddings (``F.scaled_dot_product_attention(..., is_causal=True,
+enable_gqa=True)``) and a SwiGLU MLP, a final RMSNorm and an LM head (tied to the embedding or
+not). Both frameworks start from the same float32 weights (initialised once with numpy), see the
+same random token batches, and train with bf16 autocast, AdamW and ``clip_grad_norm_(1.0)``.
+
+Printed per framework and as genesis/torch ratios:
+
+* tokens/s and step time (median of the timed steps, each synchronised);
+* peak device memory (each framework's own allocator; genesis's is not torch's);
+* MFU: model FLOPs per step / step time / the GPU's dense bf16 peak (``--gpu``,
+  ``--peak-tflops``). FLOPs per token: 6 x (matmul parameters, the LM head included, the
+  embedding lookup not) + 6 x layers x q-heads x head-dim x seq (causal attention: half of
+  the 12 x ... of a full score matrix, forward and backward);
+* kernel launches per step and summed kernel time vs the step's wall time, from one step run
+  under ``torch.profiler`` (its CUDA activity is CUPTI's, which sees every kernel in the
+  process: Triton kernels launched by genesis included). ``--profile`` prints the per-kernel
+  table;
+* the losses of the first steps side by side (they start from the same weights and data,
+  so they agree to bf16 rounding).
+
+``--device cpu --model tiny`` runs everything but the GPU figures on the CPU (a smoke test).
+Results go to ``--out`` as JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import math
+import statistics
+import sys
+import time
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+
+# ------------------------------------------------------------------------ configuration
+@dataclass(frozen=True)
+class ModelConfig:
+    """Shape of the decoder."""
+
+    vocab: int
+    dim: int
+    layers: int
+    q_heads: int
+    kv_heads: int
+    head_dim: int
+    ffn: int  # SwiGLU hidden size
+    tied: bool = False  # LM head shares the embedding matrix
+    qkv_bias: bool = False  # Qwen2/2.5 put a bias on the q/k/v projections
+    rope_theta: float = 10000.0
+    eps: float = 1e-6
+
+
+MODELS = {
+    "0.2b": ModelConfig(vocab=32000, dim=1024, layers=12, q_heads=16, kv_heads=4,
+                        head_dim=64, ffn=2816),
+    "qwen2.5-0.5b": ModelConfig(vocab=151936, dim=896, layers=24, q_heads=14, kv_heads=2,
+                                head_dim=64, ffn=4864, tied=True, qkv_bias=True,
+                                rope_theta=1000000.0),
+    "tiny": ModelConfig(vocab=256, dim=64, layers=2, q_heads=4, kv_heads=2, head_dim=16,
+                        ffn=160, tied=True, qkv_bias=True),
+}
+
+# Dense (no sparsity) bf16 tensor-core peaks, FLOP/s (SXM parts).
+PEAK_BF16 = {"h100": 989e12, "h200": 989e12}
+
+
+# ------------------------------------------------------------------------ the model
+def build_model(lib, cfg: ModelConfig, seq: int):
+    """The decoder as a ``lib.nn.Module`` (``lib`` is ``torch`` or ``genesis``)."""
+    nn, F = lib.nn, lib.nn.functional
+
+    def rope_tables():
+        inv = 1.0 / cfg.rope_theta ** (np.arange(0, cfg.head_dim, 2) / cfg.head_dim)
+        ang = np.outer(np.arange(seq), inv)  # (S, D/2)
+        ang = np.concatenate([ang, ang], axis=1)  # (S, D)
+        return (lib.from_numpy(np.cos(ang).astype(np.float32)),
+                lib.from_numpy(np.sin(ang).astype(np.float32)))
+
+    def rotate(x, cos, sin):
+        half = x.shape[-1] // 2
+        rot = lib.cat([-x[..., half:], x[..., :half]], dim=-1)
+        return x * cos.to(x.dtype) + rot * sin.to(x.dtype)
+
+    class Attention(nn.Module):
+        def __init__(self):
+            super().__init__()
+            hd = cfg.head_dim
+            self.q_proj = nn.Linear(cfg.dim, cfg.q_heads * hd, bias=cfg.qkv_bias)
+            self.k_proj = nn.Linear(cfg.dim, cfg.kv_heads * hd, bias=cfg.qkv_bias)
+            self.v_proj = nn.Linear(cfg.dim, cfg.kv_heads * hd, bias=cfg.qkv_bias)
+            self.o_proj = nn.Linear(cfg.q_heads * hd, cfg.dim, bias=False)
+
+        def forward(self, x, cos, sin):
+            b, s, _ = x.shape
+            hd = cfg.head_dim
+            q = self.q_proj(x).view(b, s, cfg.q_heads, hd).transpose(1, 2)  # (B, Hq, S, D)
+            k = self.k_proj(x).view(b, s, cfg.kv_heads, hd).transpose(1, 2)  # (B, Hk, S, D)
+            v = self.v_proj(x).view(b, s, cfg.kv_heads, hd).transpose(1, 2)  # (B, Hk, S, D)
+            q, k = rotate(q, cos, sin), rotate(k, cos, sin)
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+            return self.o_proj(y.transpose(1, 2).reshape(b, s, cfg.q_heads * hd))
+
+    class MLP(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.gate_proj = nn.Linear(cfg.dim, cfg.ffn, bias=False)
+            self.up_proj = nn.Linear(cfg.dim, cfg.ffn, bias=False)
+            self.down_proj = nn.Linear(cfg.ffn, cfg.dim, bias=False)
+
+        def forward(self, x):
+            return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.input_layernorm = nn.RMSNorm(cfg.dim, eps=cfg.eps)
+            self.self_attn = Attention()
+            self.post_attention_layernorm = nn.RMSNorm(cfg.dim, eps=cfg.eps)
+            self.mlp = MLP()
+
+        def forward(self, x, cos, sin):
+            x = x + self.self_attn(self.input_layernorm(x), cos, sin)
+            return x + self.mlp(self.post_attention_layernorm(x))
+
+    class Decoder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed_tokens = nn.Embedding(cfg.vocab, cfg.dim)
+            self.layers = nn.ModuleList([Block() for _ in range(cfg.layers)])
+            self.norm = nn.RMSNorm(cfg.dim, eps=cfg.eps)
+            if not cfg.tied:
+                self.lm_head = nn.Linear(cfg.dim, cfg.vocab, bias=False)
+            cos, sin = rope_tables()
+            self.register_buffer("cos", cos, persistent=False)  # (S, D)
+            self.register_buffer("sin", sin, persistent=False)  # (S, D)
+
+        def forward(self, tokens, targets):
+            s = tokens.shape[1]
+            cos, sin = self.cos[:s], self.sin[:s]
+            x = self.embed_tokens(tokens)  # (B, S, dim)
+            for layer in self.layers:
+                x = layer(x, cos, sin)
+            x = self.norm(x)
+            head = self.embed_tokens.weight if cfg.tied else self.lm_head.weight
+            logits = F.linear(x, head)  # (B, S, vocab)
+            return F.cross_entropy(logits.reshape(-1, cfg.vocab), targets.reshape(-1))
+
+    return Decoder()
+
+
+def init_weights(cfg: ModelConfig, seq: int, seed: int) -> dict:
+    """float32 numpy weights for every parameter of the decoder: N(0, 0.02) matrices and
+    embeddings, ones for the norms, zeros for biases."""
+    import torch
+
+    shapes = {k: tuple(v.shape) for k, v in build_model(torch, cfg, 1).state_dict().items()}
+    rng = np.random.default_rng(seed)
+    out = {}
+    for name, shape in shapes.items():
+        if name.endswith("norm.weight"):
+            out[name] = np.ones(shape, np.float32)
+        elif name.endswith(".bias"):
+            out[name] = np.zeros(shape, np.float32)
+        else:
+            out[name] = (rng.standard_normal(shape, dtype=np.float32) * 0.02)
+    return out
+
+
+def matmul_params(cfg: ModelConfig) -> int:
+    """Parameters that take part in a matmul per token (all but embedding lookup and norms)."""
+    hd = cfg.head_dim
+    attn = cfg.dim * hd * (2 * cfg.q_heads + 2 * cfg.kv_heads)
+    mlp = 3 * cfg.dim * cfg.ffn
+    return cfg.layers * (attn + mlp) + cfg.dim * cfg.vocab
+
+
+def flops_per_token(cfg: ModelConfig, seq: int) -> float:
+    """Training FLOPs per token (forward + backward); see the module docstring."""
+    return 6.0 * matmul_params(cfg) + 6.0 * cfg.layers * cfg.q_heads * cfg.head_dim * seq
+
+
+# ------------------------------------------------------------------------ one framework
+def _sync(lib, device):
+    if device == "cuda":
+        lib.cuda.synchronize()
+
+
+def run_framework(name: str, cfg: ModelConfig, weights: dict, batches: list, args) -> dict:
+    """Train ``args.warmup + args.steps`` steps under framework ``name``; return its figures."""
+    lib = importlib.import_module(name)
+    for sub in ("nn", "nn.functional", "nn.utils", "optim"):
+        importlib.import_module(f"{name}.{sub}")  # genesis adds these as separate packages
+    device = args.device
+    lib.manual_seed(args.seed)
+    model = build_model(lib, cfg, args.seq)
+    model.load_state_dict({k: lib.from_numpy(v.copy()) for k, v in weights.items()},
+                          strict=False)  # the rope tables are non-persistent buffers
+    model.to(device)
+    opt = lib.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.1)
+    params = list(model.parameters())
+    data = [(lib.from_numpy(x).to(device), lib.from_numpy(y).to(device)) for x, y in batches]
+    amp = lib.autocast(device, dtype=lib.bfloat16, enabled=not args.no_autocast)
+
+    def step(i):
+        x, y = data[i % len(data)]
+        with amp:
+            loss = model(x, y)
+        loss.backward()
+        lib.nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        return loss
+
+    losses = []
+    for i in range(args.warmup):
+        losses.append(float(step(i).item()))
+    if device == "cuda":
+        lib.cuda.reset_peak_memory_stats()
+    times = []
+    for i in range(args.warmup, args.warmup + args.steps):
+        _sync(lib, device)
+        t0 = time.perf_counter()
+        loss = step(i)
+        _sync(lib, device)
+        times.append(time.perf_counter() - t0)
+        losses.append(float(loss.item()))
+    step_s = statistics.median(times)
+    tokens = args.batch * args.seq
+    res = {"framework": name, "step_ms": step_s * 1e3, "tok_per_s": tokens / step_s,
+           "losses": losses}
+    res["mfu"] = (flops_per_token(cfg, args.seq) * tokens / step_s / args.peak) \
+        if device == "cuda" else None
+    res["peak_mem_gib"] = lib.cuda.max_memory_allocated() / 2**30 if device == "cuda" else None
+    res.update(profile_step(lambda: step(args.warmup + args.steps), device, args.profile))
+    return res
+
+
+def profile_step(step, device: str, show: bool) -> dict:
+    """Kernel launches and summed kernel time of one step, seen by torch.profiler (CUPTI)."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    if device != "cuda":
+        return {"launches": None, "kernel_ms": None, "profiled_wall_ms": None, "kernels": []}
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        t0 = time.perf_counter()
+        step()
+        torch.cuda.synchronize()
+        wall = time.perf_counter() - t0
+    kernels = {}
+    for e in prof.events():
+        if e.device_type != torch.autograd.DeviceType.CUDA:
+            continue
+        n, us = kernels.get(e.name, (0, 0.0))
+        kernels[e.name] = (n + 1, us + e.time_range.elapsed_us())
+    table = sorted(((k, n, us / 1e3) for k, (n, us) in kernels.items()), key=lambda r: -r[2])
+    launches = sum(n for _, n, _ in table)
+    kernel_ms = sum(ms for _, _, ms in table)
+    if show:
+        print(f"  {'kernel':90s} {'count':>6s} {'total ms':>9s} {'avg us':>8s}")
+        for k, n, ms in table:
+            print(f"  {k[:90]:90s} {n:6d} {ms:9.3f} {ms * 1e3 / n:8.1f}")
+    return {"launches": launches, "kernel_ms": kernel_ms, "profiled_wall_ms": wall * 1e3,
+            "kernels": [{"name": k, "count": n, "ms": ms} for k, n, ms in table]}
+
+
+# ------------------------------------------------------------------------ driver
+def parse_args(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", choices=sorted(MODELS), default="0.2b")
+    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--seq", type=int, default=1024)
+    ap.add_argument("--steps", type=int, default=20, help="timed steps")
+    ap.add_argument("--warmup", type=int, default=3, help="untimed steps first")
+    ap.add_argument("--frameworks", default="torch,genesis",
+                    help="comma-separated, run in this order")
+    ap.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
+    ap.add_argument("--gpu", choices=sorted(PEAK_BF16), default="h200",
+                    help="GPU whose dense bf16 peak the MFU is taken against")
+    ap.add_argument("--peak-tflops", type=float, default=None, help="overrides --gpu")
+    ap.add_argument("--lr", type=float, default=3e-4)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--no-autocast", action="store_true", help="train in float32")
+    ap.add_argument("--profile", action="store_true", help="print the per-kernel table")
+    ap.add_argument("--out", default=None, help="write the results as JSON here")
+    args = ap.parse_args(argv)
+    args.peak = args.peak_tflops * 1e12 if args.peak_tflops else PEAK_BF16[args.gpu]
+    return args
+
+
+def _fmt(v, spec):
+    return "-" if v is None else format(v, spec)
+
+
+def main(argv=None) -> dict:
+    args = parse_args(argv)
+    cfg = MODELS[args.model]
+    rng = np.random.default_rng(args.seed + 1)
+    batches = []
+    for _ in range(4):
+        tok = rng.integers(0, cfg.vocab, (args.batch, args.seq + 1), dtype=np.int64)
+        batches.append((np.ascontiguousarray(tok[:, :-1]), np.ascontiguousarray(tok[:, 1:])))
+    weights = init_weights(cfg, args.seq, args.seed)
+    n_params = sum(w.size for w in weights.values())
+    print(f"model {args.model}: {n_params / 1e6:.1f}M parameters {asdict(cfg)}; batch "
+          f"{args.batch} x {args.seq}; {args.device}; bf16 autocast "
+          f"{'off' if args.no_autocast else 'on'}", flush=True)
+    results = {}
+    for name in args.frameworks.split(","):
+        print(f"-- {name}", flush=True)
+        r = results[name] = run_framework(name, cfg, weights, batches, args)
+        print(f"  step {r['step_ms']:.1f} ms  {r['tok_per_s']:,.0f} tok/s  "
+              f"MFU {_fmt(r['mfu'] and 100 * r['mfu'], '.1f')}%  "
+              f"peak {_fmt(r['peak_mem_gib'], '.2f')} GiB  launches/step "
+              f"{_fmt(r['launches'], 'd')}  kernel {_fmt(r['kernel_ms'], '.1f')} ms of "
+              f"{_fmt(r['profiled_wall_ms'], '.1f')} ms wall (profiled step)", flush=True)
+        if name == "torch" and args.device == "cuda":
+            import torch
+
+            torch.cuda.empty_cache()
+    doc = {"model": args.model, "config": asdict(cfg), "params": int(n_params),
+           "batch": args.batch, "seq": args.seq, "device": args.device,
+           "peak_flops": args.peak, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+           "results": results}
+    if args.device == "cuda":
+        import torch
+
+        doc["gpu_name"] = torch.cuda.get_device_name(0)
+    if "torch" in results and "genesis" in results:
+        doc["ratios"] = report_ratios(results["genesis"], results["torch"])
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(doc, f, indent=1)
+    return doc
+
+
+def report_ratios(g: dict, t: dict) -> dict:
+    """Print and return the genesis/torch ratios and the first losses side by side."""
+    ratios = {}
+    for key in ("tok_per_s", "step_ms", "peak_mem_gib", "launches", "kernel_ms"):
+        if g[key] is not None and t[key]:
+            ratios[key] = g[key] / t[key]
+    print("genesis / torch: " + "  ".join(f"{k} {v:.2f}x" for k, v in ratios.items()))
+    n = min(len(g["losses"]), len(t["losses"]), 8)
+    diffs = [abs(a - b) for a, b in zip(g["losses"][:n], t["losses"][:n])]
+    print("loss  step: " + " ".join(f"{i:>8d}" for i in range(n)))
+    print("     torch: " + " ".join(f"{v:8.4f}" for v in t["losses"][:n]))
+    print("   genesis: " + " ".join(f"{v:8.4f}" for v in g["losses"][:n]))
+    ratios["max_loss_diff"] = max(diffs) if diffs else None
+    print(f"max |loss difference| over the first {n} steps: {_fmt(ratios['max_loss_diff'], '.4g')}")
+    if any(math.isnan(v) for v in g["losses"] + t["losses"]):
+        print("warning: NaN loss", file=sys.stderr)
+    return ratios
+
+
+if __name__ == "__main__":
+    main()
