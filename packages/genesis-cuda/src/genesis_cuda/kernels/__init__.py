@@ -11,8 +11,8 @@ attribute lookup.
 
 from importlib import import_module
 
-FAMILIES = ("elementwise", "indexing", "layout", "matmul", "norms", "random", "reduction",
-            "softmax", "sorting")
+FAMILIES = ("attention", "elementwise", "indexing", "layout", "matmul", "norms", "random",
+            "reduction", "softmax", "sorting")
 
 
 def __getattr__(name: str):
