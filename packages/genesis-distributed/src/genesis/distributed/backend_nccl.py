@@ -54,9 +54,8 @@ class NcclBackend:
 
     def __init__(self, store, rank: int, size: int, timeout: datetime.timedelta,
                  describe: str, device_index: int) -> None:
-        import cupy
-
         nccl = import_nccl()
+        import cupy
         self.rank, self.size, self.timeout = rank, size, timeout
         self.device = device_index
         self._describe = describe
@@ -107,6 +106,9 @@ class NcclBackend:
         return Work(f"{what} on {self._describe} (nccl)", wait, event.query, tensors)
 
     def _raise_async_error(self) -> None:
+        if self._comm is None:
+            raise DistBackendError(f"{self._describe}: the NCCL communicator was destroyed "
+                                   "or aborted")
         try:
             self._comm.check_async_error()
         except Exception as exc:
