@@ -73,10 +73,7 @@ class NcclBackend:
 
     # -- helpers
     def _check(self, t) -> int:
-        if t.device.type != "cuda":
-            raise ValueError(f"the nccl backend works on CUDA tensors; got a tensor on "
-                             f"{t.device}. Use backend='gloo' (or 'cpu:gloo,cuda:nccl') for "
-                             "CPU tensors")
+        # only CUDA tensors get here: ProcessGroup.impl dispatches on the device type
         if t.device.index != self.device:
             raise ValueError(f"{self._describe} is bound to cuda:{self.device}; got a tensor "
                              f"on {t.device}")

@@ -73,9 +73,11 @@ class ProcessGroup:
         name = self.backends.get(device_type)
         if name is None:
             have = ", ".join(f"{d}:{b}" for d, b in self.backends.items())
-            raise ValueError(f"group {self.name!r} has no backend for {device_type} tensors "
-                             f"(it has {have}); init with backend='cpu:gloo,cuda:nccl' to "
-                             "use both")
+            other = "cpu" if device_type == "cuda" else "cuda"
+            raise ValueError(
+                f"group {self.name!r} has no backend for {device_type} tensors (it has "
+                f"{have}): move the tensor with .to({other!r}) first, or make the group with "
+                "backend='cpu:gloo,cuda:nccl' to use both")
         store = tdist.PrefixStore(f"{name}/", self._store)
         if name == "gloo":
             from genesis.distributed.backend_gloo import GlooBackend
