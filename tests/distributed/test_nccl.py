@@ -148,3 +148,19 @@ def test_nccl_only_group_refuses_cpu_tensors(nccl_world):
     with pytest.raises(ValueError, match="no backend for cpu tensors"):
         dist.all_reduce(genesis.ones(2), group=group)
     dist.destroy_process_group(group)
+
+
+def test_watchdog_thread_sees_operations_finish(nccl_world):
+    import time
+
+    import genesis
+    from genesis.distributed.group import world
+
+    backend = world().impl("cuda")
+    t = genesis.ones(1 << 16, device="cuda")
+    nccl_world.all_reduce(t)
+    genesis.cuda.synchronize()
+    deadline = time.monotonic() + 10
+    while backend._watchdog._pending and time.monotonic() < deadline:
+        time.sleep(0.01)  # the watchdog thread drops finished operations as it polls
+    assert not backend._watchdog._pending and backend._watchdog.failure is None
