@@ -86,6 +86,8 @@ class ProcessGroup:
         else:
             from genesis.distributed.backend_nccl import NcclBackend
 
+            # NCCL's own init waits forever for a missing rank: meet through the store first
+            self.exchange_objects(None, "creating the NCCL communicator")
             backend = NcclBackend(store, self._rank, self.size(), self.timeout, self.describe(),
                                   self._device_index or 0)
         self._impls[device_type] = backend
