@@ -67,3 +67,19 @@ def test_init_without_torchrun_says_what_is_missing(monkeypatch):
     with pytest.raises(ValueError, match="unknown backend 'mpi'"):
         dist.init_process_group("mpi", rank=0, world_size=1)
     assert not dist.is_initialized()
+
+
+def test_a_rank_that_never_arrives_is_named_and_init_can_be_retried():
+    import datetime
+
+    from torch import distributed as tdist
+
+    import genesis.distributed as dist
+
+    store = tdist.HashStore()
+    with pytest.raises(RuntimeError, match=r"rank\(s\) \[1\], which did not arrive"):
+        dist.init_process_group("gloo", store=store, rank=0, world_size=2,
+                                timeout=datetime.timedelta(seconds=1))
+    assert not dist.is_initialized()
+    dist.init_process_group("gloo", store=tdist.HashStore(), rank=0, world_size=1)
+    dist.destroy_process_group()
