@@ -41,7 +41,7 @@ def _np(t):
     return (t.float() if t.dtype is genesis.bfloat16 else t).cpu().numpy()
 
 
-@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16", "float64", "int32",
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16", "float64", "int32", "int16",
                                    "int64", "uint8", "int8"])
 @pytest.mark.parametrize("op", ["SUM", "AVG", "PRODUCT", "MIN", "MAX"])
 def test_all_reduce_every_dtype_and_op(nccl_world, dtype, op):

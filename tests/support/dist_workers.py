@@ -11,8 +11,8 @@ import time
 
 import numpy as np
 
-DTYPES = ["float32", "float64", "float16", "bfloat16", "int32", "int64", "int8", "uint8",
-          "bool"]
+DTYPES = ["float32", "float64", "float16", "bfloat16", "int32", "int64", "int16", "int8",
+          "uint8", "bool"]
 OPS = ["SUM", "AVG", "PRODUCT", "MIN", "MAX"]
 
 
@@ -51,7 +51,7 @@ def collectives(rank: int, n: int) -> dict:
             t = make(rank_values(rank), dtype)
             dist.all_reduce(t, op=getattr(dist.ReduceOp, op))
             res[f"all_reduce/{dtype}/{op}"] = out(t)
-    for dtype in ("float32", "bfloat16", "int64"):
+    for dtype in ("float32", "bfloat16", "int64", "int16"):
         base = make(rank_values(rank, (4, 2)), dtype)
         t = base.clone()
         dist.broadcast(t, src=n - 1)
@@ -112,6 +112,11 @@ def collectives(rank: int, n: int) -> dict:
     for w in works:
         w.wait()
     res["irecv"] = out(got)
+    got16 = genesis.zeros(5, dtype=genesis.int16)
+    works = [dist.isend(send.to(genesis.int16), right), dist.irecv(got16, left)]
+    for w in works:
+        w.wait()
+    res["irecv_int16"] = out(got16)
     if rank == 0:
         got = genesis.zeros(5)
         res["recv_any"] = sorted(int(dist.recv(got)) for _ in range(n - 1))
