@@ -52,7 +52,7 @@ def test_all_reduce(results, dtype, op):
         check(results[r][f"all_reduce/{dtype}/{op}"], want, dtype)
 
 
-@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "int64"])
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "int64", "int16"])
 def test_rooted_and_gathering_collectives(results, dtype):
     inputs = [cast(rank_values(r, (4, 2)), dtype) for r in range(N)]
     for r in range(N):
@@ -65,7 +65,7 @@ def test_rooted_and_gathering_collectives(results, dtype):
         check(got[f"all_gather_into_tensor_stacked/{dtype}"], np.stack(inputs), dtype)
 
 
-@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "int64"])
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "int64", "int16"])
 def test_scattering_collectives(results, dtype):
     big = np.stack([cast(rank_values(r, (N * 2, 3)), dtype) for r in range(N)])
     alltoall_in = [cast(rank_values(r, (N * 2, 2)), dtype) for r in range(N)]
@@ -104,6 +104,7 @@ def test_point_to_point(results):
         assert sender == left
         np.testing.assert_array_equal(values, np.full(5, left, dtype=np.float32))
         np.testing.assert_array_equal(results[r]["irecv"], np.full(5, left, dtype=np.float32))
+        np.testing.assert_array_equal(results[r]["irecv_int16"], np.full(5, left))
     assert results[0]["recv_any"] == list(range(1, N))
 
 

@@ -51,3 +51,35 @@ def test_collectives_need_init():
     assert not dist.is_initialized()
     with pytest.raises(RuntimeError, match="init_process_group"):
         dist.all_reduce(genesis.ones(2))
+
+
+def test_init_without_torchrun_says_what_is_missing(monkeypatch):
+    import genesis.distributed as dist
+
+    for name in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
+        monkeypatch.delenv(name, raising=False)
+    with pytest.raises(ValueError, match="RANK and WORLD_SIZE not set.*torchrun"):
+        dist.init_process_group("gloo")
+    with pytest.raises(ValueError, match="MASTER_ADDR and MASTER_PORT"):
+        dist.init_process_group("gloo", rank=0, world_size=1)
+    with pytest.raises(ValueError, match=r"rank 2 is outside \[0, 1\]"):
+        dist.init_process_group("gloo", rank=2, world_size=2)
+    with pytest.raises(ValueError, match="unknown backend 'mpi'"):
+        dist.init_process_group("mpi", rank=0, world_size=1)
+    assert not dist.is_initialized()
+
+
+def test_a_rank_that_never_arrives_is_named_and_init_can_be_retried():
+    import datetime
+
+    from torch import distributed as tdist
+
+    import genesis.distributed as dist
+
+    store = tdist.HashStore()
+    with pytest.raises(RuntimeError, match=r"rank\(s\) \[1\], which did not arrive"):
+        dist.init_process_group("gloo", store=store, rank=0, world_size=2,
+                                timeout=datetime.timedelta(seconds=1))
+    assert not dist.is_initialized()
+    dist.init_process_group("gloo", store=tdist.HashStore(), rank=0, world_size=1)
+    dist.destroy_process_group()

@@ -45,8 +45,11 @@ def _child(fn, rank: int, world_size: int, port: int, backend: str, timeout_s: f
 
 
 def run_ranks(fn, world_size: int, *args, backend: str = "gloo", timeout_s: float = 20.0,
-              join_s: float = 120.0, allow_exit: tuple[int, ...] = ()) -> list:
+              join_s: float = 120.0, allow_exit: tuple[int, ...] = (),
+              start_method: str = "fork") -> list:
     """``[fn(0, n, *args), ..., fn(n - 1, n, *args)]``, each run in its own process.
+
+    GPU tests pass ``start_method="spawn"``: a forked child cannot use the parent's CUDA.
 
     Ranks in ``allow_exit`` may die without reporting (their result is ``None``). Raises
     AssertionError with a rank's traceback if it failed, or if any rank is still running
@@ -54,7 +57,7 @@ def run_ranks(fn, world_size: int, *args, backend: str = "gloo", timeout_s: floa
     """
     server = tdist.TCPStore("127.0.0.1", 0, world_size, True,
                             datetime.timedelta(seconds=timeout_s), wait_for_workers=False)
-    ctx = mp.get_context("fork")
+    ctx = mp.get_context(start_method)
     results = ctx.Queue()
     procs = [ctx.Process(target=_child, args=(fn, r, world_size, server.port, backend,
                                               timeout_s, args, results), daemon=True)

@@ -11,8 +11,8 @@ import time
 
 import numpy as np
 
-DTYPES = ["float32", "float64", "float16", "bfloat16", "int32", "int64", "int8", "uint8",
-          "bool"]
+DTYPES = ["float32", "float64", "float16", "bfloat16", "int32", "int64", "int16", "int8",
+          "uint8", "bool"]
 OPS = ["SUM", "AVG", "PRODUCT", "MIN", "MAX"]
 
 
@@ -51,7 +51,7 @@ def collectives(rank: int, n: int) -> dict:
             t = make(rank_values(rank), dtype)
             dist.all_reduce(t, op=getattr(dist.ReduceOp, op))
             res[f"all_reduce/{dtype}/{op}"] = out(t)
-    for dtype in ("float32", "bfloat16", "int64"):
+    for dtype in ("float32", "bfloat16", "int64", "int16"):
         base = make(rank_values(rank, (4, 2)), dtype)
         t = base.clone()
         dist.broadcast(t, src=n - 1)
@@ -112,6 +112,11 @@ def collectives(rank: int, n: int) -> dict:
     for w in works:
         w.wait()
     res["irecv"] = out(got)
+    got16 = genesis.zeros(5, dtype=genesis.int16)
+    works = [dist.isend(send.to(genesis.int16), right), dist.irecv(got16, left)]
+    for w in works:
+        w.wait()
+    res["irecv_int16"] = out(got16)
     if rank == 0:
         got = genesis.zeros(5)
         res["recv_any"] = sorted(int(dist.recv(got)) for _ in range(n - 1))
@@ -414,3 +419,59 @@ def checkpoint(rank: int, n: int, path: str) -> dict:
     fresh.load_state_dict(state["model"])
     return {"step": state["step"], "weight": fresh.weight.detach().numpy().copy(),
             "mine": model.module.weight.detach().numpy().copy()}
+
+
+# --------------------------------------------------------------------- NCCL, 2+ GPUs
+def nccl_suite(rank: int, n: int) -> dict:
+    """The NCCL path across processes and GPUs: collectives on CUDA tensors, and DDP."""
+    import genesis
+    import genesis.distributed as dist
+
+    res: dict = {}
+    for op in OPS:
+        for dtype in ("float32", "bfloat16", "int16"):
+            t = make(rank_values(rank), dtype).to("cuda")
+            dist.all_reduce(t, op=getattr(dist.ReduceOp, op))
+            res[f"all_reduce/{dtype}/{op}"] = out(t.cpu())
+    base = make(rank_values(rank, (4, 2)), "float32").to("cuda")
+    t = base.clone()
+    dist.broadcast(t, src=n - 1)
+    res["broadcast"] = out(t.cpu())
+    flat = genesis.zeros(n * 4, 2, device="cuda")
+    dist.all_gather_into_tensor(flat, base)
+    res["all_gather_into_tensor"] = out(flat.cpu())
+    big = make(rank_values(rank, (n * 2, 3)), "float32").to("cuda")
+    o = genesis.zeros(2, 3, device="cuda")
+    dist.reduce_scatter_tensor(o, big)
+    res["reduce_scatter_tensor"] = out(o.cpu())
+    src = make(rank_values(rank, (n * 2, 2)), "float32").to("cuda")
+    o = genesis.zeros(n * 2, 2, device="cuda")
+    dist.all_to_all_single(o, src)
+    res["all_to_all_single"] = out(o.cpu())
+    right, left = (rank + 1) % n, (rank - 1) % n
+    got = genesis.zeros(5, device="cuda")
+    works = [dist.isend(genesis.full((5,), float(rank), device="cuda"), right),
+             dist.irecv(got, left)]
+    for w in works:
+        w.wait()
+    res["irecv"] = out(got.cpu())
+    dist.barrier()
+    res["ddp"] = _ddp_on_gpu(rank, n)
+    return res
+
+
+def _ddp_on_gpu(rank: int, n: int) -> float:
+    import genesis
+    import genesis.distributed as dist
+
+    x, y = (t.to("cuda") for t in _batch())
+    shard = slice(rank * len(x) // n, (rank + 1) * len(x) // n)
+    reference = _mlp(seed=0).to("cuda")
+    model = dist.DistributedDataParallel(_mlp(seed=rank + 10).to("cuda"), bucket_cap_mb=0.0001)
+    with genesis.no_grad():
+        for p_ref, p in zip(reference.parameters(), model.module.parameters()):
+            p_ref.copy_(p)
+    _loss(model, x[shard], y[shard]).backward()
+    _loss(reference, x, y).backward()
+    return max(float(np.abs(a.grad.cpu().numpy() - b.grad.cpu().numpy()).max())
+               for a, b in zip(model.module.parameters(), reference.parameters()))

@@ -1,8 +1,8 @@
 """The Gloo backend: collectives on CPU tensors through torch.distributed's ProcessGroupGloo.
 
 Genesis's CPU backend keeps its data in torch tensors, so a genesis CPU tensor is handed to
-Gloo as a torch tensor sharing its memory (through DLPack: no copy). CUDA tensors are
-refused with a pointer to the NCCL backend.
+Gloo as a torch tensor sharing its memory (through DLPack: no copy). CUDA tensors never
+reach Gloo: a group without a CUDA backend refuses them (``ProcessGroup.impl``).
 """
 
 from __future__ import annotations
@@ -48,11 +48,7 @@ class GlooBackend:
     # -- helpers
     @staticmethod
     def _torch(t) -> torch.Tensor:
-        if t.device.type != "cpu":
-            raise ValueError(
-                f"the gloo backend works on CPU tensors; got a tensor on {t.device}. Use "
-                "backend='nccl' (or 'cpu:gloo,cuda:nccl') for CUDA tensors, or move it with "
-                ".cpu() first")
+        # only CPU tensors get here: ProcessGroup.impl dispatches on the device type
         return torch.from_dlpack(t.detach())  # shares memory; gradients are not ours
 
     def _work(self, what: str, torch_work, keep: tuple) -> Work:

@@ -8,6 +8,8 @@ DDP's bucket all-reduces overlap with the rest of backward. CuPy is imported onl
 the first NCCL use, so CPU-only installs never need it.
 
 The unique id that ties the ranks' communicators together goes through the group's store.
+Since the host never waits, a dead peer is caught by a ``Watchdog`` thread, which aborts the
+communicator when an operation outlives the group's timeout.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import time
 
 import genesis
 from genesis.distributed.reduce_op import DistBackendError, ReduceOp
+from genesis.distributed.watchdog import Watchdog
 from genesis.distributed.work import Work
 
 # ncclDataType_t and ncclRedOp_t values from nccl.h (CuPy names some, not all, of them).
@@ -54,9 +57,8 @@ class NcclBackend:
 
     def __init__(self, store, rank: int, size: int, timeout: datetime.timedelta,
                  describe: str, device_index: int) -> None:
-        import cupy
-
         nccl = import_nccl()
+        import cupy
         self.rank, self.size, self.timeout = rank, size, timeout
         self.device = device_index
         self._describe = describe
@@ -71,13 +73,13 @@ class NcclBackend:
         cupy.cuda.runtime.setDevice(device_index)  # NCCL binds to the runtime's device
         self._comm = nccl.NcclCommunicator(size, uid, rank)
         self._stream = genesis.cuda.Stream(device_index)
+        self._watchdog = Watchdog(timeout.total_seconds(), lambda: self.shutdown(abort=True),
+                                  describe, on_start=lambda: genesis.cuda.set_device(
+                                      device_index))  # its thread queries our events
 
     # -- helpers
     def _check(self, t) -> int:
-        if t.device.type != "cuda":
-            raise ValueError(f"the nccl backend works on CUDA tensors; got a tensor on "
-                             f"{t.device}. Use backend='gloo' (or 'cpu:gloo,cuda:nccl') for "
-                             "CPU tensors")
+        # only CUDA tensors get here: ProcessGroup.impl dispatches on the device type
         if t.device.index != self.device:
             raise ValueError(f"{self._describe} is bound to cuda:{self.device}; got a tensor "
                              f"on {t.device}")
@@ -91,6 +93,7 @@ class NcclBackend:
     def _launch(self, what: str, tensors: tuple, call) -> Work:
         """Run ``call(stream_handle)`` on the communication stream, ordered after the
         caller's current stream; the returned work orders the current stream after it."""
+        self._watchdog.check()
         if self._comm is None:
             raise RuntimeError(f"{self._describe}: the NCCL communicator was destroyed")
         comm_stream = self._stream
@@ -99,6 +102,7 @@ class NcclBackend:
             genesis.cuda.record_stream(t._data, comm_stream)
         call(comm_stream.handle)
         event = comm_stream.record_event()
+        self._watchdog.watch(what, event.query)
 
         def wait() -> None:
             self._raise_async_error()
@@ -107,6 +111,10 @@ class NcclBackend:
         return Work(f"{what} on {self._describe} (nccl)", wait, event.query, tensors)
 
     def _raise_async_error(self) -> None:
+        self._watchdog.check()
+        if self._comm is None:
+            raise DistBackendError(f"{self._describe}: the NCCL communicator was destroyed "
+                                   "or aborted")
         try:
             self._comm.check_async_error()
         except Exception as exc:
@@ -190,32 +198,29 @@ class NcclBackend:
 
         def wait() -> None:
             inner.wait()
-            self.wait_host(event, "barrier")
+            self.wait_host(event)
 
         return Work(f"barrier on {self._describe} (nccl)", wait, event.query, (token,))
 
-    def wait_host(self, event, what: str) -> None:
-        """Block the host until ``event`` completes; past the timeout, abort the communicator
-        (a dead or silent peer would otherwise hang the GPU forever) and raise."""
-        deadline = time.monotonic() + self.timeout.total_seconds()
+    def wait_host(self, event) -> None:
+        """Block the host until ``event`` completes, or until the watchdog gives up on it."""
         while not event.query():
             self._raise_async_error()
-            if time.monotonic() > deadline:
-                self.shutdown(abort=True)
-                raise DistBackendError(
-                    f"{what} on {self._describe} (nccl) did not finish within "
-                    f"{self.timeout.total_seconds():g} s: a peer rank may have died or stopped "
-                    "calling collectives; the communicator was aborted")
             time.sleep(0.0005)
 
     def shutdown(self, abort: bool = False) -> None:
-        """Release the communicator: destroy it once queued work is done, or (``abort``, after
-        a timeout or failure) abort it at once."""
+        """Release the communicator: destroy it once queued work is done (a wait the watchdog
+        bounds), or — ``abort``, after a timeout or failure — abort it at once."""
+        if not abort and self._comm is not None:
+            try:
+                self.wait_host(self._stream.record_event())
+            except DistBackendError:
+                pass  # the watchdog has aborted the communicator already
+        self._watchdog.stop()
         comm, self._comm = self._comm, None
         if comm is None:
             return
         if abort:
             comm.abort()
-            return
-        self._stream.synchronize()
-        comm.destroy()
+        else:
+            comm.destroy()

@@ -37,6 +37,26 @@ def _op(op, t) -> ReduceOp:
     return op
 
 
+# Neither Gloo nor NCCL has int16: such tensors travel widened to int32, and the results are
+# narrowed back into the caller's tensors when the work is waited for.
+_WIDENED = {genesis.int16: genesis.int32}
+
+
+def _run(g: ProcessGroup, method: str, outs: tuple, ins: tuple, *args) -> Work:
+    """The group's backend for the tensors' device runs ``method(*outs, *ins, *args)``;
+    ``outs`` are written (in-place ones included), ``ins`` only read."""
+    first = (outs or ins)[0]
+    run = getattr(g.impl(first.device.type), method)
+    wide = _WIDENED.get(first.dtype)
+    if wide is None:
+        return run(*outs, *ins, *args)
+    wide_outs = [t.to(wide) for t in outs]
+    work = run(*wide_outs, *(t.to(wide) for t in ins), *args)
+    for t, w in zip(outs, wide_outs):
+        work.then(lambda t=t, w=w: t.copy_(w))
+    return work
+
+
 def _finish(work: Work, async_op: bool) -> Work | None:
     if async_op:
         return work
@@ -58,7 +78,7 @@ def all_reduce(tensor, op: ReduceOp = ReduceOp.SUM, group: ProcessGroup | None =
         return None
     if tensor.numel() == 0:
         return _finish(completed("all_reduce"), async_op)
-    return _finish(g.impl(tensor.device.type).all_reduce(tensor, _op(op, tensor)), async_op)
+    return _finish(_run(g, "all_reduce", (tensor,), (), _op(op, tensor)), async_op)
 
 
 def broadcast(tensor, src: int, group: ProcessGroup | None = None, async_op: bool = False):
@@ -70,7 +90,7 @@ def broadcast(tensor, src: int, group: ProcessGroup | None = None, async_op: boo
     root = g.group_rank(src)
     if tensor.numel() == 0:
         return _finish(completed("broadcast"), async_op)
-    return _finish(g.impl(tensor.device.type).broadcast(tensor, root), async_op)
+    return _finish(_run(g, "broadcast", (tensor,), (), root), async_op)
 
 
 def reduce(tensor, dst: int, op: ReduceOp = ReduceOp.SUM, group: ProcessGroup | None = None,
@@ -83,7 +103,7 @@ def reduce(tensor, dst: int, op: ReduceOp = ReduceOp.SUM, group: ProcessGroup | 
     root = g.group_rank(dst)
     if tensor.numel() == 0:
         return _finish(completed("reduce"), async_op)
-    return _finish(g.impl(tensor.device.type).reduce(tensor, root, _op(op, tensor)), async_op)
+    return _finish(_run(g, "reduce", (tensor,), (), root, _op(op, tensor)), async_op)
 
 
 def all_gather_into_tensor(output_tensor, input_tensor, group: ProcessGroup | None = None,
@@ -105,8 +125,8 @@ def all_gather_into_tensor(output_tensor, input_tensor, group: ProcessGroup | No
             f"{g.size()} x input shape {tuple(input_tensor.shape)}")
     if input_tensor.numel() == 0:
         return _finish(completed("all_gather_into_tensor"), async_op)
-    impl = g.impl(input_tensor.device.type)
-    return _finish(impl.all_gather_into_tensor(output_tensor, input_tensor), async_op)
+    work = _run(g, "all_gather_into_tensor", (output_tensor,), (input_tensor,))
+    return _finish(work, async_op)
 
 
 def all_gather(tensor_list: list, tensor, group: ProcessGroup | None = None,
@@ -127,7 +147,7 @@ def all_gather(tensor_list: list, tensor, group: ProcessGroup | None = None,
                              f"input has shape {tuple(tensor.shape)}")
     flat = genesis.empty((g.size(), *tensor.shape), dtype=tensor.dtype, device=tensor.device)
     work = (completed("all_gather") if tensor.numel() == 0 else
-            g.impl(tensor.device.type).all_gather_into_tensor(flat, tensor))
+            _run(g, "all_gather_into_tensor", (flat,), (tensor,)))
 
     def scatter_out() -> None:
         for i, t in enumerate(tensor_list):
@@ -154,8 +174,8 @@ def reduce_scatter_tensor(output, input, op: ReduceOp = ReduceOp.SUM,
                          f"{g.size()} x output shape {tuple(output.shape)}")
     if output.numel() == 0:
         return _finish(completed("reduce_scatter_tensor"), async_op)
-    impl = g.impl(output.device.type)
-    return _finish(impl.reduce_scatter_tensor(output, input, _op(op, output)), async_op)
+    work = _run(g, "reduce_scatter_tensor", (output,), (input,), _op(op, output))
+    return _finish(work, async_op)
 
 
 def reduce_scatter(output, input_list: list, op: ReduceOp = ReduceOp.SUM,
@@ -194,8 +214,8 @@ def all_to_all_single(output, input, output_split_sizes: list[int] | None = None
     in_splits = _splits(input, input_split_sizes, n, "input")
     if output.numel() == 0 and input.numel() == 0:
         return _finish(completed("all_to_all_single"), async_op)
-    impl = g.impl(output.device.type)
-    return _finish(impl.all_to_all_single(output, input, out_splits, in_splits), async_op)
+    work = _run(g, "all_to_all_single", (output,), (input,), out_splits, in_splits)
+    return _finish(work, async_op)
 
 
 def _splits(t, sizes, n: int, name: str) -> list[int]:
@@ -221,7 +241,7 @@ def isend(tensor, dst: int, group: ProcessGroup | None = None, tag: int = 0) -> 
     peer = g.group_rank(dst)
     if peer == g.rank():
         raise ValueError(f"send: dst {dst} is this rank")
-    return g.impl(tensor.device.type).send(tensor, peer, tag)
+    return _run(g, "send", (), (tensor,), peer, tag)
 
 
 def send(tensor, dst: int, group: ProcessGroup | None = None, tag: int = 0) -> None:
@@ -257,7 +277,12 @@ def _recv(tensor, src, group, tag):
     peer = None if src is None else g.group_rank(src)
     if peer is not None and peer == g.rank():
         raise ValueError(f"recv: src {src} is this rank")
-    return g.impl(tensor.device.type).recv(tensor, peer, tag)
+    wide = _WIDENED.get(tensor.dtype)
+    staged = tensor if wide is None else tensor.to(wide)
+    work, sender = g.impl(tensor.device.type).recv(staged, peer, tag)
+    if staged is not tensor:
+        work.then(lambda: tensor.copy_(staged))
+    return work, sender
 
 
 def barrier(group: ProcessGroup | None = None, async_op: bool = False, device_type=None):

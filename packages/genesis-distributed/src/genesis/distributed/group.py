@@ -73,9 +73,11 @@ class ProcessGroup:
         name = self.backends.get(device_type)
         if name is None:
             have = ", ".join(f"{d}:{b}" for d, b in self.backends.items())
-            raise ValueError(f"group {self.name!r} has no backend for {device_type} tensors "
-                             f"(it has {have}); init with backend='cpu:gloo,cuda:nccl' to "
-                             "use both")
+            other = "cpu" if device_type == "cuda" else "cuda"
+            raise ValueError(
+                f"group {self.name!r} has no backend for {device_type} tensors (it has "
+                f"{have}): move the tensor with .to({other!r}) first, or make the group with "
+                "backend='cpu:gloo,cuda:nccl' to use both")
         store = tdist.PrefixStore(f"{name}/", self._store)
         if name == "gloo":
             from genesis.distributed.backend_gloo import GlooBackend
@@ -84,6 +86,8 @@ class ProcessGroup:
         else:
             from genesis.distributed.backend_nccl import NcclBackend
 
+            # NCCL's own init waits forever for a missing rank: meet through the store first
+            self.exchange_objects(None, "creating the NCCL communicator")
             backend = NcclBackend(store, self._rank, self.size(), self.timeout, self.describe(),
                                   self._device_index or 0)
         self._impls[device_type] = backend
@@ -143,10 +147,11 @@ class _State:
 _state = _State()
 
 
-def parse_backend(backend: str | None, cuda_available: bool) -> dict[str, str]:
-    """``"gloo"``, ``"nccl"``, ``"cpu:gloo,cuda:nccl"`` or ``None`` -> {device type: name}."""
+def parse_backend(backend: str | None) -> dict[str, str]:
+    """``"gloo"``, ``"nccl"``, ``"cpu:gloo,cuda:nccl"`` or ``None`` (both when a GPU is
+    present, else Gloo) -> {device type: backend name}."""
     if backend is None:
-        return {"cpu": "gloo", "cuda": "nccl"} if cuda_available else {"cpu": "gloo"}
+        return {"cpu": "gloo", "cuda": "nccl"} if _cuda_available() else {"cpu": "gloo"}
     backend = backend.lower()
     if backend in _BACKENDS:
         return {"cpu": "gloo"} if backend == "gloo" else {"cuda": "nccl"}
@@ -196,8 +201,7 @@ def init_process_group(backend: str | None = None, init_method: str | None = Non
     timeout = DEFAULT_TIMEOUT if timeout is None else timeout
     if not isinstance(timeout, datetime.timedelta):
         raise TypeError(f"timeout must be a datetime.timedelta, got {type(timeout).__name__}")
-    table = parse_backend(backend, "cuda" in (backend or "") or (backend is None
-                                                               and _cuda_available()))
+    table = parse_backend(backend)
     where = rendezvous(init_method, rank, world_size, timeout, store)
     device_index = None
     if "cuda" in table:
@@ -212,7 +216,11 @@ def init_process_group(backend: str | None = None, init_method: str | None = Non
                          table, timeout, device_index)
     _state.world = GroupMember.WORLD = world
     _state.groups = [world]
-    world.exchange_objects(None, "init")  # every rank has arrived, or a clear error
+    try:
+        world.exchange_objects(None, "init")  # every rank has arrived, or a clear error
+    except RuntimeError:
+        destroy_process_group()  # a failed init leaves nothing behind: it may be retried
+        raise
 
 
 def _device_index(device_id) -> int:
@@ -299,7 +307,7 @@ def new_group(ranks=None, timeout: datetime.timedelta | None = None,
     name = f"group{next(_state.counter)}"
     if w.rank() not in ranks:
         return GroupMember.NON_GROUP_MEMBER
-    table = w.backends if backend is None else parse_backend(backend, "cuda" in w.backends)
+    table = w.backends if backend is None else parse_backend(backend)
     group = ProcessGroup(name, _state.store, ranks, w.rank(), table,
                          w.timeout if timeout is None else timeout, w._device_index)
     _state.groups.append(group)

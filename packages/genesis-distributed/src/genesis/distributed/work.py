@@ -36,8 +36,9 @@ class Work:
         self._then.append(fn)
         return self
 
-    def wait(self, timeout=None) -> bool:
+    def wait(self) -> bool:
         """Finish the collective; its output tensors are ready afterwards. Returns True.
+        (The group's timeout, from init_process_group/new_group, bounds the wait.)
 
         Raises:
             DistBackendError: the backend failed (a peer died, the group's timeout passed).
