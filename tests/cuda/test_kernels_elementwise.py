@@ -316,3 +316,42 @@ def test_fill(dtype):
     ew.fill_(dev(z), v)
     sync()
     torch.testing.assert_close(z, torch.tensor(v, dtype=TORCH[dtype], device=DEV))
+
+
+@pytest.mark.parametrize("direct", ["1", "0"])
+def test_direct_launch_switch_gives_the_same_results(direct):
+    """``GENESIS_DIRECT_LAUNCH=0`` sends every launch through Triton's JIT (nothing cached
+    for direct launch); either way the results are right."""
+    import os
+    import subprocess
+    import sys
+    import textwrap
+
+    from kernel_arrays import INTERPRET
+
+    if INTERPRET:
+        pytest.skip("the interpreter never launches compiled kernels")
+    code = textwrap.dedent("""
+        import genesis
+        from genesis_cuda.kernels import _launch
+        from genesis_cuda.kernels import elementwise as ew
+        import math
+        x = genesis.arange(10, dtype=genesis.float32, device="cuda")
+        for _ in range(3):  # compiled on the first call, launched directly after
+            y = (x + 1) * 2
+            w = x.reshape(2, 5).t() + 1.0  # the tiled kernel
+            s = x.exp().sum().item()
+        assert y.tolist() == [(i + 1) * 2 for i in range(10)]
+        assert w.tolist() == [[i + 1.0, i + 6.0] for i in range(5)]
+        assert math.isclose(s, sum(math.exp(i) for i in range(10)), rel_tol=1e-5)
+        launchers = [ew._flat, ew._flat_small, *ew._tiled.values(),
+                     *ew._flat_by_warps.values()]
+        print("CACHED", sum(len(k.cache) for k in launchers), _launch.DIRECT)
+    """)
+    env = dict(os.environ, GENESIS_DIRECT_LAUNCH=direct)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=env, timeout=300)
+    assert "CACHED" in out.stdout, out.stdout + out.stderr
+    cached, flag = out.stdout.split("CACHED")[1].split()
+    assert flag == ("True" if direct == "1" else "False")
+    assert (int(cached) > 0) == (direct == "1"), out.stdout

@@ -11,6 +11,16 @@ calls the compiled kernel's launcher directly (~2 µs).
 Integer arguments are only guaranteed to be typed ``i32`` by Triton when they are below
 2**31; callers pass ``big=True`` (any extent >= 2**31) to take Triton's own, fully keyed
 path instead.
+
+``GENESIS_DIRECT_LAUNCH=0`` in the environment turns the direct path off (every launch goes
+through Triton's JIT, as a plain ``kernel[grid](...)``), to measure what it saves or to rule it
+out when a kernel misbehaves; the check sits on the cache-miss path only.
+
+Families that launch through ``Launcher``: elementwise, reduction, softmax, norms. matmul
+keeps its own per-plan launches (``matmul._Direct``, also switched by the flag). layout,
+indexing, sorting and random still use ``kernel[grid](...)``: their integer arguments are
+left to Triton's specialisation, so a key would need ``spec`` of each and the i32/i64 class
+of the large ones.
 """
 
 from __future__ import annotations
@@ -25,6 +35,7 @@ from genesis_cuda.array import contiguous_strides, empty, geometry, is_contiguou
 from genesis_cuda.streams import current_handle as _stream_handle
 
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
+DIRECT = os.environ.get("GENESIS_DIRECT_LAUNCH", "1") != "0"
 
 # Under the Triton interpreter (CPU tests of the kernels) pointer arguments must be torch
 # tensors; the test-suite installs a converter here (and replaces ``empty`` with arrays
@@ -93,8 +104,9 @@ class Launcher:
         entry = self.cache.get((key, device))
         if entry is None:
             compiled = self.fn[grid](*args, **self.opts)  # compiles, launches, returns it
-            run = compiled.run  # loads the module on first access
-            self.cache[(key, device)] = (run, compiled.function, compiled.packed_metadata)
+            if DIRECT:
+                run = compiled.run  # loads the module on first access
+                self.cache[(key, device)] = (run, compiled.function, compiled.packed_metadata)
             return
         stream = _stream_handle(device)
         g1 = grid[1] if len(grid) > 1 else 1
@@ -117,8 +129,9 @@ class Launcher:
             self.fn[grid](*[conv(a) if hasattr(a, "data_ptr") else a for a in full], **self.opts)
             return
         compiled = self.fn[grid](*full, **self.opts)
-        run = compiled.run
-        self.cache[key] = (run, compiled.function, compiled.packed_metadata)
+        if DIRECT:
+            run = compiled.run
+            self.cache[key] = (run, compiled.function, compiled.packed_metadata)
 
 
 def aligned(*arrays) -> tuple:
@@ -170,21 +183,27 @@ class View:
         return self.ptr
 
 
-def coalesce(sizes, strides):
-    """Merge adjacent dims (outer to inner) that are contiguous with each other; drops
-    size-1 dims. Returns (sizes, strides) lists."""
-    out_n: list = []
-    out_s: list = []
-    for n, s in zip(sizes, strides):
+def collapse(shape, stride_sets):
+    """The one geometry planner of the kernels: drop size-1 dims and merge neighbours
+    (outer to inner) that are contiguous with each other for every stride set.
+
+    Returns ``(shape, [strides, ...])`` (lists) describing the same element walk in C order.
+    Example: ``collapse((2, 3, 4), [(12, 4, 1), (0, 4, 1)])`` is ``([2, 12], [[12, 1], [0, 1]])``.
+    """
+    out_shape: list = []
+    out_strides: list = [[] for _ in stride_sets]
+    for d, n in enumerate(shape):
         if n == 1:
             continue
-        if out_n and out_s[-1] == s * n:
-            out_n[-1] *= n
-            out_s[-1] = s
+        if out_shape and all(ss[-1] == s[d] * n for ss, s in zip(out_strides, stride_sets)):
+            out_shape[-1] *= n
+            for ss, s in zip(out_strides, stride_sets):
+                ss[-1] = s[d]
         else:
-            out_n.append(n)
-            out_s.append(s)
-    return out_n, out_s
+            out_shape.append(n)
+            for ss, s in zip(out_strides, stride_sets):
+                ss.append(s[d])
+    return out_shape, out_strides
 
 
 def spec(*ints) -> tuple:

@@ -28,7 +28,7 @@ from genesis import dtypes as D
 
 from . import _launch
 from ._elementwise_math import _compute
-from ._launch import Launcher, aligned, cdiv, numel, tl_dtype
+from ._launch import Launcher, aligned, cdiv, collapse, numel, tl_dtype
 
 UNARY_BOOL_OUT = frozenset(("logical_not", "isnan", "isinf", "isfinite"))
 BINARY_BOOL_OUT = frozenset(("eq", "ne", "lt", "le", "gt", "ge",
@@ -119,6 +119,19 @@ def _load_tile(ptr, s, base, r, c, sr, sc, mask, MODE: tl.constexpr, R1: tl.cons
     return v
 
 
+# The general kernel: out = OP(x, y, z) over a walk of up to three batch dims and a
+# (ROWS, COLS) plane cut into (BR, BC) tiles, one tile per program. Its arguments, by group:
+#   out_ptr, x_ptr, y_ptr, z_ptr   the operands' first elements (None when absent)
+#   ys, zs                         y's / z's value when that operand is a Python scalar
+#   NB1, NB2, ROWS, COLS, TR, TC   the walk: batch dims 1 and 2 (dim 0 is the rest of the
+#                                  program id), the plane, and its tiles along rows/columns
+#   ?b0 ?b1 ?b2 ?sr ?sc            per operand (o, x, y, z): batch strides, row/column strides
+#   constexprs                     OP; the operand modes XM/YM/ZM; compute/output types CT/OT;
+#                                  SBITS (a float64 scalar travels as its bits); NIN (operand
+#                                  count); NBITS (integer width, for shifts); ANY_BLOCK (some
+#                                  operand varies); NBATCH; UNIT; the tile BR x BC; BIG (int64)
+# Strides are plain arguments rather than tuples so that Triton specialises each on its own
+# (a stride of 1, or a multiple of 16, compiles to vector accesses).
 @triton.jit(do_not_specialize=["ys", "zs", "NB1", "NB2", "TR", "TC"])
 def _ew_tiled(out_ptr, x_ptr, y_ptr, z_ptr, ys, zs,
               NB1, NB2, ROWS, COLS, TR, TC,
@@ -209,54 +222,42 @@ def launch(op, out, x=None, y=None, z=None, nin=1, ct=None):
     odt = out.dtype
     if ct is None:
         ct = _ct((x if x is not None else out).dtype)
-    ops = []  # (mode, array-or-None, scalar)
-    ys = zs = 0
-    skey = []
-    sbits = False
-    for v in (x, y, z):
+    # Each operand gets a mode (_NONE, _TENSOR, _BCAST, _SCALAR). A Python scalar travels as
+    # a kernel argument (ys, zs) and its integer/float class goes into the cache key (skey).
+    modes, arrays, scalars, skey, sbits = [], [], [0, 0, 0], [], False
+    for k, v in enumerate((x, y, z)):
         if v is None:
-            ops.append([_NONE, None])
+            modes.append(_NONE)
+            arrays.append(None)
             skey.append(None)
         elif v.__class__ in _IS_SCALAR:
-            arg, tag, bits = _scalar_arg(v, ct)
+            scalars[k], tag, bits = _scalar_arg(v, ct)
             sbits = sbits or bits
-            ops.append([_SCALAR, arg])
+            modes.append(_SCALAR)
+            arrays.append(None)
             skey.append(tag)
         else:
-            ops.append([_TENSOR, v])
+            modes.append(_TENSOR)
+            arrays.append(v)
             skey.append(None)
-    ys = ops[1][1] if ops[1][0] == _SCALAR else 0
-    zs = ops[2][1] if ops[2][0] == _SCALAR else 0
-    # geometry: drop size-1 dims, order by out's strides, coalesce
+    ys, zs = scalars[1], scalars[2]
+    # geometry: dims in the order of out's strides (outer first), then collapsed
     shape = out.shape
-    tens = [out] + [o[1] for o in ops if o[0] == _TENSOR]
-    dims = [i for i, s in enumerate(shape) if s != 1]
+    tens = [out] + [a for a in arrays if a is not None]
     ostr = out.strides
-    dims.sort(key=lambda i: -ostr[i])
-    sizes = []
-    strides = [[] for _ in tens]
-    for i in dims:
-        if sizes:
-            if all(t.strides[i] * shape[i] == st[-1] for t, st in zip(tens, strides)):
-                sizes[-1] *= shape[i]
-                for t, st in zip(tens, strides):
-                    st[-1] = t.strides[i]
-                continue
-        sizes.append(shape[i])
-        for t, st in zip(tens, strides):
-            st.append(t.strides[i])
-    # tensors with all-zero strides read one element
+    order = sorted(range(len(shape)), key=lambda i: -ostr[i])
+    sizes, strides = collapse([shape[i] for i in order],
+                              [[t.strides[i] for i in order] for t in tens])
+    # a tensor whose collapsed strides are all zero is one broadcast element
     ti = 1
-    for o in ops:
-        if o[0] == _TENSOR:
+    for k, a in enumerate(arrays):
+        if a is not None:
             if not any(strides[ti]):
-                o[0] = _BCAST
+                modes[k] = _BCAST
             ti += 1
-    any_block = True
-    if all(o[0] != _TENSOR for o in ops):
-        any_block = False
-    modes = tuple(o[0] for o in ops)
-    ptrs = [o[1] if o[0] in (_TENSOR, _BCAST) else None for o in ops]
+    any_block = _TENSOR in modes  # else the result is one value, broadcast over the block
+    modes = tuple(modes)
+    ptrs = arrays
     nbits = _NBITS.get(ct.name, 0)
     common = (op, modes, ct.name, odt.name, sbits, nin, nbits)
     if len(sizes) <= 1 and (not strides[0] or strides[0][0] == 1) and all(

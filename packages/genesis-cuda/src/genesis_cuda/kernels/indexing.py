@@ -20,18 +20,14 @@ import triton.language as tl
 
 from genesis import dtypes as D
 
-from ._launch import cdiv
+from ._launch import Ptr, cdiv, contiguous_strides, empty, numel
 from .layout import (
     BLOCK,
-    Ptr,
     clone,
-    contiguous_strides,
     copy_into,
     copy_strided,
-    empty,
     grid1,
     linear_ids,
-    numel,
     offset6,
     plan,
     scalar_args,

@@ -6,7 +6,7 @@ negative-stride) are read in place, never copied first. Shapes are simplified on
 first (size-1 dims dropped, dims that are contiguous for every operand merged) and padded
 to ``MAXD`` dims; Triton specialises integer arguments equal to 1, so padding costs nothing.
 
-The host helpers at the top (``plan``, ``collapse``, and ``empty``/``Ptr`` from ``_launch``)
+The host helpers at the top (``plan``; ``collapse``, ``empty`` and ``Ptr`` from ``_launch``)
 and the jit helpers (``unravel6``, ``offset6``, ...) are shared by the other kernel modules
 of this package (indexing, sorting, random, matmul).
 """
@@ -17,7 +17,7 @@ import math
 import triton
 import triton.language as tl
 
-from ._launch import Ptr, cdiv, contiguous_strides, empty, numel
+from ._launch import Ptr, cdiv, collapse, contiguous_strides, empty, numel
 
 MAXD = 6  # dims a strided kernel addresses directly; more are split on the host
 BLOCK = 1024
@@ -25,26 +25,6 @@ _I32_LIMIT = 2**31 - 1
 
 
 # ----------------------------------------------------------------------- host helpers
-def collapse(shape, stride_sets):
-    """Drop size-1 dims and merge neighbours that are contiguous for every stride set.
-
-    Returns ``(shape, [strides, ...])`` describing the same element walk in C order."""
-    out_shape: list = []
-    out_strides: list = [[] for _ in stride_sets]
-    for d, n in enumerate(shape):
-        if n == 1:
-            continue
-        if out_shape and all(ss[-1] == s[d] * n for ss, s in zip(out_strides, stride_sets)):
-            out_shape[-1] *= n
-            for ss, s in zip(out_strides, stride_sets):
-                ss[-1] = s[d]
-        else:
-            out_shape.append(n)
-            for ss, s in zip(out_strides, stride_sets):
-                ss.append(s[d])
-    return out_shape, out_strides
-
-
 def needs_i64(n: int, shape, stride_sets) -> bool:
     """Whether element counts or any operand's offsets can leave int32."""
     if n > _I32_LIMIT:

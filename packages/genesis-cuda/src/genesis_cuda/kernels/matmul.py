@@ -31,8 +31,8 @@ from triton.runtime import driver as _driver
 
 from genesis import dtypes as D
 
-from ._launch import INTERPRET, cdiv, sm_count
-from .layout import Ptr, clone, collapse, contiguous_strides, copy_strided, empty, fill_
+from ._launch import DIRECT, INTERPRET, Ptr, cdiv, collapse, contiguous_strides, empty, sm_count
+from .layout import clone, copy_strided, fill_
 
 FP32_PRECISION = "ieee"  # "ieee" (torch's default), "tf32x3", or "tf32"
 _TUNE_MIN_FLOPS = 2 * 1024**3  # below this, pick a config by rule instead of timing
@@ -328,7 +328,7 @@ class _Direct:
             e[0](g[0], g[1], g[2], stream, e[1], e[2], None, None, None, *args, *self.tail)
             return
         compiled = self.fn[self.grid](*args, **self.kw)
-        if not INTERPRET and compiled is not None:
+        if DIRECT and not INTERPRET and compiled is not None:
             self.entry = (compiled.run, compiled.function, compiled.packed_metadata)
 
 

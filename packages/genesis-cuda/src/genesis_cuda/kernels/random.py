@@ -18,7 +18,8 @@ import triton.language as tl
 
 from genesis import dtypes as D
 
-from .layout import BLOCK, Ptr, clone, empty, grid1, offset6, plan, unravel6
+from ._launch import Ptr, empty
+from .layout import BLOCK, clone, grid1, offset6, plan, unravel6
 
 
 @triton.jit

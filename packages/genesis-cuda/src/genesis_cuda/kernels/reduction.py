@@ -20,7 +20,7 @@ import triton.language as tl
 from genesis import dtypes as D
 
 from . import _launch
-from ._launch import Launcher, View, aligned, cdiv, coalesce, next_pow2, numel, tl_dtype
+from ._launch import Launcher, View, aligned, cdiv, collapse, next_pow2, numel, tl_dtype
 
 
 # --------------------------------------------------------------------------- device code
@@ -237,9 +237,9 @@ def _plan(a, dims):
     shape, strides = a.shape, a.strides
     dset = set(dims)
     kept = [d for d in range(len(shape)) if d not in dset]
-    ksz, kst = coalesce([shape[d] for d in kept], [strides[d] for d in kept])
+    ksz, (kst,) = collapse([shape[d] for d in kept], [[strides[d] for d in kept]])
     red = sorted((d for d in dims if shape[d] != 1), key=lambda d: -strides[d])
-    rsz, rst = coalesce([shape[d] for d in red], [strides[d] for d in red])
+    rsz, (rst,) = collapse([shape[d] for d in red], [[strides[d] for d in red]])
     return ksz, kst, rsz, rst
 
 

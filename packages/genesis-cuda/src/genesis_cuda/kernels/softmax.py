@@ -15,7 +15,7 @@ from genesis import dtypes as D
 
 from . import _launch
 from ._elementwise_math import _m_exp
-from ._launch import Launcher, View, aligned, cdiv, coalesce, next_pow2
+from ._launch import Launcher, View, aligned, cdiv, collapse, next_pow2
 
 SINGLE_MAX = 16384
 
@@ -124,7 +124,7 @@ def rows_of(a):
     n = shape[-1]
     if n != 1 and a.strides[-1] != 1:
         return None
-    lead_n, lead_s = coalesce(shape[:-1], a.strides[:-1])
+    lead_n, (lead_s,) = collapse(shape[:-1], [a.strides[:-1]])
     if len(lead_n) > 1:
         return None
     m = lead_n[0] if lead_n else 1

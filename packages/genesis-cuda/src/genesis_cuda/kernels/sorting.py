@@ -22,19 +22,8 @@ import triton.language as tl
 
 from genesis import dtypes as D
 
-from ._launch import cdiv, next_pow2
-from .layout import (
-    MAXD,
-    clone,
-    collapse,
-    contiguous_strides,
-    copy_strided,
-    empty,
-    fill_,
-    numel,
-    offset6,
-    unravel6,
-)
+from ._launch import cdiv, collapse, contiguous_strides, empty, next_pow2, numel
+from .layout import MAXD, clone, copy_strided, fill_, offset6, unravel6
 
 MAX_BITONIC = 4096  # longest row sorted in registers by one program
 
