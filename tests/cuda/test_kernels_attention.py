@@ -265,7 +265,7 @@ def test_functional_uses_the_fused_kernel(gqa):
     assert out.grad_fn.name() == "_FusedAttentionBackward"
     out.backward(_genesis_pair(grad))
     ref, ref_grads = _reference(q, k, v, causal=True, grad=grad)
-    to_t = lambda t: torch.from_numpy(t.float().numpy())  # noqa: E731
+    to_t = lambda t: torch.from_numpy(t.float().cpu().numpy())  # noqa: E731
     _close(to_t(out.detach()), ref, torch.bfloat16)
     for got, want in zip((gq.grad, gk.grad, gv.grad), ref_grads):
         _close(to_t(got), want, torch.bfloat16)
@@ -332,7 +332,7 @@ def test_functional_autograd_under_the_interpreter(monkeypatch):
         assert out.grad_fn.name() == "_FusedAttentionBackward"
         out.backward(genesis.from_numpy(grad.float().numpy()).to(genesis.bfloat16))
         ref, ref_grads = _reference(q, k, v, mask=mask, causal=causal, grad=grad)
-        to_t = lambda t: torch.from_numpy(t.float().numpy())  # noqa: E731
+        to_t = lambda t: torch.from_numpy(t.float().cpu().numpy())  # noqa: E731
         _close(to_t(out.detach()), ref, torch.bfloat16, "out")
         for name, got, want in zip("qkv", (gq.grad, gk.grad, gv.grad), ref_grads):
             assert tuple(got.shape) == tuple(want.shape), name
