@@ -2,7 +2,7 @@
 
     python tools/bench/ops.py [--out docs/bench] [--quick] [--sweep]
     python tools/bench/ops.py --plot-only [--out docs/bench]   # md + png from the json
-    python tools/bench/ops.py --attention-only [--quick]       # flash attention rows only
+    python tools/bench/ops.py --attention-only [--quick] [--sweep]   # flash attention only
 
 Prints a table of ratios (torch time / genesis time: above 1 is faster than torch) and
 writes ``ops.json``, ``ops.md`` and ``ops.png`` (chart; needs matplotlib) under ``--out``.
@@ -139,6 +139,8 @@ def run(args):
     print(f"device: {props.name}; D2D copy {copy_tbps:.2f} TB/s", flush=True)
 
     if args.attention_only:
+        if args.sweep:
+            _attention_sweep(torch, to_g, bench)
         _attention(torch, add, to_g, rows, args)
         return _doc(torch, triton, props, copy_tbps, rows)
 
@@ -366,6 +368,56 @@ def _overhead(torch, garr, ew, D):
           f"us  genesis {gt*1e3:9.2f} us  ratio {tt/gt:5.2f}", flush=True)
     return {"group": "host", "name": "add 16 elements (per op, host)", "dtype": "float32",
             "shape": [16], "torch_ms": tt, "genesis_ms": gt, "ratio": tt / gt, "target": 0.5}
+
+
+def _attention_sweep(torch, to_g, bench):
+    """Tiles (BM, BN, warps, stages) of the flash attention kernels at bf16, causal, 4 x 4096,
+    16 query heads (MHA and GQA 16:4), each against torch's SDPA (printed only; the tables are
+    ``attention.FWD_TILES`` / ``BWD_TILES``)."""
+    from genesis_cuda.kernels import attention as fa
+
+    F = torch.nn.functional
+    saved = dict(fa.FWD_TILES), dict(fa.BWD_TILES)
+    b, n = 4, 4096
+    for d in (64, 128):
+        for hk in (16, 4):
+            q = torch.randn(b, 16, n, d, device="cuda", dtype=torch.bfloat16)
+            k, v = (torch.randn(b, hk, n, d, device="cuda", dtype=torch.bfloat16)
+                    for _ in range(2))
+            g = torch.randn_like(q)
+            gq, gk, gv, gg = to_g(q), to_g(k), to_g(v), to_g(g)
+            gqa = hk != 16
+            tf = bench(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True,
+                                                              enable_gqa=gqa))
+            out, lse, _ = fa.scaled_dot_product_attention(gq, gk, gv, None, 0.0, True,
+                                                          d ** -0.5, None)
+            qr, kr, vr = (t.detach().requires_grad_(True) for t in (q, k, v))
+            yr = F.scaled_dot_product_attention(qr, kr, vr, is_causal=True, enable_gqa=gqa)
+            tb = bench(lambda: torch.autograd.grad(yr, (qr, kr, vr), g, retain_graph=True))
+            print(f"attention tiles, d {d}, heads 16:{hk}, {b}x{n} (torch fwd {tf*1e3:.0f} us, "
+                  f"bwd {tb*1e3:.0f} us):", flush=True)
+            for bm, bn, w, st in ((64, 64, 4, 3), (128, 64, 4, 3), (128, 64, 8, 3),
+                                  (128, 128, 8, 3), (128, 32, 4, 4), (128, 64, 4, 4)):
+                fa.FWD_TILES[d] = (bm, bn, w, st)
+                try:
+                    gt = bench(lambda: fa.scaled_dot_product_attention(
+                        gq, gk, gv, None, 0.0, True, d ** -0.5, None))
+                    print(f"  fwd BM {bm} BN {bn} warps {w} stages {st}: {gt*1e3:7.0f} us "
+                          f"ratio {tf/gt:5.2f}", flush=True)
+                except Exception as exc:  # e.g. out of shared memory
+                    print(f"  fwd BM {bm} BN {bn} warps {w} stages {st}: {type(exc).__name__}")
+            fa.FWD_TILES.update(saved[0])
+            for bm, bn, w, st in ((32, 32, 4, 2), (64, 64, 4, 2), (64, 64, 8, 2),
+                                  (64, 64, 4, 3), (128, 64, 8, 2), (64, 128, 8, 2)):
+                fa.BWD_TILES[d] = (bm, bn, w, st)
+                try:
+                    gt = bench(lambda: fa.scaled_dot_product_attention_backward(
+                        gg, gq, gk, gv, out, lse, None, 0.0, True, d ** -0.5, None))
+                    print(f"  bwd BM {bm} BN {bn} warps {w} stages {st}: {gt*1e3:7.0f} us "
+                          f"ratio {tb/gt:5.2f}", flush=True)
+                except Exception as exc:
+                    print(f"  bwd BM {bm} BN {bn} warps {w} stages {st}: {type(exc).__name__}")
+            fa.BWD_TILES.update(saved[1])
 
 
 def _sweep(torch, ew, red, norms, to_g, bench):

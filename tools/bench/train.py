@@ -205,8 +205,7 @@ def run_framework(name: str, cfg: ModelConfig, weights: dict, batches: list, arg
     device = args.device
     lib.manual_seed(args.seed)
     model = build_model(lib, cfg, args.seq)
-    model.load_state_dict({k: lib.from_numpy(v.copy()) for k, v in weights.items()},
-                          strict=False)  # the rope tables are non-persistent buffers
+    model.load_state_dict({k: lib.from_numpy(v.copy()) for k, v in weights.items()})
     model.to(device)
     opt = lib.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.1)
     params = list(model.parameters())
