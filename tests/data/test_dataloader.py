@@ -319,3 +319,41 @@ def test_timeout():
         list(DataLoader(Slow(), batch_size=1, num_workers=1, timeout=0.5))
     with pytest.raises(ValueError, match="timeout"):
         DataLoader(Slow(), timeout=-1)
+
+
+def _outcomes(loader) -> list:
+    """Each ``next()`` of one epoch: the batch's values, or the error's type."""
+    out, it = [], iter(loader)
+    for _ in range(len(loader) + 1):  # bounded: a loader that keeps raising must not hang us
+        try:
+            batch = next(it)
+        except StopIteration:
+            return out
+        except ValueError as exc:
+            out.append(type(exc).__name__)
+        else:
+            out.append(values(batch))
+    raise AssertionError(f"no StopIteration after {len(loader) + 1} next() calls: {out}")
+
+
+@pytest.mark.parametrize("persistent", [False, True])
+def test_after_a_failed_batch_the_next_batches_still_come(persistent):
+    """torch (and num_workers=0) raise for the bad batch, then go on with the rest."""
+    single = _outcomes(DataLoader(Failing(), batch_size=2))
+    loader = DataLoader(Failing(), batch_size=2, num_workers=2,
+                        persistent_workers=persistent)
+    assert single == [[[0.0], [1.0]], [[2.0], [3.0]], "ValueError", [[6.0], [7.0]]]
+    assert _outcomes(loader) == single
+    if persistent:  # and the next epoch works the same
+        assert _outcomes(loader) == single
+        loader._iterator._shutdown_workers()
+
+
+def test_failing_worker_init_fails_each_of_its_batches():
+    def init(worker_id):
+        if worker_id == 1:
+            raise ValueError("worker 1 cannot start")
+
+    got = _outcomes(DataLoader(Squares(8), batch_size=2, num_workers=2, worker_init_fn=init,
+                               collate_fn=lambda b: genesis.tensor([s["y"] for s in b])))
+    assert got == [[0, 1], "ValueError", [16, 25], "ValueError"]

@@ -37,6 +37,10 @@ except ModuleNotFoundError as exc:
 else:
     result["nn_error"] = None
     result["nn_file"] = getattr(genesis.nn, "__file__", None)
+try:
+    genesis.optim
+except AttributeError as exc:
+    result["optim_attr_error"] = str(exc)
 print(json.dumps(result))
 """
 
@@ -80,3 +84,7 @@ def test_only_the_cpu_backend_is_registered_and_nothing_loads_at_import(core_alo
 def test_cuda_without_plugin_names_the_package_to_install(core_alone):
     assert core_alone["cuda"] == [False, 0]
     assert "pip install genesis-cuda" in core_alone.get("cuda_error", ""), core_alone
+
+
+def test_missing_subpackage_attribute_names_the_distribution(core_alone):
+    assert "pip install genesis-nn" in core_alone.get("optim_attr_error", ""), core_alone

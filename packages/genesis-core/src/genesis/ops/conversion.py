@@ -87,8 +87,8 @@ def _device_or_dtype_string(spec: str):
         dev.backend  # noqa: B018 - 'tpu:0' has an index: load its backend now, to check it
         return dev
     except (ValueError, BackendUnavailableError) as exc:
-        if spec.partition(":")[0] in registry.KNOWN_PLUGINS or \
-                spec.partition(":")[0] in registry.installed():
+        device_type = spec.partition(":")[0]
+        if device_type in registry.KNOWN_PLUGINS or device_type in registry.installed():
             raise  # a real device type: its plugin is missing or failed, the message says
         devices = ", ".join(registry.installed())
         try:

@@ -332,7 +332,8 @@ class _MultiProcessIter(_BaseIter):
     def _process(self, data):
         self._try_put_index()
         if isinstance(data, _worker.ExceptionWrapper):
-            self._shutdown_workers()
+            # the workers stay up: like torch (and num_workers=0), the next `next()` goes on
+            # with the following batch; they are shut down at the end or when the iterator dies
             data.reraise()
         self._num_yielded += 1
         return from_transport(data)

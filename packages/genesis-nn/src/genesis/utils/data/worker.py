@@ -194,8 +194,8 @@ def worker_loop(is_iterable, dataset, index_queue, data_queue, done_event, auto_
             if done_event.is_set() or exhausted:
                 continue
             idx, index = task
-            if init_error is not None:
-                data, init_error = init_error, None
+            if init_error is not None:  # every task of this worker fails as its init did
+                data = init_error
             else:
                 try:
                     data = to_transport(fetcher.fetch(index))
