@@ -1,13 +1,15 @@
 """Reading and writing safetensors files as genesis tensors.
 
 Writing goes through the ``safetensors`` library's ``serialize_file`` (the call
-``safetensors.numpy.save_file`` makes), with the dtype named explicitly so bfloat16 works. Reading parses the header directly and
-memory-maps the file: the format is an 8-byte little-endian header length, a JSON header
-``{name: {"dtype", "shape", "data_offsets": [begin, end]}}`` and the raw bytes. This is
-needed because numpy has no bfloat16, so ``safetensors.numpy`` cannot return the BF16
-tensors real Qwen checkpoints hold; here BF16 bytes travel as int16 and are reinterpreted
-as bfloat16 on the device. A tensor is read straight from the mapping, one at a time, so
-loading never holds a second copy of a shard in host memory.
+``safetensors.numpy.save_file`` makes), with the dtype named explicitly so bfloat16 works.
+
+Reading parses the header directly and memory-maps the file. The format: an 8-byte
+little-endian header length, a JSON header
+``{name: {"dtype", "shape", "data_offsets": [begin, end]}}``, then the raw bytes. numpy has
+no bfloat16, so ``safetensors.numpy`` cannot return the BF16 tensors real Qwen checkpoints
+hold; here BF16 bytes travel as int16 and are reinterpreted as bfloat16 on the device. A
+tensor is read straight from the mapping, one at a time, so loading never holds a second
+copy of a shard in host memory.
 """
 
 from __future__ import annotations
