@@ -144,3 +144,12 @@ def test_decode_step_keeps_its_shapes(qwen3):
                              cache)
     assert step.shape == (2, cfg.vocab_size)
     np.testing.assert_allclose(to_numpy(step), to_numpy(full)[:, -1], atol=1e-5, rtol=0)
+
+
+def test_bad_attention_masks(qwen3):
+    _, model = qwen3
+    ids = genesis.tensor([[1, 2, 3], [4, 5, 6]])
+    with pytest.raises(ValueError, match="left-padded"):
+        model.generate(ids, attention_mask=genesis.tensor([[1, 1, 1], [1, 1, 0]]))
+    with pytest.raises(ValueError, match=r"\[2, 2\] must have input_ids' shape \[2, 3\]"):
+        model.generate(ids, attention_mask=genesis.tensor([[1, 1], [1, 1]]))

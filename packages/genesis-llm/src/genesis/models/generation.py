@@ -116,8 +116,16 @@ class GenerationMixin:
             if streamer is not None:
                 streamer.end()
             return input_ids
-        prompt_valid = (genesis.ones((b, p), dtype=genesis.bool, device=device)
-                        if attention_mask is None else attention_mask.to(device, genesis.bool))
+        if attention_mask is None:
+            prompt_valid = genesis.ones((b, p), dtype=genesis.bool, device=device)
+        else:
+            prompt_valid = attention_mask.to(device, genesis.bool)
+            if tuple(prompt_valid.shape) != (b, p):
+                raise ValueError(f"generate: attention_mask {list(prompt_valid.shape)} must "
+                                 f"have input_ids' shape {[b, p]}")
+            if not prompt_valid[:, -1].all().item():  # one host check per call
+                raise ValueError("generate: prompts must be left-padded (attention_mask 1 at "
+                                 "the last position of every row)")
         cache = KVCache(self.config, b, p + max_new_tokens, self.dtype, device)
         key_valid = genesis.cat([prompt_valid, genesis.ones((b, max_new_tokens),
                                                             dtype=genesis.bool, device=device)],
