@@ -137,7 +137,7 @@ def test_decode_step_keeps_its_shapes(qwen3):
     cache = KVCache(cfg, 2, 12, model.dtype, model.device)
     valid = genesis.ones((2, 12), dtype=genesis.bool)
     ids = genesis.tensor([[5, 6, 7, 8], [9, 10, 11, 12]])
-    logits = model.prefill(ids, genesis.arange(4).unsqueeze(0).expand(2, 4), valid, cache)
+    logits = model.prefill(ids, genesis.arange(4).unsqueeze(0).expand(2, 4), valid[:, :4], cache)
     full = model(genesis.cat([ids, logits.argmax(-1).unsqueeze(1)], 1)).logits
     token = logits.argmax(-1).unsqueeze(1)
     step = model.decode_step(token, genesis.tensor([[4], [4]]), genesis.tensor([4]), valid,

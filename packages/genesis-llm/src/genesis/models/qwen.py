@@ -69,7 +69,11 @@ class QwenModel(nn.Module):
     def masks(self, query_slots: Tensor, key_valid: Tensor | None) -> dict:
         """The attention mask of every window size in use (``None``: full attention).
 
-        With no padding (``key_valid`` None) full attention needs no mask: plain causal.
+        Args:
+            query_slots: ``(S,)`` slots of the query tokens.
+            key_valid: ``(B, K)`` bool over the key slots, False at padding; None: no
+                padding and no cache (keys are the queries), where full attention needs no
+                mask at all (plain causal).
         """
         out = {}
         for window in {layer.self_attn.window for layer in self.layers}:
