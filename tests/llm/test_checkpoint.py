@@ -132,6 +132,9 @@ def test_one_error_names_every_bad_tensor(tmp_path):
     assert "unexpected tensors (1): model.layers.0.extra.weight" in msg
     assert "model.layers.0.self_attn.k_proj.weight: checkpoint [16, 31], model [16, 32]" in msg
     assert "inv_freq" not in msg
+    # the model was built with initialisers switched off: they are back after the failure
+    t = genesis.nn.init.normal_(genesis.zeros(1000), 0.0, 1.0)
+    assert float(t.std()) > 0.5
 
 
 def test_malformed_config(tmp_path):
