@@ -276,14 +276,18 @@ def _record(ctx: Node, args, out) -> None:
     outs = out if isinstance(out, tuple) else (out,)
     ctx._n_outputs = len(outs)
     ctx._output_meta = tuple((o.shape, o.dtype, o.device) for o in outs)
-    non_diff = {id(t) for t in ctx._non_differentiable}
-    dirty = {id(t) for t in ctx._dirty}
+    special = ctx._non_differentiable or ctx._dirty  # (rare: sets only then)
+    non_diff = {id(t) for t in ctx._non_differentiable} if special else ()
+    dirty = {id(t) for t in ctx._dirty} if special else ()
     for i, o in enumerate(outs):
-        if not o.dtype.is_floating_point or id(o) in non_diff:
+        if not o.dtype.is_floating_point:
             continue
-        if id(o) in dirty:
-            _rebase_inplace(ctx, o, i)
-            continue
+        if special:
+            if id(o) in non_diff:
+                continue
+            if id(o) in dirty:
+                _rebase_inplace(ctx, o, i)
+                continue
         o.requires_grad = True
         o.grad_fn = ctx
         o._out_idx = i
