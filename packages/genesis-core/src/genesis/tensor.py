@@ -234,7 +234,7 @@ class Tensor:
                 t.grad = grad.detach().clone() if t.grad is None else t.grad + grad
             return None
 
-        self.grad_fn._hooks.setdefault(self._out_idx, []).append(keep)
+        self.grad_fn.hooks_at(self._out_idx).append(keep)
 
     def register_hook(self, hook):
         """Call ``hook(grad)`` when this tensor's gradient is computed; a non-None return
@@ -242,7 +242,7 @@ class Tensor:
         if not self.requires_grad:
             raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
         node, idx = grad_edge(self)
-        hooks = node._hooks.setdefault(idx, [])
+        hooks = node.hooks_at(idx)
         hooks.insert(0, hook) if self._retains_grad else hooks.append(hook)
         return _RemovableHandle(hooks, hook)
 
