@@ -29,7 +29,6 @@ multiplier of the second operand; ``check`` refuses operands torch refuses;
 
 from __future__ import annotations
 
-import inspect
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -66,7 +65,8 @@ class Op:
         f = self.grads[i]
         if f is None:
             return ()
-        return tuple(inspect.signature(f).parameters)[1:]
+        code = f.__code__
+        return code.co_varnames[1:code.co_argcount]
 
 
 def unary(name, grad=None, **options) -> Op:

@@ -71,7 +71,7 @@ class Tensor:
         t = _new(cls)
         t._data = data
         backend = t._backend = device.backend
-        t.shape = shape if shape is not None else _size(data.shape)
+        t.shape = shape if shape is not None else interned_size(data.shape)
         t.dtype = dtype if dtype is not None else backend.dtype_of(data)
         t.device = device
         if base is None:
@@ -239,7 +239,7 @@ class Tensor:
                 t.grad = grad.detach().clone() if t.grad is None else t.grad + grad
             return None
 
-        self.grad_fn._hooks.setdefault(self._out_idx, []).append(keep)
+        self.grad_fn.hooks_at(self._out_idx).append(keep)
 
     def register_hook(self, hook):
         """Call ``hook(grad)`` when this tensor's gradient is computed; a non-None return
@@ -247,7 +247,7 @@ class Tensor:
         if not self.requires_grad:
             raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
         node, idx = grad_edge(self)
-        hooks = node._hooks.setdefault(idx, [])
+        hooks = node.hooks_at(idx)
         hooks.insert(0, hook) if self._retains_grad else hooks.append(hook)
         return _RemovableHandle(hooks, hook)
 
@@ -392,8 +392,8 @@ _new = object.__new__
 _SIZES: dict = {}  # shape tuple -> its interned Size (a training run meets few shapes)
 
 
-def _size(shape) -> Size:
-    """The ``Size`` of a backend array's shape, made once per distinct shape."""
+def interned_size(shape) -> Size:
+    """``Size(shape)`` for a tuple of ints, made once per distinct shape."""
     s = _SIZES.get(shape)
     if s is None:
         if len(_SIZES) > 4096:  # many distinct shapes (dynamic lengths): start over
@@ -427,4 +427,4 @@ def is_contiguous_geometry(shape, strides) -> bool:
 
 
 _TENSOR_TYPES.add(Tensor)
-__all__ = ["Size", "Tensor", "is_contiguous_geometry"]
+__all__ = ["Size", "Tensor", "interned_size", "is_contiguous_geometry"]

@@ -8,6 +8,7 @@ mode is on and an input requires grad — makes a ``Node`` (which is also the ``
 from __future__ import annotations
 
 import time
+from types import MappingProxyType
 
 from genesis.autograd import grad_mode
 from genesis.autograd.grad_mode import _state as _grad_state
@@ -34,19 +35,22 @@ class Node:
         needs_input_grad: per forward input, whether a gradient is wanted.
     """
 
+    # Class-level defaults: a node sets only what its op uses (recording an op is on the
+    # host path of every training step). The hook tables are read-only until one is added.
+    next_functions: tuple = ()
+    needs_input_grad: tuple = ()
+    _saved: tuple | None = None
+    _saved_versions: tuple = ()
+    _hooks = MappingProxyType({})  # output index -> hooks on that output's grad
+    _post_hooks: tuple = ()
+    _n_outputs = 1
+    _output_meta: tuple = ()  # (shape, dtype, device) per output, for zero grads
+    _dirty: tuple = ()
+    _non_differentiable: tuple = ()
+    materialize_grads = True
+
     def __init__(self, fn_cls):
         self._fn = fn_cls
-        self.next_functions: tuple = ()
-        self.needs_input_grad: tuple = ()
-        self._saved: tuple | None = None
-        self._saved_versions: tuple = ()
-        self._hooks: dict[int, list] = {}  # output index -> hooks on that output's grad
-        self._post_hooks: list = []
-        self._n_outputs = 1
-        self._output_meta: tuple = ()  # (shape, dtype, device) per output, for zero grads
-        self._dirty: tuple = ()
-        self._non_differentiable: tuple = ()
-        self.materialize_grads = True
 
     # -- ctx API used inside forward/backward
     def save_for_backward(self, *tensors) -> None:
@@ -90,8 +94,16 @@ class Node:
 
     def register_hook(self, hook):
         """Call ``hook(grad_inputs, grad_outputs)`` after this node's backward runs."""
+        if "_post_hooks" not in self.__dict__:
+            self._post_hooks = []
         self._post_hooks.append(hook)
         return _RemovableHandle(self._post_hooks, hook)
+
+    def hooks_at(self, idx: int) -> list:
+        """The (mutable) list of hooks on output ``idx``'s gradient."""
+        if "_hooks" not in self.__dict__:
+            self._hooks = {}
+        return self._hooks.setdefault(idx, [])
 
     def release(self) -> None:
         """Free saved tensors (after a backward without ``retain_graph``)."""
@@ -122,6 +134,10 @@ class AccumulateGrad:
 
     def name(self) -> str:
         return "AccumulateGrad"
+
+    def hooks_at(self, idx: int) -> list:
+        """The (mutable) list of hooks on the leaf's gradient."""
+        return self._hooks.setdefault(idx, [])
 
     def __repr__(self) -> str:
         return f"<AccumulateGrad object at {id(self):#x}>"
@@ -277,14 +293,18 @@ def _record(ctx: Node, args, out) -> None:
     outs = out if isinstance(out, tuple) else (out,)
     ctx._n_outputs = len(outs)
     ctx._output_meta = tuple((o.shape, o.dtype, o.device) for o in outs)
-    non_diff = {id(t) for t in ctx._non_differentiable}
-    dirty = {id(t) for t in ctx._dirty}
+    special = ctx._non_differentiable or ctx._dirty  # (rare: sets only then)
+    non_diff = {id(t) for t in ctx._non_differentiable} if special else ()
+    dirty = {id(t) for t in ctx._dirty} if special else ()
     for i, o in enumerate(outs):
-        if not o.dtype.is_floating_point or id(o) in non_diff:
+        if not o.dtype.is_floating_point:
             continue
-        if id(o) in dirty:
-            _rebase_inplace(ctx, o, i)
-            continue
+        if special:
+            if id(o) in non_diff:
+                continue
+            if id(o) in dirty:
+                _rebase_inplace(ctx, o, i)
+                continue
         o.requires_grad = True
         o.grad_fn = ctx
         o._out_idx = i

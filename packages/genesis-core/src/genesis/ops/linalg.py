@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 from genesis.autograd.function import Function
-from genesis.ops.common import broadcast_shapes, check_same_device, sum_to_shape, wrap
-from genesis.tensor import Tensor
+from genesis.ops.common import (
+    broadcast_size,
+    check_same_device,
+    sum_to_shape,
+    wrap,
+)
+from genesis.tensor import Tensor, interned_size
 
 
 def _check(op: str, a: Tensor, b: Tensor) -> None:
@@ -26,11 +31,15 @@ class Matmul(Function):
             raise RuntimeError(
                 f"matmul: shapes {tuple(a.shape)} and {tuple(b.shape)} cannot be multiplied "
                 f"({a.shape[-2]}x{a.shape[-1]} and {b.shape[-2]}x{b.shape[-1]})")
-        batch = broadcast_shapes(a.shape[:-2], b.shape[:-2])
-        x = a if a.shape[:-2] == batch else a.expand(batch + a.shape[-2:])
-        y = b if b.shape[:-2] == batch else b.expand(batch + b.shape[-2:])
+        if a.ndim == 2 and b.ndim == 2:  # the common case: no batch dims to broadcast
+            x, y, batch = a, b, ()
+        else:
+            batch = broadcast_size(a.shape[:-2], b.shape[:-2])
+            x = a if a.shape[:-2] == batch else a.expand(batch + a.shape[-2:])
+            y = b if b.shape[:-2] == batch else b.expand(batch + b.shape[-2:])
         ctx.save_for_backward(a, b)
-        return wrap(a._backend.matmul(x._data, y._data), a.device)
+        shape = interned_size(tuple(batch) + (a.shape[-2], b.shape[-1]))
+        return wrap(a._backend.matmul(x._data, y._data), a.device, None, shape, a.dtype)
 
     @staticmethod
     def backward(ctx, g):

@@ -13,7 +13,7 @@ from genesis.autograd import grad_mode
 from genesis.autograd.function import Function
 from genesis.dtypes import DType
 from genesis.ops.common import normalize_dim, shape_arg, sum_to_shape, wrap
-from genesis.tensor import Tensor, is_contiguous_geometry
+from genesis.tensor import Tensor, interned_size, is_contiguous_geometry
 
 
 def _geometry(x: Tensor):
@@ -22,9 +22,11 @@ def _geometry(x: Tensor):
 
 
 def make_view(x: Tensor, shape, strides, offset) -> Tensor:
-    """A tensor viewing ``x``'s memory with the given geometry (records no graph)."""
-    data = x._backend.as_strided(x._data, tuple(shape), tuple(strides), offset)
-    return wrap(data, x.device, base=x)
+    """A tensor viewing ``x``'s memory with the given geometry (records no graph; no kernel
+    and no allocation: the backend only describes the same storage anew)."""
+    shape = interned_size(tuple(shape))
+    data = x._backend.as_strided(x._data, shape, tuple(strides), offset)
+    return wrap(data, x.device, x, shape, x.dtype)
 
 
 def contiguous_strides(shape) -> tuple:
@@ -82,11 +84,25 @@ def _view_strides(old_shape, old_strides, new_shape):
     return tuple(new_strides)
 
 
+_VIEW_STRIDES: dict = {}  # (shape, strides, new shape) -> new strides (or None): repeats
+
+
+def _cached_view_strides(old_shape, old_strides, new_shape):
+    key = (old_shape, old_strides, new_shape)
+    try:
+        return _VIEW_STRIDES[key]
+    except KeyError:
+        if len(_VIEW_STRIDES) > 4096:
+            _VIEW_STRIDES.clear()
+        out = _VIEW_STRIDES[key] = _view_strides(old_shape, old_strides, new_shape)
+        return out
+
+
 class View(Function):
     @staticmethod
     def forward(ctx, x, shape):
         strides, offset = _geometry(x)
-        new_strides = _view_strides(x.shape, strides, shape)
+        new_strides = _cached_view_strides(x.shape, strides, shape)
         if new_strides is None:
             raise RuntimeError(
                 f"view size {list(shape)} is not compatible with input tensor's size "
@@ -100,12 +116,24 @@ class View(Function):
         return g.reshape(ctx.in_shape), None
 
 
+_VIEW_SHAPES: dict = {}  # (input shape, shape arguments of ints) -> resolved shape
+
+
 def view(x: Tensor, *shape) -> Tensor:
     """The same memory seen with another shape (one ``-1`` is inferred); errors if the
     strides do not allow it (use ``reshape``)."""
-    if len(shape) == 1 and isinstance(shape[0], DType):
-        return view_dtype(x, shape[0])
-    return View.apply(x, _infer_shape(shape_arg(shape, True) if shape else (), x.numel()))
+    key = (x.shape, shape)
+    try:
+        resolved = _VIEW_SHAPES.get(key)
+    except TypeError:  # not hashable (a list of sizes)
+        resolved = None
+    if resolved is None:
+        if len(shape) == 1 and isinstance(shape[0], DType):
+            return view_dtype(x, shape[0])
+        resolved = _infer_shape(shape_arg(shape, True) if shape else (), x.numel())
+        if all(type(s) is int for s in shape) and len(_VIEW_SHAPES) < 4096:
+            _VIEW_SHAPES[key] = resolved
+    return View.apply(x, resolved)
 
 
 def view_dtype(x: Tensor, dtype: DType) -> Tensor:
@@ -140,7 +168,7 @@ def reshape(x: Tensor, *shape) -> Tensor:
     """``x`` with a new shape: a view when the strides allow, otherwise a copy."""
     shape = _infer_shape(shape_arg(shape, True), x.numel())
     strides, _ = _geometry(x)
-    if _view_strides(x.shape, strides, shape) is not None:
+    if _cached_view_strides(x.shape, strides, shape) is not None:
         return View.apply(x, shape)
     return View.apply(contiguous(x), shape)
 
