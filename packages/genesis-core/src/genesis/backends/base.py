@@ -462,6 +462,68 @@ class Backend(ABC):
         gx = self.binary("mul", inner, self._expand(rstd, g))
         return self.cast(gx, self.dtype_of(x)), gw
 
+    # ------------------------- optional fused kernels: LLM training (cross-entropy rows)
+    # The loss of a large-vocabulary language model: a fused kernel reads half-precision
+    # logits once, computing in float32 registers, so no float32 copy of (tokens x vocab)
+    # logits is ever made; these composites do make one.
+
+    def cross_entropy(self, logits: Array, target: Array, ignore_index: int,
+                      label_smoothing: float) -> tuple[Array, Array]:
+        """*Optional.* Per-row cross-entropy of ``logits`` (M, C) against int64 ``target`` (M,).
+
+        Returns ``(loss, lse)``, both (M,) in float32 (float64 for float64 logits): ``lse``
+        the row's logsumexp, ``loss = (1 - s) * (lse - z[t]) + s / C * (C * lse - sum(z))``
+        with ``s = label_smoothing``, and 0 where ``target == ignore_index``."""
+        acc = _acc_dtype(self.dtype_of(logits))
+        m, c = logits.shape
+        z = self.cast(logits, acc)  # (M, C)
+        row_max = self.amax(z, (1,), True)  # (M, 1)
+        exp = self.unary("exp", self.binary("sub", z, self._expand(row_max, z)))
+        lse = self.binary("add", self.unary("log", self.sum(exp, (1,), True, acc)), row_max)
+        keep, safe = self._ce_targets(target, ignore_index)  # (M, 1) each
+        picked = self.gather(z, 1, safe)  # (M, 1)
+        loss = self.binary("sub", lse, picked)
+        if label_smoothing:
+            smooth = self.binary("sub", self.binary("mul", lse, float(c)),
+                                 self.sum(z, (1,), True, acc))
+            loss = self.binary("add", self.binary("mul", loss, 1.0 - label_smoothing),
+                               self.binary("mul", smooth, label_smoothing / c))
+        loss = self.where(keep, loss, 0.0)
+        return self.as_strided(loss, (m,), (1,), 0), self.as_strided(lse, (m,), (1,), 0)
+
+    def cross_entropy_backward(self, grad: Array, logits: Array, target: Array, lse: Array,
+                               ignore_index: int, label_smoothing: float) -> Array:
+        """*Optional.* Gradient of ``cross_entropy``'s per-row loss: ``grad`` (M,) float32 is
+        each row's incoming gradient, ``lse`` (M,) the forward's. Returns (M, C) in
+        ``logits``' dtype: ``grad * (softmax(z) - (1 - s) * onehot(t) - s / C)``, zero rows
+        where ``target == ignore_index``."""
+        acc = _acc_dtype(self.dtype_of(logits))
+        m, c = logits.shape
+        z = self.cast(logits, acc)  # (M, C)
+        lse2 = self._column(lse)
+        prob = self.unary("exp", self.binary("sub", z, self._expand(lse2, z)))
+        keep, safe = self._ce_targets(target, ignore_index)
+        classes = self.arange(0, c, 1, self.dtype_of(target), self.device_index_of(logits))
+        onehot = self.cast(self.binary("eq", self._expand_to(classes, z),
+                                       self._expand(safe, z)), acc)
+        d = self.binary("sub", prob, self.binary("mul", onehot, 1.0 - label_smoothing))
+        if label_smoothing:
+            d = self.binary("sub", d, label_smoothing / c)
+        row = self.where(keep, self._column(self.cast(grad, acc)), 0.0)
+        return self.cast(self.binary("mul", d, self._expand(row, d)), self.dtype_of(logits))
+
+    def _ce_targets(self, target: Array, ignore_index: int) -> tuple[Array, Array]:
+        """``(keep, safe)`` of an int64 (M,) target, each (M, 1): ``keep`` is bool (not
+        ignored), ``safe`` the target with ignored entries replaced by class 0."""
+        t = self._column(target)
+        keep = self.binary("ne", t, ignore_index)
+        return keep, self.where(keep, t, 0)
+
+    def _column(self, a: Array) -> Array:
+        """A 1-d array (M,) viewed as a contiguous column (M, 1)."""
+        a = self.contiguous(a)
+        return self.as_strided(a, (a.shape[0], 1), (1, 1), self.storage_offset_of(a))
+
     # ------------------------------------------------------------- helpers
     def _expand(self, reduced: Array, like: Array) -> Array:
         """View a keepdim-reduced array (size-1 dims) at ``like``'s shape."""
