@@ -47,11 +47,13 @@ _ROUTES: dict[str, tuple[str, ...]] = {
     "softmax": ("softmax",), "softmax_backward": ("softmax",),
     "layer_norm": ("norms",), "layer_norm_backward": ("norms",),
     "rms_norm": ("norms",), "rms_norm_backward": ("norms",),
+    # fused LLM-training kernels (issue 9)
+    "cross_entropy": ("cross_entropy",), "cross_entropy_backward": ("cross_entropy",),
 }
 # Fused kernels the contract lets a backend leave out (base.Backend composes them).
 _OPTIONAL = frozenset({"softmax", "softmax_backward", "layer_norm", "layer_norm_backward",
                        "rms_norm", "rms_norm_backward", "unary_kernel", "binary_kernel",
-                       "linear"})
+                       "linear", "cross_entropy", "cross_entropy_backward"})
 
 
 def find_kernel(name: str):
@@ -363,6 +365,14 @@ class CUDABackend(Backend):
         if x.dtype is float64:
             return super().rms_norm_backward(grad, x, weight, rstd)
         return self._kernel("rms_norm_backward")(grad, x, weight, rstd)
+
+    # fused LLM-training kernels (issue 9)
+    def cross_entropy(self, logits, target, ignore_index, label_smoothing):
+        return self._bind("cross_entropy")(logits, target, ignore_index, label_smoothing)
+
+    def cross_entropy_backward(self, grad, logits, target, lse, ignore_index, label_smoothing):
+        return self._bind("cross_entropy_backward")(grad, logits, target, lse, ignore_index,
+                                                    label_smoothing)
 
     def _kernel(self, name: str):
         """Kernel ``name``, found once and cached without shadowing the method."""
