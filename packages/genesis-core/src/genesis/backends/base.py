@@ -524,6 +524,74 @@ class Backend(ABC):
         a = self.contiguous(a)
         return self.as_strided(a, (a.shape[0], 1), (1, 1), self.storage_offset_of(a))
 
+    # ------------------------- optional fused kernels: LLM training (multi-tensor optimizers)
+    # One call updates every parameter of a group (lists of same-dtype arrays on one device).
+    # A fused kernel makes it a handful of launches; these composites do, primitive by
+    # primitive, exactly what genesis.optim's per-parameter ``update`` does, so the results
+    # are the same bits.
+
+    def adam_step(self, params: Sequence[Array], grads: Sequence[Array],
+                  exp_avgs: Sequence[Array], exp_avg_sqs: Sequence[Array],
+                  max_exp_avg_sqs: Sequence[Array] | None, step: int, lr: float, beta1: float,
+                  beta2: float, eps: float, weight_decay: float, decoupled: bool,
+                  maximize: bool) -> None:
+        """*Optional.* One Adam (``decoupled``: AdamW) step, in place, for every ``i``:
+        ``params[i]``, its moments ``exp_avgs[i]`` / ``exp_avg_sqs[i]`` and, for AMSGrad,
+        ``max_exp_avg_sqs[i]`` (else ``None``), all at step ``step`` (counted from 1) —
+        ``genesis.optim.Adam``'s update."""
+        bc1 = 1 - beta1**step
+        bc2_sqrt = (1 - beta2**step) ** 0.5
+        step_size = lr / bc1
+        for i, p in enumerate(params):
+            g = grads[i]
+            if maximize:
+                g = self.unary("neg", g)
+            if weight_decay != 0:
+                if decoupled:
+                    self.binary("mul", p, 1 - lr * weight_decay, out=p)
+                else:
+                    g = self.binary("add", g, self._scaled(p, weight_decay))
+            m, v = exp_avgs[i], exp_avg_sqs[i]
+            self.binary("add", m, self._scaled(self.binary("sub", g, m), 1 - beta1), out=m)
+            self.binary("mul", v, beta2, out=v)
+            self.binary("add", v, self._scaled(self.binary("mul", g, g), 1 - beta2), out=v)
+            if max_exp_avg_sqs is not None:
+                v = self.copy_(max_exp_avg_sqs[i], self.binary("maximum", max_exp_avg_sqs[i], v))
+            denom = self.binary("div", self.unary("sqrt", v), bc2_sqrt)
+            denom = self.binary("add", denom, eps, out=denom)
+            self.binary("add", p, self._scaled(self.binary("div", m, denom), -step_size), out=p)
+
+    def sgd_step(self, params: Sequence[Array], grads: Sequence[Array],
+                 momentum_buffers: Sequence[Array | None], lr: float, momentum: float,
+                 dampening: float, weight_decay: float, nesterov: bool,
+                 maximize: bool) -> list[Array | None]:
+        """*Optional.* One SGD step, in place, for every ``params[i]``; a ``None`` momentum
+        buffer (first step) starts as a copy of the gradient. Returns the buffers (all
+        ``None`` without momentum) — ``genesis.optim.SGD``'s update."""
+        out = []
+        for i, p in enumerate(params):
+            g = grads[i]
+            if maximize:
+                g = self.unary("neg", g)
+            if weight_decay != 0:
+                g = self.binary("add", g, self._scaled(p, weight_decay))
+            buf = momentum_buffers[i]
+            if momentum != 0:
+                if buf is None:
+                    buf = self.copy_(self.empty(g.shape, self.dtype_of(g),
+                                                self.device_index_of(g)), g)
+                else:
+                    self.binary("mul", buf, momentum, out=buf)
+                    self.binary("add", buf, self._scaled(g, 1 - dampening), out=buf)
+                g = self.binary("add", g, self._scaled(buf, momentum)) if nesterov else buf
+            self.binary("add", p, self._scaled(g, -lr), out=p)
+            out.append(buf)
+        return out
+
+    def _scaled(self, a: Array, alpha: float) -> Array:
+        """``alpha * a`` as genesis's ``alpha=`` arguments compute it (no op when 1)."""
+        return a if alpha == 1 else self.binary("mul", a, alpha)
+
     # ------------------------------------------------------------- helpers
     def _expand(self, reduced: Array, like: Array) -> Array:
         """View a keepdim-reduced array (size-1 dims) at ``like``'s shape."""
