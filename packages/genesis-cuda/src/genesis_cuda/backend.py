@@ -49,11 +49,13 @@ _ROUTES: dict[str, tuple[str, ...]] = {
     "rms_norm": ("norms",), "rms_norm_backward": ("norms",),
     # fused LLM-training kernels (issue 9)
     "cross_entropy": ("cross_entropy",), "cross_entropy_backward": ("cross_entropy",),
+    "adam_step": ("optim",), "sgd_step": ("optim",),
 }
 # Fused kernels the contract lets a backend leave out (base.Backend composes them).
 _OPTIONAL = frozenset({"softmax", "softmax_backward", "layer_norm", "layer_norm_backward",
                        "rms_norm", "rms_norm_backward", "unary_kernel", "binary_kernel",
-                       "linear", "cross_entropy", "cross_entropy_backward"})
+                       "linear", "cross_entropy", "cross_entropy_backward",
+                       "adam_step", "sgd_step"})
 
 
 def find_kernel(name: str):
@@ -373,6 +375,17 @@ class CUDABackend(Backend):
     def cross_entropy_backward(self, grad, logits, target, lse, ignore_index, label_smoothing):
         return self._bind("cross_entropy_backward")(grad, logits, target, lse, ignore_index,
                                                     label_smoothing)
+
+    def adam_step(self, params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, step, lr,
+                  beta1, beta2, eps, weight_decay, decoupled, maximize):
+        return self._bind("adam_step")(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs,
+                                       step, lr, beta1, beta2, eps, weight_decay, decoupled,
+                                       maximize)
+
+    def sgd_step(self, params, grads, momentum_buffers, lr, momentum, dampening, weight_decay,
+                 nesterov, maximize):
+        return self._bind("sgd_step")(params, grads, momentum_buffers, lr, momentum, dampening,
+                                      weight_decay, nesterov, maximize)
 
     def _kernel(self, name: str):
         """Kernel ``name``, found once and cached without shadowing the method."""
