@@ -588,6 +588,48 @@ class Backend(ABC):
             out.append(buf)
         return out
 
+    def multi_tensor_norm(self, arrays: Sequence[Array], norm_type: float) -> Array:
+        """*Optional.* The 2-norm (``norm_type`` 2.0) or max-abs norm (``inf``) of all of
+        ``arrays``' elements together (floating arrays of one dtype on one device), as a
+        0-d float32 array (float64 for float64 arrays); 0 when there are no elements."""
+        acc = _acc_dtype(self.dtype_of(arrays[0]))
+        total = self.full((), 0.0, acc, self.device_index_of(arrays[0]))
+        for a in arrays:
+            x = self.cast(a, acc)
+            dims = tuple(range(len(x.shape)))
+            if norm_type == math.inf:
+                part = self.amax(self.unary("abs", x), dims, False) if math.prod(x.shape) \
+                    else total
+                total = self.binary("maximum", total, part)
+            else:
+                total = self.binary("add", total, self.sum(self.binary("mul", x, x), dims, False,
+                                                           acc))
+        return total if norm_type == math.inf else self.unary("sqrt", total)
+
+    def multi_tensor_scale_(self, arrays: Sequence[Array], scale: Array) -> None:
+        """*Optional.* In place ``a *= scale`` for every array, ``scale`` a 0-d floating
+        array on their device (read there: no host synchronisation); the product is taken in
+        ``scale``'s dtype and rounded once to ``a``'s."""
+        sdt = self.dtype_of(scale)
+        for a in arrays:
+            s = self.as_strided(scale, a.shape, (0,) * len(a.shape),
+                                self.storage_offset_of(scale))
+            if self.dtype_of(a) is sdt:
+                self.binary("mul", a, s, out=a)
+            else:
+                self.copy_(a, self.binary("mul", self.cast(a, sdt), s))
+
+    def amp_unscale_(self, arrays: Sequence[Array], inv_scale: Array, found_inf: Array) -> None:
+        """*Optional.* GradScaler's unscale: set the 0-d float32 ``found_inf`` to 1 if any
+        element of ``arrays`` is inf or NaN (checked before scaling), then
+        ``a *= inv_scale`` (a 0-d float32 array) in place, for every array."""
+        for a in arrays:
+            dims = tuple(range(len(a.shape)))
+            finite = self.all(self.unary("isfinite", a), dims, False)  # 0-d bool
+            bad = self.cast(self.unary("logical_not", finite), float32)
+            self.copy_(found_inf, self.binary("maximum", found_inf, bad))
+        self.multi_tensor_scale_(arrays, inv_scale)
+
     def _scaled(self, a: Array, alpha: float) -> Array:
         """``alpha * a`` as genesis's ``alpha=`` arguments compute it (no op when 1)."""
         return a if alpha == 1 else self.binary("mul", a, alpha)
