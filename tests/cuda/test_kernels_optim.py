@@ -14,7 +14,7 @@ from genesis import dtypes as D
 pytestmark = pytest.mark.cuda
 pytest.importorskip("triton")
 
-from kernel_arrays import DEV, INTERPRET, TORCH, dev, wrap  # noqa: E402
+from kernel_arrays import DEV, INTERPRET, TORCH, dev, host, wrap  # noqa: E402
 
 from genesis_cuda.kernels import optim  # noqa: E402
 
@@ -122,3 +122,39 @@ def test_strided_arrays_take_the_composite():
     assert not k._usable([dev(torch.zeros(4, 4, device=DEV).t())])
     assert not k._usable([dev(torch.zeros(4, device=DEV, dtype=torch.float64))])
     assert k._usable([dev(torch.zeros(4, device=DEV))])
+
+
+# ---------------------------------------------- multi-tensor norm, scale, GradScaler unscale
+@pytest.mark.parametrize("dtype", [D.float32, D.bfloat16], ids=str)
+@pytest.mark.parametrize("norm_type", [2.0, float("inf")])
+def test_multi_tensor_norm(dtype, norm_type):
+    from genesis_cuda.kernels import multi_tensor as mt
+
+    arrays = _tensors(dtype, 5)
+    got = host(mt.multi_tensor_norm([dev(a) for a in arrays], norm_type))
+    assert got.dtype is torch.float32 and got.shape == ()
+    flat = torch.cat([a.double().reshape(-1) for a in arrays])
+    torch.testing.assert_close(got.double(), torch.linalg.vector_norm(flat, norm_type),
+                               rtol=1e-6, atol=0)
+    arrays[1][2] = float("nan")
+    assert torch.isnan(host(mt.multi_tensor_norm([dev(a) for a in arrays], norm_type)))
+
+
+@pytest.mark.parametrize("dtype", [D.float32, D.bfloat16], ids=str)
+def test_multi_tensor_scale_and_unscale(dtype):
+    from genesis_cuda.kernels import multi_tensor as mt
+
+    arrays = _tensors(dtype, 6)
+    want = [(a.float() * 0.3).to(a.dtype) for a in arrays]
+    mt.multi_tensor_scale_([dev(a) for a in arrays], dev(torch.tensor(0.3, device=DEV)))
+    exact = {"rtol": 0, "atol": 0} if dtype is D.float32 else {}  # (bf16: interpreter
+    for a, w in zip(arrays, want):                                 # truncation, one ulp)
+        torch.testing.assert_close(a, w, **exact)
+    found = torch.zeros((), device=DEV)
+    inv = torch.tensor(0.25, device=DEV)
+    mt.amp_unscale_([dev(a) for a in arrays], dev(inv), dev(found))
+    assert float(found) == 0.0
+    arrays[4][7] = float("inf")
+    mt.amp_unscale_([dev(a) for a in arrays], dev(inv), dev(found))
+    assert float(found) == 1.0
+    torch.testing.assert_close(arrays[0], (want[0].float() * 0.0625).to(arrays[0].dtype))

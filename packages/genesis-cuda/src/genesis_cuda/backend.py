@@ -49,13 +49,15 @@ _ROUTES: dict[str, tuple[str, ...]] = {
     "rms_norm": ("norms",), "rms_norm_backward": ("norms",),
     # fused LLM-training kernels (issue 9)
     "cross_entropy": ("cross_entropy",), "cross_entropy_backward": ("cross_entropy",),
-    "adam_step": ("optim",), "sgd_step": ("optim",),
+    "adam_step": ("optim",), "sgd_step": ("optim",), "multi_tensor_norm": ("multi_tensor",),
+    "multi_tensor_scale_": ("multi_tensor",), "amp_unscale_": ("multi_tensor",),
 }
 # Fused kernels the contract lets a backend leave out (base.Backend composes them).
 _OPTIONAL = frozenset({"softmax", "softmax_backward", "layer_norm", "layer_norm_backward",
                        "rms_norm", "rms_norm_backward", "unary_kernel", "binary_kernel",
                        "linear", "cross_entropy", "cross_entropy_backward",
-                       "adam_step", "sgd_step"})
+                       "adam_step", "sgd_step", "multi_tensor_norm",
+                       "multi_tensor_scale_", "amp_unscale_"})
 
 
 def find_kernel(name: str):
@@ -386,6 +388,15 @@ class CUDABackend(Backend):
                  nesterov, maximize):
         return self._bind("sgd_step")(params, grads, momentum_buffers, lr, momentum, dampening,
                                       weight_decay, nesterov, maximize)
+
+    def multi_tensor_norm(self, arrays, norm_type):
+        return self._bind("multi_tensor_norm")(arrays, norm_type)
+
+    def multi_tensor_scale_(self, arrays, scale):
+        return self._bind("multi_tensor_scale_")(arrays, scale)
+
+    def amp_unscale_(self, arrays, inv_scale, found_inf):
+        return self._bind("amp_unscale_")(arrays, inv_scale, found_inf)
 
     def _kernel(self, name: str):
         """Kernel ``name``, found once and cached without shadowing the method."""

@@ -211,8 +211,8 @@ def sgd_step(params, grads, momentum_buffers, lr, momentum, dampening, weight_de
 
 
 def _composite(name: str, *args):
-    """The contract's composite ``name`` (adam_step / sgd_step) on the CUDA backend's
-    primitives, for what the kernel does not take (float64, strided or mixed arrays)."""
+    """The contract's composite ``name`` (e.g. adam_step) on the CUDA backend's primitives,
+    for what the multi-tensor kernels do not take (float64, strided or mixed arrays)."""
     from genesis.backends.base import Backend
     from genesis.backends.registry import get_backend
 

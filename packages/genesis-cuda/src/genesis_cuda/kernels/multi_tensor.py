@@ -1,0 +1,126 @@
+"""Multi-tensor norm, scale and GradScaler unscale: one launch over many arrays.
+
+The contract's ``multi_tensor_norm``, ``multi_tensor_scale_`` and ``amp_unscale_`` (what
+``clip_grad_norm_`` and ``GradScaler.unscale_`` do each step to every gradient). They walk
+the arrays through ``optim``'s device table of addresses and chunk owners: one program per
+chunk. The norm writes one float32 partial per chunk, and a one-program kernel folds the
+partials (square root for the 2-norm); the scale factor is read from device memory, so
+nothing waits for the host.
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+from genesis import dtypes as D
+
+from . import _launch
+from . import optim as _optim
+from ._launch import Launcher, tl_dtype
+from .optim import _chunk, _composite
+
+FINISH_BLOCK = 1024
+
+
+@triton.jit(do_not_specialize=["T"])
+def _norm_partial(tab_ptr, part_ptr, T, DT: tl.constexpr, INF: tl.constexpr,
+                  CHUNK: tl.constexpr, BLOCK: tl.constexpr):
+    t, start, n = _chunk(tab_ptr, T, 1, CHUNK)
+    x_ptr = tl.load(tab_ptr + t).to(tl.pointer_type(DT))
+    acc = tl.zeros([BLOCK], tl.float32)
+    nan = tl.zeros([BLOCK], tl.float32)
+    for i in range(0, CHUNK, BLOCK):
+        offs = start + i + tl.arange(0, BLOCK)
+        x = tl.load(x_ptr + offs, mask=offs < n, other=0.0).to(tl.float32)
+        if INF:  # max |x|, NaN kept aside (maximum would drop it)
+            acc = tl.maximum(acc, tl.abs(x))
+            nan = tl.maximum(nan, tl.where(x != x, 1.0, 0.0))
+        else:
+            acc += x * x
+    if INF:
+        res = tl.where(tl.max(nan, 0) > 0, float("nan"), tl.max(acc, 0))
+    else:
+        res = tl.sum(acc, 0)
+    tl.store(part_ptr + tl.program_id(0), res)
+
+
+@triton.jit(do_not_specialize=["C"])
+def _norm_finish(part_ptr, out_ptr, C, INF: tl.constexpr, BLOCK: tl.constexpr):
+    acc = tl.zeros([BLOCK], tl.float32)
+    nan = tl.zeros([BLOCK], tl.float32)
+    for c0 in range(0, C, BLOCK):
+        offs = c0 + tl.arange(0, BLOCK)
+        p = tl.load(part_ptr + offs, mask=offs < C, other=0.0)
+        if INF:
+            acc = tl.maximum(acc, p)
+            nan = tl.maximum(nan, tl.where(p != p, 1.0, 0.0))
+        else:
+            acc += p
+    if INF:
+        res = tl.where(tl.max(nan, 0) > 0, float("nan"), tl.max(acc, 0))
+    else:
+        res = tl.sqrt_rn(tl.sum(acc, 0))
+    tl.store(out_ptr, res)
+
+
+@triton.jit(do_not_specialize=["T"])
+def _scale(tab_ptr, s_ptr, found_ptr, T, DT: tl.constexpr, CHECK: tl.constexpr,
+           CHUNK: tl.constexpr, BLOCK: tl.constexpr):
+    t, start, n = _chunk(tab_ptr, T, 1, CHUNK)
+    x_ptr = tl.load(tab_ptr + t).to(tl.pointer_type(DT))
+    s = tl.load(s_ptr).to(tl.float32)
+    bad = tl.zeros([BLOCK], tl.int32)
+    for i in range(0, CHUNK, BLOCK):
+        offs = start + i + tl.arange(0, BLOCK)
+        mask = offs < n
+        x = tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+        if CHECK:  # inf or NaN, looked at before scaling (as torch's kernel does)
+            bad = tl.maximum(bad, ((x != x) | (tl.abs(x) == float("inf"))).to(tl.int32))
+        tl.store(x_ptr + offs, (x * s).to(DT), mask=mask)
+    if CHECK:
+        tl.store(found_ptr, 1.0, mask=tl.max(bad, 0) > 0)
+
+
+_partial = Launcher(_norm_partial, num_warps=4)
+_finish = Launcher(_norm_finish, num_warps=4)
+_scaler = Launcher(_scale, num_warps=4)
+
+
+def multi_tensor_norm(arrays, norm_type):
+    """2-norm or max-abs norm of all of ``arrays`` together: a 0-d float32 array."""
+    if not _optim._usable(arrays):
+        return _composite("multi_tensor_norm", arrays, norm_type)
+    first = arrays[0]
+    inf = norm_type == float("inf")
+    table, n_chunks = _optim._table([arrays], first.device)
+    part = _launch.empty((n_chunks,), D.float32, first.device)
+    out = _launch.empty((), D.float32, first.device)
+    dt = tl_dtype(first.dtype)
+    _partial.launch((first.dtype.name, inf), first.device, (n_chunks,),
+                    (table, part, len(arrays), dt, inf, _optim.CHUNK, _optim.BLOCK))
+    _finish.launch((inf,), first.device, (1,), (part, out, n_chunks, inf, FINISH_BLOCK))
+    return out
+
+
+def multi_tensor_scale_(arrays, scale):
+    """In place ``a *= scale`` (a 0-d device array) for every array."""
+    if not _optim._usable(arrays):
+        return _composite("multi_tensor_scale_", arrays, scale)
+    _scale_launch(arrays, scale, scale, False)
+
+
+def amp_unscale_(arrays, inv_scale, found_inf):
+    """GradScaler's unscale and inf/NaN check over every array (see the contract)."""
+    if not _optim._usable(arrays):
+        return _composite("amp_unscale_", arrays, inv_scale, found_inf)
+    _scale_launch(arrays, inv_scale, found_inf, True)
+
+
+def _scale_launch(arrays, scale, found, check):
+    first = arrays[0]
+    table, n_chunks = _optim._table([arrays], first.device)
+    key = (first.dtype.name, scale.dtype.name, found.dtype.name, check)
+    _scaler.launch(key, first.device, (n_chunks,),
+                   (table, scale, found, len(arrays), tl_dtype(first.dtype), check,
+                    _optim.CHUNK, _optim.BLOCK))
