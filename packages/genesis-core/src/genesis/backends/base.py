@@ -524,6 +524,74 @@ class Backend(ABC):
         a = self.contiguous(a)
         return self.as_strided(a, (a.shape[0], 1), (1, 1), self.storage_offset_of(a))
 
+    # ------------------------------ optional fused kernels: LLM training (decoder blocks)
+    # Composites compute in float32 (float64 stays) and round once, as the fused kernels do.
+
+    def swiglu(self, gate: Array, up: Array) -> Array:
+        """*Optional.* ``silu(gate) * up`` (same shape and dtype), in ``gate``'s dtype."""
+        acc = _acc_dtype(self.dtype_of(gate))
+        g, u = self.cast(gate, acc), self.cast(up, acc)
+        out = self.binary("mul", self.binary("mul", g, self.unary("sigmoid", g)), u)
+        return self.cast(out, self.dtype_of(gate))
+
+    def swiglu_backward(self, grad: Array, gate: Array, up: Array) -> tuple[Array, Array]:
+        """*Optional.* ``(grad_gate, grad_up)`` of ``swiglu``: with ``s = sigmoid(gate)``,
+        ``grad * up * s * (1 + gate * (1 - s))`` and ``grad * gate * s``."""
+        dt = self.dtype_of(gate)
+        acc = _acc_dtype(dt)
+        g, u, d = self.cast(gate, acc), self.cast(up, acc), self.cast(grad, acc)
+        s = self.unary("sigmoid", g)
+        silu = self.binary("mul", g, s)
+        one_minus_s = self.binary("add", self.unary("neg", s), 1.0)
+        dsilu = self.binary("mul", s, self.binary("add", self.binary("mul", g, one_minus_s),
+                                                   1.0))
+        grad_gate = self.binary("mul", self.binary("mul", d, u), dsilu)
+        return self.cast(grad_gate, dt), self.cast(self.binary("mul", d, silu), dt)
+
+    def add_rms_norm(self, x: Array, residual: Array, weight: Array | None,
+                     eps: float) -> tuple[Array, Array, Array]:
+        """*Optional.* The residual add and RMS norm of a pre-norm decoder block in one pass:
+        ``h = x + residual`` (same shape and dtype; rows over the last dim), returns
+        ``(h, rms_norm(h), rstd)`` as ``rms_norm`` does."""
+        h = self.binary("add", x, residual)
+        y, rstd = self.rms_norm(h, weight, eps)
+        return h, y, rstd
+
+    def rotary(self, q: Array, k: Array, cos: Array, sin: Array,
+               inverse: bool) -> tuple[Array, Array]:
+        """*Optional.* Rotary position embedding of ``q`` (B, Hq, S, D) and ``k``
+        (B, Hk, S, D) with ``cos``/``sin`` (B, S, D) (any strides; one dtype throughout),
+        rotating the half-split pairs ``(x[..., i], x[..., i + D/2])``:
+        ``out = x * cos + rotate_half(x) * sin``, ``rotate_half(x) = cat(-x2, x1)``. With
+        ``inverse`` it applies the transpose (the backward): ``x * cos - rotate_half(x *
+        sin)``. Returns new contiguous arrays."""
+        return self._rotary(q, cos, sin, inverse), self._rotary(k, cos, sin, inverse)
+
+    def _rotary(self, x: Array, cos: Array, sin: Array, inverse: bool) -> Array:
+        dt = self.dtype_of(x)
+        acc = _acc_dtype(dt)
+        b, h, s, d = x.shape
+        half = d // 2
+
+        def halves(a, heads):  # (B, S, D) or (B, H, S, D) -> two (B, H, S, D/2) views
+            st = self.strides_of(a)
+            off = self.storage_offset_of(a)
+            st4 = (st[0], 0, st[1], st[2]) if heads is None else st
+            shape = (b, h, s, half)
+            return (self.as_strided(a, shape, st4, off),
+                    self.as_strided(a, shape, st4, off + half * st4[3]))
+
+        x1, x2 = (self.cast(a, acc) for a in halves(x, True))
+        c1, c2 = (self.cast(a, acc) for a in halves(cos, None))
+        s1, s2 = (self.cast(a, acc) for a in halves(sin, None))
+        if inverse:  # out1 = x1 c1 + x2 s2, out2 = x2 c2 - x1 s1
+            o1 = self.binary("add", self.binary("mul", x1, c1), self.binary("mul", x2, s2))
+            o2 = self.binary("sub", self.binary("mul", x2, c2), self.binary("mul", x1, s1))
+        else:  # out1 = x1 c1 - x2 s1, out2 = x2 c2 + x1 s2
+            o1 = self.binary("sub", self.binary("mul", x1, c1), self.binary("mul", x2, s1))
+            o2 = self.binary("add", self.binary("mul", x2, c2), self.binary("mul", x1, s2))
+        return self.cat([self.cast(o1, dt), self.cast(o2, dt)], 3)
+
     # ------------------------- optional fused kernels: LLM training (multi-tensor optimizers)
     # One call updates every parameter of a group (lists of same-dtype arrays on one device).
     # A fused kernel makes it a handful of launches; these composites do, primitive by
