@@ -51,13 +51,16 @@ _ROUTES: dict[str, tuple[str, ...]] = {
     "cross_entropy": ("cross_entropy",), "cross_entropy_backward": ("cross_entropy",),
     "adam_step": ("optim",), "sgd_step": ("optim",), "multi_tensor_norm": ("multi_tensor",),
     "multi_tensor_scale_": ("multi_tensor",), "amp_unscale_": ("multi_tensor",),
+    "swiglu": ("swiglu",), "swiglu_backward": ("swiglu",), "add_rms_norm": ("add_rms_norm",),
+    "rotary": ("rotary",),
 }
 # Fused kernels the contract lets a backend leave out (base.Backend composes them).
 _OPTIONAL = frozenset({"softmax", "softmax_backward", "layer_norm", "layer_norm_backward",
                        "rms_norm", "rms_norm_backward", "unary_kernel", "binary_kernel",
                        "linear", "cross_entropy", "cross_entropy_backward",
                        "adam_step", "sgd_step", "multi_tensor_norm",
-                       "multi_tensor_scale_", "amp_unscale_"})
+                       "multi_tensor_scale_", "amp_unscale_", "swiglu", "swiglu_backward",
+                       "add_rms_norm", "rotary"})
 
 
 def find_kernel(name: str):
@@ -397,6 +400,18 @@ class CUDABackend(Backend):
 
     def amp_unscale_(self, arrays, inv_scale, found_inf):
         return self._bind("amp_unscale_")(arrays, inv_scale, found_inf)
+
+    def swiglu(self, gate, up):
+        return self._bind("swiglu")(gate, up)
+
+    def swiglu_backward(self, grad, gate, up):
+        return self._bind("swiglu_backward")(grad, gate, up)
+
+    def add_rms_norm(self, x, residual, weight, eps):
+        return self._bind("add_rms_norm")(x, residual, weight, eps)
+
+    def rotary(self, q, k, cos, sin, inverse):
+        return self._bind("rotary")(q, k, cos, sin, inverse)
 
     def _kernel(self, name: str):
         """Kernel ``name``, found once and cached without shadowing the method."""
