@@ -28,6 +28,7 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 
+from genesis.backends import llm_composite
 from genesis.dtypes import DType, float32, float64
 
 Array = object  # a backend's array type; see the module docstring
@@ -462,10 +463,10 @@ class Backend(ABC):
         gx = self.binary("mul", inner, self._expand(rstd, g))
         return self.cast(gx, self.dtype_of(x)), gw
 
-    # ------------------------- optional fused kernels: LLM training (cross-entropy rows)
-    # The loss of a large-vocabulary language model: a fused kernel reads half-precision
-    # logits once, computing in float32 registers, so no float32 copy of (tokens x vocab)
-    # logits is ever made; these composites do make one.
+    # --------------------------- optional fused kernels: LLM training (issue 9)
+    # Composite defaults in ``genesis.backends.llm_composite`` (written with the contract's
+    # other methods); a fused kernel reads half-precision operands once and computes in
+    # float32 registers.
 
     def cross_entropy(self, logits: Array, target: Array, ignore_index: int,
                       label_smoothing: float) -> tuple[Array, Array]:
@@ -473,23 +474,9 @@ class Backend(ABC):
 
         Returns ``(loss, lse)``, both (M,) in float32 (float64 for float64 logits): ``lse``
         the row's logsumexp, ``loss = (1 - s) * (lse - z[t]) + s / C * (C * lse - sum(z))``
-        with ``s = label_smoothing``, and 0 where ``target == ignore_index``."""
-        acc = _acc_dtype(self.dtype_of(logits))
-        m, c = logits.shape
-        z = self.cast(logits, acc)  # (M, C)
-        row_max = self.amax(z, (1,), True)  # (M, 1)
-        exp = self.unary("exp", self.binary("sub", z, self._expand(row_max, z)))
-        lse = self.binary("add", self.unary("log", self.sum(exp, (1,), True, acc)), row_max)
-        keep, safe = self._ce_targets(target, ignore_index)  # (M, 1) each
-        picked = self.gather(z, 1, safe)  # (M, 1)
-        loss = self.binary("sub", lse, picked)
-        if label_smoothing:
-            smooth = self.binary("sub", self.binary("mul", lse, float(c)),
-                                 self.sum(z, (1,), True, acc))
-            loss = self.binary("add", self.binary("mul", loss, 1.0 - label_smoothing),
-                               self.binary("mul", smooth, label_smoothing / c))
-        loss = self.where(keep, loss, 0.0)
-        return self.as_strided(loss, (m,), (1,), 0), self.as_strided(lse, (m,), (1,), 0)
+        with ``s = label_smoothing``, and 0 where ``target == ignore_index``. A fused kernel
+        makes no float32 copy of half-precision logits."""
+        return llm_composite.cross_entropy(self, logits, target, ignore_index, label_smoothing)
 
     def cross_entropy_backward(self, grad: Array, logits: Array, target: Array, lse: Array,
                                ignore_index: int, label_smoothing: float) -> Array:
@@ -497,65 +484,25 @@ class Backend(ABC):
         each row's incoming gradient, ``lse`` (M,) the forward's. Returns (M, C) in
         ``logits``' dtype: ``grad * (softmax(z) - (1 - s) * onehot(t) - s / C)``, zero rows
         where ``target == ignore_index``."""
-        acc = _acc_dtype(self.dtype_of(logits))
-        m, c = logits.shape
-        z = self.cast(logits, acc)  # (M, C)
-        lse2 = self._column(lse)
-        prob = self.unary("exp", self.binary("sub", z, self._expand(lse2, z)))
-        keep, safe = self._ce_targets(target, ignore_index)
-        classes = self.arange(0, c, 1, self.dtype_of(target), self.device_index_of(logits))
-        onehot = self.cast(self.binary("eq", self._expand_to(classes, z),
-                                       self._expand(safe, z)), acc)
-        d = self.binary("sub", prob, self.binary("mul", onehot, 1.0 - label_smoothing))
-        if label_smoothing:
-            d = self.binary("sub", d, label_smoothing / c)
-        row = self.where(keep, self._column(self.cast(grad, acc)), 0.0)
-        return self.cast(self.binary("mul", d, self._expand(row, d)), self.dtype_of(logits))
-
-    def _ce_targets(self, target: Array, ignore_index: int) -> tuple[Array, Array]:
-        """``(keep, safe)`` of an int64 (M,) target, each (M, 1): ``keep`` is bool (not
-        ignored), ``safe`` the target with ignored entries replaced by class 0."""
-        t = self._column(target)
-        keep = self.binary("ne", t, ignore_index)
-        return keep, self.where(keep, t, 0)
-
-    def _column(self, a: Array) -> Array:
-        """A 1-d array (M,) viewed as a contiguous column (M, 1)."""
-        a = self.contiguous(a)
-        return self.as_strided(a, (a.shape[0], 1), (1, 1), self.storage_offset_of(a))
-
-    # ------------------------------ optional fused kernels: LLM training (decoder blocks)
-    # Composites compute in float32 (float64 stays) and round once, as the fused kernels do.
+        return llm_composite.cross_entropy_backward(self, grad, logits, target, lse,
+                                                    ignore_index, label_smoothing)
 
     def swiglu(self, gate: Array, up: Array) -> Array:
-        """*Optional.* ``silu(gate) * up`` (same shape and dtype), in ``gate``'s dtype."""
-        acc = _acc_dtype(self.dtype_of(gate))
-        g, u = self.cast(gate, acc), self.cast(up, acc)
-        out = self.binary("mul", self.binary("mul", g, self.unary("sigmoid", g)), u)
-        return self.cast(out, self.dtype_of(gate))
+        """*Optional.* ``silu(gate) * up`` (same shape and dtype), in ``gate``'s dtype,
+        computed in float32 (float64 stays) and rounded once."""
+        return llm_composite.swiglu(self, gate, up)
 
     def swiglu_backward(self, grad: Array, gate: Array, up: Array) -> tuple[Array, Array]:
         """*Optional.* ``(grad_gate, grad_up)`` of ``swiglu``: with ``s = sigmoid(gate)``,
         ``grad * up * s * (1 + gate * (1 - s))`` and ``grad * gate * s``."""
-        dt = self.dtype_of(gate)
-        acc = _acc_dtype(dt)
-        g, u, d = self.cast(gate, acc), self.cast(up, acc), self.cast(grad, acc)
-        s = self.unary("sigmoid", g)
-        silu = self.binary("mul", g, s)
-        one_minus_s = self.binary("add", self.unary("neg", s), 1.0)
-        dsilu = self.binary("mul", s, self.binary("add", self.binary("mul", g, one_minus_s),
-                                                   1.0))
-        grad_gate = self.binary("mul", self.binary("mul", d, u), dsilu)
-        return self.cast(grad_gate, dt), self.cast(self.binary("mul", d, silu), dt)
+        return llm_composite.swiglu_backward(self, grad, gate, up)
 
     def add_rms_norm(self, x: Array, residual: Array, weight: Array | None,
                      eps: float) -> tuple[Array, Array, Array]:
         """*Optional.* The residual add and RMS norm of a pre-norm decoder block in one pass:
         ``h = x + residual`` (same shape and dtype; rows over the last dim), returns
-        ``(h, rms_norm(h), rstd)`` as ``rms_norm`` does."""
-        h = self.binary("add", x, residual)
-        y, rstd = self.rms_norm(h, weight, eps)
-        return h, y, rstd
+        ``(h, rms_norm(h), rstd)`` as ``rms_norm`` does (the norm of ``h`` as stored)."""
+        return llm_composite.add_rms_norm(self, x, residual, weight, eps)
 
     def rotary(self, q: Array, k: Array, cos: Array, sin: Array,
                inverse: bool) -> tuple[Array, Array]:
@@ -563,40 +510,9 @@ class Backend(ABC):
         (B, Hk, S, D) with ``cos``/``sin`` (B, S, D) (any strides; one dtype throughout),
         rotating the half-split pairs ``(x[..., i], x[..., i + D/2])``:
         ``out = x * cos + rotate_half(x) * sin``, ``rotate_half(x) = cat(-x2, x1)``. With
-        ``inverse`` it applies the transpose (the backward): ``x * cos - rotate_half(x *
-        sin)``. Returns new contiguous arrays."""
-        return self._rotary(q, cos, sin, inverse), self._rotary(k, cos, sin, inverse)
-
-    def _rotary(self, x: Array, cos: Array, sin: Array, inverse: bool) -> Array:
-        dt = self.dtype_of(x)
-        acc = _acc_dtype(dt)
-        b, h, s, d = x.shape
-        half = d // 2
-
-        def halves(a, heads):  # (B, S, D) or (B, H, S, D) -> two (B, H, S, D/2) views
-            st = self.strides_of(a)
-            off = self.storage_offset_of(a)
-            st4 = (st[0], 0, st[1], st[2]) if heads is None else st
-            shape = (b, h, s, half)
-            return (self.as_strided(a, shape, st4, off),
-                    self.as_strided(a, shape, st4, off + half * st4[3]))
-
-        x1, x2 = (self.cast(a, acc) for a in halves(x, True))
-        c1, c2 = (self.cast(a, acc) for a in halves(cos, None))
-        s1, s2 = (self.cast(a, acc) for a in halves(sin, None))
-        if inverse:  # out1 = x1 c1 + x2 s2, out2 = x2 c2 - x1 s1
-            o1 = self.binary("add", self.binary("mul", x1, c1), self.binary("mul", x2, s2))
-            o2 = self.binary("sub", self.binary("mul", x2, c2), self.binary("mul", x1, s1))
-        else:  # out1 = x1 c1 - x2 s1, out2 = x2 c2 + x1 s2
-            o1 = self.binary("sub", self.binary("mul", x1, c1), self.binary("mul", x2, s1))
-            o2 = self.binary("add", self.binary("mul", x2, c2), self.binary("mul", x1, s2))
-        return self.cat([self.cast(o1, dt), self.cast(o2, dt)], 3)
-
-    # ------------------------- optional fused kernels: LLM training (multi-tensor optimizers)
-    # One call updates every parameter of a group (lists of same-dtype arrays on one device).
-    # A fused kernel makes it a handful of launches; these composites do, primitive by
-    # primitive, exactly what genesis.optim's per-parameter ``update`` does, so the results
-    # are the same bits.
+        ``inverse`` the transpose (the backward): ``x * cos - rotate_half(x * sin)``.
+        Returns new contiguous arrays."""
+        return llm_composite.rotary(self, q, k, cos, sin, inverse)
 
     def adam_step(self, params: Sequence[Array], grads: Sequence[Array],
                   exp_avgs: Sequence[Array], exp_avg_sqs: Sequence[Array],
@@ -606,28 +522,10 @@ class Backend(ABC):
         """*Optional.* One Adam (``decoupled``: AdamW) step, in place, for every ``i``:
         ``params[i]``, its moments ``exp_avgs[i]`` / ``exp_avg_sqs[i]`` and, for AMSGrad,
         ``max_exp_avg_sqs[i]`` (else ``None``), all at step ``step`` (counted from 1) —
-        ``genesis.optim.Adam``'s update."""
-        bc1 = 1 - beta1**step
-        bc2_sqrt = (1 - beta2**step) ** 0.5
-        step_size = lr / bc1
-        for i, p in enumerate(params):
-            g = grads[i]
-            if maximize:
-                g = self.unary("neg", g)
-            if weight_decay != 0:
-                if decoupled:
-                    self.binary("mul", p, 1 - lr * weight_decay, out=p)
-                else:
-                    g = self.binary("add", g, self._scaled(p, weight_decay))
-            m, v = exp_avgs[i], exp_avg_sqs[i]
-            self.binary("add", m, self._scaled(self.binary("sub", g, m), 1 - beta1), out=m)
-            self.binary("mul", v, beta2, out=v)
-            self.binary("add", v, self._scaled(self.binary("mul", g, g), 1 - beta2), out=v)
-            if max_exp_avg_sqs is not None:
-                v = self.copy_(max_exp_avg_sqs[i], self.binary("maximum", max_exp_avg_sqs[i], v))
-            denom = self.binary("div", self.unary("sqrt", v), bc2_sqrt)
-            denom = self.binary("add", denom, eps, out=denom)
-            self.binary("add", p, self._scaled(self.binary("div", m, denom), -step_size), out=p)
+        ``genesis.optim.Adam``'s update. Lists of same-dtype arrays on one device; the
+        composite replays the per-parameter update primitive by primitive (the same bits)."""
+        llm_composite.adam_step(self, params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs,
+                                step, lr, beta1, beta2, eps, weight_decay, decoupled, maximize)
 
     def sgd_step(self, params: Sequence[Array], grads: Sequence[Array],
                  momentum_buffers: Sequence[Array | None], lr: float, momentum: float,
@@ -635,72 +533,27 @@ class Backend(ABC):
                  maximize: bool) -> list[Array | None]:
         """*Optional.* One SGD step, in place, for every ``params[i]``; a ``None`` momentum
         buffer (first step) starts as a copy of the gradient. Returns the buffers (all
-        ``None`` without momentum) — ``genesis.optim.SGD``'s update."""
-        out = []
-        for i, p in enumerate(params):
-            g = grads[i]
-            if maximize:
-                g = self.unary("neg", g)
-            if weight_decay != 0:
-                g = self.binary("add", g, self._scaled(p, weight_decay))
-            buf = momentum_buffers[i]
-            if momentum != 0:
-                if buf is None:
-                    buf = self.copy_(self.empty(g.shape, self.dtype_of(g),
-                                                self.device_index_of(g)), g)
-                else:
-                    self.binary("mul", buf, momentum, out=buf)
-                    self.binary("add", buf, self._scaled(g, 1 - dampening), out=buf)
-                g = self.binary("add", g, self._scaled(buf, momentum)) if nesterov else buf
-            self.binary("add", p, self._scaled(g, -lr), out=p)
-            out.append(buf)
-        return out
+        ``None`` without momentum) — ``genesis.optim.SGD``'s update, as ``adam_step``."""
+        return llm_composite.sgd_step(self, params, grads, momentum_buffers, lr, momentum,
+                                      dampening, weight_decay, nesterov, maximize)
 
     def multi_tensor_norm(self, arrays: Sequence[Array], norm_type: float) -> Array:
         """*Optional.* The 2-norm (``norm_type`` 2.0) or max-abs norm (``inf``) of all of
         ``arrays``' elements together (floating arrays of one dtype on one device), as a
         0-d float32 array (float64 for float64 arrays); 0 when there are no elements."""
-        acc = _acc_dtype(self.dtype_of(arrays[0]))
-        total = self.full((), 0.0, acc, self.device_index_of(arrays[0]))
-        for a in arrays:
-            x = self.cast(a, acc)
-            dims = tuple(range(len(x.shape)))
-            if norm_type == math.inf:
-                part = self.amax(self.unary("abs", x), dims, False) if math.prod(x.shape) \
-                    else total
-                total = self.binary("maximum", total, part)
-            else:
-                total = self.binary("add", total, self.sum(self.binary("mul", x, x), dims, False,
-                                                           acc))
-        return total if norm_type == math.inf else self.unary("sqrt", total)
+        return llm_composite.multi_tensor_norm(self, arrays, norm_type)
 
     def multi_tensor_scale_(self, arrays: Sequence[Array], scale: Array) -> None:
         """*Optional.* In place ``a *= scale`` for every array, ``scale`` a 0-d floating
         array on their device (read there: no host synchronisation); the product is taken in
         ``scale``'s dtype and rounded once to ``a``'s."""
-        sdt = self.dtype_of(scale)
-        for a in arrays:
-            s = self.as_strided(scale, a.shape, (0,) * len(a.shape),
-                                self.storage_offset_of(scale))
-            if self.dtype_of(a) is sdt:
-                self.binary("mul", a, s, out=a)
-            else:
-                self.copy_(a, self.binary("mul", self.cast(a, sdt), s))
+        llm_composite.multi_tensor_scale_(self, arrays, scale)
 
     def amp_unscale_(self, arrays: Sequence[Array], inv_scale: Array, found_inf: Array) -> None:
         """*Optional.* GradScaler's unscale: set the 0-d float32 ``found_inf`` to 1 if any
         element of ``arrays`` is inf or NaN (checked before scaling), then
         ``a *= inv_scale`` (a 0-d float32 array) in place, for every array."""
-        for a in arrays:
-            dims = tuple(range(len(a.shape)))
-            finite = self.all(self.unary("isfinite", a), dims, False)  # 0-d bool
-            bad = self.cast(self.unary("logical_not", finite), float32)
-            self.copy_(found_inf, self.binary("maximum", found_inf, bad))
-        self.multi_tensor_scale_(arrays, inv_scale)
-
-    def _scaled(self, a: Array, alpha: float) -> Array:
-        """``alpha * a`` as genesis's ``alpha=`` arguments compute it (no op when 1)."""
-        return a if alpha == 1 else self.binary("mul", a, alpha)
+        llm_composite.amp_unscale_(self, arrays, inv_scale, found_inf)
 
     # ------------------------------------------------------------- helpers
     def _expand(self, reduced: Array, like: Array) -> Array:

@@ -120,7 +120,7 @@ def amp_unscale_(arrays, inv_scale, found_inf):
 def _scale_launch(arrays, scale, found, check):
     first = arrays[0]
     table, n_chunks = _optim._table([arrays], first.device)
-    key = (first.dtype.name, scale.dtype.name, found.dtype.name, check)
+    key = (first.dtype.name, check, _launch.aligned(scale, found))
     _scaler.launch(key, first.device, (n_chunks,),
                    (table, scale, found, len(arrays), tl_dtype(first.dtype), check,
                     _optim.CHUNK, _optim.BLOCK))
