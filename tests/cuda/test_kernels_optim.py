@@ -158,3 +158,16 @@ def test_multi_tensor_scale_and_unscale(dtype):
     mt.amp_unscale_([dev(a) for a in arrays], dev(inv), dev(found))
     assert float(found) == 1.0
     torch.testing.assert_close(arrays[0], (want[0].float() * 0.0625).to(arrays[0].dtype))
+
+
+def test_unaligned_arrays_give_the_same_step():
+    # a parameter starting 4 bytes into its storage: the kernel drops its vector-load hints
+    base = torch.randn(131, device=DEV)
+    aligned_p, unaligned_p = base[1:].clone(), base.clone()[1:]
+    assert unaligned_p.data_ptr() % 16 and not optim.all_aligned([dev(unaligned_p)])
+    g = torch.randn(130, device=DEV)
+    for p in (aligned_p, unaligned_p):
+        m, v = torch.zeros(130, device=DEV), torch.zeros(130, device=DEV)
+        optim.adam_step([dev(p)], [dev(g)], [dev(m)], [dev(v)], None, 1, 0.1, 0.9, 0.999, 1e-8,
+                        0.01, True, False)
+    torch.testing.assert_close(unaligned_p, aligned_p, rtol=0, atol=0)

@@ -31,84 +31,124 @@ TABLE_CACHE = 8  # tables kept (one per bucket of a model, typically)
 
 @triton.jit
 def _chunk(tab_ptr, T, K: tl.constexpr, CHUNK: tl.constexpr):
-    """(tensor index, chunk start, numel) of this program's chunk."""
+    """(tensor index, chunk start, numel, whether the chunk is whole) of this program."""
     pid = tl.program_id(0)
     c = tl.num_programs(0)
     t = tl.load(tab_ptr + T * (K + 1) + pid)
-    start = tl.load(tab_ptr + T * (K + 1) + c + pid)
+    start = tl.multiple_of(tl.load(tab_ptr + T * (K + 1) + c + pid), CHUNK)
     n = tl.load(tab_ptr + T * K + t)
-    return t, start, n
+    return t, start, n, start + CHUNK <= n
+
+
+@triton.jit
+def _ptr(row, j, DT: tl.constexpr, ALIGNED: tl.constexpr):
+    """Column ``j``'s address of a table row as a ``DT`` pointer (16-byte aligned when
+    ``ALIGNED``: whole blocks then load as vectors)."""
+    p = tl.load(row + j).to(tl.pointer_type(DT))
+    if ALIGNED:
+        p = tl.multiple_of(p, 16)
+    return p
+
+
+@triton.jit
+def _offsets(start, i, BLOCK: tl.constexpr):
+    return tl.max_contiguous(tl.multiple_of(start + i + tl.arange(0, BLOCK), BLOCK), BLOCK)
+
+
+@triton.jit
+def _adam_block(p_ptr, g_ptr, m_ptr, v_ptr, x_ptr, offs, mask, decay, one_minus_beta1, beta2,
+                one_minus_beta2, eps, weight_decay, step_size, bc2_sqrt, DT: tl.constexpr,
+                DECOUPLED: tl.constexpr, HAS_WD: tl.constexpr, AMSGRAD: tl.constexpr,
+                MAXIMIZE: tl.constexpr):
+    p = tl.load(p_ptr + offs, mask=mask).to(tl.float32)
+    g = tl.load(g_ptr + offs, mask=mask).to(tl.float32)
+    m = tl.load(m_ptr + offs, mask=mask).to(tl.float32)
+    v = tl.load(v_ptr + offs, mask=mask).to(tl.float32)
+    if MAXIMIZE:
+        g = -g
+    if HAS_WD:
+        if DECOUPLED:
+            p = p * decay
+        else:
+            g = g + p * weight_decay
+    m = m + (g - m) * one_minus_beta1
+    v = v * beta2 + (g * g) * one_minus_beta2
+    tl.store(m_ptr + offs, m.to(DT), mask=mask)
+    tl.store(v_ptr + offs, v.to(DT), mask=mask)
+    if AMSGRAD:
+        v = tl.maximum(tl.load(x_ptr + offs, mask=mask).to(tl.float32), v)
+        tl.store(x_ptr + offs, v.to(DT), mask=mask)
+    denom = tl.sqrt_rn(v) / bc2_sqrt + eps
+    tl.store(p_ptr + offs, (p - (m / denom) * step_size).to(DT), mask=mask)
 
 
 @triton.jit(do_not_specialize=["T"])
 def _adam_kernel(tab_ptr, T, decay, one_minus_beta1, beta2, one_minus_beta2, eps,
                  weight_decay, step_size, bc2_sqrt, DT: tl.constexpr, K: tl.constexpr,
                  DECOUPLED: tl.constexpr, HAS_WD: tl.constexpr, AMSGRAD: tl.constexpr,
-                 MAXIMIZE: tl.constexpr, CHUNK: tl.constexpr, BLOCK: tl.constexpr):
-    t, start, n = _chunk(tab_ptr, T, K, CHUNK)
+                 MAXIMIZE: tl.constexpr, ALIGNED: tl.constexpr, CHUNK: tl.constexpr,
+                 BLOCK: tl.constexpr):
+    t, start, n, whole = _chunk(tab_ptr, T, K, CHUNK)
     row = tab_ptr + t * K
-    p_ptr = tl.load(row).to(tl.pointer_type(DT))
-    g_ptr = tl.load(row + 1).to(tl.pointer_type(DT))
-    m_ptr = tl.load(row + 2).to(tl.pointer_type(DT))
-    v_ptr = tl.load(row + 3).to(tl.pointer_type(DT))
+    p_ptr = _ptr(row, 0, DT, ALIGNED)
+    g_ptr = _ptr(row, 1, DT, ALIGNED)
+    m_ptr = _ptr(row, 2, DT, ALIGNED)
+    v_ptr = _ptr(row, 3, DT, ALIGNED)
+    x_ptr = _ptr(row, K - 1, DT, ALIGNED)  # AMSGrad's running max (column 4) when K is 5
     for i in range(0, CHUNK, BLOCK):
-        offs = start + i + tl.arange(0, BLOCK)
-        mask = offs < n
-        p = tl.load(p_ptr + offs, mask=mask).to(tl.float32)
-        g = tl.load(g_ptr + offs, mask=mask).to(tl.float32)
-        m = tl.load(m_ptr + offs, mask=mask).to(tl.float32)
-        v = tl.load(v_ptr + offs, mask=mask).to(tl.float32)
-        if MAXIMIZE:
-            g = -g
-        if HAS_WD:
-            if DECOUPLED:
-                p = p * decay
-            else:
-                g = g + p * weight_decay
-        m = m + (g - m) * one_minus_beta1
-        v = v * beta2 + (g * g) * one_minus_beta2
-        tl.store(m_ptr + offs, m.to(DT), mask=mask)
-        tl.store(v_ptr + offs, v.to(DT), mask=mask)
-        if AMSGRAD:
-            x_ptr = tl.load(row + 4).to(tl.pointer_type(DT))
-            v = tl.maximum(tl.load(x_ptr + offs, mask=mask).to(tl.float32), v)
-            tl.store(x_ptr + offs, v.to(DT), mask=mask)
-        denom = tl.sqrt_rn(v) / bc2_sqrt + eps
-        p = p - (m / denom) * step_size
-        tl.store(p_ptr + offs, p.to(DT), mask=mask)
+        offs = _offsets(start, i, BLOCK)
+        if whole:  # no mask: full vectors
+            _adam_block(p_ptr, g_ptr, m_ptr, v_ptr, x_ptr, offs, None, decay, one_minus_beta1,
+                        beta2, one_minus_beta2, eps, weight_decay, step_size, bc2_sqrt, DT,
+                        DECOUPLED, HAS_WD, AMSGRAD, MAXIMIZE)
+        else:
+            _adam_block(p_ptr, g_ptr, m_ptr, v_ptr, x_ptr, offs, offs < n, decay,
+                        one_minus_beta1, beta2, one_minus_beta2, eps, weight_decay, step_size,
+                        bc2_sqrt, DT, DECOUPLED, HAS_WD, AMSGRAD, MAXIMIZE)
+
+
+@triton.jit
+def _sgd_block(p_ptr, g_ptr, b_ptr, offs, mask, lr, momentum, one_minus_dampening,
+               weight_decay, DT: tl.constexpr, HAS_WD: tl.constexpr, MOMENTUM: tl.constexpr,
+               FIRST: tl.constexpr, NESTEROV: tl.constexpr, MAXIMIZE: tl.constexpr):
+    p = tl.load(p_ptr + offs, mask=mask).to(tl.float32)
+    g = tl.load(g_ptr + offs, mask=mask).to(tl.float32)
+    if MAXIMIZE:
+        g = -g
+    if HAS_WD:
+        g = g + p * weight_decay
+    if MOMENTUM:
+        if FIRST:
+            buf = g
+        else:
+            buf = tl.load(b_ptr + offs, mask=mask).to(tl.float32)
+            buf = buf * momentum + g * one_minus_dampening
+        tl.store(b_ptr + offs, buf.to(DT), mask=mask)
+        if NESTEROV:
+            g = g + buf * momentum
+        else:
+            g = buf
+    tl.store(p_ptr + offs, (p - g * lr).to(DT), mask=mask)
 
 
 @triton.jit(do_not_specialize=["T"])
 def _sgd_kernel(tab_ptr, T, lr, momentum, one_minus_dampening, weight_decay, DT: tl.constexpr,
-                K: tl.constexpr, HAS_WD: tl.constexpr,
-                MOMENTUM: tl.constexpr, FIRST: tl.constexpr, NESTEROV: tl.constexpr,
-                MAXIMIZE: tl.constexpr, CHUNK: tl.constexpr, BLOCK: tl.constexpr):
-    t, start, n = _chunk(tab_ptr, T, K, CHUNK)
+                K: tl.constexpr, HAS_WD: tl.constexpr, MOMENTUM: tl.constexpr,
+                FIRST: tl.constexpr, NESTEROV: tl.constexpr, MAXIMIZE: tl.constexpr,
+                ALIGNED: tl.constexpr, CHUNK: tl.constexpr, BLOCK: tl.constexpr):
+    t, start, n, whole = _chunk(tab_ptr, T, K, CHUNK)
     row = tab_ptr + t * K
-    p_ptr = tl.load(row).to(tl.pointer_type(DT))
-    g_ptr = tl.load(row + 1).to(tl.pointer_type(DT))
+    p_ptr = _ptr(row, 0, DT, ALIGNED)
+    g_ptr = _ptr(row, 1, DT, ALIGNED)
+    b_ptr = _ptr(row, K - 1, DT, ALIGNED)  # the momentum buffer (column 2) when K is 3
     for i in range(0, CHUNK, BLOCK):
-        offs = start + i + tl.arange(0, BLOCK)
-        mask = offs < n
-        p = tl.load(p_ptr + offs, mask=mask).to(tl.float32)
-        g = tl.load(g_ptr + offs, mask=mask).to(tl.float32)
-        if MAXIMIZE:
-            g = -g
-        if HAS_WD:
-            g = g + p * weight_decay
-        if MOMENTUM:
-            b_ptr = tl.load(row + 2).to(tl.pointer_type(DT))
-            if FIRST:
-                buf = g
-            else:
-                buf = tl.load(b_ptr + offs, mask=mask).to(tl.float32)
-                buf = buf * momentum + g * one_minus_dampening
-            tl.store(b_ptr + offs, buf.to(DT), mask=mask)
-            if NESTEROV:
-                g = g + buf * momentum
-            else:
-                g = buf
-        tl.store(p_ptr + offs, (p - g * lr).to(DT), mask=mask)
+        offs = _offsets(start, i, BLOCK)
+        if whole:
+            _sgd_block(p_ptr, g_ptr, b_ptr, offs, None, lr, momentum, one_minus_dampening,
+                       weight_decay, DT, HAS_WD, MOMENTUM, FIRST, NESTEROV, MAXIMIZE)
+        else:
+            _sgd_block(p_ptr, g_ptr, b_ptr, offs, offs < n, lr, momentum, one_minus_dampening,
+                       weight_decay, DT, HAS_WD, MOMENTUM, FIRST, NESTEROV, MAXIMIZE)
 
 
 _adam = Launcher(_adam_kernel, num_warps=4)
@@ -147,6 +187,11 @@ def _table(columns, device):
     return hit
 
 
+def all_aligned(*lists) -> bool:
+    """Whether every array starts on a 16-byte boundary (the kernels' vector loads)."""
+    return all((a.data_ptr() & 15) == 0 for arrays in lists for a in arrays)
+
+
 def _usable(*lists) -> bool:
     """Whether the fused kernel takes these arrays: contiguous, one dtype, one device,
     a 16- or 32-bit floating dtype (float64 keeps the composite's float64 scalars), and at
@@ -173,7 +218,8 @@ def adam_step(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, step, lr, b
     first = params[0]
     table, n_chunks = _table(columns, first.device)
     k = len(columns)
-    flags = (bool(decoupled), weight_decay != 0, max_exp_avg_sqs is not None, bool(maximize))
+    flags = (bool(decoupled), weight_decay != 0, max_exp_avg_sqs is not None, bool(maximize),
+             all_aligned(*columns))
     args = (table, len(params), 1 - lr * weight_decay, 1 - beta1, beta2, 1 - beta2, eps,
             weight_decay, lr / (1 - beta1**step), (1 - beta2**step) ** 0.5,
             tl_dtype(first.dtype), k) + flags + (CHUNK, BLOCK)
@@ -202,7 +248,8 @@ def sgd_step(params, grads, momentum_buffers, lr, momentum, dampening, weight_de
             bufs = [empty(g.shape, g.dtype, g.device) for g in grads]
         columns.append(bufs)
     table, n_chunks = _table(columns, first.device)
-    flags = (weight_decay != 0, momentum != 0, first_step, bool(nesterov), bool(maximize))
+    flags = (weight_decay != 0, momentum != 0, first_step, bool(nesterov), bool(maximize),
+             all_aligned(*columns))
     args = (table, len(params), lr, momentum, 1 - dampening, weight_decay,
             tl_dtype(first.dtype), len(columns)) + flags + (CHUNK, BLOCK)
     key = (first.dtype.name, len(columns)) + flags
