@@ -23,7 +23,9 @@ from . import _launch
 from ._launch import Launcher, aligned, cdiv, next_pow2
 
 BLOCK = 4096  # columns per block (the row loop's step, the backward grid's width)
-_INTS = ["M", "C", "xs", "ts", "ls", "gs", "ignore_index"]
+# Not specialised: row counts and the small vectors' strides. The class count and the row
+# stride are (Triton's 16-divisibility, in the cache key): vector loads along a row.
+_INTS = ["M", "ts", "ls", "gs", "ignore_index"]
 
 
 @triton.jit(do_not_specialize=_INTS)
@@ -102,7 +104,7 @@ def cross_entropy(logits, target, ignore_index, label_smoothing):
     big = m * max(xs, c) >= 2**31
     args = (logits, target, loss, lse, m, c, xs, target.strides[0], int(ignore_index),
             float(label_smoothing), _ct(logits.dtype), bn, big)
-    key = (logits.dtype.name, bn, big, aligned(logits, target, loss, lse))
+    key = (logits.dtype.name, bn, big, aligned(logits, target, loss, lse), _launch.spec(c, xs))
     _fwd.launch(key, logits.device, (m,), args, big)
     return loss, lse
 
@@ -120,6 +122,6 @@ def cross_entropy_backward(grad, logits, target, lse, ignore_index, label_smooth
             grad.strides[0], int(ignore_index), float(label_smoothing), _ct(logits.dtype), bn,
             big)
     key = (logits.dtype.name, grad.dtype.name, lse.dtype.name, bn, big,
-           aligned(grad, logits, target, lse, out))
+           aligned(grad, logits, target, lse, out), _launch.spec(c, xs))
     _bwd.launch(key, logits.device, (m, cdiv(c, bn)), args, big)
     return out
