@@ -13,6 +13,8 @@ Peak memory is a chunk's logits plus the gradients, at the price of one more mat
 
 from __future__ import annotations
 
+import math
+
 import genesis
 from genesis.autograd.function import Function, once_differentiable
 from genesis.nn.functional.linear import linear
@@ -20,10 +22,19 @@ from genesis.ops.common import check_same_device, wrap
 
 __all__ = ["linear_cross_entropy"]
 
-# Logit elements per chunk (tokens per chunk = CHUNK_ELEMENTS // vocab): 2**26 float32 logits
-# are 256 MiB, small next to a large vocabulary's (tokens x vocab) logits yet big enough
-# for the chunk's matmuls to fill a GPU.
-CHUNK_ELEMENTS = 2**26
+# Logit elements per chunk, at most: 2**28 (512 MiB of bf16 logits; 1,766 tokens of a
+# 151,936-word vocabulary) is small next to all (tokens x vocab) logits, and few chunks keep
+# the per-chunk (vocab x hidden) gradient accumulation cheap. Chunks are balanced and a
+# multiple of 64 tokens (matmul tiles).
+CHUNK_ELEMENTS = 2**28
+
+
+def _chunk_tokens(n_tokens: int, vocab: int) -> int:
+    """Tokens per chunk: balanced chunks of at most ``CHUNK_ELEMENTS`` logits."""
+    most = max(1, CHUNK_ELEMENTS // max(vocab, 1))
+    chunks = -(-n_tokens // most)
+    per = -(-n_tokens // chunks)
+    return min(most, -(-per // 64) * 64) if per >= 64 else per
 
 
 class CrossEntropyRows(Function):
@@ -147,7 +158,8 @@ def linear_cross_entropy(input, weight, target, bias=None, ignore_index: int = -
         ignore_index: targets equal to it contribute 0 and leave the mean's denominator.
         label_smoothing: in [0, 1]; mixes the target with the uniform distribution.
         reduction: ``'none'`` (per-token loss of ``target``'s shape) | ``'mean'`` | ``'sum'``.
-        chunk_size: tokens per chunk (default: ``CHUNK_ELEMENTS // V``, at least 1).
+        chunk_size: tokens per chunk (default: balanced chunks of at most
+            ``CHUNK_ELEMENTS`` logits).
 
     Returns:
         A scalar, or the per-token loss for ``'none'`` (float32 under autocast, else
@@ -182,7 +194,7 @@ def linear_cross_entropy(input, weight, target, bias=None, ignore_index: int = -
     check_same_device("linear_cross_entropy", input, weight, target,
                       *(() if bias is None else (bias,)))
     if chunk_size is None:
-        chunk_size = max(1, CHUNK_ELEMENTS // max(weight.shape[0], 1))
+        chunk_size = _chunk_tokens(math.prod(input.shape[:-1]), weight.shape[0])
     elif chunk_size < 1:
         raise ValueError(f"linear_cross_entropy: chunk_size must be positive, got {chunk_size}")
     x = input.reshape(-1, input.shape[-1]).contiguous()  # (N, H)
