@@ -32,9 +32,9 @@ CHUNK_ELEMENTS = 2**28
 def _chunk_tokens(n_tokens: int, vocab: int) -> int:
     """Tokens per chunk: balanced chunks of at most ``CHUNK_ELEMENTS`` logits."""
     most = max(1, CHUNK_ELEMENTS // max(vocab, 1))
-    chunks = -(-n_tokens // most)
+    chunks = max(1, -(-n_tokens // most))
     per = -(-n_tokens // chunks)
-    return min(most, -(-per // 64) * 64) if per >= 64 else per
+    return min(most, -(-per // 64) * 64) if per >= 64 else max(per, 1)
 
 
 class CrossEntropyRows(Function):
