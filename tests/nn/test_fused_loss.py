@@ -9,6 +9,7 @@ from device_params import cpu, to_genesis, to_torch, torch_device
 from torch.testing import assert_close
 
 import genesis
+import genesis.cuda  # noqa: F401 - is_available() for the device check
 import genesis.nn.functional as F
 from genesis.nn.functional.fused_loss import cross_entropy_rows
 
@@ -184,3 +185,12 @@ def test_cross_entropy_half_logits_take_fused_rows(device, dtype, reduction):
                                label_smoothing=0.1)
     assert auto.dtype is genesis.float32
     assert_close(to_torch(auto), cpu(ref))
+
+
+def test_cross_entropy_rows_checks_devices():
+    logits = genesis.randn(3, 5, dtype=genesis.bfloat16)
+    target = genesis.tensor([0, 1, 2])
+    assert cross_entropy_rows(logits, target).shape == (3,)
+    if genesis.cuda.is_available():
+        with pytest.raises(RuntimeError, match="same device"):
+            cross_entropy_rows(logits, target.to("cuda"))

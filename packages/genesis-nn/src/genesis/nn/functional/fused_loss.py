@@ -64,6 +64,7 @@ def cross_entropy_rows(logits, target, ignore_index: int = -100,
                        label_smoothing: float = 0.0):
     """Per-row cross-entropy (float32, (M,)) of logits (M, C) at int64 class indices (M,);
     rows whose target is ``ignore_index`` give 0. See ``CrossEntropyRows``."""
+    check_same_device("cross_entropy", logits, target)
     return CrossEntropyRows.apply(logits.contiguous(), target.contiguous(), int(ignore_index),
                                   float(label_smoothing))
 
