@@ -2,6 +2,7 @@
 
     python tools/bench/ops.py [--out docs/bench] [--quick] [--sweep]
     python tools/bench/ops.py --plot-only [--out docs/bench]   # md + png from the json
+    python tools/bench/ops.py --only-llm --out OUT             # the LLM-training rows alone
 
 Prints a table of ratios (torch time / genesis time: above 1 is faster than torch) and
 writes ``ops.json``, ``ops.md`` and ``ops.png`` (chart; needs matplotlib) under ``--out``.
@@ -59,6 +60,8 @@ def main():
     ap.add_argument("--quick", action="store_true", help="fewer rows, shorter timing")
     ap.add_argument("--sweep", action="store_true", help="also sweep launch parameters")
     ap.add_argument("--plot-only", action="store_true", help="rewrite md/png from the json")
+    ap.add_argument("--only-llm", action="store_true",
+                    help="only the LLM-training rows (linear+CE, multi-tensor AdamW)")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     path = os.path.join(args.out, "ops.json")
@@ -136,6 +139,15 @@ def run(args):
 
     if args.sweep:
         _sweep(torch, ew, red, norms, to_g, bench)
+
+    def doc():
+        return {"device": props.name, "torch": torch.__version__, "triton": triton.__version__,
+                "copy_TBps": copy_tbps,
+                "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "rows": rows}
+
+    if args.only_llm:  # just the LLM-training section (use with --out elsewhere)
+        _llm_training(torch, bench, add, rows, args.quick)
+        return doc()
 
     N16 = 2**24
     # ---------------------------------------------------------------- elementwise
@@ -267,9 +279,7 @@ def run(args):
 
     # ---------------------------------------------------------------- host overhead
     rows.append(_overhead(torch, garr, ew, D))
-    return {"device": props.name, "torch": torch.__version__, "triton": triton.__version__,
-            "copy_TBps": copy_tbps, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-            "rows": rows}
+    return doc()
 
 
 # Qwen2.5-0.5B: d 896, 24 layers, 14/2 heads of 64, SwiGLU 4864, vocab 151,936 (tied)
