@@ -1,0 +1,164 @@
+"""Text generation: a prefill over the prompt, then one decode step per new token.
+
+The KV cache is preallocated for prompt + ``max_new_tokens`` slots. The decode step
+(``decode_step``) has the same shapes every time: one token per row, attending over the
+whole cache with a mask that hides padding and not-yet-written slots, and it takes its slot
+and positions as tensors; that is what lets a CUDA graph capture it. Prompts in a batch are
+left-padded; as transformers, a row's position ids count only its real tokens.
+"""
+
+from __future__ import annotations
+
+import genesis
+from genesis import Tensor
+from genesis.models.attention import KVCache
+from genesis.models.sampling import apply_repetition_penalty, sample_token, warp_logits
+
+__all__ = ["GenerationMixin"]
+
+
+def _eos_list(eos_token_id) -> list[int]:
+    if eos_token_id is None:
+        return []
+    return [int(eos_token_id)] if isinstance(eos_token_id, int) else [int(e) for e in
+                                                                       eos_token_id]
+
+
+class GenerationMixin:
+    """``generate`` for ``QwenForCausalLM`` (needs ``self.model``, ``self.config``,
+    ``logits_for_last``)."""
+
+    def prefill(self, input_ids: Tensor, position_ids: Tensor, key_valid: Tensor,
+                cache: KVCache) -> Tensor:
+        """Run the prompt ``(B, P)``, filling cache slots ``0 .. P-1``; ``(B, V)`` logits of
+        the last prompt position."""
+        p = input_ids.shape[1]
+        slots = genesis.arange(p, device=input_ids.device)
+        masks = self.model.masks(slots, key_valid[:, :p])
+        hidden, _ = self.model(input_ids, position_ids, masks, cache, slots, kv_len=p)
+        return self.logits_for_last(hidden)
+
+    def decode_step(self, tokens: Tensor, position_ids: Tensor, cache_position: Tensor,
+                    key_valid: Tensor, cache: KVCache) -> Tensor:
+        """One new token per row, at a fixed shape.
+
+        Args:
+            tokens: ``(B, 1)`` int64, the tokens just chosen.
+            position_ids: ``(B, 1)`` their positions.
+            cache_position: ``(1,)`` int64, the cache slot they go to.
+            key_valid: ``(B, L)`` bool over all cache slots, False at padding.
+            cache: the KV cache (``L`` slots).
+
+        Returns:
+            ``(B, V)`` logits for the following token.
+        """
+        masks = self.model.masks(cache_position, key_valid)
+        hidden, _ = self.model(tokens, position_ids, masks, cache, cache_position)
+        return self.logits_for_last(hidden)
+
+    def generate(self, input_ids: Tensor, attention_mask: Tensor | None = None,
+                 max_new_tokens: int = 20, do_sample: bool = False, temperature: float = 1.0,
+                 top_k: int | None = None, top_p: float | None = None,
+                 repetition_penalty: float = 1.0, eos_token_id: int | list[int] | None = -1,
+                 pad_token_id: int | None = None, streamer=None, generator=None) -> Tensor:
+        """Continue each prompt by up to ``max_new_tokens`` tokens.
+
+        Args:
+            input_ids: ``(B, P)`` int64 prompts, left-padded when their lengths differ.
+            attention_mask: ``(B, P)``, 0 at padding (None: no padding).
+            max_new_tokens: tokens to add at most.
+            do_sample: sample (else greedy: the most likely token).
+            temperature, top_k, top_p: sampling filters (see ``warp_logits``).
+            repetition_penalty: > 1 discourages tokens already in the sequence.
+            eos_token_id: a row stops at any of these ids; default: the config's; None: never.
+            pad_token_id: fills rows that have stopped (default: config's pad, else first eos,
+                else 0).
+            streamer: an object with ``put(tokens)`` and ``end()`` (e.g. transformers'
+                ``TextStreamer``); gets the prompt, then each new ``(B,)`` token batch.
+            generator: a ``genesis.Generator`` making sampling reproducible.
+
+        Returns:
+            ``(B, P + n)`` int64: the prompts followed by the ``n <= max_new_tokens`` new
+            tokens (``n`` stops early once every row has ended).
+
+        Example::
+
+            >>> out = model.generate(genesis.tensor([[1, 2, 3]]), max_new_tokens=5)
+        """
+        if input_ids.ndim != 2:
+            raise ValueError(f"generate: input_ids must be (batch, seq), got "
+                             f"{list(input_ids.shape)}")
+        if do_sample and temperature <= 0:
+            raise ValueError(f"generate: temperature must be > 0 when sampling, got "
+                             f"{temperature}")
+        eos = _eos_list(self.config.eos_token_id if eos_token_id == -1 else eos_token_id)
+        if pad_token_id is None:
+            pad_token_id = self.config.pad_token_id
+            pad_token_id = pad_token_id if pad_token_id is not None else (eos[0] if eos else 0)
+        was_training = self.training
+        self.eval()
+        try:
+            with genesis.no_grad():
+                return self._generate(input_ids, attention_mask, max_new_tokens, do_sample,
+                                      temperature, top_k, top_p, repetition_penalty, eos,
+                                      pad_token_id, streamer, generator)
+        finally:
+            self.train(was_training)
+
+    def _generate(self, input_ids, attention_mask, max_new_tokens, do_sample, temperature,
+                  top_k, top_p, repetition_penalty, eos, pad_token_id, streamer, generator):
+        device = self.device
+        input_ids = input_ids.to(device)
+        b, p = input_ids.shape
+        if streamer is not None:
+            streamer.put(input_ids.cpu())
+        if max_new_tokens <= 0:
+            if streamer is not None:
+                streamer.end()
+            return input_ids
+        prompt_valid = (genesis.ones((b, p), dtype=genesis.bool, device=device)
+                        if attention_mask is None else attention_mask.to(device, genesis.bool))
+        cache = KVCache(self.config, b, p + max_new_tokens, self.dtype, device)
+        key_valid = genesis.cat([prompt_valid, genesis.ones((b, max_new_tokens),
+                                                            dtype=genesis.bool, device=device)],
+                                dim=1)  # (B, L): new tokens are always real
+        # Positions count real tokens only (padding gets 1, as transformers).
+        position_ids = prompt_valid.to(genesis.int64).cumsum(-1) - 1
+        position_ids = position_ids.masked_fill(prompt_valid.logical_not(), 1)
+        seen = None
+        if repetition_penalty != 1.0:
+            seen = genesis.zeros((b, self.config.vocab_size), dtype=genesis.bool, device=device)
+            seen = seen.scatter(1, input_ids, prompt_valid)  # padding does not count
+        eos_ids = genesis.tensor(eos, dtype=genesis.int64, device=device) if eos else None
+
+        logits = self.prefill(input_ids, position_ids, key_valid, cache)
+        next_position = position_ids[:, -1:] + 1  # (B, 1)
+        cache_position = genesis.tensor([p], dtype=genesis.int64, device=device)
+        finished = genesis.zeros(b, dtype=genesis.bool, device=device)
+        new_tokens = []
+        for step in range(max_new_tokens):
+            logits = logits.to(genesis.float32)
+            if seen is not None:
+                logits = apply_repetition_penalty(logits, seen, repetition_penalty)
+            if do_sample:
+                token = sample_token(warp_logits(logits, temperature, top_k, top_p), generator)
+            else:
+                token = logits.argmax(-1)  # (B,)
+            token = genesis.where(finished, pad_token_id, token)
+            new_tokens.append(token)
+            if streamer is not None:
+                streamer.put(token.cpu())
+            if seen is not None:
+                seen = seen.scatter(1, token.unsqueeze(1), True)
+            if eos_ids is not None:
+                finished = finished | (token.unsqueeze(1) == eos_ids).any(-1)
+                if finished.all().item():
+                    break
+            if step + 1 < max_new_tokens:
+                logits = self.decode_step(token.unsqueeze(1), next_position, cache_position,
+                                          key_valid, cache)
+                next_position = next_position + 1
+                cache_position = cache_position + 1
+        if streamer is not None:
+            streamer.end()
+        return genesis.cat([input_ids, genesis.stack(new_tokens, dim=1)], dim=1)

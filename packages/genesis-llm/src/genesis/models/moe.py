@@ -1,0 +1,121 @@
+"""The SwiGLU MLP and the mixture-of-experts block (Qwen2-MoE, Qwen3-MoE).
+
+Routing: ``softmax(router(x))`` over the experts, keep each token's top ``k`` (optionally
+renormalised to sum to 1). Each expert then runs once, on the tokens routed to it: the
+``(token, choice)`` pairs are sorted by expert, so every expert's tokens are one contiguous
+slice, and one host sync (the per-expert counts) sizes the slices. The weighted outputs are
+summed back into their tokens with one ``index_add``. Qwen2-MoE adds a shared expert scaled
+by ``sigmoid(shared_expert_gate(x))``.
+"""
+
+from __future__ import annotations
+
+import genesis
+import genesis.nn as nn
+import genesis.nn.functional as F
+from genesis import Tensor
+from genesis.models.config import Qwen2Config
+
+__all__ = ["MLP", "SparseMoeBlock", "load_balancing_loss"]
+
+
+class MLP(nn.Module):
+    """``down(silu(gate(x)) * up(x))``."""
+
+    def __init__(self, hidden_size: int, intermediate_size: int, device=None,
+                 dtype=None) -> None:
+        super().__init__()
+        kw = {"bias": False, "device": device, "dtype": dtype}
+        self.gate_proj = nn.Linear(hidden_size, intermediate_size, **kw)
+        self.up_proj = nn.Linear(hidden_size, intermediate_size, **kw)
+        self.down_proj = nn.Linear(intermediate_size, hidden_size, **kw)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class SparseMoeBlock(nn.Module):
+    """Top-k routed experts (plus a gated shared expert where the config has one).
+
+    Shape:
+        forward: ``(B, S, hidden)`` -> ``(B, S, hidden)`` and router logits ``(B*S, E)``.
+    """
+
+    def __init__(self, config: Qwen2Config, device=None, dtype=None) -> None:
+        super().__init__()
+        kw = {"device": device, "dtype": dtype}
+        hidden = config.hidden_size
+        self.num_experts, self.top_k = config.num_experts, config.num_experts_per_tok
+        self.norm_topk_prob = config.norm_topk_prob
+        self.gate = nn.Linear(hidden, self.num_experts, bias=False, **kw)
+        self.experts = nn.ModuleList(MLP(hidden, config.moe_intermediate_size, **kw)
+                                     for _ in range(self.num_experts))
+        shared = getattr(config, "shared_expert_intermediate_size", 0)
+        if shared:
+            self.shared_expert = MLP(hidden, shared, **kw)
+            self.shared_expert_gate = nn.Linear(hidden, 1, bias=False, **kw)
+        else:
+            self.shared_expert = self.shared_expert_gate = None
+
+    def forward(self, x: Tensor) -> tuple[Tensor, Tensor]:
+        b, s, hidden = x.shape
+        flat = x.reshape(b * s, hidden)  # (T, H)
+        router_logits = self.gate(flat)  # (T, E)
+        probs = router_logits.softmax(-1, dtype=genesis.float32)
+        weights, chosen = probs.topk(self.top_k, dim=-1)  # (T, k)
+        if self.norm_topk_prob:
+            weights = weights / weights.sum(-1, keepdim=True)
+        weights = weights.to(x.dtype)
+
+        # Sort the T*k (token, choice) pairs by expert: expert e owns one contiguous run.
+        choice = chosen.reshape(-1)  # (T*k,)
+        order = choice.argsort(stable=True)  # (T*k,)
+        counts = F.one_hot(choice, self.num_experts).sum(0).tolist()  # the one host sync
+        token_of = order // self.top_k  # (T*k,) token of each sorted pair
+        pair_weight = weights.reshape(-1).index_select(0, order).unsqueeze(-1)  # (T*k, 1)
+        outputs, start = [], 0
+        for expert, n in zip(self.experts, counts):
+            if n:
+                tokens = token_of[start:start + n]
+                outputs.append(expert(flat.index_select(0, tokens)))  # (n, H)
+            start += n
+        routed = genesis.cat(outputs) * pair_weight  # (T*k, H), in sorted order
+        out = genesis.zeros_like(flat).index_add(0, token_of, routed)  # (T, H)
+
+        if self.shared_expert is not None:
+            gate = F.sigmoid(self.shared_expert_gate(flat))  # (T, 1)
+            out = out + gate * self.shared_expert(flat)
+        return out.reshape(b, s, hidden), router_logits
+
+
+def load_balancing_loss(router_logits: list[Tensor], num_experts: int, top_k: int,
+                        attention_mask: Tensor | None = None) -> Tensor:
+    """Switch-Transformer load-balancing loss over all sparse layers, as transformers':
+    ``E * sum_e f_e * P_e`` with ``f_e`` the fraction of top-k picks going to expert ``e``
+    and ``P_e`` its mean routing probability (padding tokens left out).
+
+    Args:
+        router_logits: one ``(T, E)`` tensor per sparse layer (``T = B * S``).
+        num_experts: ``E``.
+        top_k: experts per token.
+        attention_mask: ``(B, S)``, 0 at padding, or None.
+
+    Returns:
+        A scalar float32 tensor.
+    """
+    device = router_logits[0].device
+    picks = genesis.zeros(num_experts, device=device)
+    prob_sum = genesis.zeros(num_experts, device=device)
+    rows = None
+    keep = None if attention_mask is None else attention_mask.reshape(-1, 1).to(genesis.float32)
+    for logits in router_logits:
+        probs = logits.softmax(-1, dtype=genesis.float32)  # (T, E)
+        chosen = probs.topk(top_k, dim=-1).indices  # (T, k)
+        hits = F.one_hot(chosen, num_experts).to(genesis.float32).sum(1)  # (T, E)
+        if keep is not None:
+            hits, probs = hits * keep, probs * keep
+        picks = picks + hits.sum(0)
+        prob_sum = prob_sum + probs.sum(0)
+        n = keep.sum() if keep is not None else float(probs.shape[0])
+        rows = n if rows is None else rows + n
+    return (picks / rows * (prob_sum / rows)).sum() * num_experts
