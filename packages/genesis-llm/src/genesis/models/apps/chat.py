@@ -155,6 +155,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "there is one)")
     p.add_argument("--dtype", choices=("auto", "float32", "bfloat16"), default="auto",
                    help="weights dtype (auto: bfloat16 on the GPU, float32 on the CPU)")
+    p.add_argument("--threads", type=int, default=None, help="CPU kernel threads")
     p.add_argument("--no-stream", dest="stream", action="store_false",
                    help="print each reply whole")
     return p
@@ -163,6 +164,8 @@ def build_parser() -> argparse.ArgumentParser:
 def open_session(args) -> ChatSession:
     """Load the model directory named by ``args`` and start a session."""
     device = genesis.device(args.device or ("cuda" if genesis.cuda.is_available() else "cpu"))
+    if device.type == "cpu" and args.threads:
+        genesis.set_num_threads(args.threads)
     dtype = {"float32": genesis.float32, "bfloat16": genesis.bfloat16}.get(
         args.dtype, genesis.bfloat16 if device.type == "cuda" else genesis.float32)
     model_dir = Path(args.model_dir)
