@@ -148,3 +148,15 @@ def test_pretrain_on_text_files(base, tmp_path):
                           batch_size=2, max_steps=3, eval_fraction=0.0))
     assert record["finished"] and record["data"]["trained_tokens"] == record["data"]["tokens"]
     assert all(np.isfinite(record["history"]["train_loss"]))
+
+
+@pytest.mark.cuda
+def test_bf16_autocast_run_on_the_gpu(base, tmp_path):
+    record = train(config(base, tmp_path / "gpu", device="cuda", max_steps=8, save_every=4,
+                          threads=None))
+    assert record["runtime"]["precision"] == "bf16"
+    assert record["runtime"]["device"].startswith("cuda")
+    losses = record["history"]["train_loss"]
+    assert all(np.isfinite(losses)) and losses[-1] < losses[0]
+    model = AutoModelForCausalLM.from_pretrained(record["model_dir"], device="cuda")
+    assert model.dtype == genesis.float32  # master weights stay float32 under autocast

@@ -245,7 +245,7 @@ def train(cfg: SFTConfig) -> dict:
             progress.set_postfix(loss=f"{step_loss:.4f}", lr=f"{lr:.2e}", refresh=False)
         if eval_rows and eval_every and step % eval_every == 0 and step < total_steps:
             history["eval_step"].append(step)
-            history["eval_loss"].append(evaluate(trained, eval_rows, cfg, runtime, pad_id))
+            history["eval_loss"].append(evaluate(model, eval_rows, cfg, runtime, pad_id))
         periodic = cfg.save_every and step % cfg.save_every == 0
         stopping_early = step == last_step < total_steps
         if periodic or stopping_early:
@@ -260,7 +260,7 @@ def train(cfg: SFTConfig) -> dict:
     finished = step >= total_steps
     if finished and eval_rows and (not history["eval_step"] or history["eval_step"][-1] != step):
         history["eval_step"].append(step)
-        history["eval_loss"].append(evaluate(trained, eval_rows, cfg, runtime, pad_id))
+        history["eval_loss"].append(evaluate(model, eval_rows, cfg, runtime, pad_id))
     record = {
         "config": {k: v for k, v in dataclasses.asdict(cfg).items() if k != "extra"},
         "extra": cfg.extra,
