@@ -6,7 +6,7 @@
 The whole LLM pipeline at toy scale, every piece real:
 
 1. a synthetic chat dataset: "What is 47 + 85?" answered with its working, digit by digit
-   ("7+5=12, 4+8+1=13, so 132"); 200 question pairs are held out and never trained on;
+   ("47+85: 7+5=12, 4+8+1=13, so 132"); 200 question pairs are held out, never trained on;
 2. a byte-level BPE tokenizer trained on it with ``tokenizers``, with Qwen's ChatML chat
    template, saved so ``transformers.AutoTokenizer`` loads it;
 3. a randomly initialised Qwen3-architecture model (q/k RMSNorm, GQA, RoPE, SwiGLU) saved as a
@@ -18,7 +18,9 @@ The whole LLM pipeline at toy scale, every piece real:
 
 Why the working: a left-to-right model writing "132" must get the carry before it writes the
 first digit; with the units sum written first, each step is a small lookup the model learns
-quickly (a scratchpad). The score still asks for every character of the reply.
+quickly (a scratchpad). The operands are first restated with leading zeros ("4+21" becomes
+"04+21"): without that, most of the remaining errors were single-digit operands whose digit
+was taken for a tens digit. The score still asks for every character of the reply.
 Runs on the GPU (bf16 autocast) when genesis-cuda finds one.
 """
 
@@ -60,14 +62,14 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 # ----------------------------------------------------------------------------- data
 def working(a: int, b: int, digits: int) -> str:
-    """The reply to "What is a + b?": column sums from the units up, then the answer."""
-    steps, carry = [], 0
+    """The reply to "What is a + b?": the operands aligned, column sums, then the answer."""
+    steps, carry = [f"{a:0{digits}d}+{b:0{digits}d}:"], 0
     for k in range(digits):
         da, db = a // 10**k % 10, b // 10**k % 10
         total = da + db + carry
         steps.append(f"{da}+{db}={total}" if k == 0 else f"{da}+{db}+{carry}={total}")
         carry = total // 10
-    return f"{', '.join(steps)}, so {a + b}"
+    return f"{steps[0]} {', '.join(steps[1:])}, so {a + b}"
 
 
 def conversation(a: int, b: int, digits: int) -> list[dict]:
@@ -158,7 +160,7 @@ def main(argv=None) -> dict:
     questions = [conversation(a, b, args.digits)[0]["content"] for a, b in test_pairs]
     expected = [working(a, b, args.digits) for a, b in test_pairs]
     t_eval = time.perf_counter()
-    replies = answer_all(model, tokenizer, questions, max_new_tokens=12 * args.digits + 8)
+    replies = answer_all(model, tokenizer, questions, max_new_tokens=16 * args.digits + 8)
     exact = sum(r == e for r, e in zip(replies, expected)) / len(expected)
     answers = sum(r.rsplit(" ", 1)[-1] == str(a + b)
                   for r, (a, b) in zip(replies, test_pairs)) / len(expected)

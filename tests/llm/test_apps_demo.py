@@ -29,9 +29,9 @@ def load_example():
 
 def test_working_spells_out_the_column_sums():
     demo = load_example()
-    assert demo.working(47, 85, 2) == "7+5=12, 4+8+1=13, so 132"
-    assert demo.working(5, 3, 2) == "5+3=8, 0+0+0=0, so 8"
-    assert demo.working(999, 1, 3) == "9+1=10, 9+0+1=10, 9+0+1=10, so 1000"
+    assert demo.working(47, 85, 2) == "47+85: 7+5=12, 4+8+1=13, so 132"
+    assert demo.working(5, 3, 2) == "05+03: 5+3=8, 0+0+0=0, so 8"
+    assert demo.working(999, 1, 3) == "999+001: 9+1=10, 9+0+1=10, 9+0+1=10, so 1000"
     train, test = demo.make_dataset(2, 200, None, seed=0)
     assert len(train) == 9800 and len(test) == 200 and not set(train) & set(test)
 

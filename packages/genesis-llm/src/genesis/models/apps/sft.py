@@ -82,8 +82,10 @@ class SFTConfig:
     extra: dict = field(default_factory=dict)  # recorded in the log (e.g. by a demo)
 
 
-def prepare_out(out: Path, resume: bool, overwrite: bool) -> Path | None:
+def prepare_out(out: Path, resume: bool, overwrite: bool, clean: bool = True) -> Path | None:
     """Check ``out`` may be written; return the checkpoint to resume from, if any.
+
+    With ``overwrite`` (and ``clean``: rank 0 only), old checkpoints there are removed.
 
     Raises:
         FileExistsError: ``out`` is not empty and neither ``resume`` nor ``overwrite`` is set,
@@ -105,7 +107,7 @@ def prepare_out(out: Path, resume: bool, overwrite: bool) -> Path | None:
             f"--out {out} is not empty ({', '.join(entries[:5])}"
             f"{', ...' if len(entries) > 5 else ''}); pass --overwrite to replace what "
             "genesis-sft writes there, or --resume to continue its run")
-    if overwrite and (out / ckpt.CHECKPOINT_DIR).is_dir():
+    if overwrite and clean and (out / ckpt.CHECKPOINT_DIR).is_dir():
         shutil.rmtree(out / ckpt.CHECKPOINT_DIR)  # a fresh run must not resume old state
     return None
 
@@ -162,7 +164,7 @@ def train(cfg: SFTConfig) -> dict:
         genesis.set_num_threads(cfg.threads)
     out = Path(cfg.out)
     say = print if runtime.is_main else (lambda *a, **k: None)
-    resume_from = prepare_out(out, cfg.resume, cfg.overwrite)
+    resume_from = prepare_out(out, cfg.resume, cfg.overwrite, clean=runtime.is_main)
     runtime.barrier()
 
     tokenizer = load_tokenizer(cfg.model, need_chat_template=not cfg.pretrain)
