@@ -157,3 +157,23 @@ def test_split_and_step_order_are_seeded():
     assert step_rows(18, 4, 0, 5) == step_rows(18, 4, 0, 5)
     with pytest.raises(ValueError, match="fewer than one step"):
         steps_per_epoch(3, 4)
+
+
+def test_build_rows_truncates_or_skips_long_conversations(tokenizer, tmp_path):
+    from genesis.models.apps.sft_data import build_chat_rows
+
+    short = [{"role": "user", "content": "1+1?"}, {"role": "assistant", "content": "2"}]
+    path = tmp_path / "mixed.jsonl"
+    write_chat_jsonl(path, [CONV, short, short])
+    n_long = len(tokenize_conversation(tokenizer, CONV).input_ids)
+    n_short = len(tokenize_conversation(tokenizer, short).input_ids)
+    seq_len = n_short + 20
+    assert n_long > seq_len
+    rows, stats = build_chat_rows(path, tokenizer, seq_len, "skip", pack=False)
+    assert (stats.conversations, stats.skipped, stats.truncated, len(rows)) == (3, 1, 0, 2)
+    rows, stats = build_chat_rows(path, tokenizer, seq_len, "truncate", pack=True)
+    assert (stats.skipped, stats.truncated) == (0, 1)
+    assert all(len(r.input_ids) <= seq_len for r in rows)
+    assert stats.tokens == 2 * n_short + seq_len
+    with pytest.raises(ValueError, match="every conversation was skipped"):
+        build_chat_rows(path, tokenizer, 4, "skip")
