@@ -146,6 +146,29 @@ def evaluate(model, rows, cfg: SFTConfig, runtime, pad_id: int) -> float:
     return runtime.sum(total) / count if count else float("nan")
 
 
+def accumulate_gradients(trained, micro: list[list], step_tokens: float, runtime,
+                         pad_id: int) -> float:
+    """Forward and backward every micro-batch of one step; return their summed token loss.
+
+    Each micro-batch's mean loss is weighted by its share of the step's ``step_tokens``
+    labelled tokens (all ranks; DDP then averages over ranks, hence the ``world_size``), so
+    the gradient is that of the mean over the whole step. Only the last micro-batch lets DDP
+    all-reduce.
+    """
+    loss_sum = 0.0
+    for k, batch in enumerate(micro):
+        n = _labelled(batch)
+        if n == 0:  # nothing to learn here (every label masked): its loss would be 0/0
+            continue
+        ids, mask, labels = _batch_tensors(batch, pad_id, runtime.device)
+        with runtime.no_sync(trained, enabled=k < len(micro) - 1):
+            with runtime.autocast():
+                loss = trained(ids, attention_mask=mask, labels=labels).loss
+            (loss * (n * runtime.world_size / step_tokens)).backward()
+        loss_sum += float(loss.item()) * n
+    return loss_sum
+
+
 def train(cfg: SFTConfig) -> dict:
     """Run (or resume) a fine-tuning run; return its log record.
 
@@ -220,17 +243,7 @@ def train(cfg: SFTConfig) -> dict:
                               step_rows(len(train_rows), rows_per_step, cfg.seed, step)])
         micro = _micro_batches(mine, cfg.batch_size)
         step_tokens = runtime.sum(sum(_labelled(b) for b in micro))
-        step_loss = 0.0
-        for k, batch in enumerate(micro):
-            n = _labelled(batch)
-            ids, mask, labels = _batch_tensors(batch, pad_id, runtime.device)
-            with runtime.no_sync(trained, enabled=k < len(micro) - 1):
-                with runtime.autocast():
-                    loss = trained(ids, attention_mask=mask, labels=labels).loss
-                if n:
-                    weight = n * runtime.world_size / step_tokens
-                    (loss * weight).backward()
-                    step_loss += float(loss.item()) * n
+        step_loss = accumulate_gradients(trained, micro, step_tokens, runtime, pad_id)
         grad_norm = float(clip_grad_norm_(model.parameters(), cfg.max_grad_norm).item()) \
             if cfg.max_grad_norm > 0 else float("nan")
         lr = optimizer.param_groups[0]["lr"]
