@@ -150,8 +150,8 @@ def main(argv=None) -> dict:
         model=str(base), data=[str(train_path)], out=str(out / "model"), seq_len=args.seq_len,
         batch_size=args.batch_size, max_steps=args.steps, lr=args.lr,
         warmup_steps=max(1, args.steps // 20), min_lr_ratio=0.1, weight_decay=0.0,
-        eval_fraction=0.02, seed=args.seed, device=device, threads=args.threads,
-        overwrite=True, progress=not args.no_progress,
+        eval_fraction=0.02, eval_every=max(1, args.steps // 5), seed=args.seed, device=device,
+        threads=args.threads, overwrite=True, progress=not args.no_progress,
         extra={"demo": "qwen_arithmetic", "digits": args.digits}))
 
     from genesis.models import AutoModelForCausalLM

@@ -42,7 +42,7 @@ def plot_loss(history: dict, path: Path, title: str = "genesis-sft") -> Path:
     ax.plot(history["step"], history["train_loss"], label="train", linewidth=1)
     if history["eval_step"]:
         ax.plot(history["eval_step"], history["eval_loss"], "o-", label="eval")
-    ax.set(xlabel="optimizer step", ylabel="cross-entropy loss (assistant tokens)",
+    ax.set(xlabel="optimizer step", ylabel="cross-entropy per trained token",
            title=title)
     if min(history["train_loss"] + history["eval_loss"]) > 0:
         ax.set_yscale("log")
