@@ -55,7 +55,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--lr", type=float, default=3e-3)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default=None, help="cpu or cuda (default: cuda if available)")
-    p.add_argument("--threads", type=int, default=None, help="CPU threads for the kernels")
+    p.add_argument("--threads", type=int, default=1,
+                   help="CPU threads for the kernels (default 1: at this model size more threads "
+                        "gain little and lose much on a busy machine)")
     p.add_argument("--no-progress", action="store_true", help="no tqdm progress bar")
     return p.parse_args(argv)
 
