@@ -3,7 +3,14 @@
 import numpy as np
 import pytest
 import torch
-from tiny_qwen import FAMILIES, left_padded_batch, make_checkpoint, to_genesis, to_numpy
+from tiny_qwen import (
+    FAMILIES,
+    left_padded_batch,
+    make_checkpoint,
+    one_cpu_thread,  # noqa: F401 - autouse fixture
+    to_genesis,
+    to_numpy,
+)
 
 import genesis
 from genesis.models import AutoModelForCausalLM, QwenForCausalLM

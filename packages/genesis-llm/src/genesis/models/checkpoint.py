@@ -9,6 +9,7 @@ mis-shaped tensor; then it copies tensor by tensor onto the device.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -16,6 +17,7 @@ import re
 import genesis
 from genesis.models.config import load_config
 from genesis.models.safetensors_io import load_tensor, read_header, save_tensors
+from genesis.nn import init
 
 __all__ = ["CheckpointMixin", "checkpoint_files"]
 
@@ -52,6 +54,23 @@ def _parse_size(size: int | str) -> int:
     return int(float(match.group(1)) * scale)
 
 
+@contextlib.contextmanager
+def _skip_init():
+    """Make ``genesis.nn.init``'s in-place initialisers no-ops while a model is built whose
+    every parameter the checkpoint is about to overwrite (transformers' ``no_init_weights``).
+    Random init is most of the time a load takes otherwise: 13 of 15 s for a 0.5B model on
+    one CPU thread."""
+    names = [n for n in vars(init) if n.endswith("_") and not n.startswith("_")]
+    saved = {n: getattr(init, n) for n in names}
+    try:
+        for n in names:
+            setattr(init, n, lambda tensor, *args, **kwargs: tensor)
+        yield
+    finally:
+        for n, fn in saved.items():
+            setattr(init, n, fn)
+
+
 class CheckpointMixin:
     """``from_pretrained`` / ``save_pretrained`` for a model whose ``state_dict`` keys are
     the checkpoint's tensor names (needs ``self.config``)."""
@@ -86,7 +105,8 @@ class CheckpointMixin:
         if dtype is None:
             dtype = getattr(genesis, config.dtype) if config.dtype else genesis.float32
         files = checkpoint_files(model_dir)
-        model = cls(config, device=device, dtype=dtype)
+        with _skip_init():  # load_checkpoint checks that every parameter gets a value
+            model = cls(config, device=device, dtype=dtype)
         model.load_checkpoint(files)
         return model
 

@@ -28,13 +28,14 @@ class GenerationMixin:
     """``generate`` for ``QwenForCausalLM`` (needs ``self.model``, ``self.config``,
     ``logits_for_last``)."""
 
-    def prefill(self, input_ids: Tensor, position_ids: Tensor, key_valid: Tensor,
+    def prefill(self, input_ids: Tensor, position_ids: Tensor, prompt_valid: Tensor | None,
                 cache: KVCache) -> Tensor:
         """Run the prompt ``(B, P)``, filling cache slots ``0 .. P-1``; ``(B, V)`` logits of
-        the last prompt position."""
+        the last prompt position. ``prompt_valid`` ``(B, P)`` marks padding (None: none,
+        which lets full-attention layers use plain causal attention)."""
         p = input_ids.shape[1]
         slots = genesis.arange(p, device=input_ids.device)
-        masks = self.model.masks(slots, key_valid[:, :p])
+        masks = self.model.masks(slots, prompt_valid)
         hidden, _ = self.model(input_ids, position_ids, masks, cache, slots, kv_len=p)
         return self.logits_for_last(hidden)
 
@@ -116,8 +117,16 @@ class GenerationMixin:
             if streamer is not None:
                 streamer.end()
             return input_ids
-        prompt_valid = (genesis.ones((b, p), dtype=genesis.bool, device=device)
-                        if attention_mask is None else attention_mask.to(device, genesis.bool))
+        if attention_mask is None:
+            prompt_valid = genesis.ones((b, p), dtype=genesis.bool, device=device)
+        else:
+            prompt_valid = attention_mask.to(device, genesis.bool)
+            if tuple(prompt_valid.shape) != (b, p):
+                raise ValueError(f"generate: attention_mask {list(prompt_valid.shape)} must "
+                                 f"have input_ids' shape {[b, p]}")
+            if not prompt_valid[:, -1].all().item():  # one host check per call
+                raise ValueError("generate: prompts must be left-padded (attention_mask 1 at "
+                                 "the last position of every row)")
         cache = KVCache(self.config, b, p + max_new_tokens, self.dtype, device)
         key_valid = genesis.cat([prompt_valid, genesis.ones((b, max_new_tokens),
                                                             dtype=genesis.bool, device=device)],
@@ -131,7 +140,8 @@ class GenerationMixin:
             seen = seen.scatter(1, input_ids, prompt_valid)  # padding does not count
         eos_ids = genesis.tensor(eos, dtype=genesis.int64, device=device) if eos else None
 
-        logits = self.prefill(input_ids, position_ids, key_valid, cache)
+        logits = self.prefill(input_ids, position_ids,
+                              None if attention_mask is None else prompt_valid, cache)
         next_position = position_ids[:, -1:] + 1  # (B, 1)
         cache_position = genesis.tensor([p], dtype=genesis.int64, device=device)
         finished = genesis.zeros(b, dtype=genesis.bool, device=device)

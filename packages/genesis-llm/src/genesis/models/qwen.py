@@ -69,7 +69,11 @@ class QwenModel(nn.Module):
     def masks(self, query_slots: Tensor, key_valid: Tensor | None) -> dict:
         """The attention mask of every window size in use (``None``: full attention).
 
-        With no padding (``key_valid`` None) full attention needs no mask: plain causal.
+        Args:
+            query_slots: ``(S,)`` slots of the query tokens.
+            key_valid: ``(B, K)`` bool over the key slots, False at padding; None: no
+                padding and no cache (keys are the queries), where full attention needs no
+                mask at all (plain causal).
         """
         out = {}
         for window in {layer.self_attn.window for layer in self.layers}:
@@ -99,11 +103,11 @@ class QwenModel(nn.Module):
 class CausalLMOutput:
     """What ``QwenForCausalLM.forward`` returns.
 
-    ``logits`` ``(B, S, vocab)`` are computed from ``hidden_states`` on first access, so a
+    ``logits`` ``(B, S, vocab)`` are computed from ``last_hidden_state`` on first access, so a
     training step that reads only ``loss`` never materialises them outside the loss.
     """
 
-    hidden_states: Tensor
+    last_hidden_state: Tensor  # (B, S, hidden), after the final norm
     lm_head: nn.Linear
     loss: Tensor | None = None
     aux_loss: Tensor | None = None
@@ -113,7 +117,7 @@ class CausalLMOutput:
     @property
     def logits(self) -> Tensor:
         if self._logits is None:
-            self._logits = self.lm_head(self.hidden_states)
+            self._logits = self.lm_head(self.last_hidden_state)
         return self._logits
 
 
@@ -192,7 +196,7 @@ class QwenForCausalLM(CheckpointMixin, GenerationMixin, nn.Module):
         key_valid = None if attention_mask is None else attention_mask.to(genesis.bool)
         hidden, router_logits = self.model(input_ids, position_ids,
                                            self.model.masks(slots, key_valid))
-        out = CausalLMOutput(hidden_states=hidden, lm_head=self.lm_head)
+        out = CausalLMOutput(last_hidden_state=hidden, lm_head=self.lm_head)
         if labels is not None:
             out.loss = causal_lm_loss(hidden, self.lm_head.weight, labels)
         if output_router_logits is None:

@@ -1,13 +1,15 @@
 """Reading and writing safetensors files as genesis tensors.
 
-Writing goes through the ``safetensors`` library (its ``TensorSpec`` + ``serialize_file``,
-the same path ``safetensors.numpy.save_file`` takes). Reading parses the header directly and
-memory-maps the file: the format is an 8-byte little-endian header length, a JSON header
-``{name: {"dtype", "shape", "data_offsets": [begin, end]}}`` and the raw bytes. This is
-needed because numpy has no bfloat16, so ``safetensors.numpy`` cannot return the BF16
-tensors real Qwen checkpoints hold; here BF16 bytes travel as int16 and are reinterpreted
-as bfloat16 on the device. A tensor is read straight from the mapping, one at a time, so
-loading never holds a second copy of a shard in host memory.
+Writing goes through the ``safetensors`` library's ``serialize_file`` (the call
+``safetensors.numpy.save_file`` makes), with the dtype named explicitly so bfloat16 works.
+
+Reading parses the header directly and memory-maps the file. The format: an 8-byte
+little-endian header length, a JSON header
+``{name: {"dtype", "shape", "data_offsets": [begin, end]}}``, then the raw bytes. numpy has
+no bfloat16, so ``safetensors.numpy`` cannot return the BF16 tensors real Qwen checkpoints
+hold; here BF16 bytes travel as int16 and are reinterpreted as bfloat16 on the device. A
+tensor is read straight from the mapping, one at a time, so loading never holds a second
+copy of a shard in host memory.
 """
 
 from __future__ import annotations
@@ -82,6 +84,15 @@ def load_tensor(path: str | os.PathLike, info: dict, data_start: int, device=Non
     return t if dtype is None else t.to(dtype)
 
 
+def _spec(dtype: str, arr: np.ndarray):
+    """One tensor for ``serialize_file``: a ``TensorSpec`` pointing at ``arr`` (safetensors
+    >= 0.7), or the dict with a copy of its bytes that older versions take."""
+    if hasattr(safetensors, "TensorSpec"):
+        return safetensors.TensorSpec(dtype=dtype, shape=arr.shape, data_ptr=arr.ctypes.data,
+                                      data_len=arr.nbytes)
+    return {"dtype": dtype, "shape": arr.shape, "data": arr.tobytes()}
+
+
 def save_tensors(tensors: dict[str, Tensor], path: str | os.PathLike,
                  metadata: dict[str, str] | None = None) -> None:
     """Write ``{name: tensor}`` to a safetensors file (tensors may live on any device)."""
@@ -94,6 +105,5 @@ def save_tensors(tensors: dict[str, Tensor], path: str | os.PathLike,
         raw = t.view(genesis.int16) if t.dtype is genesis.bfloat16 else t
         arr = np.ascontiguousarray(raw.cpu().numpy())
         keep_alive.append(arr)
-        specs[name] = safetensors.TensorSpec(dtype=_SPEC_NAMES[t.dtype], shape=arr.shape,
-                                             data_ptr=arr.ctypes.data, data_len=arr.nbytes)
+        specs[name] = _spec(_SPEC_NAMES[t.dtype], arr)
     safetensors.serialize_file(specs, os.fspath(path), metadata=metadata)

@@ -1,0 +1,155 @@
+"""model.generate: greedy parity with transformers, eos, sampling, streaming."""
+
+import numpy as np
+import pytest
+import torch
+from tiny_qwen import (
+    FAMILIES,
+    left_padded_batch,
+    make_checkpoint,
+    one_cpu_thread,  # noqa: F401 - autouse fixture
+    to_genesis,
+    to_numpy,
+)
+
+import genesis
+from genesis.models import AutoModelForCausalLM
+
+
+@pytest.fixture(scope="module", params=list(FAMILIES))
+def pair(request, tmp_path_factory):
+    path = tmp_path_factory.mktemp(request.param)
+    ref = make_checkpoint(request.param, path)
+    return ref, AutoModelForCausalLM.from_pretrained(path)
+
+
+@pytest.fixture(scope="module")
+def qwen3(tmp_path_factory):
+    path = tmp_path_factory.mktemp("qwen3")
+    ref = make_checkpoint("qwen3", path)
+    return ref, AutoModelForCausalLM.from_pretrained(path)
+
+
+def _hf_generate(ref, ids, mask, **kw):
+    with torch.no_grad():
+        # output_router_logits: transformers' MoE aux loss breaks on cached decode steps
+        return ref.generate(ids, attention_mask=mask, pad_token_id=0,
+                            output_router_logits=False, **kw).numpy()
+
+
+def test_greedy_32_tokens_match_transformers(pair):
+    ref, model = pair
+    ids, mask = left_padded_batch(ref.config.vocab_size, [6, 3, 5], seed=2)
+    expected = _hf_generate(ref, ids, mask, max_new_tokens=32, do_sample=False)
+    out = model.generate(to_genesis(ids), attention_mask=to_genesis(mask), max_new_tokens=32,
+                         eos_token_id=None)
+    assert out.shape == (3, 6 + 32)
+    np.testing.assert_array_equal(to_numpy(out), expected)
+
+
+def test_repetition_penalty_matches_transformers(qwen3):
+    ref, model = qwen3
+    g = torch.Generator().manual_seed(4)
+    ids = torch.randint(0, ref.config.vocab_size, (2, 5), generator=g)
+    expected = _hf_generate(ref, ids, None, max_new_tokens=12, do_sample=False,
+                            repetition_penalty=1.8)
+    out = model.generate(to_genesis(ids), max_new_tokens=12, repetition_penalty=1.8,
+                         eos_token_id=None)
+    np.testing.assert_array_equal(to_numpy(out), expected)
+
+
+def test_stops_at_any_eos_and_pads(qwen3):
+    _, model = qwen3
+    ids, mask = left_padded_batch(model.config.vocab_size, [4, 4], seed=5)
+    free = to_numpy(model.generate(to_genesis(ids), max_new_tokens=10, eos_token_id=None))
+    # Make the 3rd new token of row 0 and the 5th of row 1 end their rows.
+    eos = [int(free[0, 4 + 2]), int(free[1, 4 + 4])]
+    out = to_numpy(model.generate(to_genesis(ids), max_new_tokens=10, eos_token_id=eos,
+                                  pad_token_id=0))
+    for row in range(2):
+        new = out[row, 4:]
+        first = next(i for i, t in enumerate(new) if t in eos)
+        np.testing.assert_array_equal(new[:first + 1], free[row, 4:4 + first + 1])
+        assert (new[first + 1:] == 0).all()
+    assert out.shape[1] < 4 + 10  # stopped once both rows ended
+
+
+def test_sampling_is_seedable(qwen3):
+    _, model = qwen3
+    ids = to_genesis(torch.randint(0, 97, (3, 4), generator=torch.Generator().manual_seed(6)))
+    kw = dict(max_new_tokens=16, do_sample=True, temperature=1.5, top_k=20, top_p=0.9,
+              eos_token_id=None)
+    a = model.generate(ids, generator=genesis.Generator().manual_seed(7), **kw)
+    b = model.generate(ids, generator=genesis.Generator().manual_seed(7), **kw)
+    c = model.generate(ids, generator=genesis.Generator().manual_seed(8), **kw)
+    np.testing.assert_array_equal(to_numpy(a), to_numpy(b))
+    assert not np.array_equal(to_numpy(a), to_numpy(c))
+
+
+def test_top_k_1_sampling_is_greedy(qwen3):
+    _, model = qwen3
+    ids = to_genesis(torch.randint(0, 97, (2, 4), generator=torch.Generator().manual_seed(9)))
+    greedy = model.generate(ids, max_new_tokens=8, eos_token_id=None)
+    sampled = model.generate(ids, max_new_tokens=8, do_sample=True, top_k=1, eos_token_id=None,
+                             generator=genesis.Generator().manual_seed(1))
+    np.testing.assert_array_equal(to_numpy(sampled), to_numpy(greedy))
+
+
+def test_sampling_follows_the_distribution():
+    from genesis.models.sampling import sample_token, warp_logits
+
+    probs = np.array([0.5, 0.3, 0.15, 0.05], np.float32)
+    logits = genesis.tensor(np.log(np.tile(probs, (4000, 1))))
+    draws = to_numpy(sample_token(logits, genesis.Generator().manual_seed(0)))
+    freq = np.bincount(draws, minlength=4) / draws.size
+    np.testing.assert_allclose(freq, probs, atol=0.03)
+    # top_p=0.75 keeps {0.5, 0.3}: the smallest set reaching 0.75
+    kept = to_numpy(warp_logits(logits[:1], top_p=0.75))[0]
+    assert np.isfinite(kept[:2]).all() and np.isneginf(kept[2:]).all()
+
+
+def test_streamer_gets_prompt_then_each_token(qwen3):
+    _, model = qwen3
+
+    class Recorder:
+        def __init__(self):
+            self.puts, self.ended = [], False
+
+        def put(self, tokens):
+            self.puts.append(tokens.tolist())
+
+        def end(self):
+            self.ended = True
+
+    rec = Recorder()
+    ids = genesis.tensor([[1, 2, 3]])
+    out = model.generate(ids, max_new_tokens=5, eos_token_id=None, streamer=rec)
+    assert rec.ended and rec.puts[0] == [[1, 2, 3]]
+    assert [t[0] for t in rec.puts[1:]] == out.tolist()[0][3:]
+
+
+def test_decode_step_keeps_its_shapes(qwen3):
+    """The decode step's inputs and outputs have one shape at every step (graph capture)."""
+    _, model = qwen3
+    from genesis.models.attention import KVCache
+
+    cfg = model.config
+    cache = KVCache(cfg, 2, 12, model.dtype, model.device)
+    valid = genesis.ones((2, 12), dtype=genesis.bool)
+    ids = genesis.tensor([[5, 6, 7, 8], [9, 10, 11, 12]])
+    logits = model.prefill(ids, genesis.arange(4).unsqueeze(0).expand(2, 4), valid[:, :4], cache)
+    full = model(genesis.cat([ids, logits.argmax(-1).unsqueeze(1)], 1)).logits
+    token = logits.argmax(-1).unsqueeze(1)
+    step = model.decode_step(token, genesis.tensor([[4], [4]]), genesis.tensor([4]), valid,
+                             cache)
+    assert step.shape == (2, cfg.vocab_size)
+    np.testing.assert_allclose(to_numpy(step), to_numpy(full)[:, -1], atol=1e-5, rtol=0)
+
+
+def test_bad_attention_masks(qwen3):
+    _, model = qwen3
+    ids = genesis.tensor([[1, 2, 3], [4, 5, 6]])
+    with pytest.raises(ValueError, match="left-padded"):
+        model.generate(ids, attention_mask=genesis.tensor([[1, 1, 1], [1, 1, 0]]))
+    with pytest.raises(ValueError, match=r"\[2, 2\] must have input_ids' shape \[2, 3\]"):
+        model.generate(ids, attention_mask=genesis.tensor([[1, 1], [1, 1]]))
