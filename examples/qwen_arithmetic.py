@@ -1,7 +1,10 @@
 """Teach a small Qwen3 model to add, from nothing, in a few minutes on a laptop CPU.
 
-    python examples/qwen_arithmetic.py                 # data, tokenizer, model, SFT, test
+    hatch run demo:qwen                                # or: python examples/qwen_arithmetic.py
     genesis-chat runs/qwen_arithmetic/model --greedy   # then ask it "What is 58 + 67?"
+
+About 2.5 minutes of one CPU core (500 steps of 16 packed rows; measured: 125 s user + 15 s
+system) to 100% exact match on the 200 held-out questions.
 
 The whole LLM pipeline at toy scale, every piece real:
 
