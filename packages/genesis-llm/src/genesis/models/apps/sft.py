@@ -1,0 +1,303 @@
+"""Supervised fine-tuning: the training loop behind ``genesis-sft``.
+
+One optimizer step takes ``batch_size x grad_accum`` rows on each rank. Its loss is the mean
+over every labelled token of the step (all micro-batches, all ranks): each micro-batch's mean
+loss is weighted by its share of the step's labelled tokens before ``backward``, so
+accumulation and data parallelism give the gradient of one big batch. Then the gradients are
+clipped to ``max_grad_norm``, AdamW steps, and the warmup + cosine schedule advances.
+
+Files in ``out``: the final model and tokenizer (``save_pretrained``: ``genesis-chat out``
+works), ``log.json``, ``loss.png`` and ``checkpoints/step-N.safetensors``. A run refuses a
+non-empty ``out`` unless told ``overwrite`` (start again) or ``resume`` (continue from the
+newest checkpoint there, repeating the uninterrupted run's steps exactly).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import shutil
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import genesis
+from genesis.models.apps import checkpoint as ckpt
+from genesis.models.apps.chat_tokens import IGNORE_INDEX
+from genesis.models.apps.model_dir import load_model, load_tokenizer
+from genesis.models.apps.packing import pad_batch
+from genesis.models.apps.runtime import setup_runtime
+from genesis.models.apps.sft_data import (
+    build_chat_rows,
+    build_pretrain_rows,
+    split_eval,
+    step_rows,
+    steps_per_epoch,
+)
+from genesis.models.apps.training_log import new_history, plot_loss, write_json_log
+from genesis.nn.utils import clip_grad_norm_
+from genesis.optim import AdamW
+from genesis.optim.lr_scheduler import get_cosine_schedule_with_warmup
+
+# Settings that fix which rows each step sees and its learning rate: a resume must match them.
+_RESUME_SETTINGS = ("data", "pretrain", "seq_len", "overflow", "pack", "batch_size",
+                    "grad_accum", "epochs", "max_steps", "lr", "min_lr_ratio", "weight_decay",
+                    "warmup_steps", "max_grad_norm", "eval_fraction", "seed", "precision")
+
+
+@dataclass
+class SFTConfig:
+    """Settings of a fine-tuning run (the flags of ``genesis-sft``)."""
+
+    model: str
+    data: list[str]
+    out: str
+    pretrain: bool = False          # data are plain text files (packed causal LM)
+    seq_len: int = 1024
+    overflow: str = "truncate"      # or "skip": longer conversations
+    pack: bool = True
+    batch_size: int = 8             # rows per micro-batch per rank
+    grad_accum: int = 1             # micro-batches per optimizer step
+    epochs: float = 1.0
+    max_steps: int | None = None    # overrides epochs
+    lr: float = 2e-5
+    min_lr_ratio: float = 0.0       # the cosine's floor, as a fraction of lr
+    weight_decay: float = 0.0
+    warmup_steps: int = 0
+    max_grad_norm: float = 1.0      # 0 turns clipping off
+    eval_fraction: float = 0.05
+    eval_every: int = 0             # 0: evaluate at checkpoints and at the end
+    save_every: int = 0             # 0: no intermediate checkpoints
+    keep_checkpoints: int = 2
+    stop_after: int | None = None   # end this session after this global step (resume later)
+    seed: int = 0
+    device: str | None = None
+    precision: str = "auto"         # "auto" (bf16 on GPU, fp32 on CPU), "bf16", "fp32"
+    threads: int | None = None      # CPU kernel threads
+    resume: bool = False
+    overwrite: bool = False
+    progress: bool = True
+    plot: bool = True
+    extra: dict = field(default_factory=dict)  # recorded in the log (e.g. by a demo)
+
+
+def prepare_out(out: Path, resume: bool, overwrite: bool, clean: bool = True) -> Path | None:
+    """Check ``out`` may be written; return the checkpoint to resume from, if any.
+
+    With ``overwrite`` (and ``clean``: rank 0 only), old checkpoints there are removed.
+
+    Raises:
+        FileExistsError: ``out`` is not empty and neither ``resume`` nor ``overwrite`` is set,
+            or ``resume`` is set but ``out`` holds other files and no checkpoint.
+    """
+    entries = sorted(p.name for p in out.iterdir()) if out.is_dir() else []
+    if out.exists() and not out.is_dir():
+        raise FileExistsError(f"--out {out} is a file, expected a directory")
+    if resume:
+        found = ckpt.list_checkpoints(out)
+        if found:
+            return found[-1][1]
+        if entries:
+            raise FileExistsError(f"--resume: {out} has no checkpoints/step-*.safetensors to "
+                                  f"resume from, but is not empty ({', '.join(entries[:5])})")
+        return None
+    if entries and not overwrite:
+        raise FileExistsError(
+            f"--out {out} is not empty ({', '.join(entries[:5])}"
+            f"{', ...' if len(entries) > 5 else ''}); pass --overwrite to replace what "
+            "genesis-sft writes there, or --resume to continue its run")
+    if overwrite and clean and (out / ckpt.CHECKPOINT_DIR).is_dir():
+        shutil.rmtree(out / ckpt.CHECKPOINT_DIR)  # a fresh run must not resume old state
+    return None
+
+
+def _batch_tensors(rows, pad_id: int, device):
+    ids, mask, labels = pad_batch(rows, pad_id)
+    as_tensor = lambda x: genesis.tensor(x, dtype=genesis.int64, device=device)  # noqa: E731
+    return as_tensor(ids), as_tensor(mask), as_tensor(labels)
+
+
+def _labelled(rows) -> int:
+    """Tokens the shifted loss counts (the first label of a row predicts nothing)."""
+    return sum(sum(t != IGNORE_INDEX for t in r.labels[1:]) for r in rows)
+
+
+def _micro_batches(rows: list, batch_size: int) -> list[list]:
+    return [rows[i:i + batch_size] for i in range(0, len(rows), batch_size)]
+
+
+def evaluate(model, rows, cfg: SFTConfig, runtime, pad_id: int) -> float:
+    """Mean loss per labelled token over ``rows`` (this rank's share, summed over ranks)."""
+    model.eval()
+    total, count = 0.0, 0
+    with genesis.no_grad():
+        for batch in _micro_batches(runtime.shard(rows), cfg.batch_size):
+            n = _labelled(batch)
+            if n == 0:
+                continue
+            ids, mask, labels = _batch_tensors(batch, pad_id, runtime.device)
+            with runtime.autocast():
+                loss = model(ids, attention_mask=mask, labels=labels).loss
+            total += float(loss.item()) * n
+            count += n
+    model.train()
+    count = runtime.sum(count)
+    return runtime.sum(total) / count if count else float("nan")
+
+
+def accumulate_gradients(trained, micro: list[list], step_tokens: float, runtime,
+                         pad_id: int) -> float:
+    """Forward and backward every micro-batch of one step; return their summed token loss.
+
+    Each micro-batch's mean loss is weighted by its share of the step's ``step_tokens``
+    labelled tokens (all ranks; DDP then averages over ranks, hence the ``world_size``), so
+    the gradient is that of the mean over the whole step. Only the last micro-batch lets DDP
+    all-reduce.
+    """
+    loss_sum = 0.0
+    for k, batch in enumerate(micro):
+        n = _labelled(batch)
+        if n == 0:  # nothing to learn here (every label masked): its loss would be 0/0
+            continue
+        ids, mask, labels = _batch_tensors(batch, pad_id, runtime.device)
+        with runtime.no_sync(trained, enabled=k < len(micro) - 1):
+            with runtime.autocast():
+                loss = trained(ids, attention_mask=mask, labels=labels).loss
+            (loss * (n * runtime.world_size / step_tokens)).backward()
+        loss_sum += float(loss.item()) * n
+    return loss_sum
+
+
+def train(cfg: SFTConfig) -> dict:
+    """Run (or resume) a fine-tuning run; return its log record.
+
+    Args:
+        cfg: the run's settings.
+
+    Returns:
+        The record written to ``OUT/log.json``: settings, data statistics, history, timings
+        and output paths.
+
+    Example:
+        >>> train(SFTConfig(model="tiny", data=["train.jsonl"], out="runs/sft", lr=1e-3))
+    """
+    runtime = setup_runtime(cfg.device, cfg.precision)
+    if runtime.device.type == "cpu" and cfg.threads:
+        genesis.set_num_threads(cfg.threads)
+    out = Path(cfg.out)
+    say = print if runtime.is_main else (lambda *a, **k: None)
+    resume_from = prepare_out(out, cfg.resume, cfg.overwrite, clean=runtime.is_main)
+    runtime.barrier()
+
+    tokenizer = load_tokenizer(cfg.model, need_chat_template=not cfg.pretrain)
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None \
+        else tokenizer.eos_token_id
+    if cfg.pretrain:
+        rows, stats = build_pretrain_rows(cfg.data, tokenizer, cfg.seq_len)
+    else:
+        if len(cfg.data) != 1:
+            raise ValueError(f"chat fine-tuning takes one JSONL file, got {len(cfg.data)}")
+        rows, stats = build_chat_rows(cfg.data[0], tokenizer, cfg.seq_len, cfg.overflow,
+                                      cfg.pack)
+    train_rows, eval_rows = split_eval(rows, cfg.eval_fraction, cfg.seed)
+    rows_per_step = cfg.batch_size * cfg.grad_accum * runtime.world_size
+    per_epoch = steps_per_epoch(len(train_rows), rows_per_step)
+    total_steps = cfg.max_steps or max(1, math.ceil(cfg.epochs * per_epoch))
+
+    genesis.manual_seed(cfg.seed)
+    model = load_model(cfg.model, runtime.device, dtype=genesis.float32)
+    model.train()
+    trained = runtime.wrap(model)
+    optimizer = AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    scheduler = get_cosine_schedule_with_warmup(
+        optimizer, warmup_steps=min(cfg.warmup_steps, total_steps), total_steps=total_steps,
+        min_lr_ratio=cfg.min_lr_ratio)
+    settings = {k: getattr(cfg, k) for k in _RESUME_SETTINGS}
+    settings["data"] = [str(Path(d).resolve()) for d in cfg.data]
+    settings["world_size"] = runtime.world_size
+
+    step, history = 0, new_history()
+    if resume_from is not None:
+        step, history, saved = ckpt.load_checkpoint(resume_from, model, optimizer, scheduler,
+                                                    runtime.device)
+        ckpt.check_settings(saved, settings)
+        say(f"resumed from {resume_from} at step {step}")
+    out.mkdir(parents=True, exist_ok=True)
+    say(f"genesis-sft on {runtime.device} ({runtime.world_size} process(es), "
+        f"{'bf16 autocast' if runtime.autocast_dtype else 'float32'}): "
+        f"{len(train_rows)} train / {len(eval_rows)} eval rows of <= {cfg.seq_len} tokens, "
+        f"{stats.trained_tokens} trained tokens; {total_steps} steps of {rows_per_step} rows")
+
+    last_step = min(total_steps, cfg.stop_after or total_steps)
+    progress = None
+    if cfg.progress and runtime.is_main and step < last_step:
+        from tqdm import tqdm
+
+        progress = tqdm(total=last_step, initial=step, unit="step", dynamic_ncols=True,
+                        file=sys.stdout)
+    t0 = time.perf_counter()
+    eval_every = cfg.eval_every or cfg.save_every
+    while step < last_step:
+        mine = runtime.shard([train_rows[i] for i in
+                              step_rows(len(train_rows), rows_per_step, cfg.seed, step)])
+        micro = _micro_batches(mine, cfg.batch_size)
+        step_tokens = runtime.sum(sum(_labelled(b) for b in micro))
+        step_loss = accumulate_gradients(trained, micro, step_tokens, runtime, pad_id)
+        grad_norm = float(clip_grad_norm_(model.parameters(), cfg.max_grad_norm).item()) \
+            if cfg.max_grad_norm > 0 else float("nan")
+        lr = optimizer.param_groups[0]["lr"]
+        optimizer.step()
+        scheduler.step()
+        optimizer.zero_grad()
+        step += 1
+        step_loss = runtime.sum(step_loss) / step_tokens
+        for key, value in (("step", step), ("train_loss", step_loss), ("lr", lr),
+                           ("grad_norm", grad_norm)):
+            history[key].append(value)
+        if progress is not None:
+            progress.update(1)
+            progress.set_postfix(loss=f"{step_loss:.4f}", lr=f"{lr:.2e}", refresh=False)
+        if eval_rows and eval_every and step % eval_every == 0 and step < total_steps:
+            history["eval_step"].append(step)
+            history["eval_loss"].append(evaluate(model, eval_rows, cfg, runtime, pad_id))
+        periodic = cfg.save_every and step % cfg.save_every == 0
+        stopping_early = step == last_step < total_steps
+        if periodic or stopping_early:
+            if runtime.is_main:
+                ckpt.save_checkpoint(out, step, model, optimizer, scheduler, history, settings,
+                                     cfg.keep_checkpoints)
+            runtime.barrier()
+    if progress is not None:
+        progress.close()
+    seconds = time.perf_counter() - t0
+
+    finished = step >= total_steps
+    if finished and eval_rows and (not history["eval_step"] or history["eval_step"][-1] != step):
+        history["eval_step"].append(step)
+        history["eval_loss"].append(evaluate(model, eval_rows, cfg, runtime, pad_id))
+    record = {
+        "config": {k: v for k, v in dataclasses.asdict(cfg).items() if k != "extra"},
+        "extra": cfg.extra,
+        "data": dataclasses.asdict(stats) | {"train_rows": len(train_rows),
+                                             "eval_rows": len(eval_rows)},
+        "runtime": {"device": str(runtime.device), "world_size": runtime.world_size,
+                    "precision": "bf16" if runtime.autocast_dtype else "fp32"},
+        "steps": step, "total_steps": total_steps, "finished": finished,
+        "session_seconds": seconds, "history": history,
+        "log": str(out / "log.json"), "loss_curve": None, "model_dir": None,
+    }
+    if runtime.is_main:
+        if finished:
+            model.save_pretrained(str(out))
+            tokenizer.save_pretrained(str(out))
+            record["model_dir"] = str(out)
+        if cfg.plot and history["step"]:
+            record["loss_curve"] = str(plot_loss(history, out / "loss.png"))
+        write_json_log(out / "log.json", record)
+        last_eval = f", eval loss {history['eval_loss'][-1]:.4f}" if history["eval_loss"] else ""
+        say(f"{'done' if finished else 'stopped'} at step {step}/{total_steps} in "
+            f"{seconds:.1f}s: train loss {history['train_loss'][-1]:.4f}{last_eval}"
+            if history["train_loss"] else f"nothing to do: {step}/{total_steps} steps done")
+    runtime.barrier()
+    return record
