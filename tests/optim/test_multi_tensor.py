@@ -97,7 +97,10 @@ def test_mixed_buckets_and_fallbacks(device):
         opt.step()
         opt_ref.step()
     for x, r in zip((a, b, c, d), refs):
-        assert torch.equal(to_torch(x), to_torch(r))
+        if genesis.device(device).type == "cpu":  # the composite is the per-parameter math
+            assert torch.equal(to_torch(x), to_torch(r))
+        else:  # a fused CUDA kernel keeps float32 in registers and rounds once per update
+            assert_close(to_torch(x), to_torch(r))
     assert c not in opt.state and opt.state[a]["step"] == 3 and opt.state[d]["step"] == 3
 
 

@@ -23,6 +23,34 @@ _current: dict[int, Stream] = {}
 _default: dict[int, Stream] = {}
 _listeners: list = []  # called with (index, handle) when a current stream changes
 
+# New streams come from a pool per (device, priority), handed out round-robin and never
+# destroyed, as torch does: a stream handle that the caching allocator remembers (memory
+# used on that stream, freed later) or a communicator holds must stay valid for the whole
+# process. Destroying a stream object's handle in __del__ let a later free record an event on
+# a destroyed stream, which crashes the driver.
+POOL_SIZE = 32
+_pools: dict[tuple[int, int], list[int]] = {}
+_next_in_pool: dict[tuple[int, int], int] = {}
+
+
+def _pooled_stream(index: int, priority: int) -> int:
+    """The next stream handle of device ``index``'s pool for ``priority``."""
+    key = (index, priority)
+    pool = _pools.get(key)
+    if pool is None:
+        _device.lazy_init(index)
+        cu = driver.driver()
+        pool = _pools[key] = []
+        with driver.using_device(index):
+            for _ in range(POOL_SIZE):
+                raw = driver.check(cu.cuStreamCreateWithPriority(
+                    cu.CUstream_flags.CU_STREAM_NON_BLOCKING, priority),
+                    "cuStreamCreateWithPriority")
+                pool.append(int(raw))
+    i = _next_in_pool.get(key, 0)
+    _next_in_pool[key] = (i + 1) % POOL_SIZE
+    return pool[i]
+
 
 class Stream:
     """A CUDA stream on ``device`` (default: current device).
@@ -31,12 +59,15 @@ class Stream:
         device: device ordinal or ``'cuda:i'``; default the current device.
         priority: lower numbers are higher priority (0 is the default priority).
 
+    The handle comes from a per-device pool of 32 streams that live as long as the process
+    (as in torch), so two ``Stream`` objects may share one queue.
+
     Attributes:
         handle: the raw ``CUstream`` as an int (``cuda_stream`` is the torch name).
         device: the device ordinal.
     """
 
-    __slots__ = ("handle", "device", "priority", "_raw", "__weakref__")
+    __slots__ = ("handle", "device", "priority", "__weakref__")
 
     def __init__(self, device=None, priority: int = 0, *, _handle: int | None = None):
         index = _device._index(device)
@@ -44,15 +75,8 @@ class Stream:
         self.priority = priority
         if _handle is not None:  # wrapping an existing stream (the default one, external)
             self.handle = int(_handle)
-            self._raw = None
             return
-        _device.lazy_init(index)
-        cu = driver.driver()
-        with driver.using_device(index):
-            raw = driver.check(cu.cuStreamCreateWithPriority(
-                cu.CUstream_flags.CU_STREAM_NON_BLOCKING, priority), "cuStreamCreateWithPriority")
-        self._raw = raw
-        self.handle = int(raw)
+        self.handle = _pooled_stream(index, priority)
 
     @classmethod
     def from_handle(cls, handle: int, device=None) -> Stream:
@@ -95,14 +119,6 @@ class Stream:
         cu = driver.driver()
         with driver.using_device(self.device):
             driver.check(cu.cuStreamSynchronize(self.handle), "cuStreamSynchronize")
-
-    def __del__(self):
-        raw = getattr(self, "_raw", None)
-        if raw is not None and driver._cu is not None:
-            try:
-                driver._cu.cuStreamDestroy(raw)  # queued work still completes (driver docs)
-            except Exception:
-                pass
 
     def __eq__(self, other) -> bool:
         return (isinstance(other, Stream) and other.handle == self.handle
