@@ -16,8 +16,8 @@ import numpy as np
 
 from genesis import dtypes as D
 from genesis_cuda import array as _array
+from genesis_cuda import capture, driver, streams
 from genesis_cuda import device as _device
-from genesis_cuda import driver, streams
 
 _TO_NUMPY = {
     D.bool_: np.dtype(np.bool_), D.uint8: np.dtype(np.uint8), D.int8: np.dtype(np.int8),
@@ -82,6 +82,8 @@ _stagers: dict[int, _PinnedStager] = {}
 
 def from_numpy(data, index: int) -> _array.CudaArray:
     """Copy a numpy array (any strides) to a new contiguous array on device ``index``."""
+    capture.check_not_capturing("copy host data to the device (from_numpy, tensor(...) "
+                                "from Python data)", index)
     host = np.ascontiguousarray(data)
     if host.ndim != np.ndim(data):  # ascontiguousarray turns 0-d into 1-d
         host = host.reshape(np.shape(data))
@@ -115,6 +117,8 @@ def _contiguous(a: _array.CudaArray) -> _array.CudaArray:
 
 def to_numpy(a: _array.CudaArray) -> np.ndarray:
     """A new numpy array with ``a``'s values (waits for ``a``'s stream)."""
+    capture.check_not_capturing("copy a tensor to the host (numpy(), tolist(), cpu())",
+                                a.device)
     np_dtype = _TO_NUMPY.get(a.dtype)
     if np_dtype is None:
         raise TypeError(f"{a.dtype} has no numpy equivalent; cast to float32 first")
@@ -135,6 +139,8 @@ def _device_to_host(host_ptr: int, dev_ptr: int, nbytes: int, index: int) -> Non
 
 def item(a: _array.CudaArray):
     """The value of a one-element array as a Python scalar."""
+    capture.check_not_capturing("read a tensor's value on the host (item(), float(), "
+                                "bool(), int())", a.device)
     n = _array.numel(a)
     if n != 1:
         raise ValueError(f"item() needs an array with one element, got shape {a.shape}")

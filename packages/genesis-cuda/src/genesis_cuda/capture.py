@@ -1,0 +1,32 @@
+"""Whether a CUDA graph is being captured, and the error for what cannot be captured.
+
+A tiny state module at the bottom of genesis-cuda's layers: ``graphs`` sets the state, and
+every host-synchronising entry point (``item``, ``to_numpy``, ``synchronize`` ...) calls
+``check_not_capturing`` so that trying it during capture raises ``GraphCaptureError``
+naming the operation, instead of a CUDA error from the driver or a broken capture.
+"""
+
+from __future__ import annotations
+
+_capturing: dict[int, object] = {}  # device ordinal -> the CUDAGraph capturing on it
+
+
+class GraphCaptureError(RuntimeError):
+    """An operation that cannot be recorded into a CUDA graph was tried during capture."""
+
+
+def is_capturing(device: int | None = None) -> bool:
+    """True while a graph is being captured on ``device`` (``None``: on any device)."""
+    if device is None:
+        return bool(_capturing)
+    return device in _capturing
+
+
+def check_not_capturing(what: str, device: int | None = None) -> None:
+    """Raise ``GraphCaptureError`` saying ``cannot {what}`` if a capture is under way."""
+    if _capturing and (device is None or device in _capturing):
+        raise GraphCaptureError(
+            f"cannot {what} while a CUDA graph is being captured: it needs the host to wait "
+            "for the device (or reads host data), which a graph cannot record. Do it "
+            "before capture_begin / after capture_end, or keep it out of the captured "
+            "region (see docs/cuda_graphs.md for what cannot be captured).")
