@@ -260,6 +260,9 @@ class graph:  # noqa: N801 - used like torch.cuda.graph
 
     def __enter__(self):
         index = _device._current_device
+        if capture.is_capturing(index):
+            raise GraphCaptureError(f"a CUDA graph is already being captured on cuda:{index}; "
+                                    "captures cannot be nested")
         s = self.capture_stream
         if s is None:
             s = _side_streams.get(index)
