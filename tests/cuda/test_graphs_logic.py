@@ -145,6 +145,19 @@ def test_empty_cache_keeps_a_live_pool():
     assert a.ops.frees == 1
 
 
+def test_pool_released_during_another_capture_is_dissolved_after_it():
+    a = make()
+    a.begin_capture(POOL)
+    s = a.malloc(1000)
+    a.end_capture()
+    del s
+    a.begin_capture(("genesis_graph_pool", -2))
+    a.release_pool(POOL)  # an old graph collected during a capture: no synchronisation now
+    assert a.ops.device_syncs == 0 and a.ops.frees == 0
+    a.end_capture()
+    assert a.ops.device_syncs == 1 and a.ops.frees == 1
+
+
 def test_nested_capture_is_refused():
     a = make()
     a.begin_capture(POOL)

@@ -185,6 +185,7 @@ class CachingAllocator:
         self.capture_pool = None  # the private pool being captured into, if any
         self._after_capture: list = []  # frees of ordinary chunks made during capture
         self._pool_refs: dict = {}  # private pool handle -> graphs using it
+        self._dissolve_later: list = []  # pools released during a capture
         self.reset_stats()
 
     # ---------------------------------------------------------------- stats
@@ -404,15 +405,21 @@ class CachingAllocator:
             self._pool_refs[pool] = n
             return
         del self._pool_refs[pool]
+        if self.capture_pool is not None:  # dissolving synchronises: after the capture
+            self._dissolve_later.append(pool)
+        else:
+            self._dissolve_pool(pool)
+
+    def _dissolve_pool(self, pool) -> None:
         self._busy = True
         try:
-            self._dissolve_pool(pool)
+            self._dissolve_segments(pool)
         finally:
             self._busy = False
         if self._deferred:
             self._drain_deferred()
 
-    def _dissolve_pool(self, pool) -> None:
+    def _dissolve_segments(self, pool) -> None:
         heads = [h for h in self._segments.values() if h.stream == pool]
         if not heads:
             return
@@ -447,6 +454,10 @@ class CachingAllocator:
         held, self._after_capture = self._after_capture, []
         for chunk in held:
             self.free(chunk)
+        pools, self._dissolve_later = self._dissolve_later, []
+        for pool in pools:
+            if pool not in self._pool_refs:  # not retained again in the meantime
+                self._dissolve_pool(pool)
 
     # ---------------------------------------------------------------- cache
     def _release_cached(self) -> int:
