@@ -240,3 +240,16 @@ def test_uncaptured_graph_errors():
     g.reset()  # nothing to destroy: no error
     with pytest.raises(TypeError, match="needs a genesis.cuda.CUDAGraph"):
         graphs.graph(object())
+
+
+def test_make_graphed_callables_argument_errors():
+    import genesis
+    from genesis_cuda.graphed_callables import make_graphed_callables
+
+    x = genesis.ones(2)
+    with pytest.raises(TypeError, match="must be a tuple of tensors"):
+        make_graphed_callables(lambda t: t, x)
+    with pytest.raises(TypeError, match=r"sample_args\[0\] must be a CUDA genesis.Tensor"):
+        make_graphed_callables(lambda t: t, (x,))
+    with pytest.raises(ValueError, match="2 callables but 1 sample_args"):
+        make_graphed_callables((abs, abs), ((x,),))

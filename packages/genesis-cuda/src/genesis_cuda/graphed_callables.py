@@ -14,6 +14,9 @@ def _flat(out) -> tuple:
 def _check_args(args, what: str) -> tuple:
     import genesis
 
+    if not isinstance(args, (tuple, list)):
+        raise TypeError(f"{what} must be a tuple of tensors (one per argument), got "
+                        f"{type(args).__name__}")
     args = tuple(args)
     for i, a in enumerate(args):
         if not isinstance(a, genesis.Tensor) or a.device.type != "cuda":
