@@ -8,6 +8,8 @@ naming the operation, instead of a CUDA error from the driver or a broken captur
 
 from __future__ import annotations
 
+from genesis_cuda import driver
+
 _capturing: dict[int, object] = {}  # device ordinal -> the CUDAGraph capturing on it
 
 
@@ -22,11 +24,31 @@ def is_capturing(device: int | None = None) -> bool:
     return device in _capturing
 
 
+class relaxed_mode:  # noqa: N801 - used like a function: ``with relaxed_mode(): ...``
+    """Context manager: this thread's stream-capture mode is relaxed inside, so a driver call
+    that is no stream operation (``cuMemAlloc``, ``cuMemHostAlloc``) is allowed during a
+    "global" or "thread_local" capture (``cuThreadExchangeStreamCaptureMode``)."""
+
+    __slots__ = ("prev",)
+
+    def __enter__(self):
+        cu = driver.driver()
+        self.prev = driver.check(cu.cuThreadExchangeStreamCaptureMode(
+            cu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED),
+            "cuThreadExchangeStreamCaptureMode")
+        return self
+
+    def __exit__(self, *exc):
+        driver.check(driver.driver().cuThreadExchangeStreamCaptureMode(self.prev),
+                     "cuThreadExchangeStreamCaptureMode")
+        return False
+
+
 def check_not_capturing(what: str, device: int | None = None) -> None:
     """Raise ``GraphCaptureError`` saying ``cannot {what}`` if a capture is under way."""
     if _capturing and (device is None or device in _capturing):
         raise GraphCaptureError(
             f"cannot {what} while a CUDA graph is being captured: it needs the host to wait "
-            "for the device (or reads host data), which a graph cannot record. Do it "
+            "for the device, which a graph cannot record. Do it "
             "before capture_begin / after capture_end, or keep it out of the captured "
             "region (see docs/cuda_graphs.md for what cannot be captured).")

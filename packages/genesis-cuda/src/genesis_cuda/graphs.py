@@ -21,12 +21,14 @@ How it works:
   memory and the out-of-memory retry wait until the capture ends).
 * Work that needs the host to wait for the device cannot be recorded; trying it during
   capture raises ``GraphCaptureError`` naming the operation (see ``docs/cuda_graphs.md``):
-  ``item()``/``float()``/``bool()`` of a tensor, ``numpy()``/``tolist()``/``cpu()``, making
-  a tensor from host data, ``synchronize`` (device, stream, event), ``Stream.query``/
+  ``item()``/``float()``/``bool()`` of a tensor, ``numpy()``/``tolist()``/``cpu()``,
+  ``synchronize`` (device, stream, event), ``Stream.query``/
   ``Event.query``, ``nonzero`` and boolean-mask indexing, ``empty_cache``, the first matmul
   of a new shape (its autotuning times kernels), and random numbers (``rand``, ``randn``,
   dropout: genesis's Philox offset is a host value, so a replay would repeat the captured
-  numbers; this is refused rather than replayed wrongly).
+  numbers; this is refused rather than replayed wrongly). Host data copied to the device
+  during capture (``genesis.tensor(..., device="cuda")``) is a constant of the graph: it is
+  copied from a pinned buffer the graph owns at every replay.
 
 Example:
     >>> g = genesis.cuda.CUDAGraph()
@@ -100,6 +102,7 @@ class CUDAGraph:
         self._device = None
         self._stream = None  # the stream captured on (during capture)
         self._alloc = None
+        self._host_buffers: list[int] = []  # pinned constants copied from by the graph
 
     def capture_begin(self, pool=None, capture_error_mode: str = "global") -> None:
         """Start recording the work queued on the current stream (which must not be the
@@ -179,6 +182,11 @@ class CUDAGraph:
         finally:
             self.reset()
 
+    def keep_host_buffer(self, ptr: int) -> None:
+        """Own pinned host memory at ``ptr`` that the captured work copies from (freed with
+        ``cuMemFreeHost`` by ``reset``)."""
+        self._host_buffers.append(ptr)
+
     def replay(self) -> None:
         """Run the captured work on the current stream."""
         if self._exec is None:
@@ -200,6 +208,8 @@ class CUDAGraph:
                 driver.check(cu.cuGraphExecDestroy(self._exec), "cuGraphExecDestroy")
             if self._graph is not None and cu is not None:
                 driver.check(cu.cuGraphDestroy(self._graph), "cuGraphDestroy")
+            while self._host_buffers and cu is not None:
+                driver.check(cu.cuMemFreeHost(self._host_buffers.pop()), "cuMemFreeHost")
         finally:
             self._exec = self._graph = None
             if self._pool is not None:

@@ -27,27 +27,16 @@ class CudaOps:
     def malloc(self, nbytes: int) -> int | None:
         with driver.using_device(self.index):
             if capture.is_capturing(self.index):
-                err, ptr = self._malloc_relaxed(nbytes)
+                # No stream operation (nothing is recorded), but the "global" capture mode
+                # forbids it as potentially unsafe: relaxed for this call, as torch does.
+                with capture.relaxed_mode():
+                    err, ptr = self.cu.cuMemAlloc(nbytes)
             else:
                 err, ptr = self.cu.cuMemAlloc(nbytes)
         if err == self._oom:
             return None
         driver.check((err,), f"cuMemAlloc({nbytes})")
         return int(ptr)
-
-    def _malloc_relaxed(self, nbytes: int):
-        """``cuMemAlloc`` during graph capture: it is no stream operation (nothing is
-        recorded), but the "global" capture mode forbids it as potentially unsafe, so the
-        thread's mode is relaxed around the call (as torch's allocator does)."""
-        cu = self.cu
-        relaxed = cu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED
-        prev = driver.check(cu.cuThreadExchangeStreamCaptureMode(relaxed),
-                            "cuThreadExchangeStreamCaptureMode")
-        try:
-            return cu.cuMemAlloc(nbytes)
-        finally:
-            driver.check(cu.cuThreadExchangeStreamCaptureMode(prev),
-                         "cuThreadExchangeStreamCaptureMode")
 
     def free(self, ptr: int) -> None:
         with driver.using_device(self.index):

@@ -81,9 +81,12 @@ _stagers: dict[int, _PinnedStager] = {}
 
 
 def from_numpy(data, index: int) -> _array.CudaArray:
-    """Copy a numpy array (any strides) to a new contiguous array on device ``index``."""
-    capture.check_not_capturing("copy host data to the device (from_numpy, tensor(...) "
-                                "from Python data)", index)
+    """Copy a numpy array (any strides) to a new contiguous array on device ``index``.
+
+    During CUDA graph capture the copy is recorded into the graph from a pinned buffer the
+    graph keeps: every replay writes the values ``data`` had at capture time (and, like any
+    tensor made during capture, the array holds them only once the graph has run).
+    """
     host = np.ascontiguousarray(data)
     if host.ndim != np.ndim(data):  # ascontiguousarray turns 0-d into 1-d
         host = host.reshape(np.shape(data))
@@ -93,7 +96,9 @@ def from_numpy(data, index: int) -> _array.CudaArray:
         cu = driver.driver()
         stream = streams.current_handle(index)
         with driver.using_device(index):
-            if nbytes <= PINNED_STAGING_MAX:
+            if capture.is_capturing(index):
+                _copy_in_capture(cu, out.storage.ptr, host, stream, index)
+            elif nbytes <= PINNED_STAGING_MAX:
                 stager = _stagers.get(index)
                 if stager is None:
                     stager = _stagers[index] = _PinnedStager()
@@ -102,6 +107,17 @@ def from_numpy(data, index: int) -> _array.CudaArray:
                 driver.check(cu.cuMemcpyHtoDAsync(out.storage.ptr, host.ctypes.data, nbytes,
                                                   stream), "cuMemcpyHtoDAsync")
     return out
+
+
+def _copy_in_capture(cu, dst_ptr: int, host: np.ndarray, stream: int, index: int) -> None:
+    """Record a host->device copy into the graph being captured, from a pinned buffer that
+    the graph owns (freed with it) and that nothing else writes: a constant of the graph."""
+    nbytes = host.nbytes
+    with capture.relaxed_mode():  # cuMemHostAlloc is no stream operation
+        ptr = int(driver.check(cu.cuMemHostAlloc(nbytes, 0), "cuMemHostAlloc"))
+    capture._capturing[index].keep_host_buffer(ptr)
+    ctypes.memmove(ptr, host.ctypes.data, nbytes)
+    driver.check(cu.cuMemcpyHtoDAsync(dst_ptr, ptr, nbytes, stream), "cuMemcpyHtoDAsync")
 
 
 def _contiguous(a: _array.CudaArray) -> _array.CudaArray:
