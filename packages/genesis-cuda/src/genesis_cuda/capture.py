@@ -48,7 +48,6 @@ def check_not_capturing(what: str, device: int | None = None) -> None:
     """Raise ``GraphCaptureError`` saying ``cannot {what}`` if a capture is under way."""
     if _capturing and (device is None or device in _capturing):
         raise GraphCaptureError(
-            f"cannot {what} while a CUDA graph is being captured: it needs the host to wait "
-            "for the device, which a graph cannot record. Do it "
-            "before capture_begin / after capture_end, or keep it out of the captured "
-            "region (see docs/cuda_graphs.md for what cannot be captured).")
+            f"cannot {what} while a CUDA graph is being captured: a graph records device "
+            "work only. Do it before the capture or after it (see docs/cuda_graphs.md for "
+            "what cannot be captured).")
