@@ -80,6 +80,16 @@ def _capture_mode(cu, name: str):
     return getattr(cu.CUstreamCaptureMode, f"CU_STREAM_CAPTURE_MODE_{name.upper()}")
 
 
+_orphan_host_buffers: list[int] = []  # pinned constants of graphs reset during a capture
+
+
+def _free_orphan_host_buffers(cu) -> None:
+    """Free the pinned constants of destroyed graphs, once queued replays are done."""
+    driver.check(cu.cuCtxSynchronize(), "cuCtxSynchronize")
+    while _orphan_host_buffers:
+        driver.check(cu.cuMemFreeHost(_orphan_host_buffers.pop()), "cuMemFreeHost")
+
+
 def is_current_stream_capturing() -> bool:
     """True while a graph is being captured on the current device."""
     return capture.is_capturing(_device._current_device)
@@ -154,6 +164,9 @@ class CUDAGraph:
             del capture._capturing[self._device]
             self._alloc.end_capture()
             self._stream = None
+        if _orphan_host_buffers and not capture.is_capturing():
+            with driver.using_device(self._device):
+                _free_orphan_host_buffers(cu)
         return err, graph
 
     def capture_end(self) -> None:
@@ -208,8 +221,12 @@ class CUDAGraph:
                 driver.check(cu.cuGraphExecDestroy(self._exec), "cuGraphExecDestroy")
             if self._graph is not None and cu is not None:
                 driver.check(cu.cuGraphDestroy(self._graph), "cuGraphDestroy")
-            while self._host_buffers and cu is not None:
-                driver.check(cu.cuMemFreeHost(self._host_buffers.pop()), "cuMemFreeHost")
+            if self._host_buffers and cu is not None:
+                _orphan_host_buffers.extend(self._host_buffers)
+                self._host_buffers = []
+                if not capture.is_capturing():  # freeing waits for replays: not now
+                    with driver.using_device(self._device):
+                        _free_orphan_host_buffers(cu)
         finally:
             self._exec = self._graph = None
             if self._pool is not None:
