@@ -17,6 +17,15 @@ The design is PyTorch's (``c10/cuda/CUDACachingAllocator.cpp``), in plain Python
 * When the driver runs out of memory, every cached (wholly free) segment is released and the
   allocation retried once; then ``genesis.cuda.OutOfMemoryError`` is raised. Nothing is lost
   on that path: live storages stay valid and later allocations that fit succeed.
+* CUDA graphs get *private pools* (``begin_capture``/``end_capture``, ``retain_pool``/
+  ``release_pool``): while a graph is captured every allocation comes from its pool, whose
+  free lists are keyed by the pool's handle instead of a stream handle, so no ordinary
+  allocation ever receives that memory while a graph using the pool lives (replays write
+  to the addresses captured). During capture no driver call that synchronises is made:
+  frees of ordinary memory, event bookkeeping and the out-of-memory retry (which empties
+  the cache) wait until the capture ends. When the last graph of a pool goes, the device
+  is synchronised, the pool's free segments go back to the driver and its live chunks
+  become ordinary memory.
 
 The allocator only needs a few driver operations, passed in as an object (see ``DriverOps``),
 so all of its logic runs and is tested on machines without a GPU.
@@ -173,6 +182,10 @@ class CachingAllocator:
         # runs on allocation); such frees are queued here and done when the outer call ends.
         self._busy = False
         self._deferred: list = []
+        self.capture_pool = None  # the private pool being captured into, if any
+        self._after_capture: list = []  # frees of ordinary chunks made during capture
+        self._pool_refs: dict = {}  # private pool handle -> graphs using it
+        self._dissolve_later: list = []  # pools released during a capture
         self.reset_stats()
 
     # ---------------------------------------------------------------- stats
@@ -198,13 +211,15 @@ class CachingAllocator:
     # ------------------------------------------------------------- allocate
     def malloc(self, nbytes: int, stream: int | None = None) -> Storage:
         """A ``Storage`` of at least ``nbytes`` bytes usable on ``stream`` (default: current)."""
-        if stream is None:
+        if self.capture_pool is not None:
+            stream = self.capture_pool  # everything allocated during capture is the graph's
+        elif stream is None:
             stream = self.current_stream
         size = ((nbytes + 511) >> 9) << 9 or MIN_BLOCK
         small = size <= SMALL_SIZE
         self._busy = True
         try:
-            if self._pending:
+            if self._pending and self.capture_pool is None:
                 self._process_events()
             free = (self._small if small else self._large).get(stream)
             chunk = None
@@ -249,6 +264,10 @@ class CachingAllocator:
     def _new_segment(self, size: int, stream: int, small: bool) -> Chunk:
         nbytes = segment_size(size)
         ptr = self._driver_malloc(nbytes)
+        if ptr is None and self.capture_pool is not None:
+            self.num_ooms += 1  # emptying the cache would synchronise: not during capture
+            raise self.oom_error(self._oom_message(size, nbytes) + " (during CUDA graph "
+                                 "capture the cache cannot be emptied and no retry is made)")
         if ptr is None:
             # Out of memory: give back everything cached and try exactly once more.
             self.num_alloc_retries += 1
@@ -291,21 +310,28 @@ class CachingAllocator:
         if self._busy:
             self._deferred.append(chunk)
             return
+        private = chunk.stream in self._pool_refs
+        if self.capture_pool is not None and not private:
+            self._after_capture.append(chunk)  # its events would be recorded in the graph
+            return
         self._busy = True
         try:
             self.allocated_bytes -= chunk.size
             self.num_frees += 1
             chunk.allocated = False
-            cur = self.current_stream
-            if cur != chunk.stream:  # freed while another stream is current: a use there
-                if chunk.stream_uses is None:
-                    chunk.stream_uses = {cur}
-                else:
-                    chunk.stream_uses.add(cur)
-            if chunk.stream_uses:
-                self._record_events(chunk)
-            else:
+            if private:  # a graph's memory: reused in capture order, by its pool only
                 self._release_chunk(chunk)
+            else:
+                cur = self.current_stream
+                if cur != chunk.stream:  # freed while another stream is current: a use there
+                    if chunk.stream_uses is None:
+                        chunk.stream_uses = {cur}
+                    else:
+                        chunk.stream_uses.add(cur)
+                if chunk.stream_uses:
+                    self._record_events(chunk)
+                else:
+                    self._release_chunk(chunk)
         finally:
             self._busy = False
         if self._deferred:
@@ -367,6 +393,72 @@ class CachingAllocator:
             self.ops.event_synchronize(event)
             self._event_done(event, chunk)
 
+    # ------------------------------------------------------ CUDA graph pools
+    def retain_pool(self, pool) -> None:
+        """One more graph uses private pool ``pool`` (any hashable that is not an int)."""
+        self._pool_refs[pool] = self._pool_refs.get(pool, 0) + 1
+
+    def release_pool(self, pool) -> None:
+        """A graph using ``pool`` is gone; the last one returns the pool's memory."""
+        n = self._pool_refs[pool] - 1
+        if n:
+            self._pool_refs[pool] = n
+            return
+        del self._pool_refs[pool]
+        if self.capture_pool is not None:  # dissolving synchronises: after the capture
+            self._dissolve_later.append(pool)
+        else:
+            self._dissolve_pool(pool)
+
+    def _dissolve_pool(self, pool) -> None:
+        self._busy = True
+        try:
+            self._dissolve_segments(pool)
+        finally:
+            self._busy = False
+        if self._deferred:
+            self._drain_deferred()
+
+    def _dissolve_segments(self, pool) -> None:
+        heads = [h for h in self._segments.values() if h.stream == pool]
+        if not heads:
+            return
+        self.ops.synchronize()  # replays still queued may write into the pool's memory
+        self._small.pop(pool, None)
+        self._large.pop(pool, None)
+        stream = self.current_stream
+        for head in heads:
+            if not head.allocated and head.next is None:  # wholly free: to the driver
+                self.ops.free(head.ptr)
+                del self._segments[head.ptr]
+                self.reserved_bytes -= self._segment_sizes.pop(head.ptr)
+                self.num_segment_frees += 1
+                continue
+            c = head
+            while c is not None:  # live outputs of the graph: ordinary memory from now on
+                c.stream = stream
+                if not c.allocated:
+                    insort(self._pool(stream, c.small), (c.size, c.ptr, c))
+                c = c.next
+
+    def begin_capture(self, pool) -> None:
+        """Route every allocation into private pool ``pool`` until ``end_capture``."""
+        if self.capture_pool is not None:
+            raise RuntimeError("a CUDA graph is already being captured on this device")
+        self.retain_pool(pool)
+        self.capture_pool = pool
+
+    def end_capture(self) -> None:
+        """Back to ordinary allocation; the frees held back during capture are done now."""
+        self.capture_pool = None
+        held, self._after_capture = self._after_capture, []
+        for chunk in held:
+            self.free(chunk)
+        pools, self._dissolve_later = self._dissolve_later, []
+        for pool in pools:
+            if pool not in self._pool_refs:  # not retained again in the meantime
+                self._dissolve_pool(pool)
+
     # ---------------------------------------------------------------- cache
     def _release_cached(self) -> int:
         """Give every wholly free segment back to the driver; returns bytes released."""
@@ -374,7 +466,8 @@ class CachingAllocator:
         released = 0
         synced = False
         for base, head in list(self._segments.items()):
-            if head.allocated or head.next is not None or head.event_count:
+            if (head.allocated or head.next is not None or head.event_count
+                    or head.stream in self._pool_refs):  # a live graph's pool keeps its memory
                 continue
             if not synced:  # a cached chunk may still be read by queued kernels on its stream
                 self.ops.synchronize()

@@ -1,7 +1,7 @@
 """The public ``genesis.cuda`` API: ``genesis.cuda.X`` forwards here (``public_api()``).
 
-Devices, streams and events, random state, and memory statistics, named as in
-``torch.cuda``.
+Devices, streams and events, random state, memory statistics, and CUDA graphs
+(``CUDAGraph``, ``graph``, ``make_graphed_callables``), named as in ``torch.cuda``.
 
 Example:
     >>> import genesis
@@ -17,6 +17,7 @@ from genesis.cuda import OutOfMemoryError
 from genesis_cuda import driver as _driver
 from genesis_cuda import generator as _generator
 from genesis_cuda.array import record_stream
+from genesis_cuda.capture import GraphCaptureError
 from genesis_cuda.device import _index as _device_index
 from genesis_cuda.device import (
     current_device,
@@ -30,6 +31,8 @@ from genesis_cuda.device import (
     set_device,
     synchronize,
 )
+from genesis_cuda.graphed_callables import make_graphed_callables
+from genesis_cuda.graphs import CUDAGraph, graph, graph_pool_handle, is_current_stream_capturing
 from genesis_cuda.memory import (
     empty_cache,
     max_memory_allocated,
@@ -120,13 +123,15 @@ def set_rng_state_all(new_states) -> None:
 
 
 __all__ = [
-    "CudaDriverError", "Event", "OutOfMemoryError", "Stream", "current_device",
-    "current_stream", "default_stream", "device", "device_count", "empty_cache",
-    "get_device_capability", "get_device_name", "get_device_properties", "get_rng_state",
-    "get_rng_state_all", "init", "initial_seed", "is_available", "is_initialized",
-    "manual_seed", "manual_seed_all", "max_memory_allocated", "max_memory_reserved",
-    "mem_get_info", "memory_allocated", "memory_reserved", "memory_snapshot", "memory_stats",
-    "memory_summary", "record_stream", "reset_accumulated_memory_stats",
-    "reset_peak_memory_stats", "seed", "set_device", "set_per_process_memory_fraction",
-    "set_rng_state", "set_rng_state_all", "set_stream", "stream", "synchronize",
+    "CudaDriverError", "CUDAGraph", "current_device", "current_stream", "default_stream",
+    "device", "device_count", "empty_cache", "Event", "get_device_capability",
+    "get_device_name", "get_device_properties", "get_rng_state", "get_rng_state_all",
+    "graph", "graph_pool_handle", "GraphCaptureError", "init", "initial_seed",
+    "is_available", "is_current_stream_capturing", "is_initialized",
+    "make_graphed_callables", "manual_seed", "manual_seed_all", "max_memory_allocated",
+    "max_memory_reserved", "mem_get_info", "memory_allocated", "memory_reserved",
+    "memory_snapshot", "memory_stats", "memory_summary", "OutOfMemoryError",
+    "record_stream", "reset_accumulated_memory_stats", "reset_peak_memory_stats", "seed",
+    "set_device", "set_per_process_memory_fraction", "set_rng_state", "set_rng_state_all",
+    "set_stream", "stream", "Stream", "synchronize",
 ]

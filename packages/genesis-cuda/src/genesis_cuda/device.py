@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 
-from genesis_cuda import driver
+from genesis_cuda import capture, driver
 
 _current_device = 0  # process-wide (torch keeps one per thread; genesis runs one per process)
 _initialized: set[int] = set()
@@ -100,6 +100,7 @@ def is_initialized(index: int | None = None) -> bool:
 def synchronize(device=None) -> None:
     """Wait for all work on ``device`` (default: current) to finish."""
     index = _index(device)
+    capture.check_not_capturing("synchronize the device (genesis.cuda.synchronize)", index)
     if index not in _initialized:
         return  # genesis queued nothing there: do not create a context just to wait
     cu = driver.driver()

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from genesis_cuda import capture
+
 _MASK64 = (1 << 64) - 1
 DEFAULT_SEED = 67280421310721  # torch's default seed, used when genesis gives none
 
@@ -40,7 +42,15 @@ class PhiloxGenerator:
         return self
 
     def next_offset(self, n: int) -> int:
-        """Reserve ``n`` counter values; returns the first. The next call gets fresh ones."""
+        """Reserve ``n`` counter values; returns the first. The next call gets fresh ones.
+
+        Raises ``GraphCaptureError`` during CUDA graph capture: the seed and offset are
+        passed to kernels as host values, so a replay would repeat the captured numbers.
+        """
+        capture.check_not_capturing(
+            "draw random numbers (rand, randn, dropout, random_ ...): genesis passes the "
+            "Philox offset to kernels as a host value, so replays would repeat the same "
+            "numbers", self.device)
         offset = self.offset
         self.offset = (offset + int(n)) & _MASK64
         return offset

@@ -7,8 +7,8 @@ Functions asked about a device genesis has not used yet answer without creating 
 from __future__ import annotations
 
 from genesis.cuda import OutOfMemoryError
+from genesis_cuda import capture, driver, streams
 from genesis_cuda import device as _device
-from genesis_cuda import driver, streams
 from genesis_cuda.allocator import CachingAllocator
 
 _allocators: dict[int, CachingAllocator] = {}  # read directly by array.empty (hot path)
@@ -26,7 +26,13 @@ class CudaOps:
 
     def malloc(self, nbytes: int) -> int | None:
         with driver.using_device(self.index):
-            err, ptr = self.cu.cuMemAlloc(nbytes)
+            if capture.is_capturing(self.index):
+                # No stream operation (nothing is recorded), but the "global" capture mode
+                # forbids it as potentially unsafe: relaxed for this call, as torch does.
+                with capture.relaxed_mode():
+                    err, ptr = self.cu.cuMemAlloc(nbytes)
+            else:
+                err, ptr = self.cu.cuMemAlloc(nbytes)
         if err == self._oom:
             return None
         driver.check((err,), f"cuMemAlloc({nbytes})")
@@ -155,6 +161,7 @@ def empty_cache() -> None:
     Memory held by live tensors is untouched; ``memory_reserved`` drops to what segments
     with live tensors in them occupy.
     """
+    capture.check_not_capturing("empty the CUDA memory cache (empty_cache)")
     for a in list(_allocators.values()):
         a.empty_cache()
 

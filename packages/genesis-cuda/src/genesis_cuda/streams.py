@@ -15,8 +15,8 @@ Example:
 
 from __future__ import annotations
 
+from genesis_cuda import capture, driver
 from genesis_cuda import device as _device
-from genesis_cuda import driver
 
 # device ordinal -> its current Stream (process-wide, like the current device)
 _current: dict[int, Stream] = {}
@@ -105,6 +105,7 @@ class Stream:
 
     def query(self) -> bool:
         """True when all work queued on this stream has finished."""
+        capture.check_not_capturing("query a stream (Stream.query)", self.device)
         cu = driver.driver()
         with driver.using_device(self.device):
             (err,) = cu.cuStreamQuery(self.handle)
@@ -115,6 +116,7 @@ class Stream:
 
     def synchronize(self) -> None:
         """Block the host until all work queued on this stream has finished."""
+        capture.check_not_capturing("synchronize a stream (Stream.synchronize)", self.device)
         _device.lazy_init(self.device)
         cu = driver.driver()
         with driver.using_device(self.device):
@@ -189,6 +191,7 @@ class Event:
 
     def query(self) -> bool:
         """True when the work recorded before this event has finished (or never recorded)."""
+        capture.check_not_capturing("query an event (Event.query)", self.device)
         if self._raw is None:
             return True
         cu = driver.driver()
@@ -200,6 +203,7 @@ class Event:
 
     def synchronize(self) -> None:
         """Block the host until the event has completed."""
+        capture.check_not_capturing("synchronize an event (Event.synchronize)", self.device)
         if self._raw is not None:
             driver.check(driver.driver().cuEventSynchronize(self._raw), "cuEventSynchronize")
 

@@ -16,8 +16,8 @@ import numpy as np
 
 from genesis import dtypes as D
 from genesis_cuda import array as _array
+from genesis_cuda import capture, driver, streams
 from genesis_cuda import device as _device
-from genesis_cuda import driver, streams
 
 _TO_NUMPY = {
     D.bool_: np.dtype(np.bool_), D.uint8: np.dtype(np.uint8), D.int8: np.dtype(np.int8),
@@ -81,7 +81,12 @@ _stagers: dict[int, _PinnedStager] = {}
 
 
 def from_numpy(data, index: int) -> _array.CudaArray:
-    """Copy a numpy array (any strides) to a new contiguous array on device ``index``."""
+    """Copy a numpy array (any strides) to a new contiguous array on device ``index``.
+
+    During CUDA graph capture the copy is recorded into the graph from a pinned buffer the
+    graph keeps: every replay writes the values ``data`` had at capture time (and, like any
+    tensor made during capture, the array holds them only once the graph has run).
+    """
     host = np.ascontiguousarray(data)
     if host.ndim != np.ndim(data):  # ascontiguousarray turns 0-d into 1-d
         host = host.reshape(np.shape(data))
@@ -91,7 +96,9 @@ def from_numpy(data, index: int) -> _array.CudaArray:
         cu = driver.driver()
         stream = streams.current_handle(index)
         with driver.using_device(index):
-            if nbytes <= PINNED_STAGING_MAX:
+            if capture.is_capturing(index):
+                _copy_in_capture(cu, out.storage.ptr, host, stream, index)
+            elif nbytes <= PINNED_STAGING_MAX:
                 stager = _stagers.get(index)
                 if stager is None:
                     stager = _stagers[index] = _PinnedStager()
@@ -100,6 +107,17 @@ def from_numpy(data, index: int) -> _array.CudaArray:
                 driver.check(cu.cuMemcpyHtoDAsync(out.storage.ptr, host.ctypes.data, nbytes,
                                                   stream), "cuMemcpyHtoDAsync")
     return out
+
+
+def _copy_in_capture(cu, dst_ptr: int, host: np.ndarray, stream: int, index: int) -> None:
+    """Record a host->device copy into the graph being captured, from a pinned buffer that
+    the graph owns (freed with it) and that nothing else writes: a constant of the graph."""
+    nbytes = host.nbytes
+    with capture.relaxed_mode():  # cuMemHostAlloc is no stream operation
+        ptr = int(driver.check(cu.cuMemHostAlloc(nbytes, 0), "cuMemHostAlloc"))
+    capture._capturing[index].keep_host_buffer(ptr)
+    ctypes.memmove(ptr, host.ctypes.data, nbytes)
+    driver.check(cu.cuMemcpyHtoDAsync(dst_ptr, ptr, nbytes, stream), "cuMemcpyHtoDAsync")
 
 
 def _contiguous(a: _array.CudaArray) -> _array.CudaArray:
@@ -115,6 +133,8 @@ def _contiguous(a: _array.CudaArray) -> _array.CudaArray:
 
 def to_numpy(a: _array.CudaArray) -> np.ndarray:
     """A new numpy array with ``a``'s values (waits for ``a``'s stream)."""
+    capture.check_not_capturing("copy a tensor to the host (numpy(), tolist(), cpu())",
+                                a.device)
     np_dtype = _TO_NUMPY.get(a.dtype)
     if np_dtype is None:
         raise TypeError(f"{a.dtype} has no numpy equivalent; cast to float32 first")
@@ -135,6 +155,8 @@ def _device_to_host(host_ptr: int, dev_ptr: int, nbytes: int, index: int) -> Non
 
 def item(a: _array.CudaArray):
     """The value of a one-element array as a Python scalar."""
+    capture.check_not_capturing("read a tensor's value on the host (item(), float(), "
+                                "bool(), int())", a.device)
     n = _array.numel(a)
     if n != 1:
         raise ValueError(f"item() needs an array with one element, got shape {a.shape}")

@@ -19,6 +19,7 @@ import triton
 import triton.language as tl
 
 from genesis import dtypes as D
+from genesis_cuda import capture
 
 from ._launch import Ptr, cdiv, contiguous_strides, empty, numel
 from .layout import (
@@ -386,6 +387,8 @@ def nonzero(a):
     str8 = [0] * (8 - nd) + list(a.strides)
     nblock = 1024
     nb = cdiv(n, nblock)
+    capture.check_not_capturing("compute nonzero (its output size is read on the host; "
+                                "also boolean-mask indexing and masked_select)", a.device)
     counts = empty((nb,), D.int64, a.device)
     prefix = empty((nb + 1,), D.int64, a.device)
     _nz_count_kernel[(nb,)](a, counts, n, *shape8[1:], *str8, BLOCK=nblock)

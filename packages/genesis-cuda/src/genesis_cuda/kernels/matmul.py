@@ -30,6 +30,7 @@ import triton.language as tl
 from triton.runtime import driver as _driver
 
 from genesis import dtypes as D
+from genesis_cuda import capture
 
 from ._launch import DIRECT, INTERPRET, Ptr, cdiv, collapse, contiguous_strides, empty, sm_count
 from .layout import clone, copy_strided, fill_
@@ -255,6 +256,9 @@ def _choose(key, candidates, launch, flops: int):
     cfg = _tuned.get(key)
     if cfg is not None:
         return cfg
+    capture.check_not_capturing(
+        f"autotune a matmul of a new shape bucket {key} (timing synchronises the device); "
+        "run the captured code once before capturing (warm-up)")
     best, best_t = None, math.inf
     reps = max(1, min(20, int(5e-3 / max(flops / 6e14, 1e-7))))
     for cand in candidates:
