@@ -183,8 +183,10 @@ class CUDAGraph:
             driver.check((err,), "cuStreamEndCapture")
         self._graph = graph
         with driver.using_device(self._device):
-            self._exec = driver.check(cu.cuGraphInstantiateWithFlags(graph, 0),
-                                      "cuGraphInstantiateWithFlags")
+            # CUDA 12+ spells it cuGraphInstantiate(graph, flags) (cuda-bindings 13 has only
+            # that name); older bindings have the flags form under ...WithFlags
+            instantiate = getattr(cu, "cuGraphInstantiateWithFlags", None) or cu.cuGraphInstantiate
+            self._exec = driver.check(instantiate(graph, 0), "cuGraphInstantiate")
 
     def _abort(self) -> None:
         """End a capture that failed part-way, discarding what was recorded."""

@@ -52,7 +52,11 @@ def _ptr(row, j, DT: tl.constexpr, ALIGNED: tl.constexpr):
 
 @triton.jit
 def _offsets(start, i, BLOCK: tl.constexpr):
-    return tl.max_contiguous(tl.multiple_of(start + i + tl.arange(0, BLOCK), BLOCK), BLOCK)
+    # ``start`` is hinted a multiple of CHUNK and ``i`` of BLOCK, so whole blocks load as
+    # vectors. No multiple_of hint on the offsets tensor itself: it would claim every element
+    # is a multiple of BLOCK, which is false, and with it the compiled masked tails were wrong
+    # on an H200 (multi-tensor norm too large, the last elements of an SGD step off).
+    return start + i + tl.arange(0, BLOCK)
 
 
 @triton.jit
