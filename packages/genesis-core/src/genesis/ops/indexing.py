@@ -9,6 +9,7 @@ from genesis.autograd.function import Function
 from genesis.ops.common import (
     broadcast_shapes,
     check_same_device,
+    checks_values,
     normalize_dim,
     sum_to_shape,
     wrap,
@@ -20,12 +21,17 @@ from genesis.tensor import Tensor
 
 # ------------------------------------------------------------- index checks
 def _check_index_tensor(op: str, index: Tensor, size: int) -> Tensor:
-    """int64 copy of ``index`` with negatives wrapped, after a bounds check."""
+    """int64 copy of ``index`` with negatives wrapped (``x[index]`` only), after a bounds
+    check where ``checks_values`` allows one (on an accelerator, by default, no host read:
+    out-of-range indices there are the kernel's to meet, as torch's device-side assert)."""
     if index.dtype.category != 1:
         raise IndexError(f"{op}: tensors used as indices must be long, int or bool tensors, "
                          f"got {index.dtype}")
     if index.dtype is not D.int64:
         index = index.to(D.int64)
+    if not checks_values(index):
+        # wrap negatives without reading them: remainder maps [-size, size) onto [0, size)
+        return index.remainder(size) if op == "index" and index.numel() else index
     if index.numel():
         lo, hi = int(index.min()), int(index.max())
         # only x[index] wraps negative indices; gather, scatter, index_select ... refuse them

@@ -3,7 +3,9 @@
 Classification losses take the class dimension as dim 1 (or dim 0 for a single unbatched
 sample), as torch does: input (N, C) or (N, C, d1, ...) or (C,), target (N) or (N, d1, ...) or
 (). Values are read on the host only where torch refuses bad ones (class indices out of
-range, binary cross entropy outside [0, 1]): one synchronisation per such check.
+range, binary cross entropy outside [0, 1]), and only for CPU tensors unless
+``GENESIS_DEVICE_CHECKS=1`` (``genesis.ops.common.checks_values``): on an accelerator such a read
+would synchronise every step, and torch reports these errors asynchronously there.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import warnings
 
 import genesis
+from genesis.ops.common import checks_values
 
 __all__ = [
     "cross_entropy", "nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss",
@@ -106,8 +109,9 @@ def _weighted_mean(total, denom):
 
 def _check_targets_in_range(safe, n_classes: int, ignore_index: int) -> None:
     """torch's "Target 7 is out of bounds." (not the internal gather's message), with the
-    class count; one host read of the targets' min and max."""
-    if not safe.numel():
+    class count; one host read of the targets' min and max, where ``checks_values`` allows
+    it (CPU tensors; on an accelerator only with ``GENESIS_DEVICE_CHECKS=1``)."""
+    if not safe.numel() or not checks_values(safe):
         return
     lo, hi = genesis.stack([safe.min(), safe.max()]).tolist()
     if lo < 0 or hi >= n_classes:
@@ -316,8 +320,9 @@ def huber_loss(input, target, reduction: str = "mean", delta: float = 1.0):
 # ---------------------------------------------------------------------------- binary
 def _check_probabilities(input, target) -> None:
     """torch's range check of binary_cross_entropy, both tensors in one host read (NaN fails:
-    it is not between 0 and 1)."""
-    if not input.numel():
+    it is not between 0 and 1), where ``checks_values`` allows it (CPU tensors; on an
+    accelerator only with ``GENESIS_DEVICE_CHECKS=1``, as torch reports it asynchronously)."""
+    if not input.numel() or not checks_values(input):
         return
     with genesis.no_grad():
         ok = genesis.stack([((input >= 0) & (input <= 1)).all(),
@@ -332,7 +337,7 @@ def binary_cross_entropy(input, target, weight=None, reduction: str = "mean"):
     """Binary cross entropy of probabilities ``input`` against ``target`` in [0, 1].
 
     Each log is clamped at -100 (torch's rule), so ``input`` of exactly 0 or 1 gives a finite
-    loss. Inputs or targets outside [0, 1] (or NaN) raise, as in torch: one host read.
+    loss. Inputs or targets outside [0, 1] (or NaN) raise, as in torch: one host read (CPU tensors).
 
     Args:
         input: probabilities, any shape.
