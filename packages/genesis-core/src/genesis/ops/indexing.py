@@ -268,7 +268,8 @@ class Gather(Function):
     def backward(ctx, g):
         (index,) = ctx.saved_tensors
         gx = creation.zeros(ctx.in_shape, dtype=g.dtype, device=g.device)
-        return gx.scatter_add(ctx.dim, index, g), None, None
+        # the Functions, not the public ops: ``index`` was checked once, in forward
+        return Scatter.apply(gx, ctx.dim, index, g, "add"), None, None
 
 
 def _check_gather_shapes(op: str, x: Tensor, dim: int, index: Tensor) -> None:
@@ -307,8 +308,8 @@ class Scatter(Function):
     @staticmethod
     def backward(ctx, g):
         (index,) = ctx.saved_tensors
-        gx = g if ctx.reduce == "add" else g.scatter(ctx.dim, index, 0.0)
-        gsrc = g.gather(ctx.dim, index) if ctx.src_is_tensor else None
+        gx = g if ctx.reduce == "add" else Scatter.apply(g, ctx.dim, index, 0.0, None)
+        gsrc = Gather.apply(g, ctx.dim, index) if ctx.src_is_tensor else None
         return gx, None, None, gsrc, None
 
 
@@ -351,7 +352,7 @@ class IndexSelect(Function):
     def backward(ctx, g):
         (index,) = ctx.saved_tensors
         gx = creation.zeros(ctx.in_shape, dtype=g.dtype, device=g.device)
-        return gx.index_add(ctx.dim, index, g), None, None
+        return IndexAdd.apply(gx, ctx.dim, index, g), None, None
 
 
 def index_select(input: Tensor, dim: int, index: Tensor) -> Tensor:
@@ -375,7 +376,7 @@ class IndexAdd(Function):
     @staticmethod
     def backward(ctx, g):
         (index,) = ctx.saved_tensors
-        return g, None, None, g.index_select(ctx.dim, index)
+        return g, None, None, IndexSelect.apply(g, ctx.dim, index)
 
 
 def index_add(input: Tensor, dim: int, index: Tensor, source: Tensor, *, alpha=1) -> Tensor:
