@@ -139,7 +139,10 @@ def run_backward(outputs, grad_outputs=None, retain_graph=None, create_graph=Fal
                         hook(node.variable)
                 continue
             edges = node.next_functions
-            if needed is None or id(node) in needed:  # autograd.grad skips unneeded nodes
+            if not grads_in:  # every consumer returned None for it: nothing flows on
+                if not retain_graph:
+                    node.release()
+            elif needed is None or id(node) in needed:  # autograd.grad skips unneeded nodes
                 for edge, g in zip(edges, _call_node(node, grads_in, retain_graph)):
                     if g is not None and edge is not None:
                         _add_to_buffer(buffers, edge[0], edge[1], g)
