@@ -56,7 +56,7 @@ class Node:
     def save_for_backward(self, *tensors) -> None:
         """Keep tensors for backward; editing one in place before backward is an error."""
         self._saved = tensors
-        self._saved_versions = tuple(None if t is None else t._version_box[0] for t in tensors)
+        self._saved_versions = tuple([None if t is None else t._version_box[0] for t in tensors])
 
     @property
     def saved_tensors(self) -> tuple:
