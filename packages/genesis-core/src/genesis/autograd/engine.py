@@ -240,7 +240,7 @@ def _accumulate(leaf, g, create_graph: bool) -> None:
         g = g.to(leaf.dtype)
     if leaf.grad is None:
         # A fresh tensor: the graph's intermediate may be shared or a view (e.g. expand).
-        leaf.grad = g if create_graph else g.detach().clone()
+        leaf.grad = g if create_graph else (g.detach() if g.requires_grad else g).clone()
     elif create_graph:
         leaf.grad = leaf.grad + g
     else:
