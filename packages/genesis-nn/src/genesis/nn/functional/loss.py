@@ -102,8 +102,8 @@ def _weighted_mean(total, denom):
     """``total / denom`` as torch's reductions do it: nan when ``denom`` is 0 (every target
     ignored), yet a zero gradient then (the nan is added as a constant, not divided through)."""
     empty = denom == 0
-    safe = genesis.where(empty, genesis.ones_like(denom), denom)
-    nan = genesis.where(empty, genesis.full_like(denom, float("nan")), genesis.zeros_like(denom))
+    safe = genesis.where(empty, 1.0, denom)
+    nan = genesis.where(empty, float("nan"), 0.0)
     return total / safe + nan
 
 
@@ -124,7 +124,7 @@ def _nll(input, target, weight, ignore_index: int, reduction: str):
     """Validated nll_loss body: (per-element loss or reduction) without shape checks."""
     class_dim = 0 if input.ndim == 1 else 1
     keep = target != ignore_index                              # (N, ...) bool
-    safe = genesis.where(keep, target, genesis.zeros_like(target))
+    safe = genesis.where(keep, target, 0)
     _check_targets_in_range(safe, input.shape[class_dim], ignore_index)
     picked = input.gather(class_dim, safe.unsqueeze(class_dim)).squeeze(class_dim)
     mask = keep.to(input.dtype)
