@@ -59,6 +59,35 @@ def test_backward_with_gradient_argument():
     same_as_torch(scenario)
 
 
+def test_node_whose_consumers_return_no_gradient_is_skipped():
+    """A custom Function returning None cuts the flow: the node feeding it gets no gradient
+    and is not run (it used to fail materialising a zero grad from nothing); as torch."""
+    class NoGrad(genesis.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 1
+
+        @staticmethod
+        def backward(ctx, g):
+            return None
+
+    class TNoGrad(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 1
+
+        @staticmethod
+        def backward(ctx, g):
+            return None
+
+    grads = []
+    for lib, fn in ((genesis, NoGrad), (torch, TNoGrad)):
+        x = lib.ones(3, requires_grad=True)
+        (fn.apply(x * 2).sum() + (x * 3).sum()).backward()
+        grads.append(x.grad.tolist())
+    assert grads[0] == grads[1] == [3.0, 3.0, 3.0]
+
+
 def test_backward_retain_graph_twice_accumulates():
     def scenario(lib):
         x = _leaf(lib, _data(3))

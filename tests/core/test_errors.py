@@ -194,6 +194,32 @@ def test_index_errors_are_clear():
     _raises(RuntimeError, "permutation", x.permute, 0, 0)
 
 
+def test_index_value_checks_read_the_device_only_when_asked(monkeypatch):
+    """Off the CPU, index bounds are not read back to the host (no sync per gather): a
+    negative ``x[index]`` still wraps, on the device; GENESIS_DEVICE_CHECKS turns the check
+    back on there."""
+    from genesis.ops import common
+
+    _register_toy()
+    x = genesis.arange(6.0).reshape(2, 3).to("toy:0")
+    assert common.checks_values(x.cpu()) and not common.checks_values(x)
+
+    def no_host_read(*_):
+        raise AssertionError("an index check read a device tensor on the host")
+
+    for name in ("__int__", "item", "tolist"):
+        monkeypatch.setattr(genesis.Tensor, name, no_host_read)
+    idx = genesis.tensor([-1, 0]).to("toy:0")
+    got = [x[:, idx], x.index_select(1, idx.remainder(3)), x.gather(1, idx.abs().view(1, 2))]
+    monkeypatch.undo()
+    assert got[0].cpu().tolist() == [[2.0, 0.0], [5.0, 3.0]]
+    assert got[1].cpu().tolist() == [[2.0, 0.0], [5.0, 3.0]]
+    assert got[2].cpu().tolist() == [[1.0, 0.0]]
+    monkeypatch.setattr(common, "DEVICE_VALUE_CHECKS", True)
+    bad = genesis.tensor([[0, 3]]).to("toy:0")
+    _raises(IndexError, "index 3 is out of bounds for dimension with size 3", x.gather, 1, bad)
+
+
 # ------------------------------------------------ in-place on saved / leaf tensors
 def test_in_place_on_saved_tensor_raises_at_backward():
     x = genesis.tensor([1.0, 2.0], requires_grad=True)

@@ -121,27 +121,38 @@ def run_backward(outputs, grad_outputs=None, retain_graph=None, create_graph=Fal
 
     prev = _grad_state.enabled
     _grad_state.enabled = create_graph
-    try:
+    try:  # the loop runs once per node of every training step: lookups kept inline
         while ready:
             node = ready.pop()
-            node_grads = buffers.pop(node, None) or {}
-            grads_in = _call_hooks(node, node_grads)
-            for idx, g in grads_in.items():
-                pos = capture.get((id(node), idx))
-                if pos is not None:
-                    results[pos] = g if results[pos] is None else results[pos] + g
-            if isinstance(node, AccumulateGrad):
+            grads_in = buffers.pop(node, None) or {}
+            if node._hooks:
+                _call_hooks(node, grads_in)
+            if capture:
+                for idx, g in grads_in.items():
+                    pos = capture.get((id(node), idx))
+                    if pos is not None:
+                        results[pos] = g if results[pos] is None else results[pos] + g
+            if type(node) is AccumulateGrad:
                 if accumulate and (not capture or (id(node), 0) in capture) and 0 in grads_in:
                     _accumulate(node.variable, grads_in[0], create_graph)
                     for hook in node._post_accumulate_hooks:
                         hook(node.variable)
                 continue
-            if needed is None or id(node) in needed:  # autograd.grad skips unneeded nodes
-                input_grads = _call_node(node, grads_in, retain_graph)
-                for edge, g in zip(node.next_functions, input_grads):
-                    if edge is not None and g is not None:
+            edges = node.next_functions
+            if not grads_in:  # every consumer returned None for it: nothing flows on
+                if not retain_graph:
+                    node.release()
+            elif needed is None or id(node) in needed:  # autograd.grad skips unneeded nodes
+                for edge, g in zip(edges, _call_node(node, grads_in, retain_graph)):
+                    if g is not None and edge is not None:
                         _add_to_buffer(buffers, edge[0], edge[1], g)
-            _release_children(node, deps, ready)
+            for edge in edges:  # count the edges as done; children left with none are ready
+                if edge is not None:
+                    child = edge[0]
+                    left = deps[child] - 1
+                    deps[child] = left
+                    if not left:
+                        ready.append(child)
     finally:
         _grad_state.enabled = prev
 
@@ -159,18 +170,12 @@ def run_backward(outputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     return None
 
 
-def _release_children(node, deps: dict, ready: list) -> None:
-    """Count ``node``'s edges as done; children with no edges left become ready."""
-    for edge in node.next_functions:
-        if edge is not None:
-            deps[edge[0]] -= 1
-            if deps[edge[0]] == 0:
-                ready.append(edge[0])
-
-
 def _add_to_buffer(buffers: dict, node, idx: int, g) -> None:
-    slot = buffers.setdefault(node, {})
-    slot[idx] = g if idx not in slot else slot[idx] + g
+    slot = buffers.get(node)
+    if slot is None:
+        buffers[node] = {idx: g}
+    else:
+        slot[idx] = g if idx not in slot else slot[idx] + g
 
 
 def _call_hooks(node, grads: dict) -> dict:
@@ -184,43 +189,50 @@ def _call_hooks(node, grads: dict) -> dict:
 
 
 def _call_node(node: Node, grads_in: dict, retain_graph: bool) -> tuple:
-    grads = []
-    for i in range(node._n_outputs):
-        g = grads_in.get(i)
-        if g is None and node.materialize_grads:
-            shape, dtype, device = node._output_meta[i]
-            some = next(v for v in grads_in.values() if v is not None)  # a node runs on one
-            g = some.new_zeros(shape, dtype=dtype, device=device)
-        grads.append(g)
+    """Run ``node``'s backward on its output grads; one checked gradient (or None) per
+    forward input."""
+    if node._n_outputs == 1 and 0 in grads_in:  # the common case: one output, its grad
+        grads = (grads_in[0],)
+    else:
+        grads = []
+        for i in range(node._n_outputs):
+            g = grads_in.get(i)
+            if g is None and node.materialize_grads:
+                shape, dtype, device = node._output_meta[i]
+                some = next(v for v in grads_in.values() if v is not None)  # one device
+                g = some.new_zeros(shape, dtype=dtype, device=device)
+            grads.append(g)
+        grads = tuple(grads)
     if _op_observers:
         start = time.perf_counter_ns()
-        result = node.apply_backward(tuple(grads))
+        result = node.apply_backward(grads)
         end = time.perf_counter_ns()
         for obs in _op_observers:
             obs(node.name(), start, end)
     else:
-        result = node.apply_backward(tuple(grads))
-    n_inputs = len(node.next_functions)
-    if len(result) < n_inputs:
-        raise RuntimeError(
-            f"function {node.name()} returned {len(result)} gradients; expected {n_inputs}")
-    result = result[:n_inputs]
+        result = node.apply_backward(grads)
+    edges = node.next_functions
+    if len(result) != len(edges):
+        if len(result) < len(edges):
+            raise RuntimeError(f"function {node.name()} returned {len(result)} gradients; "
+                               f"expected {len(edges)}")
+        result = result[:len(edges)]
     for hook in node._post_hooks:
-        hook(result, tuple(grads))
+        hook(result, grads)
     checked = []
-    for edge, g, needs in zip(node.next_functions, result, node.needs_input_grad):
-        if g is not None and needs:
-            meta_shape = edge[0].variable.shape if isinstance(edge[0], AccumulateGrad) else None
-            if meta_shape is not None and g.shape != meta_shape:
-                raise RuntimeError(
-                    f"function {node.name()} returned a gradient of shape {tuple(g.shape)} "
-                    f"for an input of shape {tuple(meta_shape)}")
-            checked.append(g)
-        else:
+    for edge, g, needs in zip(edges, result, node.needs_input_grad):
+        if g is None or not needs:
             checked.append(None)
+            continue
+        child = edge[0]
+        if type(child) is AccumulateGrad and g.shape != child.variable.shape:
+            raise RuntimeError(
+                f"function {node.name()} returned a gradient of shape {tuple(g.shape)} "
+                f"for an input of shape {tuple(child.variable.shape)}")
+        checked.append(g)
     if not retain_graph:
         node.release()
-    return tuple(checked)
+    return checked
 
 
 def _accumulate(leaf, g, create_graph: bool) -> None:
@@ -228,7 +240,7 @@ def _accumulate(leaf, g, create_graph: bool) -> None:
         g = g.to(leaf.dtype)
     if leaf.grad is None:
         # A fresh tensor: the graph's intermediate may be shared or a view (e.g. expand).
-        leaf.grad = g if create_graph else g.detach().clone()
+        leaf.grad = g if create_graph else (g.detach() if g.requires_grad else g).clone()
     elif create_graph:
         leaf.grad = leaf.grad + g
     else:

@@ -56,7 +56,7 @@ class Node:
     def save_for_backward(self, *tensors) -> None:
         """Keep tensors for backward; editing one in place before backward is an error."""
         self._saved = tensors
-        self._saved_versions = tuple(None if t is None else t._version_box[0] for t in tensors)
+        self._saved_versions = tuple([None if t is None else t._version_box[0] for t in tensors])
 
     @property
     def saved_tensors(self) -> tuple:
@@ -290,10 +290,21 @@ def _record(ctx: Node, args, out) -> None:
             needs.append(False)
     ctx.next_functions = tuple(edges)
     ctx.needs_input_grad = tuple(needs)
-    outs = out if isinstance(out, tuple) else (out,)
-    ctx._n_outputs = len(outs)
-    ctx._output_meta = tuple((o.shape, o.dtype, o.device) for o in outs)
     special = ctx._non_differentiable or ctx._dirty  # (rare: sets only then)
+    if type(out) is not tuple:
+        if not special and out.dtype.is_floating_point:  # the common case: one output
+            # (no _output_meta: the engine runs a one-output node only with its gradient)
+            out.requires_grad = True
+            out.grad_fn = ctx
+            out._out_idx = 0
+            if out._base is not None:
+                out._view_version = out._version_box[0]
+            return
+        outs = (out,)
+    else:
+        outs = out
+        ctx._n_outputs = len(outs)
+        ctx._output_meta = tuple((o.shape, o.dtype, o.device) for o in outs)
     non_diff = {id(t) for t in ctx._non_differentiable} if special else ()
     dirty = {id(t) for t in ctx._dirty} if special else ()
     for i, o in enumerate(outs):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from operator import index as _index
 
 from genesis import dtypes as D
@@ -87,6 +88,21 @@ def check_same_device(op: str, *tensors) -> None:
             raise RuntimeError(
                 f"Expected all tensors to be on the same device, but found at least two "
                 f"devices, {first} and {t.device}! (in {op})")
+
+
+# Checks of tensor *values* (index bounds, class targets, probabilities) read a result back to
+# the host. On the CPU that costs nothing extra and torch raises there too; on an accelerator
+# it would stop the host until the device catches up (twice per gather on an LLM decode step)
+# and make CUDA-graph capture impossible, and torch itself only reports such errors later,
+# through a device-side assert. So they run on accelerators only when asked for:
+# GENESIS_DEVICE_CHECKS=1 in the environment (or this flag set to True), for debugging.
+DEVICE_VALUE_CHECKS = os.environ.get("GENESIS_DEVICE_CHECKS", "") not in ("", "0")
+
+
+def checks_values(t: Tensor) -> bool:
+    """Whether a check that reads ``t``'s values to the host runs: always for a CPU tensor,
+    on an accelerator only with ``GENESIS_DEVICE_CHECKS=1`` (see ``DEVICE_VALUE_CHECKS``)."""
+    return t.device.type == "cpu" or DEVICE_VALUE_CHECKS
 
 
 def float_dtype_for(dtype: D.DType) -> D.DType:

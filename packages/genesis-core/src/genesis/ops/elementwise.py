@@ -192,13 +192,11 @@ def _save_binary(cls, ctx: Node, a, b, z) -> None:
     """Save what the wanted gradients read (as torch): editing anything else in place later
     does not break backward."""
     a_t, b_t = isinstance(a, Tensor), isinstance(b, Tensor)
-    reads = set()
-    if a_t and a.requires_grad:
-        reads.update(cls.reads[0])
-    if b_t and b.requires_grad:
-        reads.update(cls.reads[1])
-    ctx.save_for_backward(a if a_t and "a" in reads else None,
-                          b if b_t and "b" in reads else None, z if "z" in reads else None)
+    ra = cls.reads[0] if a_t and a.requires_grad else ()
+    rb = cls.reads[1] if b_t and b.requires_grad else ()
+    ctx.save_for_backward(a if a_t and ("a" in ra or "a" in rb) else None,
+                          b if b_t and ("b" in ra or "b" in rb) else None,
+                          z if "z" in ra or "z" in rb else None)
     ctx.a_scalar = None if a_t else a
     ctx.b_scalar = None if b_t else b
     ctx.metas = ((a.shape, a.dtype) if a_t else None, (b.shape, b.dtype) if b_t else None)

@@ -9,6 +9,7 @@ from genesis.autograd.function import Function
 from genesis.ops.common import (
     broadcast_shapes,
     check_same_device,
+    checks_values,
     normalize_dim,
     sum_to_shape,
     wrap,
@@ -20,12 +21,17 @@ from genesis.tensor import Tensor
 
 # ------------------------------------------------------------- index checks
 def _check_index_tensor(op: str, index: Tensor, size: int) -> Tensor:
-    """int64 copy of ``index`` with negatives wrapped, after a bounds check."""
+    """int64 copy of ``index`` with negatives wrapped (``x[index]`` only), after a bounds
+    check where ``checks_values`` allows one (on an accelerator, by default, no host read:
+    out-of-range indices there are the kernel's to meet, as torch's device-side assert)."""
     if index.dtype.category != 1:
         raise IndexError(f"{op}: tensors used as indices must be long, int or bool tensors, "
                          f"got {index.dtype}")
     if index.dtype is not D.int64:
         index = index.to(D.int64)
+    if not checks_values(index):
+        # wrap negatives without reading them: remainder maps [-size, size) onto [0, size)
+        return index.remainder(size) if op == "index" and index.numel() else index
     if index.numel():
         lo, hi = int(index.min()), int(index.max())
         # only x[index] wraps negative indices; gather, scatter, index_select ... refuse them
@@ -262,7 +268,8 @@ class Gather(Function):
     def backward(ctx, g):
         (index,) = ctx.saved_tensors
         gx = creation.zeros(ctx.in_shape, dtype=g.dtype, device=g.device)
-        return gx.scatter_add(ctx.dim, index, g), None, None
+        # the Functions, not the public ops: ``index`` was checked once, in forward
+        return Scatter.apply(gx, ctx.dim, index, g, "add"), None, None
 
 
 def _check_gather_shapes(op: str, x: Tensor, dim: int, index: Tensor) -> None:
@@ -301,8 +308,8 @@ class Scatter(Function):
     @staticmethod
     def backward(ctx, g):
         (index,) = ctx.saved_tensors
-        gx = g if ctx.reduce == "add" else g.scatter(ctx.dim, index, 0.0)
-        gsrc = g.gather(ctx.dim, index) if ctx.src_is_tensor else None
+        gx = g if ctx.reduce == "add" else Scatter.apply(g, ctx.dim, index, 0.0, None)
+        gsrc = Gather.apply(g, ctx.dim, index) if ctx.src_is_tensor else None
         return gx, None, None, gsrc, None
 
 
@@ -345,7 +352,7 @@ class IndexSelect(Function):
     def backward(ctx, g):
         (index,) = ctx.saved_tensors
         gx = creation.zeros(ctx.in_shape, dtype=g.dtype, device=g.device)
-        return gx.index_add(ctx.dim, index, g), None, None
+        return IndexAdd.apply(gx, ctx.dim, index, g), None, None
 
 
 def index_select(input: Tensor, dim: int, index: Tensor) -> Tensor:
@@ -369,7 +376,7 @@ class IndexAdd(Function):
     @staticmethod
     def backward(ctx, g):
         (index,) = ctx.saved_tensors
-        return g, None, None, g.index_select(ctx.dim, index)
+        return g, None, None, IndexSelect.apply(g, ctx.dim, index)
 
 
 def index_add(input: Tensor, dim: int, index: Tensor, source: Tensor, *, alpha=1) -> Tensor:

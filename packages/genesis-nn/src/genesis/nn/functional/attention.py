@@ -93,8 +93,8 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
     scores = genesis.matmul(query, key.transpose(-2, -1)) * scale  # (..., H, L, S)
 
     masked = None  # bool, True where attention is NOT allowed
-    if is_causal:
-        masked = genesis.ones((L, S), dtype=genesis.bool, device=query.device).tril().logical_not()
+    if is_causal:  # key j > query i
+        masked = genesis.ones((L, S), dtype=genesis.bool, device=query.device).triu(1)
     elif attn_mask is not None:
         if attn_mask.dtype is genesis.bool:
             masked = attn_mask.logical_not()
@@ -102,8 +102,9 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
             scores = scores + attn_mask
     if masked is not None:
         scores = scores.masked_fill(masked, float("-inf"))
-    if attn_mask is not None or is_causal:
+    if attn_mask is not None or (is_causal and S == 0):
         # Fully masked rows: softmax would give NaN (and NaN gradients). Give them zeros.
+        # (A causal mask leaves key 0 to every query: no such row unless there is no key.)
         dead = (scores == float("-inf")).all(-1, keepdim=True)  # (..., L, 1)
         weights = genesis.where(dead, 0.0, genesis.where(dead, 0.0, scores).softmax(-1))
     else:

@@ -3,7 +3,9 @@
 Classification losses take the class dimension as dim 1 (or dim 0 for a single unbatched
 sample), as torch does: input (N, C) or (N, C, d1, ...) or (C,), target (N) or (N, d1, ...) or
 (). Values are read on the host only where torch refuses bad ones (class indices out of
-range, binary cross entropy outside [0, 1]): one synchronisation per such check.
+range, binary cross entropy outside [0, 1]), and only for CPU tensors unless
+``GENESIS_DEVICE_CHECKS=1`` (``genesis.ops.common.checks_values``): on an accelerator such a read
+would synchronise every step, and torch reports these errors asynchronously there.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import warnings
 
 import genesis
 from genesis.nn.functional.cross_entropy_rows import _reduce_rows, cross_entropy_rows
+from genesis.ops.common import checks_values
 
 __all__ = [
     "cross_entropy", "nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss",
@@ -100,15 +103,16 @@ def _weighted_mean(total, denom):
     """``total / denom`` as torch's reductions do it: nan when ``denom`` is 0 (every target
     ignored), yet a zero gradient then (the nan is added as a constant, not divided through)."""
     empty = denom == 0
-    safe = genesis.where(empty, genesis.ones_like(denom), denom)
-    nan = genesis.where(empty, genesis.full_like(denom, float("nan")), genesis.zeros_like(denom))
+    safe = genesis.where(empty, 1.0, denom)
+    nan = genesis.where(empty, float("nan"), 0.0)
     return total / safe + nan
 
 
 def _check_targets_in_range(safe, n_classes: int, ignore_index: int) -> None:
     """torch's "Target 7 is out of bounds." (not the internal gather's message), with the
-    class count; one host read of the targets' min and max."""
-    if not safe.numel():
+    class count; one host read of the targets' min and max, where ``checks_values`` allows
+    it (CPU tensors; on an accelerator only with ``GENESIS_DEVICE_CHECKS=1``)."""
+    if not safe.numel() or not checks_values(safe):
         return
     lo, hi = genesis.stack([safe.min(), safe.max()]).tolist()
     if lo < 0 or hi >= n_classes:
@@ -121,7 +125,7 @@ def _nll(input, target, weight, ignore_index: int, reduction: str):
     """Validated nll_loss body: (per-element loss or reduction) without shape checks."""
     class_dim = 0 if input.ndim == 1 else 1
     keep = target != ignore_index                              # (N, ...) bool
-    safe = genesis.where(keep, target, genesis.zeros_like(target))
+    safe = genesis.where(keep, target, 0)
     _check_targets_in_range(safe, input.shape[class_dim], ignore_index)
     picked = input.gather(class_dim, safe.unsqueeze(class_dim)).squeeze(class_dim)
     mask = keep.to(input.dtype)
@@ -336,8 +340,9 @@ def huber_loss(input, target, reduction: str = "mean", delta: float = 1.0):
 # ---------------------------------------------------------------------------- binary
 def _check_probabilities(input, target) -> None:
     """torch's range check of binary_cross_entropy, both tensors in one host read (NaN fails:
-    it is not between 0 and 1)."""
-    if not input.numel():
+    it is not between 0 and 1), where ``checks_values`` allows it (CPU tensors; on an
+    accelerator only with ``GENESIS_DEVICE_CHECKS=1``, as torch reports it asynchronously)."""
+    if not input.numel() or not checks_values(input):
         return
     with genesis.no_grad():
         ok = genesis.stack([((input >= 0) & (input <= 1)).all(),
@@ -352,7 +357,7 @@ def binary_cross_entropy(input, target, weight=None, reduction: str = "mean"):
     """Binary cross entropy of probabilities ``input`` against ``target`` in [0, 1].
 
     Each log is clamped at -100 (torch's rule), so ``input`` of exactly 0 or 1 gives a finite
-    loss. Inputs or targets outside [0, 1] (or NaN) raise, as in torch: one host read.
+    loss. Inputs or targets outside [0, 1] (or NaN) raise, as in torch: one host read (CPU tensors).
 
     Args:
         input: probabilities, any shape.
