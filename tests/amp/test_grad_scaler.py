@@ -298,3 +298,21 @@ def test_inf_loss_skips_step_and_growth(device):
         history.append(scaler.get_scale())
     assert history == [16.0, 32.0, 16.0, 16.0, 32.0, 32.0]
     assert opt.state[w]["step"] == 5
+
+
+def test_unscale_groups_by_dtype_and_flags_inf_in_any(device):
+    # one fused unscale + inf check per (device, dtype) group; an inf in the second group
+    # must still skip the step, and every grad is unscaled
+    a = genesis.ones(3, device=device, requires_grad=True)
+    b = genesis.ones(2, dtype=genesis.float64, device=device, requires_grad=True)
+    opt = genesis.optim.SGD([a, b], lr=1.0)
+    scaler = GradScaler(kind(device), init_scale=4.0)
+    a.grad = genesis.full((3,), 8.0, device=device)
+    b.grad = genesis.tensor([8.0, float("inf")], dtype=genesis.float64, device=device)
+    scaler.unscale_(opt)
+    assert a.grad.tolist() == [2.0, 2.0, 2.0]
+    assert b.grad.tolist()[0] == 2.0
+    scaler.step(opt)
+    assert a.tolist() == [1.0, 1.0, 1.0]  # skipped
+    scaler.update()
+    assert scaler.get_scale() == 2.0

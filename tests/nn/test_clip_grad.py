@@ -115,3 +115,26 @@ def test_parameters_to_vector_and_back():
         nn.utils.vector_to_parameters(genesis.zeros(3), model.parameters())
     with pytest.raises(TypeError):
         nn.utils.vector_to_parameters(np.zeros(26), model.parameters())
+
+
+@pytest.mark.parametrize("norm_type", [2.0, math.inf])
+@pytest.mark.parametrize("foreach", [None, False])
+def test_clip_grad_norm_multi_tensor_path_matches_torch(norm_type, foreach):
+    # None takes the backend's multi_tensor_norm / multi_tensor_scale_; False the per-grad ops
+    g, t = params_with_grads([(30, 4), (5,), (2, 2, 2)], scale=3.0)
+    versions = [gp.grad._version for gp in g]
+    g_total = nn.utils.clip_grad_norm_(g, 1.0, norm_type, foreach=foreach)
+    t_total = torch.nn.utils.clip_grad_norm_(t, 1.0, norm_type, foreach=False)
+    assert_close(to_torch(g_total), t_total)
+    for gp, tp, v in zip(g, t, versions):
+        assert_close(to_torch(gp.grad), tp.grad)
+        assert gp.grad._version > v
+
+
+def test_clip_grad_norm_mixed_dtypes_fall_back_per_tensor():
+    a = nn.Parameter(genesis.ones(3))
+    b = nn.Parameter(genesis.ones(2, dtype=genesis.float64))
+    a.grad, b.grad = genesis.full((3,), 2.0), genesis.full((2,), 2.0, dtype=genesis.float64)
+    total = nn.utils.clip_grad_norm_([a, b], 1.0)
+    assert_close(float(total.item()), math.sqrt(20.0))
+    assert_close(float(a.grad[0].item()), 2.0 / (math.sqrt(20.0) + 1e-6), rtol=1e-6, atol=0)

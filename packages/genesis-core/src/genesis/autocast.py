@@ -13,6 +13,13 @@ device type, ``Function.apply`` casts the op's floating inputs on that device ty
 |           | input's dtype, as in torch's CUDA autocast)                 | inputs promote      |
 
 float64 inputs are never cast (as in torch). The state is thread-local and nestable.
+
+Weight casts are cached, as torch's autocast does: within a region, the low-precision cast
+of a float32 leaf that requires grad (a parameter; not a view) is made once and reused by
+every op that casts it, until the outermost region exits (``cache_enabled=False`` turns
+this off). An entry is used only under the grad mode it was made in and while the weight is
+unmodified (an in-place update makes a new cast), so a cast made under ``no_grad`` never
+cuts a later graph.
 """
 
 from __future__ import annotations
@@ -22,12 +29,17 @@ import threading
 
 from genesis import dtypes as D
 from genesis.autograd import function as _function
+from genesis.autograd.grad_mode import _state as _grad_state
 
 
 class _AutocastState(threading.local):
     def __init__(self):
         self.enabled = False  # any device type on, in this thread (the hot-path check)
         self.by_device: dict[str, D.DType] = {}  # device type -> low dtype while on
+        self.depth = 0  # nesting of autocast regions (the cache empties at the outermost exit)
+        self.cache_enabled = True
+        # id(weight) -> (weight, version, dtype, grad mode, cast)
+        self.cache: dict[int, tuple] = {}
 
     def cast_args(self, category: str, args: tuple) -> tuple:
         out = []
@@ -38,8 +50,25 @@ class _AutocastState(threading.local):
                 out.append(a)
                 continue
             target = low if category == "lower" else D.float32
-            out.append(a if a.dtype is target else a.to(target))
+            if a.dtype is target:
+                out.append(a)
+            elif (target is low and a.dtype is D.float32 and a.requires_grad
+                  and a.grad_fn is None and a._base is None and self.cache_enabled):
+                out.append(self.cached_cast(a, target))
+            else:
+                out.append(a.to(target))
         return tuple(out)
+
+    def cached_cast(self, weight, dtype: D.DType):
+        """``weight.to(dtype)``, made once per region, grad mode and weight version."""
+        version, grad = weight._version_box[0], _grad_state.enabled
+        hit = self.cache.get(id(weight))
+        if hit is not None and hit[0] is weight and hit[1] == version and hit[2] is dtype \
+                and hit[3] == grad:
+            return hit[4]
+        cast = weight.to(dtype)
+        self.cache[id(weight)] = (weight, version, dtype, grad, cast)
+        return cast
 
 
 _state = _AutocastState()
@@ -66,6 +95,8 @@ class autocast:  # noqa: N801 - torch's name
         dtype: ``genesis.bfloat16`` or ``genesis.float16`` (default: float16 on CUDA,
             bfloat16 on the CPU).
         enabled: False turns autocast off inside the block (also inside an outer one).
+        cache_enabled: whether weight casts are cached in the region (default: inherited,
+            True at the outermost region).
 
     Example:
         >>> with genesis.autocast("cuda", dtype=genesis.bfloat16):
@@ -80,24 +111,34 @@ class autocast:  # noqa: N801 - torch's name
         if enabled and dtype not in (D.float16, D.bfloat16):
             raise RuntimeError(f"autocast supports float16 and bfloat16, got {dtype}")
         self.device_type, self.fast_dtype, self._enabled = device_type, dtype, enabled
+        self._cache_enabled = cache_enabled
 
     def __enter__(self):
         self._prev = dict(_state.by_device)
+        self._prev_cache = _state.cache_enabled
         if self._enabled:
             _state.by_device[self.device_type] = self.fast_dtype
         else:
             _state.by_device.pop(self.device_type, None)
+        if self._cache_enabled is not None:
+            _state.cache_enabled = bool(self._cache_enabled)
         _state.enabled = bool(_state.by_device)
+        _state.depth += 1
         return self
 
     def __exit__(self, *exc) -> None:
         _state.by_device = self._prev
         _state.enabled = bool(self._prev)
+        _state.cache_enabled = self._prev_cache
+        _state.depth -= 1
+        if _state.depth == 0:
+            _state.cache.clear()
 
     def __call__(self, fn):
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
-            with autocast(self.device_type, self.fast_dtype, self._enabled):
+            with autocast(self.device_type, self.fast_dtype, self._enabled,
+                          self._cache_enabled):
                 return fn(*args, **kwargs)
 
         return wrapper

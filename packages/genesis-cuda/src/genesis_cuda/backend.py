@@ -281,3 +281,44 @@ class CUDABackend(Backend):
                                               is_causal, scale, rng):
         return kernels.attention.scaled_dot_product_attention_backward(
             grad, q, k, v, out, lse, mask, dropout_p, is_causal, scale, rng)
+
+    # fused LLM-training kernels (issue 9)
+    def cross_entropy(self, logits, target, ignore_index, label_smoothing):
+        return kernels.cross_entropy.cross_entropy(logits, target, ignore_index,
+                                                   label_smoothing)
+
+    def cross_entropy_backward(self, grad, logits, target, lse, ignore_index, label_smoothing):
+        return kernels.cross_entropy.cross_entropy_backward(grad, logits, target, lse,
+                                                            ignore_index, label_smoothing)
+
+    def adam_step(self, params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, step, lr,
+                  beta1, beta2, eps, weight_decay, decoupled, maximize):
+        return kernels.optim.adam_step(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs,
+                                       step, lr, beta1, beta2, eps, weight_decay, decoupled,
+                                       maximize)
+
+    def sgd_step(self, params, grads, momentum_buffers, lr, momentum, dampening, weight_decay,
+                 nesterov, maximize):
+        return kernels.optim.sgd_step(params, grads, momentum_buffers, lr, momentum, dampening,
+                                      weight_decay, nesterov, maximize)
+
+    def multi_tensor_norm(self, arrays, norm_type):
+        return kernels.multi_tensor.multi_tensor_norm(arrays, norm_type)
+
+    def multi_tensor_scale_(self, arrays, scale):
+        return kernels.multi_tensor.multi_tensor_scale_(arrays, scale)
+
+    def amp_unscale_(self, arrays, inv_scale, found_inf):
+        return kernels.multi_tensor.amp_unscale_(arrays, inv_scale, found_inf)
+
+    def swiglu(self, gate, up):
+        return kernels.swiglu.swiglu(gate, up)
+
+    def swiglu_backward(self, grad, gate, up):
+        return kernels.swiglu.swiglu_backward(grad, gate, up)
+
+    def add_rms_norm(self, x, residual, weight, eps):
+        return kernels.add_rms_norm.add_rms_norm(x, residual, weight, eps)
+
+    def rotary(self, q, k, cos, sin, inverse):
+        return kernels.rotary.rotary(q, k, cos, sin, inverse)

@@ -33,7 +33,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 
-from genesis.backends import composite
+from genesis.backends import composite, llm_composite
 from genesis.dtypes import DType
 from genesis.op_declarations import BINARY_NAMES, UNARY_NAMES
 
@@ -391,6 +391,98 @@ class Backend(ABC):
                           rstd: Array) -> tuple[Array, Array | None]:
         """*Optional.* ``(grad_x, grad_weight)`` of ``rms_norm``."""
         return composite.rms_norm_backward(self, grad, x, weight, rstd)
+
+    # --------------------------- optional fused kernels: LLM training (issue 9)
+    # Composite defaults in ``genesis.backends.llm_composite`` (written with the contract's
+    # other methods); a fused kernel reads half-precision operands once and computes in
+    # float32 registers.
+
+    def cross_entropy(self, logits: Array, target: Array, ignore_index: int,
+                      label_smoothing: float) -> tuple[Array, Array]:
+        """*Optional.* Per-row cross-entropy of ``logits`` (M, C) against int64 ``target`` (M,).
+
+        Returns ``(loss, lse)``, both (M,) in float32 (float64 for float64 logits): ``lse``
+        the row's logsumexp, ``loss = (1 - s) * (lse - z[t]) + s / C * (C * lse - sum(z))``
+        with ``s = label_smoothing``, and 0 where ``target == ignore_index``. A fused kernel
+        makes no float32 copy of half-precision logits."""
+        return llm_composite.cross_entropy(self, logits, target, ignore_index, label_smoothing)
+
+    def cross_entropy_backward(self, grad: Array, logits: Array, target: Array, lse: Array,
+                               ignore_index: int, label_smoothing: float) -> Array:
+        """*Optional.* Gradient of ``cross_entropy``'s per-row loss: ``grad`` (M,) float32 is
+        each row's incoming gradient, ``lse`` (M,) the forward's. Returns (M, C) in
+        ``logits``' dtype: ``grad * (softmax(z) - (1 - s) * onehot(t) - s / C)``, zero rows
+        where ``target == ignore_index``."""
+        return llm_composite.cross_entropy_backward(self, grad, logits, target, lse,
+                                                    ignore_index, label_smoothing)
+
+    def swiglu(self, gate: Array, up: Array) -> Array:
+        """*Optional.* ``silu(gate) * up`` (same shape and dtype), in ``gate``'s dtype,
+        computed in float32 (float64 stays) and rounded once."""
+        return llm_composite.swiglu(self, gate, up)
+
+    def swiglu_backward(self, grad: Array, gate: Array, up: Array) -> tuple[Array, Array]:
+        """*Optional.* ``(grad_gate, grad_up)`` of ``swiglu``: with ``s = sigmoid(gate)``,
+        ``grad * up * s * (1 + gate * (1 - s))`` and ``grad * gate * s``."""
+        return llm_composite.swiglu_backward(self, grad, gate, up)
+
+    def add_rms_norm(self, x: Array, residual: Array, weight: Array | None,
+                     eps: float) -> tuple[Array, Array, Array]:
+        """*Optional.* The residual add and RMS norm of a pre-norm decoder block in one pass:
+        ``h = x + residual`` (same shape and dtype; rows over the last dim), returns
+        ``(h, rms_norm(h), rstd)`` as ``rms_norm`` does (the norm of ``h`` as stored)."""
+        return llm_composite.add_rms_norm(self, x, residual, weight, eps)
+
+    def rotary(self, q: Array, k: Array, cos: Array, sin: Array,
+               inverse: bool) -> tuple[Array, Array]:
+        """*Optional.* Rotary position embedding of ``q`` (B, Hq, S, D) and ``k``
+        (B, Hk, S, D) with ``cos``/``sin`` (B, S, D) (any strides; one dtype throughout),
+        rotating the half-split pairs ``(x[..., i], x[..., i + D/2])``:
+        ``out = x * cos + rotate_half(x) * sin``, ``rotate_half(x) = cat(-x2, x1)``. With
+        ``inverse`` the transpose (the backward): ``x * cos - rotate_half(x * sin)``.
+        Returns new contiguous arrays."""
+        return llm_composite.rotary(self, q, k, cos, sin, inverse)
+
+    def adam_step(self, params: Sequence[Array], grads: Sequence[Array],
+                  exp_avgs: Sequence[Array], exp_avg_sqs: Sequence[Array],
+                  max_exp_avg_sqs: Sequence[Array] | None, step: int, lr: float, beta1: float,
+                  beta2: float, eps: float, weight_decay: float, decoupled: bool,
+                  maximize: bool) -> None:
+        """*Optional.* One Adam (``decoupled``: AdamW) step, in place, for every ``i``:
+        ``params[i]``, its moments ``exp_avgs[i]`` / ``exp_avg_sqs[i]`` and, for AMSGrad,
+        ``max_exp_avg_sqs[i]`` (else ``None``), all at step ``step`` (counted from 1) —
+        ``genesis.optim.Adam``'s update. Lists of same-dtype arrays on one device; the
+        composite replays the per-parameter update primitive by primitive (the same bits)."""
+        llm_composite.adam_step(self, params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs,
+                                step, lr, beta1, beta2, eps, weight_decay, decoupled, maximize)
+
+    def sgd_step(self, params: Sequence[Array], grads: Sequence[Array],
+                 momentum_buffers: Sequence[Array | None], lr: float, momentum: float,
+                 dampening: float, weight_decay: float, nesterov: bool,
+                 maximize: bool) -> list[Array | None]:
+        """*Optional.* One SGD step, in place, for every ``params[i]``; a ``None`` momentum
+        buffer (first step) starts as a copy of the gradient. Returns the buffers (all
+        ``None`` without momentum) — ``genesis.optim.SGD``'s update, as ``adam_step``."""
+        return llm_composite.sgd_step(self, params, grads, momentum_buffers, lr, momentum,
+                                      dampening, weight_decay, nesterov, maximize)
+
+    def multi_tensor_norm(self, arrays: Sequence[Array], norm_type: float) -> Array:
+        """*Optional.* The 2-norm (``norm_type`` 2.0) or max-abs norm (``inf``) of all of
+        ``arrays``' elements together (floating arrays of one dtype on one device), as a
+        0-d float32 array (float64 for float64 arrays); 0 when there are no elements."""
+        return llm_composite.multi_tensor_norm(self, arrays, norm_type)
+
+    def multi_tensor_scale_(self, arrays: Sequence[Array], scale: Array) -> None:
+        """*Optional.* In place ``a *= scale`` for every array, ``scale`` a 0-d floating
+        array on their device (read there: no host synchronisation); the product is taken in
+        ``scale``'s dtype and rounded once to ``a``'s."""
+        llm_composite.multi_tensor_scale_(self, arrays, scale)
+
+    def amp_unscale_(self, arrays: Sequence[Array], inv_scale: Array, found_inf: Array) -> None:
+        """*Optional.* GradScaler's unscale: set the 0-d float32 ``found_inf`` to 1 if any
+        element of ``arrays`` is inf or NaN (checked before scaling), then
+        ``a *= inv_scale`` (a 0-d float32 array) in place, for every array."""
+        llm_composite.amp_unscale_(self, arrays, inv_scale, found_inf)
 
     # ---------------------------------------- optional fused attention (no composite here)
     def scaled_dot_product_attention(self, q: Array, k: Array, v: Array, mask: Array | None,

@@ -115,20 +115,27 @@ class GradScaler:
         if state["stage"] is OptState.STEPPED:
             raise RuntimeError("unscale_() is being called after step().")
         inv_scale = _f32(1.0 / self._scale)
-        found: dict = {}  # device -> bool tensor on it: no host sync until step()
+        groups: dict = {}  # (device, dtype) -> grads: one fused unscale + inf check each
+        for group in optimizer.param_groups:
+            for p in group["params"]:
+                grad = p.grad
+                if grad is None:
+                    continue
+                if grad.dtype is genesis.float16:
+                    raise ValueError("Attempting to unscale FP16 gradients.")
+                groups.setdefault((grad.device, grad.dtype), []).append(grad)
+        found: dict = {}  # device -> 0-d float32 tensor on it (1.0: inf/NaN seen): no host
+        # sync until step()
         with genesis.no_grad():
-            for group in optimizer.param_groups:
-                for p in group["params"]:
-                    grad = p.grad
-                    if grad is None:
-                        continue
-                    if grad.dtype is genesis.float16:
-                        raise ValueError("Attempting to unscale FP16 gradients.")
-                    # Checked before scaling, as torch's kernel does.
-                    bad = grad.isfinite().logical_not().any()
-                    prev = found.get(grad.device)
-                    found[grad.device] = bad if prev is None else prev.logical_or(bad)
-                    grad.mul_(inv_scale)
+            for (device, _), grads in groups.items():
+                flag = found.get(device)
+                if flag is None:
+                    flag = found[device] = genesis.zeros((), device=device)
+                inv = genesis.full((), inv_scale, device=device)
+                grads[0]._backend.amp_unscale_([g._data for g in grads], inv._data,
+                                               flag._data)
+                for g in grads:
+                    g._version_box[0] += 1
         state["found_inf"] = found
         state["stage"] = OptState.UNSCALED
 

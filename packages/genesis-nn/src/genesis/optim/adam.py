@@ -6,7 +6,12 @@ from collections.abc import Iterable
 from typing import Any
 
 import genesis
-from genesis.optim.optimizer import Optimizer
+from genesis.optim.optimizer import (
+    Optimizer,
+    bucket_by_array,
+    bump_versions,
+    check_foreach_fused,
+)
 
 
 class Adam(Optimizer):
@@ -29,7 +34,10 @@ class Adam(Optimizer):
         amsgrad: use the running maximum of the second moment (AMSGrad).
         maximize: ascend the objective instead of descending it.
         decoupled_weight_decay: decay the weights directly, as AdamW.
-        foreach, fused, capturable: accepted for PyTorch compatibility.
+        foreach, fused: update every parameter of a group in one multi-tensor call (the
+            backend's fused ``adam_step`` kernel where it has one); ``None`` (default) picks
+            it for parameters on an accelerator, as torch does. Same update either way.
+        capturable: accepted for PyTorch compatibility.
 
     Example::
 
@@ -51,9 +59,10 @@ class Adam(Optimizer):
             raise ValueError(f"Invalid beta parameter at index 1: {betas[1]}")
         if weight_decay < 0.0:
             raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+        check_foreach_fused(foreach, fused)
         defaults = {"lr": lr, "betas": tuple(betas), "eps": eps, "weight_decay": weight_decay,
-                    "amsgrad": amsgrad, "maximize": maximize,
-                    "decoupled_weight_decay": decoupled_weight_decay}
+                    "amsgrad": amsgrad, "maximize": maximize, "foreach": foreach,
+                    "fused": fused, "decoupled_weight_decay": decoupled_weight_decay}
         super().__init__(params, defaults)
 
     def init_state(self, param, state: dict[str, Any], group: dict[str, Any]) -> None:
@@ -88,3 +97,20 @@ class Adam(Optimizer):
         else:
             denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)
         param.addcdiv_(exp_avg, denom, value=-step_size)
+
+    def multi_update(self, params, grads, states, group: dict[str, Any]) -> None:
+        lr, (beta1, beta2), eps = group["lr"], group["betas"], group["eps"]
+        for state in states:
+            state["step"] += 1
+        buckets = bucket_by_array(params, grads, states, lambda st: (st["step"],))
+        for (_, _, step), items in buckets.items():
+            ps = [p for p, _, _ in items]
+            ms = [st["exp_avg"] for _, _, st in items]
+            vs = [st["exp_avg_sq"] for _, _, st in items]
+            maxs = [st["max_exp_avg_sq"] for _, _, st in items] if group["amsgrad"] else None
+            ps[0]._backend.adam_step(
+                [p._data for p in ps], [g._data for _, g, _ in items], [m._data for m in ms],
+                [v._data for v in vs], None if maxs is None else [x._data for x in maxs],
+                step, lr, beta1, beta2, eps, group["weight_decay"],
+                group["decoupled_weight_decay"], group["maximize"])
+            bump_versions(ps, ms, vs, maxs or ())

@@ -21,7 +21,8 @@ class AdamW(Adam):
         weight_decay: decoupled weight decay coefficient (default 0.01, as torch).
         amsgrad: use the running maximum of the second moment (AMSGrad).
         maximize: ascend the objective instead of descending it.
-        foreach, fused, capturable: accepted for PyTorch compatibility.
+        foreach, fused: the multi-tensor path (see :class:`Adam`).
+        capturable: accepted for PyTorch compatibility.
 
     Example::
 
@@ -37,4 +38,5 @@ class AdamW(Adam):
                  maximize: bool = False, foreach: bool | None = None,
                  fused: bool | None = None, capturable: bool = False) -> None:
         super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
-                         amsgrad=amsgrad, maximize=maximize, decoupled_weight_decay=True)
+                         amsgrad=amsgrad, maximize=maximize, decoupled_weight_decay=True,
+                         foreach=foreach, fused=fused)

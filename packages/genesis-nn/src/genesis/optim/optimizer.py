@@ -151,6 +151,9 @@ class Optimizer:
                 loss = closure()
         with genesis.no_grad():
             for group in self.param_groups:
+                if self._multi_tensor(group):
+                    self._multi_tensor_step(group)
+                    continue
                 for p in group["params"]:
                     grad = p.grad
                     if grad is None:
@@ -165,6 +168,47 @@ class Optimizer:
         for hook in list(self._step_post_hooks):
             hook(self, (closure,), {})
         return loss
+
+    def _multi_tensor(self, group: dict[str, Any]) -> bool:
+        """Whether ``group`` steps through ``multi_update``: asked for with ``foreach`` or
+        ``fused``, or (both left ``None``, torch's default) when its parameters are on an
+        accelerator, as torch picks its foreach path for CUDA tensors."""
+        if type(self).multi_update is Optimizer.multi_update:
+            return False
+        fused, foreach = group.get("fused"), group.get("foreach")
+        if fused or foreach:
+            return True
+        if fused is None and foreach is None:
+            params = group["params"]
+            return bool(params) and params[0].device.type != "cpu"
+        return False
+
+    def _multi_tensor_step(self, group: dict[str, Any]) -> None:
+        params, grads, states = [], [], []
+        for p in group["params"]:
+            if p.grad is None:
+                continue
+            state = self.state.get(p)
+            if state is None:
+                state = {}
+                self.init_state(p, state, group)
+            params.append(p)
+            grads.append(p.grad)
+            states.append(state)
+        if params:
+            self.multi_update(params, grads, states, group)
+        for p, state in zip(params, states):
+            if state:
+                self.state[p] = state
+
+    def multi_update(self, params: list, grads: list, states: list,
+                     group: dict[str, Any]) -> None:
+        """Apply one update to all ``params`` of ``group`` at once (the foreach/fused path).
+
+        ``step`` takes this path only for subclasses that override it; this default is the
+        per-parameter ``update`` in a loop."""
+        for p, g, state in zip(params, grads, states):
+            self.update(p, g, state, group)
 
     def register_step_pre_hook(self, hook: Callable) -> _HookHandle:
         """Call ``hook(optimizer, args, kwargs)`` before every ``step``.
@@ -255,6 +299,31 @@ class Optimizer:
                 lines.append(f"    {key}: {group[key]}")
         lines.append(")")
         return "\n".join(lines)
+
+
+def check_foreach_fused(foreach: bool | None, fused: bool | None) -> None:
+    """torch's rule for the two implementation flags."""
+    if foreach and fused:
+        raise RuntimeError("`fused` and `foreach` cannot be `True` together.")
+
+
+def bucket_by_array(params: list, grads: list, states: list, extra=lambda state: ()) -> dict:
+    """Group (param, grad, state) triples into multi-tensor buckets (one backend call each),
+    keyed by ``(device, dtype, *extra(state))``. (A gradient always has its parameter's
+    dtype, shape and device: assigning another one to ``.grad`` raises.)"""
+    buckets: dict = {}
+    for p, g, state in zip(params, grads, states):
+        buckets.setdefault((p.device, p.dtype) + tuple(extra(state)), []).append((p, g, state))
+    return buckets
+
+
+def bump_versions(*tensor_lists) -> None:
+    """Record an in-place change of every tensor in ``tensor_lists`` (None entries skipped),
+    as the in-place tensor ops do, so autograd notices edits of saved tensors."""
+    for tensors in tensor_lists:
+        for t in tensors:
+            if t is not None:
+                t._version_box[0] += 1
 
 
 def _cast_state(param, key: str, value):

@@ -5,7 +5,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from genesis.optim.optimizer import Optimizer
+from genesis.optim.optimizer import (
+    Optimizer,
+    bucket_by_array,
+    bump_versions,
+    check_foreach_fused,
+)
+from genesis.tensor import Tensor
 
 
 class SGD(Optimizer):
@@ -27,7 +33,9 @@ class SGD(Optimizer):
         weight_decay: L2 penalty added to the gradient.
         nesterov: use Nesterov momentum (needs ``momentum > 0`` and ``dampening == 0``).
         maximize: ascend the objective instead of descending it.
-        foreach, fused: accepted for PyTorch compatibility; genesis picks its kernels itself.
+        foreach, fused: update every parameter of a group in one multi-tensor call (the
+            backend's fused ``sgd_step`` kernel where it has one); ``None`` (default) picks
+            it for parameters on an accelerator, as torch does. Same update either way.
 
     Example::
 
@@ -46,8 +54,10 @@ class SGD(Optimizer):
             raise ValueError(f"Invalid weight_decay value: {weight_decay}")
         if nesterov and (momentum <= 0 or dampening != 0):
             raise ValueError("Nesterov momentum requires a momentum and zero dampening")
+        check_foreach_fused(foreach, fused)
         defaults = {"lr": lr, "momentum": momentum, "dampening": dampening,
-                    "weight_decay": weight_decay, "nesterov": nesterov, "maximize": maximize}
+                    "weight_decay": weight_decay, "nesterov": nesterov, "maximize": maximize,
+                    "foreach": foreach, "fused": fused}
         super().__init__(params, defaults)
 
     def update(self, param, grad, state: dict[str, Any], group: dict[str, Any]) -> None:
@@ -65,3 +75,17 @@ class SGD(Optimizer):
                 buf.mul_(momentum).add_(grad, alpha=1 - group["dampening"])
             grad = grad.add(buf, alpha=momentum) if group["nesterov"] else buf
         param.add_(grad, alpha=-group["lr"])
+
+    def multi_update(self, params, grads, states, group: dict[str, Any]) -> None:
+        buckets = bucket_by_array(params, grads, states)
+        for items in buckets.values():
+            ps = [p for p, _, _ in items]
+            old = [st.get("momentum_buffer") for _, _, st in items]
+            bufs = ps[0]._backend.sgd_step(
+                [p._data for p in ps], [g._data for _, g, _ in items],
+                [None if b is None else b._data for b in old], group["lr"], group["momentum"],
+                group["dampening"], group["weight_decay"], group["nesterov"], group["maximize"])
+            for (p, _, state), prev, buf in zip(items, old, bufs):
+                if prev is None and buf is not None:
+                    state["momentum_buffer"] = Tensor._wrap(buf, p.device)
+            bump_versions(ps, old)

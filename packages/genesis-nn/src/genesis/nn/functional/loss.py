@@ -192,6 +192,12 @@ def cross_entropy(input, target, weight=None, ignore_index: int = -100,
         >>> loss = cross_entropy(genesis.randn(4, 10), genesis.tensor([1, 2, 3, 4]))
     """
     _check_reduction("cross_entropy", reduction)
+    if (weight is None and input.ndim == 2 and input.dtype in _HALF
+            and not _is_floating(target) and 0.0 <= label_smoothing <= 1.0):
+        # Half-precision (N, C) logits, e.g. a language model's: the backend's fused rows
+        # read them as they are (no float32 copy, even under autocast).
+        _check_nll_shapes("cross_entropy", input, target, weight)
+        return _half_cross_entropy(input, target, ignore_index, reduction, label_smoothing)
     input, target, weight = _fp32(input, target, weight)
     if not 0.0 <= label_smoothing <= 1.0:
         raise ValueError(f"cross_entropy: label_smoothing must be between 0.0 and 1.0, got "
@@ -232,6 +238,21 @@ def cross_entropy(input, target, weight=None, ignore_index: int = -100,
         safe = genesis.where(keep, target, genesis.zeros_like(target))
         smooth = _weighted_mean(smooth.sum(), (_take(weight, safe) * keep.to(logp.dtype)).sum())
     return nll * (1.0 - label_smoothing) + smooth * (label_smoothing / n_classes)
+
+
+_HALF = (genesis.float16, genesis.bfloat16)
+
+
+def _half_cross_entropy(input, target, ignore_index, reduction, label_smoothing):
+    """cross_entropy of half (N, C) logits through ``fused_loss.cross_entropy_rows``: float32
+    inside; the result is float32 under autocast (torch's policy), else ``input``'s dtype."""
+    from genesis.nn.functional.fused_loss import _reduce_rows, cross_entropy_rows
+
+    rows = cross_entropy_rows(input, target, ignore_index, label_smoothing)  # (N,) float32
+    out = _reduce_rows(rows, (target != ignore_index).sum().float(), reduction)
+    if genesis.is_autocast_enabled(input.device.type):
+        return out
+    return out.to(input.dtype)
 
 
 # ------------------------------------------------------------------------ regression

@@ -2,7 +2,10 @@
 
 Everything stays on the device: the total norm is a 0-d tensor and the clip coefficient is
 applied as a tensor, so no step reads a value back to the host (except
-``error_if_nonfinite``, which has to look).
+``error_if_nonfinite``, which has to look). With ``foreach`` (the default where possible)
+the 2-norm or max-norm of all gradients is one multi-tensor call of the backend
+(``multi_tensor_norm``), and the scaling another (``multi_tensor_scale_``), instead of a
+few kernels per gradient.
 """
 
 from __future__ import annotations
@@ -25,6 +28,13 @@ def _as_list(tensors: _TensorOrTensors) -> list[Tensor]:
     return list(tensors)
 
 
+def _one_group(tensors: list[Tensor]) -> bool:
+    """Whether ``tensors`` can go to one multi-tensor call: one device, one floating dtype."""
+    first = tensors[0]
+    return first.dtype.is_floating_point and all(
+        t.device is first.device and t.dtype is first.dtype for t in tensors)
+
+
 def _vector_norm(t: Tensor, norm_type: float) -> Tensor:
     """The ``norm_type``-norm of all of ``t``'s elements, as a 0-d tensor."""
     return genesis.norm(t, norm_type)
@@ -38,6 +48,8 @@ def get_total_norm(tensors: _TensorOrTensors, norm_type: float = 2.0,
         tensors: tensors (typically gradients); ``None`` entries are skipped.
         norm_type: the p of the norm; ``float("inf")`` for the max-abs norm.
         error_if_nonfinite: raise if the total norm is NaN or infinite.
+        foreach: ``None``/``True``: one multi-tensor norm where the tensors share a device
+            and dtype and ``norm_type`` is 2 or inf; ``False``: a norm per tensor.
 
     Returns:
         a 0-d tensor on the first tensor's device.
@@ -48,9 +60,13 @@ def get_total_norm(tensors: _TensorOrTensors, norm_type: float = 2.0,
         return genesis.tensor(0.0)
     device = tensors[0].device
     with genesis.no_grad():
-        norms = [_vector_norm(t.detach(), norm_type).to(device) for t in tensors]
-        stacked = genesis.stack(norms)  # (num_tensors,)
-        total = _vector_norm(stacked, norm_type)
+        if foreach is not False and norm_type in (2.0, math.inf) and _one_group(tensors):
+            total = Tensor._wrap(tensors[0]._backend.multi_tensor_norm(
+                [t._data for t in tensors], norm_type), device).to(tensors[0].dtype)
+        else:
+            norms = [_vector_norm(t.detach(), norm_type).to(device) for t in tensors]
+            stacked = genesis.stack(norms)  # (num_tensors,)
+            total = _vector_norm(stacked, norm_type)
     if error_if_nonfinite and not bool(total.isfinite()):
         raise RuntimeError(
             f"The total norm of order {norm_type} for gradients from `parameters` is "
@@ -69,6 +85,12 @@ def clip_grads_with_norm_(parameters: _TensorOrTensors, max_norm: float, total_n
         return
     with genesis.no_grad():
         coef = (max_norm / (total_norm + 1e-6)).clamp(max=1.0)
+        if foreach is not False and _one_group(grads):
+            grads[0]._backend.multi_tensor_scale_([g._data for g in grads],
+                                                  coef.to(grads[0].device)._data)
+            for g in grads:
+                g._version_box[0] += 1
+            return
         for g in grads:
             g.mul_(coef.to(g.device, g.dtype))
 
@@ -86,7 +108,8 @@ def clip_grad_norm_(parameters: _TensorOrTensors, max_norm: float, norm_type: fl
         norm_type: the p of the norm; ``float("inf")`` for the max-abs norm.
         error_if_nonfinite: raise if the total norm is NaN or infinite (reads it to the
             host).
-        foreach: accepted for torch compatibility; ignored.
+        foreach: ``None``/``True``: multi-tensor norm and scaling (see
+            ``get_total_norm``); ``False``: per gradient.
 
     Returns:
         the total norm before clipping, a 0-d tensor.
@@ -99,8 +122,8 @@ def clip_grad_norm_(parameters: _TensorOrTensors, max_norm: float, norm_type: fl
     """
     parameters = _as_list(parameters)
     grads = [p.grad for p in parameters if p.grad is not None]
-    total = get_total_norm(grads, norm_type, error_if_nonfinite)
-    clip_grads_with_norm_(parameters, max_norm, total)
+    total = get_total_norm(grads, norm_type, error_if_nonfinite, foreach)
+    clip_grads_with_norm_(parameters, max_norm, total, foreach)
     return total
 
 

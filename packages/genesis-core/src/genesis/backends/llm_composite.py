@@ -1,0 +1,283 @@
+"""Composite defaults of the contract's optional LLM-training kernels (issue 9).
+
+``Backend.cross_entropy``, ``swiglu``, ``add_rms_norm``, ``rotary``, ``adam_step``,
+``sgd_step``, ``multi_tensor_norm``, ``multi_tensor_scale_`` and ``amp_unscale_`` call
+these, so every backend runs the fused ops; a backend with kernels of its own overrides the
+methods. Each function takes the backend first (``b``), then the method's arguments, and
+returns exactly what the method must return. They are written with the contract's other
+methods and compute in float32 (float64 stays) with one rounding, except the optimizer
+steps, which replay genesis.optim's per-parameter update primitive by primitive.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from genesis.dtypes import DType, float32, float64
+
+Array = object  # a backend's array type (see genesis.backends.base)
+
+
+def _acc_dtype(dtype: DType) -> DType:
+    """Accumulation dtype: float64 stays, the rest use float32."""
+    return dtype if dtype is float64 else float32
+
+
+def _expand(b, reduced: Array, like: Array) -> Array:
+    """View a keepdim-reduced array (size-1 dims) at ``like``'s shape."""
+    strides = tuple(0 if n == 1 else s for n, s in zip(reduced.shape, b.strides_of(reduced)))
+    return b.as_strided(reduced, like.shape, strides, b.storage_offset_of(reduced))
+
+
+def _expand_to(b, a: Array, like: Array) -> Array:
+    """View ``a`` (trailing-aligned, numpy broadcasting) at ``like``'s shape."""
+    pad = len(like.shape) - len(a.shape)
+    shape = (1,) * pad + tuple(a.shape)
+    strides = (0,) * pad + tuple(b.strides_of(a))
+    strides = tuple(0 if n == 1 else s for n, s in zip(shape, strides))
+    return b.as_strided(a, like.shape, strides, b.storage_offset_of(a))
+
+
+# ------------------------------------------------------------------ cross-entropy rows
+def cross_entropy(
+    b, logits: Array, target: Array, ignore_index: int, label_smoothing: float
+) -> tuple[Array, Array]:
+    """The composite ``Backend.cross_entropy`` (see its docstring)."""
+    acc = _acc_dtype(b.dtype_of(logits))
+    m, c = logits.shape
+    z = b.cast(logits, acc)  # (M, C)
+    row_max = b.amax(z, (1,), True)  # (M, 1)
+    exp = b.unary("exp", b.binary("sub", z, _expand(b, row_max, z)))
+    lse = b.binary("add", b.unary("log", b.sum(exp, (1,), True, acc)), row_max)
+    keep, safe = _ce_targets(b, target, ignore_index)  # (M, 1) each
+    picked = b.gather(z, 1, safe)  # (M, 1)
+    loss = b.binary("sub", lse, picked)
+    if label_smoothing:
+        smooth = b.binary("sub", b.binary("mul", lse, float(c)), b.sum(z, (1,), True, acc))
+        loss = b.binary(
+            "add",
+            b.binary("mul", loss, 1.0 - label_smoothing),
+            b.binary("mul", smooth, label_smoothing / c),
+        )
+    loss = b.where(keep, loss, 0.0)
+    return b.as_strided(loss, (m,), (1,), 0), b.as_strided(lse, (m,), (1,), 0)
+
+
+def cross_entropy_backward(
+    b,
+    grad: Array,
+    logits: Array,
+    target: Array,
+    lse: Array,
+    ignore_index: int,
+    label_smoothing: float,
+) -> Array:
+    """The composite ``Backend.cross_entropy_backward`` (see its docstring)."""
+    acc = _acc_dtype(b.dtype_of(logits))
+    m, c = logits.shape
+    z = b.cast(logits, acc)  # (M, C)
+    lse2 = _column(b, lse)
+    prob = b.unary("exp", b.binary("sub", z, _expand(b, lse2, z)))
+    keep, safe = _ce_targets(b, target, ignore_index)
+    classes = b.arange(0, c, 1, b.dtype_of(target), b.device_index_of(logits))
+    onehot = b.cast(b.binary("eq", _expand_to(b, classes, z), _expand(b, safe, z)), acc)
+    d = b.binary("sub", prob, b.binary("mul", onehot, 1.0 - label_smoothing))
+    if label_smoothing:
+        d = b.binary("sub", d, label_smoothing / c)
+    row = b.where(keep, _column(b, b.cast(grad, acc)), 0.0)
+    return b.cast(b.binary("mul", d, _expand(b, row, d)), b.dtype_of(logits))
+
+
+def _ce_targets(b, target: Array, ignore_index: int) -> tuple[Array, Array]:
+    """``(keep, safe)`` of an int64 (M,) target, each (M, 1): ``keep`` is bool (not
+    ignored), ``safe`` the target with ignored entries replaced by class 0."""
+    t = _column(b, target)
+    keep = b.binary("ne", t, ignore_index)
+    return keep, b.where(keep, t, 0)
+
+
+def _column(b, a: Array) -> Array:
+    """A 1-d array (M,) viewed as a contiguous column (M, 1)."""
+    a = b.contiguous(a)
+    return b.as_strided(a, (a.shape[0], 1), (1, 1), b.storage_offset_of(a))
+
+
+# ------------------------------------------------------------------ decoder blocks
+
+
+def swiglu(b, gate: Array, up: Array) -> Array:
+    """The composite ``Backend.swiglu`` (see its docstring)."""
+    acc = _acc_dtype(b.dtype_of(gate))
+    g, u = b.cast(gate, acc), b.cast(up, acc)
+    out = b.binary("mul", b.binary("mul", g, b.unary("sigmoid", g)), u)
+    return b.cast(out, b.dtype_of(gate))
+
+
+def swiglu_backward(b, grad: Array, gate: Array, up: Array) -> tuple[Array, Array]:
+    """The composite ``Backend.swiglu_backward`` (see its docstring)."""
+    dt = b.dtype_of(gate)
+    acc = _acc_dtype(dt)
+    g, u, d = b.cast(gate, acc), b.cast(up, acc), b.cast(grad, acc)
+    s = b.unary("sigmoid", g)
+    silu = b.binary("mul", g, s)
+    one_minus_s = b.binary("add", b.unary("neg", s), 1.0)
+    dsilu = b.binary("mul", s, b.binary("add", b.binary("mul", g, one_minus_s), 1.0))
+    grad_gate = b.binary("mul", b.binary("mul", d, u), dsilu)
+    return b.cast(grad_gate, dt), b.cast(b.binary("mul", d, silu), dt)
+
+
+def add_rms_norm(
+    b, x: Array, residual: Array, weight: Array | None, eps: float
+) -> tuple[Array, Array, Array]:
+    """The composite ``Backend.add_rms_norm`` (see its docstring)."""
+    h = b.binary("add", x, residual)
+    y, rstd = b.rms_norm(h, weight, eps)
+    return h, y, rstd
+
+
+def rotary(b, q: Array, k: Array, cos: Array, sin: Array, inverse: bool) -> tuple[Array, Array]:
+    """The composite ``Backend.rotary`` (see its docstring)."""
+    return _rotary_one(b, q, cos, sin, inverse), _rotary_one(b, k, cos, sin, inverse)
+
+
+def _rotary_one(b, x: Array, cos: Array, sin: Array, inverse: bool) -> Array:
+    dt = b.dtype_of(x)
+    acc = _acc_dtype(dt)
+    nb, h, s, d = x.shape
+    half = d // 2
+
+    def halves(a, heads):  # (B, S, D) or (B, H, S, D) -> two (B, H, S, D/2) views
+        st = b.strides_of(a)
+        off = b.storage_offset_of(a)
+        st4 = (st[0], 0, st[1], st[2]) if heads is None else st
+        shape = (nb, h, s, half)
+        return (b.as_strided(a, shape, st4, off), b.as_strided(a, shape, st4, off + half * st4[3]))
+
+    x1, x2 = (b.cast(a, acc) for a in halves(x, True))
+    c1, c2 = (b.cast(a, acc) for a in halves(cos, None))
+    s1, s2 = (b.cast(a, acc) for a in halves(sin, None))
+    if inverse:  # out1 = x1 c1 + x2 s2, out2 = x2 c2 - x1 s1
+        o1 = b.binary("add", b.binary("mul", x1, c1), b.binary("mul", x2, s2))
+        o2 = b.binary("sub", b.binary("mul", x2, c2), b.binary("mul", x1, s1))
+    else:  # out1 = x1 c1 - x2 s1, out2 = x2 c2 + x1 s2
+        o1 = b.binary("sub", b.binary("mul", x1, c1), b.binary("mul", x2, s1))
+        o2 = b.binary("add", b.binary("mul", x2, c2), b.binary("mul", x1, s2))
+    return b.cat([b.cast(o1, dt), b.cast(o2, dt)], 3)
+
+
+# ------------------------------------------------------------------ optimizer steps
+
+
+def adam_step(
+    b,
+    params: Sequence[Array],
+    grads: Sequence[Array],
+    exp_avgs: Sequence[Array],
+    exp_avg_sqs: Sequence[Array],
+    max_exp_avg_sqs: Sequence[Array] | None,
+    step: int,
+    lr: float,
+    beta1: float,
+    beta2: float,
+    eps: float,
+    weight_decay: float,
+    decoupled: bool,
+    maximize: bool,
+) -> None:
+    """The composite ``Backend.adam_step`` (see its docstring)."""
+    bc1 = 1 - beta1**step
+    bc2_sqrt = (1 - beta2**step) ** 0.5
+    step_size = lr / bc1
+    for i, p in enumerate(params):
+        g = grads[i]
+        if maximize:
+            g = b.unary("neg", g)
+        if weight_decay != 0:
+            if decoupled:
+                b.binary("mul", p, 1 - lr * weight_decay, out=p)
+            else:
+                g = b.binary("add", g, _scaled(b, p, weight_decay))
+        m, v = exp_avgs[i], exp_avg_sqs[i]
+        b.binary("add", m, _scaled(b, b.binary("sub", g, m), 1 - beta1), out=m)
+        b.binary("mul", v, beta2, out=v)
+        b.binary("add", v, _scaled(b, b.binary("mul", g, g), 1 - beta2), out=v)
+        if max_exp_avg_sqs is not None:
+            v = b.copy_(max_exp_avg_sqs[i], b.binary("maximum", max_exp_avg_sqs[i], v))
+        denom = b.binary("div", b.unary("sqrt", v), bc2_sqrt)
+        denom = b.binary("add", denom, eps, out=denom)
+        b.binary("add", p, _scaled(b, b.binary("div", m, denom), -step_size), out=p)
+
+
+def sgd_step(
+    b,
+    params: Sequence[Array],
+    grads: Sequence[Array],
+    momentum_buffers: Sequence[Array | None],
+    lr: float,
+    momentum: float,
+    dampening: float,
+    weight_decay: float,
+    nesterov: bool,
+    maximize: bool,
+) -> list[Array | None]:
+    """The composite ``Backend.sgd_step`` (see its docstring)."""
+    out = []
+    for i, p in enumerate(params):
+        g = grads[i]
+        if maximize:
+            g = b.unary("neg", g)
+        if weight_decay != 0:
+            g = b.binary("add", g, _scaled(b, p, weight_decay))
+        buf = momentum_buffers[i]
+        if momentum != 0:
+            if buf is None:
+                buf = b.copy_(b.empty(g.shape, b.dtype_of(g), b.device_index_of(g)), g)
+            else:
+                b.binary("mul", buf, momentum, out=buf)
+                b.binary("add", buf, _scaled(b, g, 1 - dampening), out=buf)
+            g = b.binary("add", g, _scaled(b, buf, momentum)) if nesterov else buf
+        b.binary("add", p, _scaled(b, g, -lr), out=p)
+        out.append(buf)
+    return out
+
+
+def multi_tensor_norm(b, arrays: Sequence[Array], norm_type: float) -> Array:
+    """The composite ``Backend.multi_tensor_norm`` (see its docstring)."""
+    acc = _acc_dtype(b.dtype_of(arrays[0]))
+    total = b.full((), 0.0, acc, b.device_index_of(arrays[0]))
+    for a in arrays:
+        x = b.cast(a, acc)
+        dims = tuple(range(len(x.shape)))
+        if norm_type == math.inf:
+            part = b.amax(b.unary("abs", x), dims, False) if math.prod(x.shape) else total
+            total = b.binary("maximum", total, part)
+        else:
+            total = b.binary("add", total, b.sum(b.binary("mul", x, x), dims, False, acc))
+    return total if norm_type == math.inf else b.unary("sqrt", total)
+
+
+def multi_tensor_scale_(b, arrays: Sequence[Array], scale: Array) -> None:
+    """The composite ``Backend.multi_tensor_scale_`` (see its docstring)."""
+    sdt = b.dtype_of(scale)
+    for a in arrays:
+        s = b.as_strided(scale, a.shape, (0,) * len(a.shape), b.storage_offset_of(scale))
+        if b.dtype_of(a) is sdt:
+            b.binary("mul", a, s, out=a)
+        else:
+            b.copy_(a, b.binary("mul", b.cast(a, sdt), s))
+
+
+def amp_unscale_(b, arrays: Sequence[Array], inv_scale: Array, found_inf: Array) -> None:
+    """The composite ``Backend.amp_unscale_`` (see its docstring)."""
+    for a in arrays:
+        dims = tuple(range(len(a.shape)))
+        finite = b.all(b.unary("isfinite", a), dims, False)  # 0-d bool
+        bad = b.cast(b.unary("logical_not", finite), float32)
+        b.copy_(found_inf, b.binary("maximum", found_inf, bad))
+    b.multi_tensor_scale_(arrays, inv_scale)
+
+
+def _scaled(b, a: Array, alpha: float) -> Array:
+    """``alpha * a`` as genesis's ``alpha=`` arguments compute it (no op when 1)."""
+    return a if alpha == 1 else b.binary("mul", a, alpha)

@@ -1,0 +1,266 @@
+"""Multi-tensor optimizer steps: one launch updates every parameter of a bucket.
+
+The contract's ``adam_step`` and ``sgd_step``. The parameters of a bucket are separate
+allocations, so the kernel reads their addresses from a device *table*:
+
+    [ptrs: n_tensors x K int64 | numel: n_tensors | chunk's tensor: C | chunk's start: C]
+
+``K`` arrays per tensor (param, grad, then the optimizer's state), and one program per
+``CHUNK``-element chunk of some tensor (C chunks in all). The table is built on the host
+and uploaded once; it is cached by the addresses it holds, so a training loop whose
+parameters, states and (re-allocated at the same addresses) gradients keep their places
+reuses it and pays no copy. Math is float32 in registers (float64 parameters take the
+contract's composite); parameters and states are stored back in their own dtype, as torch's
+fused optimizers do.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import triton
+import triton.language as tl
+
+from genesis import dtypes as D
+
+from ._launch import Launcher, is_contiguous, numel, tl_dtype
+
+BLOCK = 1024  # elements per inner step
+CHUNK = 16 * BLOCK  # elements per program
+TABLE_CACHE = 8  # tables kept (one per bucket of a model, typically)
+
+
+@triton.jit
+def _chunk(tab_ptr, T, K: tl.constexpr, CHUNK: tl.constexpr):
+    """(tensor index, chunk start, numel, whether the chunk is whole) of this program."""
+    pid = tl.program_id(0)
+    c = tl.num_programs(0)
+    t = tl.load(tab_ptr + T * (K + 1) + pid)
+    start = tl.multiple_of(tl.load(tab_ptr + T * (K + 1) + c + pid), CHUNK)
+    n = tl.load(tab_ptr + T * K + t)
+    return t, start, n, start + CHUNK <= n
+
+
+@triton.jit
+def _ptr(row, j, DT: tl.constexpr, ALIGNED: tl.constexpr):
+    """Column ``j``'s address of a table row as a ``DT`` pointer (16-byte aligned when
+    ``ALIGNED``: whole blocks then load as vectors)."""
+    p = tl.load(row + j).to(tl.pointer_type(DT))
+    if ALIGNED:
+        p = tl.multiple_of(p, 16)
+    return p
+
+
+@triton.jit
+def _offsets(start, i, BLOCK: tl.constexpr):
+    return tl.max_contiguous(tl.multiple_of(start + i + tl.arange(0, BLOCK), BLOCK), BLOCK)
+
+
+@triton.jit
+def _adam_block(p_ptr, g_ptr, m_ptr, v_ptr, x_ptr, offs, mask, decay, one_minus_beta1, beta2,
+                one_minus_beta2, eps, weight_decay, step_size, bc2_sqrt, DT: tl.constexpr,
+                DECOUPLED: tl.constexpr, HAS_WD: tl.constexpr, AMSGRAD: tl.constexpr,
+                MAXIMIZE: tl.constexpr):
+    p = tl.load(p_ptr + offs, mask=mask).to(tl.float32)
+    g = tl.load(g_ptr + offs, mask=mask).to(tl.float32)
+    m = tl.load(m_ptr + offs, mask=mask).to(tl.float32)
+    v = tl.load(v_ptr + offs, mask=mask).to(tl.float32)
+    if MAXIMIZE:
+        g = -g
+    if HAS_WD:
+        if DECOUPLED:
+            p = p * decay
+        else:
+            g = g + p * weight_decay
+    m = m + (g - m) * one_minus_beta1
+    v = v * beta2 + (g * g) * one_minus_beta2
+    tl.store(m_ptr + offs, m.to(DT), mask=mask)
+    tl.store(v_ptr + offs, v.to(DT), mask=mask)
+    if AMSGRAD:
+        v = tl.maximum(tl.load(x_ptr + offs, mask=mask).to(tl.float32), v)
+        tl.store(x_ptr + offs, v.to(DT), mask=mask)
+    denom = tl.sqrt_rn(v) / bc2_sqrt + eps
+    tl.store(p_ptr + offs, (p - (m / denom) * step_size).to(DT), mask=mask)
+
+
+@triton.jit(do_not_specialize=["T"])
+def _adam_kernel(tab_ptr, T, decay, one_minus_beta1, beta2, one_minus_beta2, eps,
+                 weight_decay, step_size, bc2_sqrt, DT: tl.constexpr, K: tl.constexpr,
+                 DECOUPLED: tl.constexpr, HAS_WD: tl.constexpr, AMSGRAD: tl.constexpr,
+                 MAXIMIZE: tl.constexpr, ALIGNED: tl.constexpr, CHUNK: tl.constexpr,
+                 BLOCK: tl.constexpr):
+    t, start, n, whole = _chunk(tab_ptr, T, K, CHUNK)
+    row = tab_ptr + t * K
+    p_ptr = _ptr(row, 0, DT, ALIGNED)
+    g_ptr = _ptr(row, 1, DT, ALIGNED)
+    m_ptr = _ptr(row, 2, DT, ALIGNED)
+    v_ptr = _ptr(row, 3, DT, ALIGNED)
+    x_ptr = _ptr(row, K - 1, DT, ALIGNED)  # AMSGrad's running max (column 4) when K is 5
+    for i in range(0, CHUNK, BLOCK):
+        offs = _offsets(start, i, BLOCK)
+        if whole:  # no mask: full vectors
+            _adam_block(p_ptr, g_ptr, m_ptr, v_ptr, x_ptr, offs, None, decay, one_minus_beta1,
+                        beta2, one_minus_beta2, eps, weight_decay, step_size, bc2_sqrt, DT,
+                        DECOUPLED, HAS_WD, AMSGRAD, MAXIMIZE)
+        else:
+            _adam_block(p_ptr, g_ptr, m_ptr, v_ptr, x_ptr, offs, offs < n, decay,
+                        one_minus_beta1, beta2, one_minus_beta2, eps, weight_decay, step_size,
+                        bc2_sqrt, DT, DECOUPLED, HAS_WD, AMSGRAD, MAXIMIZE)
+
+
+@triton.jit
+def _sgd_block(p_ptr, g_ptr, b_ptr, offs, mask, lr, momentum, one_minus_dampening,
+               weight_decay, DT: tl.constexpr, HAS_WD: tl.constexpr, MOMENTUM: tl.constexpr,
+               FIRST: tl.constexpr, NESTEROV: tl.constexpr, MAXIMIZE: tl.constexpr):
+    p = tl.load(p_ptr + offs, mask=mask).to(tl.float32)
+    g = tl.load(g_ptr + offs, mask=mask).to(tl.float32)
+    if MAXIMIZE:
+        g = -g
+    if HAS_WD:
+        g = g + p * weight_decay
+    if MOMENTUM:
+        if FIRST:
+            buf = g
+        else:
+            buf = tl.load(b_ptr + offs, mask=mask).to(tl.float32)
+            buf = buf * momentum + g * one_minus_dampening
+        tl.store(b_ptr + offs, buf.to(DT), mask=mask)
+        if NESTEROV:
+            g = g + buf * momentum
+        else:
+            g = buf
+    tl.store(p_ptr + offs, (p - g * lr).to(DT), mask=mask)
+
+
+@triton.jit(do_not_specialize=["T"])
+def _sgd_kernel(tab_ptr, T, lr, momentum, one_minus_dampening, weight_decay, DT: tl.constexpr,
+                K: tl.constexpr, HAS_WD: tl.constexpr, MOMENTUM: tl.constexpr,
+                FIRST: tl.constexpr, NESTEROV: tl.constexpr, MAXIMIZE: tl.constexpr,
+                ALIGNED: tl.constexpr, CHUNK: tl.constexpr, BLOCK: tl.constexpr):
+    t, start, n, whole = _chunk(tab_ptr, T, K, CHUNK)
+    row = tab_ptr + t * K
+    p_ptr = _ptr(row, 0, DT, ALIGNED)
+    g_ptr = _ptr(row, 1, DT, ALIGNED)
+    b_ptr = _ptr(row, K - 1, DT, ALIGNED)  # the momentum buffer (column 2) when K is 3
+    for i in range(0, CHUNK, BLOCK):
+        offs = _offsets(start, i, BLOCK)
+        if whole:
+            _sgd_block(p_ptr, g_ptr, b_ptr, offs, None, lr, momentum, one_minus_dampening,
+                       weight_decay, DT, HAS_WD, MOMENTUM, FIRST, NESTEROV, MAXIMIZE)
+        else:
+            _sgd_block(p_ptr, g_ptr, b_ptr, offs, offs < n, lr, momentum, one_minus_dampening,
+                       weight_decay, DT, HAS_WD, MOMENTUM, FIRST, NESTEROV, MAXIMIZE)
+
+
+_adam = Launcher(_adam_kernel, num_warps=4)
+_sgd = Launcher(_sgd_kernel, num_warps=4)
+_tables: dict = {}
+_KERNEL_DTYPES = (D.float32, D.bfloat16, D.float16)
+
+
+def upload(table: np.ndarray, device):
+    """A device copy of a host int64 table (the kernel tests swap this under the
+    interpreter)."""
+    from genesis_cuda import transfer
+
+    return transfer.from_numpy(table, device)
+
+
+def _table(columns, device):
+    """The device table of ``columns`` (lists of arrays, one list per table column) and
+    its chunk count; cached by the addresses and sizes it holds."""
+    ptrs = tuple(a.data_ptr() for col in columns for a in col)
+    sizes = tuple(numel(a.shape) for a in columns[0])
+    key = (device, len(columns), ptrs, sizes)
+    hit = _tables.get(key)
+    if hit is not None:
+        return hit
+    t = len(sizes)
+    chunks_of = [-(-n // CHUNK) for n in sizes]
+    owner = np.repeat(np.arange(t, dtype=np.int64), chunks_of)
+    starts = np.concatenate([np.arange(c, dtype=np.int64) * CHUNK for c in chunks_of]) \
+        if t else np.zeros(0, np.int64)
+    grid = np.array(ptrs, dtype=np.int64).reshape(len(columns), t).T.reshape(-1)
+    host = np.concatenate([grid, np.array(sizes, dtype=np.int64), owner, starts])
+    if len(_tables) >= TABLE_CACHE:
+        _tables.clear()
+    hit = _tables[key] = (upload(host, device), len(owner))
+    return hit
+
+
+def all_aligned(*lists) -> bool:
+    """Whether every array starts on a 16-byte boundary (the kernels' vector loads)."""
+    return all((a.data_ptr() & 15) == 0 for arrays in lists for a in arrays)
+
+
+def _usable(*lists) -> bool:
+    """Whether the fused kernel takes these arrays: contiguous, one dtype, one device,
+    a 16- or 32-bit floating dtype (float64 keeps the composite's float64 scalars), and at
+    least one element somewhere."""
+    first = lists[0][0]
+    return (first.dtype in _KERNEL_DTYPES
+            and all(a.dtype is first.dtype and a.device == first.device and is_contiguous(a)
+                    for arrays in lists for a in arrays)
+            and any(numel(a.shape) for a in lists[0]))
+
+
+def adam_step(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, step, lr, beta1, beta2,
+              eps, weight_decay, decoupled, maximize):
+    """One multi-tensor Adam/AdamW step, in place (see the contract)."""
+    columns = [params, grads, exp_avgs, exp_avg_sqs]
+    if max_exp_avg_sqs is not None:
+        columns.append(max_exp_avg_sqs)
+    if not params:
+        return
+    if not _usable(*columns):
+        return _composite("adam_step", params, grads, exp_avgs, exp_avg_sqs,
+                          max_exp_avg_sqs, step, lr, beta1, beta2, eps, weight_decay,
+                          decoupled, maximize)
+    first = params[0]
+    table, n_chunks = _table(columns, first.device)
+    k = len(columns)
+    flags = (bool(decoupled), weight_decay != 0, max_exp_avg_sqs is not None, bool(maximize),
+             all_aligned(*columns))
+    args = (table, len(params), 1 - lr * weight_decay, 1 - beta1, beta2, 1 - beta2, eps,
+            weight_decay, lr / (1 - beta1**step), (1 - beta2**step) ** 0.5,
+            tl_dtype(first.dtype), k) + flags + (CHUNK, BLOCK)
+    key = (first.dtype.name, k) + flags
+    _adam.launch(key, first.device, (n_chunks,), args)
+
+
+def sgd_step(params, grads, momentum_buffers, lr, momentum, dampening, weight_decay,
+             nesterov, maximize):
+    """One multi-tensor SGD step, in place; returns the momentum buffers (see the
+    contract)."""
+    if not params:
+        return []
+    bufs = list(momentum_buffers)
+    first_step = all(b is None for b in bufs)
+    usable = momentum == 0 or first_step or all(b is not None for b in bufs)
+    if not usable or not _usable(params, grads, *(() if first_step else (bufs,))):
+        return _composite("sgd_step", params, grads, momentum_buffers, lr, momentum,
+                          dampening, weight_decay, nesterov, maximize)
+    first = params[0]
+    columns = [params, grads]
+    if momentum != 0:
+        if first_step:
+            from ._launch import empty
+
+            bufs = [empty(g.shape, g.dtype, g.device) for g in grads]
+        columns.append(bufs)
+    table, n_chunks = _table(columns, first.device)
+    flags = (weight_decay != 0, momentum != 0, first_step, bool(nesterov), bool(maximize),
+             all_aligned(*columns))
+    args = (table, len(params), lr, momentum, 1 - dampening, weight_decay,
+            tl_dtype(first.dtype), len(columns)) + flags + (CHUNK, BLOCK)
+    key = (first.dtype.name, len(columns)) + flags
+    _sgd.launch(key, first.device, (n_chunks,), args)
+    return bufs
+
+
+def _composite(name: str, *args):
+    """The contract's composite ``name`` (e.g. adam_step) on the CUDA backend's primitives,
+    for what the multi-tensor kernels do not take (float64, strided or mixed arrays)."""
+    from genesis.backends.base import Backend
+    from genesis.backends.registry import get_backend
+
+    return getattr(Backend, name)(get_backend("cuda"), *args)

@@ -1,0 +1,186 @@
+"""Fused pieces of a decoder block: SwiGLU, residual add + RMSNorm, rotary embedding.
+
+Each is one autograd Function over one optional backend kernel (``swiglu``,
+``add_rms_norm``, ``rotary``), whose composite default in the backend contract makes it
+work on every backend. They compute in float32 and round once, so half-precision results
+are at least as accurate as the unfused torch expressions they replace.
+"""
+
+from __future__ import annotations
+
+import genesis
+from genesis import dtypes as D
+from genesis.autograd.function import Function, once_differentiable
+from genesis.ops.common import check_same_device, wrap
+from genesis.ops.fused import _flatten_norm_input
+
+__all__ = ["swiglu", "add_rms_norm", "apply_rotary_emb"]
+
+
+def _same(op: str, a, b, what: str) -> None:
+    check_same_device(op, a, b)
+    if tuple(a.shape) != tuple(b.shape):
+        raise RuntimeError(f"{op}: {what} must have the same shape, got {list(a.shape)} and "
+                           f"{list(b.shape)}")
+    if a.dtype is not b.dtype or not a.dtype.is_floating_point:
+        raise RuntimeError(f"{op}: expected {what} of one floating dtype, got {a.dtype} and "
+                           f"{b.dtype}")
+
+
+# ----------------------------------------------------------------------------- SwiGLU
+class SwiGLU(Function):
+    """``silu(gate) * up`` as one op: one kernel forward, one backward."""
+
+    @staticmethod
+    def forward(ctx, gate, up):
+        ctx.save_for_backward(gate, up)
+        return wrap(gate._backend.swiglu(gate._data, up._data), gate.device)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, g):
+        gate, up = ctx.saved_tensors
+        dg, du = gate._backend.swiglu_backward(g.contiguous()._data, gate._data, up._data)
+        return wrap(dg, gate.device), wrap(du, gate.device)
+
+
+def swiglu(gate, up):
+    """The SwiGLU gate of a gated MLP: ``F.silu(gate) * up``, fused.
+
+    Args:
+        gate: the gate projection's output, any shape.
+        up: the up projection's output, same shape and dtype.
+
+    Returns:
+        ``silu(gate) * up``, computed in float32 and rounded once to the inputs' dtype.
+
+    Example:
+        >>> h = F.swiglu(gate_proj(x), up_proj(x))
+        >>> y = down_proj(h)
+    """
+    _same("swiglu", gate, up, "gate and up")
+    return SwiGLU.apply(gate.contiguous(), up.contiguous())
+
+
+# --------------------------------------------------------------- residual add + RMSNorm
+class AddRMSNorm(Function):
+    """``h = x + residual; y = rms_norm(h)`` over the last dim, returning ``(h, y)``."""
+
+    @staticmethod
+    def forward(ctx, x, residual, weight, eps):
+        b = x._backend
+        h, y, rstd = b.add_rms_norm(x._data, residual._data,
+                                    None if weight is None else weight._data, eps)
+        h, y = wrap(h, x.device), wrap(y, x.device)
+        ctx.save_for_backward(h, weight, wrap(rstd, x.device))
+        return h, y
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, g_h, g_y):
+        h, weight, rstd = ctx.saved_tensors
+        gx, gw = h._backend.rms_norm_backward(
+            g_y.contiguous()._data, h._data, None if weight is None else weight._data,
+            rstd._data)
+        gh = g_h + wrap(gx, h.device)  # the sum feeds both the norm and the next residual
+        return gh, gh, (None if gw is None else wrap(gw, h.device)), None
+
+
+_DEFAULT_EPS = {D.float16: 0.0009765625, D.bfloat16: 0.0078125, D.float64: 2.220446049250313e-16}
+
+
+def add_rms_norm(input, residual, normalized_shape, weight=None, eps: float | None = None):
+    """Residual add and RMS norm of a pre-norm decoder block, fused.
+
+    ``hidden = input + residual`` and ``F.rms_norm(hidden, normalized_shape, weight, eps)``
+    in one pass (one read of each input, one write of each output).
+
+    Args:
+        input: the sublayer's output (*, *normalized_shape).
+        residual: the residual stream, same shape and dtype.
+        normalized_shape: the trailing dims to normalise over.
+        weight: optional scale of shape ``normalized_shape``.
+        eps: added to the mean square; defaults to the dtype's machine epsilon, as
+            ``F.rms_norm``.
+
+    Returns:
+        ``(hidden, normed)``: the new residual stream and its normalised value.
+
+    Example:
+        >>> residual, h = F.add_rms_norm(attn_out, residual, (d,), norm.weight, 1e-6)
+        >>> mlp_out = mlp(h)
+    """
+    _same("add_rms_norm", input, residual, "input and residual")
+    if eps is None:
+        eps = _DEFAULT_EPS.get(input.dtype, 1.1920928955078125e-07)
+    x, (w,) = _flatten_norm_input("add_rms_norm", input.contiguous(), normalized_shape,
+                                  (("weight", weight),))
+    r = residual.contiguous().reshape(x.shape)
+    h, y = AddRMSNorm.apply(x, r, w, float(eps))
+    return h.reshape(input.shape), y.reshape(input.shape)
+
+
+# ----------------------------------------------------------------------------- rotary
+class Rotary(Function):
+    """Rotary embedding of q and k together (cos/sin are constants: no gradient)."""
+
+    @staticmethod
+    def forward(ctx, q, k, cos, sin):
+        qo, ko = q._backend.rotary(q._data, k._data, cos._data, sin._data, False)
+        ctx.save_for_backward(cos, sin)
+        return wrap(qo, q.device), wrap(ko, q.device)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, gq, gk):
+        cos, sin = ctx.saved_tensors
+        dq, dk = cos._backend.rotary(gq._data, gk._data, cos._data, sin._data, True)
+        return wrap(dq, cos.device), wrap(dk, cos.device), None, None
+
+
+def _rotate_half(x):
+    half = x.shape[-1] // 2
+    return genesis.cat([-x[..., half:], x[..., :half]], dim=-1)
+
+
+def apply_rotary_emb(q, k, cos, sin):
+    """Rotary position embedding (RoPE) of queries and keys, both in one kernel.
+
+    The half-split convention of Llama/Qwen checkpoints (Hugging Face's
+    ``apply_rotary_pos_emb``): with ``x = cat(x1, x2)`` along the head dim,
+    ``rotate_half(x) = cat(-x2, x1)`` and the result is ``x * cos + rotate_half(x) * sin``.
+
+    Args:
+        q: queries (B, Hq, S, D), D even.
+        k: keys (B, Hk, S, D) (grouped-query heads: Hk may differ from Hq).
+        cos, sin: (S, D) or (B, S, D): the angles of each position (typically each frequency
+            repeated for both halves), in q's dtype. A ``cos``/``sin`` that requires grad
+            takes the unfused expression, which differentiates them too.
+
+    Returns:
+        ``(q_embed, k_embed)``, new tensors of q's and k's shapes and dtype.
+
+    Example:
+        >>> cos, sin = rope(positions)                       # (S, 64) each
+        >>> q, k = F.apply_rotary_emb(q, k, cos, sin)        # q (B, 14, S, 64), k (B, 2, S, 64)
+    """
+    if q.ndim != 4 or k.ndim != 4 or q.shape[0] != k.shape[0] or q.shape[2:] != k.shape[2:]:
+        raise RuntimeError(f"apply_rotary_emb: expected q (B, Hq, S, D) and k (B, Hk, S, D), "
+                           f"got q of size {list(q.shape)} and k of size {list(k.shape)}")
+    b, _, s, d = q.shape
+    if d % 2:
+        raise RuntimeError(f"apply_rotary_emb: the head dim must be even, got {d}")
+    for name, t in (("cos", cos), ("sin", sin)):
+        if tuple(t.shape) not in ((s, d), (b, s, d), (1, s, d)):
+            raise RuntimeError(f"apply_rotary_emb: expected {name} of size [{s}, {d}] or "
+                               f"[{b}, {s}, {d}], got {list(t.shape)}")
+    check_same_device("apply_rotary_emb", q, k, cos, sin)
+    if cos.requires_grad or sin.requires_grad:
+        c, sn = cos.unsqueeze(-3), sin.unsqueeze(-3)  # broadcast over heads
+        return q * c + _rotate_half(q) * sn, k * c + _rotate_half(k) * sn
+    for name, t in (("k", k), ("cos", cos), ("sin", sin)):
+        if t.dtype is not q.dtype:
+            raise RuntimeError(f"apply_rotary_emb: expected {name} of q's dtype {q.dtype}, got "
+                               f"{t.dtype}")
+    cos, sin = cos.expand(b, s, d), sin.expand(b, s, d)
+    return Rotary.apply(q, k, cos, sin)
