@@ -44,6 +44,8 @@ def test_llm_bench_tiny_cpu(tmp_path, capsys):
     assert first["prefill"]["genesis"]["tok_per_s"] > 0 and first["prefill"]["ratio"] > 0
     assert "decode" not in doc["models"]["qwen3-0.6b"]  # decode and prefill: first model only
     assert "genesis / transformers" in capsys.readouterr().out
+    table = (tmp_path / "llm.md").read_text().splitlines()
+    assert len(table) == 2 + 2 + 2 + 1  # header, two train rows, decode 1 and 2, prefill
 
 
 def test_configs_match_published_parameter_counts():

@@ -27,6 +27,8 @@ Sections (each prints genesis/transformers ratios and goes into the JSON):
   runs eagerly and, when ``genesis.cuda.graph`` exists, with the decode step as a CUDA graph.
 * **prefill** -- the prompt pass of generation for one ``--prefill``-token prompt (filling
   the KV cache, logits of the last position): tokens/s.
+
+The run ends with a markdown table of the figures (also written next to ``--out`` as .md).
 """
 
 from __future__ import annotations
@@ -197,16 +199,17 @@ class Genesis:
             return model.prefill(ids, positions, None, cache)
 
 
-def _timed(fw, fn, repeats: int, *fn_args) -> list[float]:
-    """Wall seconds of ``repeats`` synchronised calls of ``fn(*fn_args)``."""
-    times = []
+def _timed(fw, fn, repeats: int, *fn_args) -> tuple[list[float], object]:
+    """Wall seconds of ``repeats`` synchronised calls of ``fn(*fn_args)``, and the last
+    call's result."""
+    times, result = [], None
     for _ in range(repeats):
         fw.sync()
         t0 = time.perf_counter()
-        fn(*fn_args)
+        result = fn(*fn_args)
         fw.sync()
         times.append(time.perf_counter() - t0)
-    return times
+    return times, result
 
 
 # ------------------------------------------------------------------------ sections
@@ -234,7 +237,7 @@ def bench_train(fw, path: str, cfg: dict, batches: list, args) -> dict:
     fw.reset_peak()
     times = []
     for i in range(args.warmup, args.warmup + args.steps):
-        times += _timed(fw, step, 1, i)
+        times += _timed(fw, step, 1, i)[0]
     step_s = statistics.median(times)
     tokens = args.batch * args.seq
     res = {"step_ms": step_s * 1e3, "tok_per_s": tokens / step_s, "peak_mem_gib": fw.peak_gib(),
@@ -253,8 +256,9 @@ def bench_decode(fw, path: str, cfg: dict, args) -> dict:
     for b in args.decode_batches:
         ids = fw.tokens(rng.integers(0, cfg["vocab_size"], (b, args.prompt), dtype=np.int64))
         fw.generate(model, ids, min(args.new_tokens, 8))  # warm-up: kernels compiled
-        times = _timed(fw, fw.generate, args.decode_repeats, model, ids, args.new_tokens)
-        produced = tuple(fw.generate(model, ids, args.new_tokens).shape)
+        times, result = _timed(fw, fw.generate, args.decode_repeats, model, ids,
+                               args.new_tokens)
+        produced = tuple(result.shape)
         if produced != (b, args.prompt + args.new_tokens):
             raise RuntimeError(f"{fw.name} generate returned {list(produced)}, expected "
                                f"{[b, args.prompt + args.new_tokens]}")
@@ -270,7 +274,7 @@ def bench_prefill(fw, path: str, cfg: dict, args) -> dict:
     rng = np.random.default_rng(args.seed + 3)
     ids = fw.tokens(rng.integers(0, cfg["vocab_size"], (1, args.prefill), dtype=np.int64))
     fw.prefill(model, ids)  # warm-up
-    t = statistics.median(_timed(fw, fw.prefill, args.decode_repeats + 2, model, ids))
+    t = statistics.median(_timed(fw, fw.prefill, args.decode_repeats + 2, model, ids)[0])
     return {"tok_per_s": args.prefill / t, "ms": t * 1e3}
 
 
@@ -298,7 +302,8 @@ def parse_args(argv=None):
     ap.add_argument("--gpu", choices=sorted(PEAK_BF16), default="h200",
                     help="GPU whose dense bf16 peak the MFU is taken against")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", default=None, help="write the results as JSON here")
+    ap.add_argument("--out", default=None,
+                    help="write the results as JSON here (and the table next to it as .md)")
     args = ap.parse_args(argv)
     args.models = args.models.split(",")
     for m in args.models:
@@ -389,6 +394,34 @@ def run_model(name: str, args, frameworks: list, tmp: str, first: bool) -> dict:
     return doc
 
 
+def markdown(doc: dict) -> str:
+    """The results as a markdown table (rows: what was measured; tok/s and ratios)."""
+    lines = ["| benchmark | transformers | genesis | genesis / transformers |",
+             "|---|---|---|---|"]
+    for name, m in doc["models"].items():
+        if "train" in m:
+            g, t = m["train"]["genesis"], m["train"]["transformers"]
+            mfu = "" if g["mfu"] is None else f", MFU {100 * t['mfu']:.1f}% / {100 * g['mfu']:.1f}%"
+            mem = ("" if g["peak_mem_gib"] is None else
+                   f", peak {t['peak_mem_gib']:.1f} / {g['peak_mem_gib']:.1f} GiB")
+            lines.append(f"| {name} train step, {doc['batch']} x {doc['seq']} tok/s{mfu}{mem} "
+                         f"| {t['tok_per_s']:,.0f} | {g['tok_per_s']:,.0f} "
+                         f"| {m['train']['ratios']['tok_per_s']:.2f}x |")
+        for fw_name in ("genesis", "genesis-graph"):
+            for b, r in m.get("decode", {}).get(fw_name, {}).items():
+                t = m["decode"]["transformers"][b]
+                lines.append(f"| {name} decode tok/s ({fw_name}), batch {b}, "
+                             f"{doc['prompt']} + {doc['new_tokens']} tokens "
+                             f"| {t['tok_per_s']:,.1f} | {r['tok_per_s']:,.1f} "
+                             f"| {r['tok_per_s'] / t['tok_per_s']:.2f}x |")
+        if "prefill" in m:
+            t, g = m["prefill"]["transformers"], m["prefill"]["genesis"]
+            lines.append(f"| {name} prefill tok/s, {doc['prefill']} tokens "
+                         f"| {t['tok_per_s']:,.0f} | {g['tok_per_s']:,.0f} "
+                         f"| {m['prefill']['ratio']:.2f}x |")
+    return "\n".join(lines) + "\n"
+
+
 def main(argv=None) -> dict:
     args = parse_args(argv)
     frameworks = [Torch(args.device), Genesis(args.device, graph=False)]
@@ -407,9 +440,13 @@ def main(argv=None) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         for i, name in enumerate(args.models):
             doc["models"][name] = run_model(name, args, frameworks, tmp, first=i == 0)
+    table = markdown(doc)
+    print(table, end="")
     if args.out:
         with open(args.out, "w") as f:
             json.dump(doc, f, indent=1)
+        with open(os.path.splitext(args.out)[0] + ".md", "w") as f:
+            f.write(table)
     return doc
 
 
