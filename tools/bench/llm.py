@@ -91,6 +91,14 @@ def flops_config(cfg: dict) -> ModelConfig:
 
 
 # ------------------------------------------------------------------------ the two frameworks
+def _dtype_kwarg(dtype) -> dict:
+    """transformers' model-dtype argument: ``dtype`` from 4.56, ``torch_dtype`` before."""
+    import transformers
+
+    major, minor = (int(p) for p in transformers.__version__.split(".")[:2])
+    return {"dtype" if (major, minor) >= (4, 56) else "torch_dtype": dtype}
+
+
 class Torch:
     """transformers + torch eager."""
 
@@ -120,7 +128,7 @@ class Torch:
         import transformers
 
         model = transformers.AutoModelForCausalLM.from_pretrained(
-            path, torch_dtype=getattr(self.lib, dtype), attn_implementation="sdpa")
+            path, attn_implementation="sdpa", **_dtype_kwarg(getattr(self.lib, dtype)))
         return model.to(self.device)
 
     def tokens(self, array: np.ndarray):
@@ -140,8 +148,9 @@ class Torch:
                                   do_sample=False, pad_token_id=0)
 
     def prefill(self, model, ids):
-        with self.lib.no_grad():
-            return model(ids, use_cache=True, logits_to_keep=1).logits
+        with self.lib.no_grad():  # as generate's prefill: fill the cache, last logits only
+            hidden = model.model(ids, use_cache=True).last_hidden_state
+            return model.lm_head(hidden[:, -1])
 
 
 class Genesis:
@@ -339,7 +348,8 @@ def save_checkpoint(cfg: dict, path: str, seed: int) -> int:
     torch.manual_seed(seed)
     kwargs = {k: v for k, v in cfg.items() if k != "model_type"}
     config = transformers.AutoConfig.for_model(cfg["model_type"], **kwargs)
-    model = transformers.AutoModelForCausalLM.from_config(config, torch_dtype=torch.bfloat16)
+    model = transformers.AutoModelForCausalLM.from_config(config,
+                                                          **_dtype_kwarg(torch.bfloat16))
     model.save_pretrained(path)
     return sum(p.numel() for p in model.parameters())
 
