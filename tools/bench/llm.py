@@ -238,7 +238,7 @@ def bench_train(fw, path: str, cfg: dict, batches: list, args) -> dict:
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
-        losses.append(loss)
+        losses.append(loss.detach())  # read back once at the end: no per-step sync
 
     for i in range(args.warmup):
         step(i)

@@ -9,8 +9,10 @@ left-padded; as transformers, a row's position ids count only its real tokens.
 ``decode_step`` of a dense model makes no host synchronisation of its own (its inputs are
 tensors, its mask is computed on the device, ``kv_len`` is not used). What may still sync
 inside it is outside this file: dynamic RoPE (``RotaryEmbedding._grow`` reads the longest
-position), the mixture-of-experts block (one ``tolist`` of the per-expert counts), and any
-bound check of an index op in the backend. ``generate(use_cuda_graph=True)`` captures it as a
+position), the mixture-of-experts block (one ``tolist`` of the per-expert counts), and the
+index bound checks of core's ``ops/indexing.py`` (``_check_index_tensor`` reads the index's
+min and max back: for the embedding lookup, and for the keys' and values' ``scatter_`` into
+the cache in every layer). ``generate(use_cuda_graph=True)`` captures it as a
 CUDA graph (``genesis.cuda.graph``) for dense models without dynamic RoPE; the generation loop
 around it syncs once per step only for eos (``finished.all()``) and a streamer.
 """
