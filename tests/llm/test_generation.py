@@ -192,3 +192,31 @@ def test_use_cuda_graph_is_ignored_off_the_gpu(qwen3):
     eager = model.generate(ids, max_new_tokens=6, eos_token_id=None)
     asked = model.generate(ids, max_new_tokens=6, eos_token_id=None, use_cuda_graph=True)
     assert asked.tolist() == eager.tolist()
+
+
+def test_a_failed_graph_capture_warns_and_runs_eagerly(qwen3, monkeypatch):
+    """Where the capture refuses an operation, every step runs eagerly: the same tokens."""
+    import types
+
+    from genesis.models import generation
+
+    _, model = qwen3
+
+    class GraphCaptureError(RuntimeError):
+        pass
+
+    tries = []
+
+    def refuse(graph):
+        tries.append(graph)
+        raise GraphCaptureError("item() during capture")
+
+    fake_cuda = types.SimpleNamespace(CUDAGraph=object, graph=refuse,
+                                      GraphCaptureError=GraphCaptureError)
+    ids = genesis.tensor([[3, 1, 4, 1, 5]])
+    eager = model.generate(ids, max_new_tokens=6, eos_token_id=None)
+    monkeypatch.setattr(generation, "_graph_api", lambda device: fake_cuda)
+    with pytest.warns(RuntimeWarning, match="could not be captured"):
+        out = model.generate(ids, max_new_tokens=6, eos_token_id=None, use_cuda_graph=True)
+    assert len(tries) == 1  # tried once (second decode step), then eager
+    assert out.tolist() == eager.tolist()

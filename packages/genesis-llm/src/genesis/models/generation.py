@@ -19,6 +19,8 @@ around it syncs once per step only for eos (``finished.all()``) and a streamer.
 
 from __future__ import annotations
 
+import warnings
+
 import genesis
 from genesis import Tensor
 from genesis.models.attention import KVCache
@@ -40,22 +42,32 @@ class _GraphedDecode:
     """``decode_step`` replayed from a CUDA graph: the inputs are copied into static buffers,
     the graph (captured on the second call; the first runs eagerly and warms the kernels up)
     reruns every kernel on them, and the output lives in the graph's own static tensor.
-    The KV cache and ``key_valid`` are captured by address, so they must not be replaced."""
+    The KV cache and ``key_valid`` are captured by address, so they must not be replaced.
+    A step that cannot be captured (a host read: ``GraphCaptureError``) warns and runs
+    eagerly from then on."""
 
     def __init__(self, model, cuda) -> None:
         self.model, self.cuda = model, cuda
         self.graph = self.logits = self.inputs = None
-        self.calls = 0
+        self.calls, self.failed = 0, False
 
     def __call__(self, tokens, position_ids, cache_position, key_valid, cache):
         self.calls += 1
-        if self.calls == 1:
+        if self.calls == 1 or self.failed:
             return self.model.decode_step(tokens, position_ids, cache_position, key_valid, cache)
         if self.graph is None:
             self.inputs = (tokens.clone(), position_ids.clone(), cache_position.clone())
             self.graph = self.cuda.CUDAGraph()
-            with self.cuda.graph(self.graph):
-                self.logits = self.model.decode_step(*self.inputs, key_valid, cache)
+            try:
+                with self.cuda.graph(self.graph):
+                    self.logits = self.model.decode_step(*self.inputs, key_valid, cache)
+            except self.cuda.GraphCaptureError as exc:  # nothing ran: redo the step eagerly
+                warnings.warn(f"generate: the decode step could not be captured as a CUDA "
+                              f"graph; running it eagerly ({exc})", RuntimeWarning,
+                              stacklevel=4)
+                self.failed, self.graph = True, None
+                return self.model.decode_step(tokens, position_ids, cache_position,
+                                              key_valid, cache)
         else:
             for static, new in zip(self.inputs, (tokens, position_ids, cache_position)):
                 static.copy_(new)
