@@ -20,7 +20,8 @@ Sections (each prints genesis/transformers ratios and goes into the JSON):
   ``torch.optim.AdamW(fused=True)``, genesis ``genesis.optim.AdamW(fused=True)``. Reported:
   tokens/s and step time (median of synchronised steps), peak device memory (each
   framework's own allocator, reset after the warm-up steps), MFU (FLOPs per token as in
-  ``tools/bench/train.py``, against the GPU's dense bf16 peak) and the losses.
+  ``tools/bench/train.py``, against the GPU's dense bf16 peak) and the losses; with
+  ``--profile``, kernel launches and kernel time of one step (train.py's ``profile_step``).
 * **decode** -- ``generate`` of ``--new-tokens`` greedy tokens after a ``--prompt``-token
   prompt, for each batch size in ``--decode-batches``, first model only: tokens/s
   (batch x new tokens / wall time of the call, prefill included, as a user sees it). genesis
@@ -44,7 +45,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from train import PEAK_BF16, ModelConfig, flops_per_token  # noqa: E402 - sibling script
+from train import PEAK_BF16, ModelConfig, flops_per_token, profile_step  # noqa: E402
 
 # From the published config.json of each model (Hugging Face hub); ``model_type`` picks the
 # transformers config class and genesis family.
@@ -253,6 +254,8 @@ def bench_train(fw, path: str, cfg: dict, batches: list, args) -> dict:
            "losses": [float(v.item()) for v in losses]}
     res["mfu"] = (flops_per_token(flops_config(cfg), args.seq) * tokens / step_s / args.peak
                   if args.device == "cuda" else None)
+    if args.profile:  # kernel launches and summed kernel time of one more step
+        res.update(profile_step(lambda: step(args.warmup + args.steps), args.device, True))
     return res
 
 
@@ -310,6 +313,8 @@ def parse_args(argv=None):
     ap.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
     ap.add_argument("--gpu", choices=sorted(PEAK_BF16), default="h200",
                     help="GPU whose dense bf16 peak the MFU is taken against")
+    ap.add_argument("--profile", action="store_true",
+                    help="profile one more training step per framework (GPU: kernel table)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=None,
                     help="write the results as JSON here (and the table next to it as .md)")
