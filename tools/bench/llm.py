@@ -25,7 +25,8 @@ Sections (each prints genesis/transformers ratios and goes into the JSON):
 * **decode** -- ``generate`` of ``--new-tokens`` greedy tokens after a ``--prompt``-token
   prompt, for each batch size in ``--decode-batches``, first model only: tokens/s
   (batch x new tokens / wall time of the call, prefill included, as a user sees it). genesis
-  runs eagerly and, when ``genesis.cuda.graph`` exists, with the decode step as a CUDA graph.
+  runs eagerly and (unless ``--no-graph``) with the decode step as a CUDA graph
+  (``generate(use_cuda_graph=True)``; a step the capture refuses warns and runs eagerly).
 * **prefill** -- the prompt pass of generation for one ``--prefill``-token prompt (filling
   the KV cache, logits of the last position): tokens/s.
 
@@ -441,6 +442,10 @@ def main(argv=None) -> dict:
     args = parse_args(argv)
     frameworks = [Torch(args.device), Genesis(args.device, graph=False)]
     if not args.no_graph and args.device == "cuda" and "decode" in args.sections:
+        import genesis.cuda
+
+        if not hasattr(genesis.cuda, "graph"):
+            raise SystemExit("genesis.cuda.graph does not exist here: run with --no-graph")
         graphed = Genesis(args.device, graph=True)
         graphed.name = "genesis-graph"
         frameworks.append(graphed)
