@@ -42,6 +42,7 @@ import statistics
 import sys
 import tempfile
 import time
+import warnings
 
 import numpy as np
 
@@ -165,6 +166,7 @@ class Genesis:
         import genesis.optim  # noqa: F401 - genesis-nn adds it as a sub-package
 
         self.lib, self.device, self.graph = genesis, device, graph
+        self.graph_fallback = False
 
     def sync(self) -> None:
         if self.device == "cuda":
@@ -197,8 +199,14 @@ class Genesis:
         return self.lib.autocast(self.device, dtype=self.lib.bfloat16, enabled=enabled)
 
     def generate(self, model, ids, new_tokens: int):
-        return model.generate(ids, max_new_tokens=new_tokens, eos_token_id=None,
-                              use_cuda_graph=self.graph)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", RuntimeWarning)
+            out = model.generate(ids, max_new_tokens=new_tokens, eos_token_id=None,
+                                 use_cuda_graph=self.graph)
+        for w in caught:  # a refused capture: the "graph" run was eager; say so
+            self.graph_fallback = True
+            print(f"  warning: {w.message}", file=sys.stderr, flush=True)
+        return out
 
     def prefill(self, model, ids):
         from genesis.models.attention import KVCache
@@ -268,6 +276,8 @@ def bench_decode(fw, path: str, cfg: dict, args) -> dict:
     out = {}
     for b in args.decode_batches:
         ids = fw.tokens(rng.integers(0, cfg["vocab_size"], (b, args.prompt), dtype=np.int64))
+        if getattr(fw, "graph", False):
+            fw.graph_fallback = False  # set by generate if a capture is refused
         fw.generate(model, ids, min(args.new_tokens, 8))  # warm-up: kernels compiled
         times, result = _timed(fw, fw.generate, args.decode_repeats, model, ids,
                                args.new_tokens)
@@ -277,6 +287,8 @@ def bench_decode(fw, path: str, cfg: dict, args) -> dict:
                                f"{[b, args.prompt + args.new_tokens]}")
         out[str(b)] = {"tok_per_s": b * args.new_tokens / statistics.median(times),
                        "ms": statistics.median(times) * 1e3}
+        if getattr(fw, "graph", False):
+            out[str(b)]["graph_fallback"] = fw.graph_fallback
     return out
 
 
