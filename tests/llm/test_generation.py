@@ -74,6 +74,26 @@ def test_stops_at_any_eos_and_pads(qwen3):
     assert out.shape[1] < 4 + 10  # stopped once both rows ended
 
 
+
+def test_eos_stop_read_back_in_batches_gives_the_per_step_length(qwen3):
+    """The all-rows-ended flag is read every few steps; the output still ends at the step
+    where the last row ended (generation past it is cut off)."""
+    from genesis.models.generation import _EOS_CHECK_EVERY
+
+    _, model = qwen3
+    ids, _ = left_padded_batch(model.config.vocab_size, [4, 4], seed=5)
+    n = 2 * _EOS_CHECK_EVERY + 3
+    free = to_numpy(model.generate(to_genesis(ids), max_new_tokens=n, eos_token_id=None))
+    eos = [int(free[0, 4 + 1]), int(free[1, 4 + _EOS_CHECK_EVERY + 2])]
+    out = to_numpy(model.generate(to_genesis(ids), max_new_tokens=n, eos_token_id=eos,
+                                  pad_token_id=0))
+    ends = [next(i for i, t in enumerate(free[row, 4:]) if t in eos) for row in range(2)]
+    assert out.shape == (2, 4 + max(ends) + 1)
+    for row in range(2):
+        np.testing.assert_array_equal(out[row, 4:4 + ends[row] + 1],
+                                      free[row, 4:4 + ends[row] + 1])
+        assert (out[row, 4 + ends[row] + 1:] == 0).all()
+
 def test_sampling_is_seedable(qwen3):
     _, model = qwen3
     ids = to_genesis(torch.randint(0, 97, (3, 4), generator=torch.Generator().manual_seed(6)))

@@ -12,9 +12,10 @@ inside it is outside this file: dynamic RoPE (``RotaryEmbedding._grow`` reads th
 position), the mixture-of-experts block (one ``tolist`` of the per-expert counts), and the
 index bound checks of core's ``ops/indexing.py`` (``_check_index_tensor`` reads the index's
 min and max back: for the embedding lookup, and for the keys' and values' ``scatter_`` into
-the cache in every layer). ``generate(use_cuda_graph=True)`` captures it as a
-CUDA graph (``genesis.cuda.graph``) for dense models without dynamic RoPE; the generation loop
-around it syncs once per step only for eos (``finished.all()``) and a streamer.
+the cache in every layer). ``generate(use_cuda_graph=True)`` captures it as a CUDA graph
+(``genesis.cuda.graph``) for dense models without dynamic RoPE; the generation loop around
+it reads back only a streamer's tokens and, every ``_EOS_CHECK_EVERY`` steps, whether every
+row has ended.
 """
 
 from __future__ import annotations
@@ -27,6 +28,12 @@ from genesis.models.attention import KVCache
 from genesis.models.sampling import apply_repetition_penalty, sample_token, warp_logits
 
 __all__ = ["GenerationMixin"]
+
+# With eos ids, whether every row has ended is read back every this many steps (every step
+# with a streamer, which reads each token anyway): a read per step would make the host wait
+# for each step's kernels, so it could not queue the next ones while the GPU runs. Tokens
+# made past the stop are cut off, so the output is the same.
+_EOS_CHECK_EVERY = 16
 
 
 def _graph_api(device):
@@ -218,7 +225,7 @@ class GenerationMixin:
         cuda = _graph_api(device) if use_cuda_graph else None
         if cuda is not None and self.graphable():
             decode = _GraphedDecode(self, cuda)
-        new_tokens = []
+        new_tokens, all_ended = [], []  # all_ended: (0-d bool) per step, read in batches
         for step in range(max_new_tokens):
             logits = logits.to(genesis.float32)
             if seen is not None:
@@ -235,7 +242,9 @@ class GenerationMixin:
                 seen = seen.scatter(1, token.unsqueeze(1), True)
             if eos_ids is not None:
                 finished = finished | (token.unsqueeze(1) == eos_ids).any(-1)
-                if finished.all().item():
+                all_ended.append(finished.all())
+                checked = streamer is not None or (step + 1) % _EOS_CHECK_EVERY == 0
+                if checked and all_ended[-1].item():
                     break
             if step + 1 < max_new_tokens:
                 logits = decode(token.unsqueeze(1), next_position, cache_position, key_valid,
@@ -244,4 +253,7 @@ class GenerationMixin:
                 cache_position = cache_position + 1
         if streamer is not None:
             streamer.end()
+        if all_ended:  # stop where every row had ended, as if it had been checked each step
+            ended = genesis.stack(all_ended).tolist()
+            new_tokens = new_tokens[:ended.index(True) + 1] if True in ended else new_tokens
         return genesis.cat([input_ids, genesis.stack(new_tokens, dim=1)], dim=1)
