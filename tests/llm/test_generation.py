@@ -75,19 +75,27 @@ def test_stops_at_any_eos_and_pads(qwen3):
 
 
 
-def test_eos_stop_read_back_in_batches_gives_the_per_step_length(qwen3):
-    """The all-rows-ended flag is read every few steps; the output still ends at the step
-    where the last row ended (generation past it is cut off)."""
+def test_eos_stop_read_back_in_batches_gives_the_per_step_length(qwen3, monkeypatch):
+    """On an accelerator the all-rows-ended flag is read every few steps (here forced on the
+    CPU); the output still ends at the step where the last row ended (the rest is cut off)."""
+    from genesis.models import generation
     from genesis.models.generation import _EOS_CHECK_EVERY
 
+    monkeypatch.setattr(generation, "_eos_check_every", lambda device: _EOS_CHECK_EVERY)
     _, model = qwen3
     ids, _ = left_padded_batch(model.config.vocab_size, [4, 4], seed=5)
     n = 2 * _EOS_CHECK_EVERY + 3
     free = to_numpy(model.generate(to_genesis(ids), max_new_tokens=n, eos_token_id=None))
-    eos = [int(free[0, 4 + 1]), int(free[1, 4 + _EOS_CHECK_EVERY + 2])]
+    row1 = list(free[1, 4:])
+    # Row 1 ends past the first read-back, at a step that is no multiple of the interval
+    # (its token's first appearance), so the stop comes from cutting off, not the read.
+    late = next(j for j in range(_EOS_CHECK_EVERY + 1, n)
+                if row1[j] not in row1[:j] and (j + 1) % _EOS_CHECK_EVERY)
+    eos = [int(free[0, 4 + 1]), int(row1[late])]
+    ends = [next(i for i, t in enumerate(free[row, 4:]) if t in eos) for row in range(2)]
+    assert ends[1] == late and (max(ends) + 1) % _EOS_CHECK_EVERY
     out = to_numpy(model.generate(to_genesis(ids), max_new_tokens=n, eos_token_id=eos,
                                   pad_token_id=0))
-    ends = [next(i for i, t in enumerate(free[row, 4:]) if t in eos) for row in range(2)]
     assert out.shape == (2, 4 + max(ends) + 1)
     for row in range(2):
         np.testing.assert_array_equal(out[row, 4:4 + ends[row] + 1],

@@ -14,8 +14,8 @@ index bound checks of core's ``ops/indexing.py`` (``_check_index_tensor`` reads 
 min and max back: for the embedding lookup, and for the keys' and values' ``scatter_`` into
 the cache in every layer). ``generate(use_cuda_graph=True)`` captures it as a CUDA graph
 (``genesis.cuda.graph``) for dense models without dynamic RoPE; the generation loop around
-it reads back only a streamer's tokens and, every ``_EOS_CHECK_EVERY`` steps, whether every
-row has ended.
+it reads back only a streamer's tokens and, every ``_EOS_CHECK_EVERY`` steps (each step on
+the CPU), whether every row has ended.
 """
 
 from __future__ import annotations
@@ -29,11 +29,17 @@ from genesis.models.sampling import apply_repetition_penalty, sample_token, warp
 
 __all__ = ["GenerationMixin"]
 
-# With eos ids, whether every row has ended is read back every this many steps (every step
-# with a streamer, which reads each token anyway): a read per step would make the host wait
-# for each step's kernels, so it could not queue the next ones while the GPU runs. Tokens
-# made past the stop are cut off, so the output is the same.
+# With eos ids, whether every row has ended is read back from an accelerator every this
+# many steps (every step with a streamer, which reads each token anyway): a read per step
+# would make the host wait for each step's kernels, so it could not queue the next ones
+# while the GPU runs. Tokens made past the stop are cut off, so the output is the same.
 _EOS_CHECK_EVERY = 16
+
+
+def _eos_check_every(device) -> int:
+    """Steps between reads of the all-ended flag: 1 on the CPU, where a read costs nothing
+    and extra steps would."""
+    return 1 if device.type == "cpu" else _EOS_CHECK_EVERY
 
 
 def _graph_api(device):
@@ -226,6 +232,7 @@ class GenerationMixin:
         if cuda is not None and self.graphable():
             decode = _GraphedDecode(self, cuda)
         new_tokens, all_ended = [], []  # all_ended: (0-d bool) per step, read in batches
+        check_every = _eos_check_every(device)
         for step in range(max_new_tokens):
             logits = logits.to(genesis.float32)
             if seen is not None:
@@ -243,7 +250,7 @@ class GenerationMixin:
             if eos_ids is not None:
                 finished = finished | (token.unsqueeze(1) == eos_ids).any(-1)
                 all_ended.append(finished.all())
-                checked = streamer is not None or (step + 1) % _EOS_CHECK_EVERY == 0
+                checked = streamer is not None or (step + 1) % check_every == 0
                 if checked and all_ended[-1].item():
                     break
             if step + 1 < max_new_tokens:
