@@ -74,6 +74,34 @@ def test_stops_at_any_eos_and_pads(qwen3):
     assert out.shape[1] < 4 + 10  # stopped once both rows ended
 
 
+
+def test_eos_stop_read_back_in_batches_gives_the_per_step_length(qwen3, monkeypatch):
+    """On an accelerator the all-rows-ended flag is read every few steps (here forced on the
+    CPU); the output still ends at the step where the last row ended (the rest is cut off)."""
+    from genesis.models import generation
+    from genesis.models.generation import _EOS_CHECK_EVERY
+
+    monkeypatch.setattr(generation, "_eos_check_every", lambda device: _EOS_CHECK_EVERY)
+    _, model = qwen3
+    ids, _ = left_padded_batch(model.config.vocab_size, [4, 4], seed=5)
+    n = 2 * _EOS_CHECK_EVERY + 3
+    free = to_numpy(model.generate(to_genesis(ids), max_new_tokens=n, eos_token_id=None))
+    row1 = list(free[1, 4:])
+    # Row 1 ends past the first read-back, at a step that is no multiple of the interval
+    # (its token's first appearance), so the stop comes from cutting off, not the read.
+    late = next(j for j in range(_EOS_CHECK_EVERY + 1, n)
+                if row1[j] not in row1[:j] and (j + 1) % _EOS_CHECK_EVERY)
+    eos = [int(free[0, 4 + 1]), int(row1[late])]
+    ends = [next(i for i, t in enumerate(free[row, 4:]) if t in eos) for row in range(2)]
+    assert ends[1] == late and (max(ends) + 1) % _EOS_CHECK_EVERY
+    out = to_numpy(model.generate(to_genesis(ids), max_new_tokens=n, eos_token_id=eos,
+                                  pad_token_id=0))
+    assert out.shape == (2, 4 + max(ends) + 1)
+    for row in range(2):
+        np.testing.assert_array_equal(out[row, 4:4 + ends[row] + 1],
+                                      free[row, 4:4 + ends[row] + 1])
+        assert (out[row, 4 + ends[row] + 1:] == 0).all()
+
 def test_sampling_is_seedable(qwen3):
     _, model = qwen3
     ids = to_genesis(torch.randint(0, 97, (3, 4), generator=torch.Generator().manual_seed(6)))
@@ -153,3 +181,70 @@ def test_bad_attention_masks(qwen3):
         model.generate(ids, attention_mask=genesis.tensor([[1, 1, 1], [1, 1, 0]]))
     with pytest.raises(ValueError, match=r"\[2, 2\] must have input_ids' shape \[2, 3\]"):
         model.generate(ids, attention_mask=genesis.tensor([[1, 1], [1, 1]]))
+
+
+def test_dense_decode_step_reads_nothing_back_to_the_host(qwen3, monkeypatch):
+    """A CUDA graph cannot capture a host read: a dense model's decode step makes none of its
+    own (counted at the backend contract's host-value methods, on the CPU backend). The index
+    bound checks of core's ``ops/indexing.py`` (embedding lookup, KV-cache scatter) still read
+    their index back; they are allowed here until they go (their removal is its own task)."""
+    import traceback
+
+    _, model = qwen3
+    from genesis.backends.cpu import CPUBackend
+    from genesis.models.attention import KVCache
+
+    reads = []
+    for name in ("to_numpy", "item", "nonzero"):
+        original = getattr(CPUBackend, name)
+
+        def counted(self, *args, _original=original):
+            callers = {frame.name for frame in traceback.extract_stack()}
+            if "_check_index_tensor" not in callers:
+                reads.append(traceback.format_stack(limit=8))
+            return _original(self, *args)
+
+        monkeypatch.setattr(CPUBackend, name, counted)
+    cache = KVCache(model.config, 2, 8, model.dtype, model.device)
+    valid = genesis.ones((2, 8), dtype=genesis.bool)
+    assert model.graphable()
+    with genesis.no_grad():
+        model.decode_step(genesis.tensor([[5], [6]]), genesis.tensor([[0], [0]]),
+                          genesis.tensor([0]), valid, cache)
+    assert reads == []
+
+
+def test_use_cuda_graph_is_ignored_off_the_gpu(qwen3):
+    _, model = qwen3
+    ids = genesis.tensor([[3, 1, 4, 1, 5]])
+    eager = model.generate(ids, max_new_tokens=6, eos_token_id=None)
+    asked = model.generate(ids, max_new_tokens=6, eos_token_id=None, use_cuda_graph=True)
+    assert asked.tolist() == eager.tolist()
+
+
+def test_a_failed_graph_capture_warns_and_runs_eagerly(qwen3, monkeypatch):
+    """Where the capture refuses an operation, every step runs eagerly: the same tokens."""
+    import types
+
+    from genesis.models import generation
+
+    _, model = qwen3
+
+    class GraphCaptureError(RuntimeError):
+        pass
+
+    tries = []
+
+    def refuse(graph):
+        tries.append(graph)
+        raise GraphCaptureError("item() during capture")
+
+    fake_cuda = types.SimpleNamespace(CUDAGraph=object, graph=refuse,
+                                      GraphCaptureError=GraphCaptureError)
+    ids = genesis.tensor([[3, 1, 4, 1, 5]])
+    eager = model.generate(ids, max_new_tokens=6, eos_token_id=None)
+    monkeypatch.setattr(generation, "_graph_api", lambda device: fake_cuda)
+    with pytest.warns(RuntimeWarning, match="could not be captured"):
+        out = model.generate(ids, max_new_tokens=6, eos_token_id=None, use_cuda_graph=True)
+    assert len(tries) == 1  # tried once (second decode step), then eager
+    assert out.tolist() == eager.tolist()

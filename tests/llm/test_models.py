@@ -113,6 +113,21 @@ def test_loss_and_every_gradient(pair):
         assert _rel_err(g, expected[name].numpy()) <= 1e-4, name
 
 
+
+def test_bf16_loss_is_float32_and_unrounded(tmp_path):
+    """A bf16 model's loss comes back in float32 (the fused cross-entropy's own precision),
+    as transformers' does, not rounded to bf16 (whose step near ln(vocab) is ~0.03)."""
+    make_checkpoint("qwen3", tmp_path)
+    f32 = AutoModelForCausalLM.from_pretrained(tmp_path)
+    bf16 = AutoModelForCausalLM.from_pretrained(tmp_path, dtype=genesis.bfloat16)
+    ids = to_genesis(left_padded_batch(f32.config.vocab_size, [16, 16], seed=3)[0])
+    want = f32(ids, labels=ids).loss.item()
+    got = bf16(ids, labels=ids).loss
+    assert got.dtype == genesis.float32
+    assert abs(got.item() - want) < 0.02  # bf16 weights and activations, float32 loss
+    assert got.item() != got.to(genesis.bfloat16).item()  # not a bf16 value (chance 2**-16)
+
+
 ROPE_VARIANTS = {
     "linear": {"rope_type": "linear", "factor": 2.0},
     "dynamic": {"rope_type": "dynamic", "factor": 2.0},

@@ -62,3 +62,29 @@ def test_bf16_generate_on_gpu(tmp_path):
                              generator=genesis.Generator("cuda").manual_seed(0))
     assert sampled.shape == (3, 28)
     assert int(sampled.max().item()) < _SHAPE["vocab_size"]
+
+
+@pytest.mark.parametrize("family", ["qwen2", "qwen3"])
+def test_bf16_training_steps_on_gpu(family, tmp_path):
+    """The fused training path on the GPU (linear + cross-entropy, SwiGLU, RoPE, add + RMSNorm,
+    fused AdamW): the first loss is transformers' to bf16 rounding, and the loss falls."""
+    import genesis.optim
+
+    ref = make_checkpoint(family, tmp_path, **_shape(family))
+    model = AutoModelForCausalLM.from_pretrained(tmp_path, dtype=genesis.bfloat16, device="cuda")
+    ids, _ = left_padded_batch(_SHAPE["vocab_size"], [64] * 4)
+    dev = "cuda" if torch.cuda.is_available() else "cpu"
+    with torch.no_grad():
+        want = ref.to(dev, torch.bfloat16)(ids.to(dev), labels=ids.to(dev)).loss.item()
+    opt = genesis.optim.AdamW(model.parameters(), lr=1e-3, fused=True)
+    x = to_genesis(ids).to("cuda")
+    losses = []
+    for _ in range(8):  # the same batch: the loss must fall
+        loss = model(x, labels=x).loss
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        losses.append(loss.item())
+    assert loss.dtype == genesis.float32
+    assert abs(losses[0] - want) < 0.03 * abs(want), (losses[0], want)
+    assert losses[-1] < losses[0] - 0.1, losses

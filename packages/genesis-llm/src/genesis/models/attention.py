@@ -14,7 +14,6 @@ import genesis.nn as nn
 import genesis.nn.functional as F
 from genesis import Tensor
 from genesis.models.config import Qwen2Config
-from genesis.models.rope import apply_rotary
 
 __all__ = ["Attention", "KVCache", "attention_mask"]
 
@@ -116,7 +115,7 @@ class Attention(nn.Module):
         if self.q_norm is not None:
             q, k = self.q_norm(q), self.k_norm(k)
         q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)  # (B, H, S, D)
-        q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
+        q, k = F.apply_rotary_emb(q, k, cos.to(q.dtype), sin.to(q.dtype))  # autocast: bf16 q
         if cache is not None:
             k, v = cache.update(self.layer_idx, k, v, slots)  # (B, Hkv, L, D)
             if kv_len is not None:

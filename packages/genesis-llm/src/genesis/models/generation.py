@@ -5,9 +5,22 @@ The KV cache is preallocated for prompt + ``max_new_tokens`` slots. The decode s
 whole cache with a mask that hides padding and not-yet-written slots, and it takes its slot
 and positions as tensors; that is what lets a CUDA graph capture it. Prompts in a batch are
 left-padded; as transformers, a row's position ids count only its real tokens.
+
+``decode_step`` of a dense model makes no host synchronisation of its own (its inputs are
+tensors, its mask is computed on the device, ``kv_len`` is not used). What may still sync
+inside it is outside this file: dynamic RoPE (``RotaryEmbedding._grow`` reads the longest
+position), the mixture-of-experts block (one ``tolist`` of the per-expert counts), and the
+index bound checks of core's ``ops/indexing.py`` (``_check_index_tensor`` reads the index's
+min and max back: for the embedding lookup, and for the keys' and values' ``scatter_`` into
+the cache in every layer). ``generate(use_cuda_graph=True)`` captures it as a CUDA graph
+(``genesis.cuda.graph``) for dense models without dynamic RoPE; the generation loop around
+it reads back only a streamer's tokens and, every ``_EOS_CHECK_EVERY`` steps (each step on
+the CPU), whether every row has ended.
 """
 
 from __future__ import annotations
+
+import warnings
 
 import genesis
 from genesis import Tensor
@@ -15,6 +28,64 @@ from genesis.models.attention import KVCache
 from genesis.models.sampling import apply_repetition_penalty, sample_token, warp_logits
 
 __all__ = ["GenerationMixin"]
+
+# With eos ids, whether every row has ended is read back from an accelerator every this
+# many steps (every step with a streamer, which reads each token anyway): a read per step
+# would make the host wait for each step's kernels, so it could not queue the next ones
+# while the GPU runs. Tokens made past the stop are cut off, so the output is the same.
+_EOS_CHECK_EVERY = 16
+
+
+def _eos_check_every(device) -> int:
+    """Steps between reads of the all-ended flag: 1 on the CPU, where a read costs nothing
+    and extra steps would."""
+    return 1 if device.type == "cpu" else _EOS_CHECK_EVERY
+
+
+def _graph_api(device):
+    """``genesis.cuda`` when it can capture CUDA graphs on ``device``, else None."""
+    if device.type != "cuda":
+        return None
+    import genesis.cuda
+
+    return genesis.cuda if hasattr(genesis.cuda, "graph") else None
+
+
+class _GraphedDecode:
+    """``decode_step`` replayed from a CUDA graph: the inputs are copied into static buffers,
+    the graph (captured on the second call; the first runs eagerly and warms the kernels up)
+    reruns every kernel on them, and the output lives in the graph's own static tensor.
+    The KV cache and ``key_valid`` are captured by address, so they must not be replaced.
+    A step that cannot be captured (a host read: ``GraphCaptureError``) warns and runs
+    eagerly from then on."""
+
+    def __init__(self, model, cuda) -> None:
+        self.model, self.cuda = model, cuda
+        self.graph = self.logits = self.inputs = None
+        self.calls, self.failed = 0, False
+
+    def __call__(self, tokens, position_ids, cache_position, key_valid, cache):
+        self.calls += 1
+        if self.calls == 1 or self.failed:
+            return self.model.decode_step(tokens, position_ids, cache_position, key_valid, cache)
+        if self.graph is None:
+            self.inputs = (tokens.clone(), position_ids.clone(), cache_position.clone())
+            self.graph = self.cuda.CUDAGraph()
+            try:
+                with self.cuda.graph(self.graph):
+                    self.logits = self.model.decode_step(*self.inputs, key_valid, cache)
+            except self.cuda.GraphCaptureError as exc:  # nothing ran: redo the step eagerly
+                warnings.warn(f"generate: the decode step could not be captured as a CUDA "
+                              f"graph; running it eagerly ({exc})", RuntimeWarning,
+                              stacklevel=4)
+                self.failed, self.graph = True, None
+                return self.model.decode_step(tokens, position_ids, cache_position,
+                                              key_valid, cache)
+        else:
+            for static, new in zip(self.inputs, (tokens, position_ids, cache_position)):
+                static.copy_(new)
+        self.graph.replay()
+        return self.logits
 
 
 def _eos_list(eos_token_id) -> list[int]:
@@ -39,6 +110,12 @@ class GenerationMixin:
         hidden, _ = self.model(input_ids, position_ids, masks, cache, slots, kv_len=p)
         return self.logits_for_last(hidden)
 
+    def graphable(self) -> bool:
+        """Whether ``decode_step`` is free of host synchronisation (so a CUDA graph can
+        capture it): dense MLPs only and no dynamic RoPE."""
+        return (not any(layer.sparse for layer in self.model.layers)
+                and not self.model.rotary_emb.dynamic)
+
     def decode_step(self, tokens: Tensor, position_ids: Tensor, cache_position: Tensor,
                     key_valid: Tensor, cache: KVCache) -> Tensor:
         """One new token per row, at a fixed shape.
@@ -61,7 +138,8 @@ class GenerationMixin:
                  max_new_tokens: int = 20, do_sample: bool = False, temperature: float = 1.0,
                  top_k: int | None = None, top_p: float | None = None,
                  repetition_penalty: float = 1.0, eos_token_id: int | list[int] | None = -1,
-                 pad_token_id: int | None = None, streamer=None, generator=None) -> Tensor:
+                 pad_token_id: int | None = None, streamer=None, generator=None,
+                 use_cuda_graph: bool = False) -> Tensor:
         """Continue each prompt by up to ``max_new_tokens`` tokens.
 
         Args:
@@ -77,6 +155,9 @@ class GenerationMixin:
             streamer: an object with ``put(tokens)`` and ``end()`` (e.g. transformers'
                 ``TextStreamer``); gets the prompt, then each new ``(B,)`` token batch.
             generator: a ``genesis.Generator`` making sampling reproducible.
+            use_cuda_graph: run the decode step as a captured CUDA graph (on a CUDA device
+                with ``genesis.cuda.graph``, dense models without dynamic RoPE; otherwise
+                ignored: the step runs eagerly).
 
         Returns:
             ``(B, P + n)`` int64: the prompts followed by the ``n <= max_new_tokens`` new
@@ -102,12 +183,13 @@ class GenerationMixin:
             with genesis.no_grad():
                 return self._generate(input_ids, attention_mask, max_new_tokens, do_sample,
                                       temperature, top_k, top_p, repetition_penalty, eos,
-                                      pad_token_id, streamer, generator)
+                                      pad_token_id, streamer, generator, use_cuda_graph)
         finally:
             self.train(was_training)
 
     def _generate(self, input_ids, attention_mask, max_new_tokens, do_sample, temperature,
-                  top_k, top_p, repetition_penalty, eos, pad_token_id, streamer, generator):
+                  top_k, top_p, repetition_penalty, eos, pad_token_id, streamer, generator,
+                  use_cuda_graph):
         device = self.device
         input_ids = input_ids.to(device)
         b, p = input_ids.shape
@@ -145,7 +227,12 @@ class GenerationMixin:
         next_position = position_ids[:, -1:] + 1  # (B, 1)
         cache_position = genesis.tensor([p], dtype=genesis.int64, device=device)
         finished = genesis.zeros(b, dtype=genesis.bool, device=device)
-        new_tokens = []
+        decode = self.decode_step
+        cuda = _graph_api(device) if use_cuda_graph else None
+        if cuda is not None and self.graphable():
+            decode = _GraphedDecode(self, cuda)
+        new_tokens, all_ended = [], []  # all_ended: (0-d bool) per step, read in batches
+        check_every = _eos_check_every(device)
         for step in range(max_new_tokens):
             logits = logits.to(genesis.float32)
             if seen is not None:
@@ -162,13 +249,18 @@ class GenerationMixin:
                 seen = seen.scatter(1, token.unsqueeze(1), True)
             if eos_ids is not None:
                 finished = finished | (token.unsqueeze(1) == eos_ids).any(-1)
-                if finished.all().item():
+                all_ended.append(finished.all())
+                checked = streamer is not None or (step + 1) % check_every == 0
+                if checked and all_ended[-1].item():
                     break
             if step + 1 < max_new_tokens:
-                logits = self.decode_step(token.unsqueeze(1), next_position, cache_position,
-                                          key_valid, cache)
+                logits = decode(token.unsqueeze(1), next_position, cache_position, key_valid,
+                                cache)
                 next_position = next_position + 1
                 cache_position = cache_position + 1
         if streamer is not None:
             streamer.end()
+        if all_ended:  # stop where every row had ended, as if it had been checked each step
+            ended = genesis.stack(all_ended).tolist()
+            new_tokens = new_tokens[:ended.index(True) + 1] if True in ended else new_tokens
         return genesis.cat([input_ids, genesis.stack(new_tokens, dim=1)], dim=1)

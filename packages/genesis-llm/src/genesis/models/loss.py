@@ -1,5 +1,5 @@
-"""The causal language-modelling loss, in one place so a fused linear + cross-entropy kernel
-can replace its body without touching the models."""
+"""The causal language-modelling loss through the fused linear + cross-entropy
+(``F.linear_cross_entropy``): training never materialises the ``(B, S, vocab)`` logits."""
 
 from __future__ import annotations
 
@@ -21,7 +21,8 @@ def causal_lm_loss(hidden: Tensor, lm_head_weight: Tensor, labels: Tensor,
         ignore_index: label value to skip.
 
     Returns:
-        A float32 scalar: the mean over the counted positions (as transformers').
+        A float32 scalar (float64 for float64 ``hidden``): the mean over the counted
+        positions (as transformers').
 
     Example::
 
@@ -31,7 +32,16 @@ def causal_lm_loss(hidden: Tensor, lm_head_weight: Tensor, labels: Tensor,
     if labels.shape != hidden.shape[:2]:
         raise ValueError(f"causal_lm_loss: labels {list(labels.shape)} must match the "
                          f"(batch, seq) of hidden {list(hidden.shape)}")
-    logits = F.linear(hidden[:, :-1], lm_head_weight).to(genesis.float32)  # (B, S-1, V)
-    targets = labels[:, 1:]  # (B, S-1)
-    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1),
-                           ignore_index=ignore_index)
+    # Shift the labels rather than the hidden states: hidden stays contiguous and its
+    # gradient needs no slice backward; the last position predicts nothing (ignored).
+    b = labels.shape[0]
+    ignored = genesis.full((b, 1), ignore_index, dtype=labels.dtype, device=labels.device)
+    targets = genesis.cat([labels[:, 1:], ignored], dim=1)  # (B, S)
+    if hidden.dtype.itemsize >= 4:
+        return F.linear_cross_entropy(hidden, lm_head_weight, targets, ignore_index=ignore_index)
+    # Half-precision hidden states: the fused op computes in float32 but returns its input's
+    # dtype outside autocast. Autocast at that same dtype runs the same matmuls and returns
+    # the float32 loss (transformers upcasts its logits likewise), not one rounded to bf16.
+    with genesis.autocast(hidden.device.type, dtype=hidden.dtype):
+        return F.linear_cross_entropy(hidden, lm_head_weight, targets,
+                                      ignore_index=ignore_index)

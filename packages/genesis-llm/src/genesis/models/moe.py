@@ -31,7 +31,7 @@ class MLP(nn.Module):
         self.down_proj = nn.Linear(intermediate_size, hidden_size, **kw)
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+        return self.down_proj(F.swiglu(self.gate_proj(x), self.up_proj(x)))
 
 
 class SparseMoeBlock(nn.Module):

@@ -43,8 +43,11 @@ class DecoderLayer(nn.Module):
     def forward(self, x: Tensor, cos: Tensor, sin: Tensor, mask: Tensor | None,
                 cache: KVCache | None, slots: Tensor | None,
                 kv_len: int | None) -> tuple[Tensor, Tensor | None]:
-        x = x + self.self_attn(self.input_layernorm(x), cos, sin, mask, cache, slots, kv_len)
-        h = self.post_attention_layernorm(x)
+        attn = self.self_attn(self.input_layernorm(x), cos, sin, mask, cache, slots, kv_len)
+        # x = x + attn; h = post_attention_layernorm(x), in one fused pass (under autocast
+        # the residual stream stays in its own dtype, as ``x + attn`` would promote it)
+        norm = self.post_attention_layernorm
+        x, h = F.add_rms_norm(attn.to(x.dtype), x, norm.normalized_shape, norm.weight, norm.eps)
         if self.sparse:
             h, router_logits = self.mlp(h)
             return x + h, router_logits

@@ -1,6 +1,7 @@
 """Rotary position embeddings (RoPE) and the ``rope_scaling`` types Qwen configs use.
 
-Query and key pairs ``(x_i, x_{i + D/2})`` are rotated by the angle ``position * inv_freq_i``.
+Query and key pairs ``(x_i, x_{i + D/2})`` are rotated by the angle ``position * inv_freq_i``
+(the half-split convention; ``F.apply_rotary_emb`` applies the tables made here).
 The scaling types change only ``inv_freq`` (and, for YaRN, scale cos/sin by an attention
 factor):
 
@@ -26,7 +27,7 @@ import genesis
 import genesis.nn as nn
 from genesis import Tensor
 
-__all__ = ["RotaryEmbedding", "rope_frequencies", "apply_rotary"]
+__all__ = ["RotaryEmbedding", "rope_frequencies"]
 
 
 def _base_inv_freq(theta: float, dim: int) -> np.ndarray:
@@ -148,13 +149,3 @@ class RotaryEmbedding(nn.Module):
             cos, sin = cos * self.attention_factor, sin * self.attention_factor
         return cos.to(dtype), sin.to(dtype)
 
-
-def _rotate_half(x: Tensor) -> Tensor:
-    half = x.shape[-1] // 2
-    return genesis.cat([-x[..., half:], x[..., :half]], dim=-1)
-
-
-def apply_rotary(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
-    """Rotate ``x (B, H, S, D)`` by the angles in ``cos``/``sin`` ``(B, S, D)``."""
-    cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)  # (B, 1, S, D)
-    return x * cos + _rotate_half(x) * sin

@@ -1,0 +1,63 @@
+"""``tools/bench/llm.py`` runs every section end to end on the CPU at toy sizes."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import os
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _load_llm():
+    spec = importlib.util.spec_from_file_location(
+        "bench_llm", os.path.join(ROOT, "tools", "bench", "llm.py"))
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_llm_bench_tiny_cpu(tmp_path, capsys):
+    llm = _load_llm()
+    out = tmp_path / "llm.json"
+    doc = llm.main(["--device", "cpu", "--tiny", "--batch", "2", "--seq", "32", "--steps", "2",
+                    "--warmup", "1", "--decode-batches", "1,2", "--prompt", "4",
+                    "--new-tokens", "6", "--prefill", "48", "--decode-repeats", "1",
+                    "--out", str(out)])
+    assert json.loads(out.read_text())["models"].keys() == {"qwen2.5-0.5b", "qwen3-0.6b"}
+    for name, m in doc["models"].items():
+        g, t = m["train"]["genesis"], m["train"]["transformers"]
+        for r in (g, t):
+            assert len(r["losses"]) == 3 and r["tok_per_s"] > 0 and r["step_ms"] > 0
+            assert r["mfu"] is None and r["peak_mem_gib"] is None  # GPU-only figures
+        # Same checkpoint and tokens: the first losses (before any update) agree to bf16
+        # rounding of the forward, near ln(vocab) = 6.24 for random weights; both are float32.
+        assert abs(t["losses"][0] - math.log(512)) < 0.15, name
+        assert abs(g["losses"][0] - t["losses"][0]) < 0.05, name
+        assert m["train"]["ratios"]["tok_per_s"] > 0
+    first = doc["models"]["qwen2.5-0.5b"]
+    assert set(first["decode"]["genesis"]) == {"1", "2"}
+    assert first["decode"]["ratios"]["genesis"]["2"] > 0
+    assert first["prefill"]["genesis"]["tok_per_s"] > 0 and first["prefill"]["ratio"] > 0
+    assert "decode" not in doc["models"]["qwen3-0.6b"]  # decode and prefill: first model only
+    assert "genesis / transformers" in capsys.readouterr().out
+    table = (tmp_path / "llm.md").read_text().splitlines()
+    assert len(table) == 2 + 2 + 2 + 1  # header, two train rows, decode 1 and 2, prefill
+
+
+def test_configs_match_published_parameter_counts():
+    llm = _load_llm()
+    import torch
+    import transformers
+
+    # Published sizes: Qwen2.5-0.5B 494,032,768 and Qwen3-0.6B 596,049,920 (tied embeddings).
+    for name, want in (("qwen2.5-0.5b", 494_032_768), ("qwen3-0.6b", 596_049_920)):
+        cfg = llm.model_config(name, tiny=False)
+        kwargs = {k: v for k, v in cfg.items() if k != "model_type"}
+        config = transformers.AutoConfig.for_model(cfg["model_type"], **kwargs)
+        with torch.device("meta"):
+            model = transformers.AutoModelForCausalLM.from_config(config)
+        assert sum(p.numel() for p in model.parameters()) == want, name
