@@ -38,6 +38,8 @@ def test_torchrun_environment_uses_genesis_distributed(monkeypatch):
     fake.all_reduce = all_reduce
     fake.DistributedDataParallel = lambda m: ("ddp", m)
     monkeypatch.setitem(sys.modules, "genesis.distributed", fake)
+    # an earlier test may have imported the real package, which binds it on genesis too
+    monkeypatch.setattr(genesis, "distributed", fake, raising=False)
     monkeypatch.setenv("WORLD_SIZE", "3")
     monkeypatch.setenv("RANK", "1")
     rt = setup_runtime("cpu")
