@@ -121,7 +121,8 @@ def multi_tensor_norm(arrays, norm_type):
     out = _launch.empty((), D.float32, first.device)
     dt = tl_dtype(first.dtype)
     aligned = all_aligned(arrays)
-    _partial.launch((first.dtype.name, inf, aligned), first.device, (n_chunks,),
+    key = (first.dtype.name, inf, aligned, _optim.CHUNK, _optim.BLOCK)
+    _partial.launch(key, first.device, (n_chunks,),
                     (table, part, len(arrays), dt, inf, aligned, _optim.CHUNK, _optim.BLOCK))
     _finish.launch((inf,), first.device, (1,), (part, out, n_chunks, inf, FINISH_BLOCK))
     return out
@@ -145,7 +146,8 @@ def _scale_launch(arrays, scale, found, check):
     first = arrays[0]
     table, n_chunks = _optim._table([arrays], first.device)
     aligned = all_aligned(arrays)
-    key = (first.dtype.name, check, aligned, _launch.aligned(scale, found))
+    key = (first.dtype.name, check, aligned, _launch.aligned(scale, found), _optim.CHUNK,
+           _optim.BLOCK)
     _scaler.launch(key, first.device, (n_chunks,),
                    (table, scale, found, len(arrays), tl_dtype(first.dtype), check, aligned,
                     _optim.CHUNK, _optim.BLOCK))

@@ -52,11 +52,7 @@ def _ptr(row, j, DT: tl.constexpr, ALIGNED: tl.constexpr):
 
 @triton.jit
 def _offsets(start, i, BLOCK: tl.constexpr):
-    # ``start`` is hinted a multiple of CHUNK and ``i`` of BLOCK, so whole blocks load as
-    # vectors. No multiple_of hint on the offsets tensor itself: it would claim every element
-    # is a multiple of BLOCK, which is false, and with it the compiled masked tails were wrong
-    # on an H200 (multi-tensor norm too large, the last elements of an SGD step off).
-    return start + i + tl.arange(0, BLOCK)
+    return tl.max_contiguous(tl.multiple_of(start + i + tl.arange(0, BLOCK), BLOCK), BLOCK)
 
 
 @triton.jit
@@ -227,7 +223,7 @@ def adam_step(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, step, lr, b
     args = (table, len(params), 1 - lr * weight_decay, 1 - beta1, beta2, 1 - beta2, eps,
             weight_decay, lr / (1 - beta1**step), (1 - beta2**step) ** 0.5,
             tl_dtype(first.dtype), k) + flags + (CHUNK, BLOCK)
-    key = (first.dtype.name, k) + flags
+    key = (first.dtype.name, k, CHUNK, BLOCK) + flags
     _adam.launch(key, first.device, (n_chunks,), args)
 
 
@@ -256,7 +252,7 @@ def sgd_step(params, grads, momentum_buffers, lr, momentum, dampening, weight_de
              all_aligned(*columns))
     args = (table, len(params), lr, momentum, 1 - dampening, weight_decay,
             tl_dtype(first.dtype), len(columns)) + flags + (CHUNK, BLOCK)
-    key = (first.dtype.name, len(columns)) + flags
+    key = (first.dtype.name, len(columns), CHUNK, BLOCK) + flags
     _sgd.launch(key, first.device, (n_chunks,), args)
     return bufs
 
