@@ -5,11 +5,11 @@ genesis-distributed add sub-packages (``genesis.nn``, ``genesis.models`` ...). B
 plugins loaded on first use of their device, never here.
 """
 
-from pkgutil import extend_path
-
 # Other distributions install sub-packages of `genesis` (possibly editable, from their own
-# src/ folders): let Python look for them along the whole path.
-__path__ = extend_path(__path__, __name__)
+# src/ folders): let Python look for them along the whole path. Spelled as pkgutil's documented
+# one-liner so that static tools (griffe, for the API reference) see a namespace package, and
+# `extend_path` does not become a public name of `genesis`.
+__path__ = __import__("pkgutil").extend_path(__path__, __name__)
 
 from genesis import tensor_methods as _tensor_methods  # noqa: E402,F401  (attaches methods)
 from genesis.autocast import autocast, get_autocast_dtype, is_autocast_enabled  # noqa: E402
@@ -100,6 +100,14 @@ def is_tensor(obj) -> bool:
 
 
 def numel(input: Tensor) -> int:
+    """The number of elements of ``input``.
+
+    Args:
+        input: a tensor.
+
+    Returns:
+        The product of ``input.shape`` as a Python int.
+    """
     return input.numel()
 
 

@@ -238,22 +238,71 @@ def _like(t: Tensor, dtype, device):
 
 
 def zeros_like(input: Tensor, *, dtype=None, device=None, requires_grad=False) -> Tensor:
+    """A tensor of zeros with the shape of ``input``.
+
+    Args:
+        input: the tensor whose shape (and, by default, dtype and device) is used.
+        dtype: the result's dtype; ``input.dtype`` when None.
+        device: the result's device; ``input.device`` when None.
+        requires_grad: whether autograd records operations on the result.
+
+    Returns:
+        A new tensor of ``input.shape``.
+
+    Example:
+        >>> genesis.zeros_like(genesis.ones(2, 3)).sum().item()
+        0.0
+    """
     dtype, device = _like(input, dtype, device)
     return _factory(input.shape, 0, dtype, device, requires_grad)
 
 
 def ones_like(input: Tensor, *, dtype=None, device=None, requires_grad=False) -> Tensor:
+    """A tensor of ones with the shape of ``input``.
+
+    Args:
+        input: the tensor whose shape (and, by default, dtype and device) is used.
+        dtype: the result's dtype; ``input.dtype`` when None.
+        device: the result's device; ``input.device`` when None.
+        requires_grad: whether autograd records operations on the result.
+
+    Returns:
+        A new tensor of ``input.shape``.
+    """
     dtype, device = _like(input, dtype, device)
     return _factory(input.shape, 1, dtype, device, requires_grad)
 
 
 def full_like(input: Tensor, fill_value, *, dtype=None, device=None,
               requires_grad=False) -> Tensor:
+    """A tensor filled with ``fill_value`` with the shape of ``input``.
+
+    Args:
+        input: the tensor whose shape (and, by default, dtype and device) is used.
+        fill_value: the value of every element.
+        dtype: the result's dtype; ``input.dtype`` when None.
+        device: the result's device; ``input.device`` when None.
+        requires_grad: whether autograd records operations on the result.
+
+    Returns:
+        A new tensor of ``input.shape``.
+    """
     dtype, device = _like(input, dtype, device)
     return _factory(input.shape, fill_value, dtype, device, requires_grad)
 
 
 def empty_like(input: Tensor, *, dtype=None, device=None, requires_grad=False) -> Tensor:
+    """A tensor of uninitialised memory with the shape of ``input``.
+
+    Args:
+        input: the tensor whose shape (and, by default, dtype and device) is used.
+        dtype: the result's dtype; ``input.dtype`` when None.
+        device: the result's device; ``input.device`` when None.
+        requires_grad: whether autograd records operations on the result.
+
+    Returns:
+        A new tensor of ``input.shape`` (its values are arbitrary).
+    """
     dtype, device = _like(input, dtype, device)
     return _factory(input.shape, None, dtype, device, requires_grad)
 
@@ -321,10 +370,30 @@ def randn(*size, generator=None, dtype=None, device=None, requires_grad=False) -
 
 
 def rand_like(input: Tensor, *, dtype=None, device=None) -> Tensor:
+    """Uniform random numbers in ``[0, 1)`` with the shape of ``input``.
+
+    Args:
+        input: the tensor whose shape (and, by default, dtype and device) is used.
+        dtype: the result's dtype (a floating dtype); ``input.dtype`` when None.
+        device: the result's device; ``input.device`` when None.
+
+    Returns:
+        A new tensor of ``input.shape`` drawn from the default generator.
+    """
     return rand(input.shape, dtype=dtype or input.dtype, device=device or input.device)
 
 
 def randn_like(input: Tensor, *, dtype=None, device=None) -> Tensor:
+    """Standard normal random numbers with the shape of ``input``.
+
+    Args:
+        input: the tensor whose shape (and, by default, dtype and device) is used.
+        dtype: the result's dtype (a floating dtype); ``input.dtype`` when None.
+        device: the result's device; ``input.device`` when None.
+
+    Returns:
+        A new tensor of ``input.shape`` drawn from the default generator.
+    """
     return randn(input.shape, dtype=dtype or input.dtype, device=device or input.device)
 
 
@@ -345,6 +414,19 @@ def randint(low, high=None, size=None, *, generator=None, dtype=None, device=Non
 
 
 def randint_like(input: Tensor, low, high=None, *, dtype=None) -> Tensor:
+    """Uniform random integers in ``[low, high)`` with the shape of ``input``.
+
+    ``randint_like(input, high)`` starts at 0, as torch's.
+
+    Args:
+        input: the tensor whose shape, dtype (by default) and device are used.
+        low: the lowest value (inclusive), or ``high`` when ``high`` is None.
+        high: one above the highest value.
+        dtype: the result's dtype; ``input.dtype`` when None.
+
+    Returns:
+        A new tensor of ``input.shape`` on ``input.device``.
+    """
     if high is None:
         low, high = 0, low
     return randint(low, high, input.shape, dtype=dtype or input.dtype, device=input.device)

@@ -133,6 +133,15 @@ def cuda(input: Tensor, device=None) -> Tensor:
 
 
 def type_as(input: Tensor, other: Tensor) -> Tensor:
+    """``input`` converted to the dtype of ``other``.
+
+    Args:
+        input: the tensor to convert.
+        other: the tensor whose dtype is used.
+
+    Returns:
+        ``input`` itself when the dtypes match, otherwise a converted copy.
+    """
     return to(input, other.dtype)
 
 

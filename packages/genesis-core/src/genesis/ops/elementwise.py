@@ -377,10 +377,28 @@ clip = clamp
 
 
 def clamp_min(input: Tensor, min) -> Tensor:  # noqa: A002
+    """Elementwise ``max(input, min)``: ``clamp(input, min=min)``.
+
+    Args:
+        input: the tensor to clamp.
+        min: the lower bound, a number or a tensor broadcastable with ``input``.
+
+    Returns:
+        A new tensor; its gradient flows where ``input`` was not clamped.
+    """
     return clamp(input, min=min)
 
 
 def clamp_max(input: Tensor, max) -> Tensor:  # noqa: A002
+    """Elementwise ``min(input, max)``: ``clamp(input, max=max)``.
+
+    Args:
+        input: the tensor to clamp.
+        max: the upper bound, a number or a tensor broadcastable with ``input``.
+
+    Returns:
+        A new tensor; its gradient flows where ``input`` was not clamped.
+    """
     return clamp(input, max=max)
 
 

@@ -472,6 +472,15 @@ def nonzero(input: Tensor, *, as_tuple: bool = False):
 
 
 def argwhere(input: Tensor) -> Tensor:
+    """The indices of the non-zero elements of ``input``, one row each.
+
+    Args:
+        input: a tensor of any dtype and shape.
+
+    Returns:
+        An int64 tensor of shape ``(number of non-zero elements, input.ndim)``
+        (the same as ``genesis.nonzero(input)``).
+    """
     return nonzero(input)
 
 

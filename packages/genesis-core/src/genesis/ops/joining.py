@@ -77,11 +77,27 @@ def stack(tensors, dim: int = 0) -> Tensor:
 
 
 def hstack(tensors) -> Tensor:
+    """Concatenate tensors horizontally: along dim 1, or dim 0 for 1-d tensors.
+
+    Args:
+        tensors: a sequence of tensors with matching shapes except in the joined dim.
+
+    Returns:
+        A new tensor.
+    """
     tensors = list(tensors)
     return cat(tensors, 0 if tensors[0].ndim == 1 else 1)
 
 
 def vstack(tensors) -> Tensor:
+    """Stack tensors vertically: 0-d and 1-d tensors become rows, then ``cat`` on dim 0.
+
+    Args:
+        tensors: a sequence of tensors with matching shapes except in dim 0.
+
+    Returns:
+        A new tensor of at least two dims.
+    """
     return cat([t.reshape(1, -1) if t.ndim < 2 else t for t in tensors], 0)
 
 
@@ -119,6 +135,18 @@ def chunk(tensor: Tensor, chunks: int, dim: int = 0) -> tuple:
 
 
 def tensor_split(tensor: Tensor, sections: int, dim: int = 0) -> tuple:
+    """Split ``tensor`` into ``sections`` views of nearly equal size along ``dim``.
+
+    The first ``size % sections`` pieces are one element longer, as torch's.
+
+    Args:
+        tensor: the tensor to split.
+        sections: the number of pieces.
+        dim: the dim to split along.
+
+    Returns:
+        A tuple of ``sections`` views.
+    """
     n = tensor.shape[normalize_dim(dim, tensor.ndim)]
     base, extra = divmod(n, sections)
     return split(tensor, [base + (1 if i < extra else 0) for i in range(sections)], dim)
@@ -191,10 +219,26 @@ def flip(input: Tensor, dims) -> Tensor:
 
 
 def fliplr(input: Tensor) -> Tensor:
+    """``input`` with dim 1 reversed (left to right).
+
+    Args:
+        input: a tensor of at least two dims.
+
+    Returns:
+        A new tensor (a copy, as torch's).
+    """
     return flip(input, (1,))
 
 
 def flipud(input: Tensor) -> Tensor:
+    """``input`` with dim 0 reversed (up to down).
+
+    Args:
+        input: a tensor of at least one dim.
+
+    Returns:
+        A new tensor (a copy, as torch's).
+    """
     return flip(input, (0,))
 
 

@@ -141,11 +141,35 @@ def std(input: Tensor, dim=None, unbiased=None, keepdim: bool = False, *,
 
 
 def var_mean(input: Tensor, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    """The variance and the mean of ``input`` over ``dim``, as a pair.
+
+    Args:
+        input: a floating-point tensor.
+        dim: an int or tuple of ints to reduce; all dims when None.
+        unbiased: torch's older name for ``correction`` (True: 1, False: 0).
+        keepdim: whether the reduced dims stay, with size 1.
+        correction: the difference from the element count in the divisor (default 1).
+
+    Returns:
+        ``(var(input, ...), mean(input, ...))``.
+    """
     return (var(input, dim, unbiased, keepdim, correction=correction),
             mean(input, dim, keepdim))
 
 
 def std_mean(input: Tensor, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    """The standard deviation and the mean of ``input`` over ``dim``, as a pair.
+
+    Args:
+        input: a floating-point tensor.
+        dim: an int or tuple of ints to reduce; all dims when None.
+        unbiased: torch's older name for ``correction`` (True: 1, False: 0).
+        keepdim: whether the reduced dims stay, with size 1.
+        correction: the difference from the element count in the divisor (default 1).
+
+    Returns:
+        ``(std(input, ...), mean(input, ...))``.
+    """
     return (std(input, dim, unbiased, keepdim, correction=correction),
             mean(input, dim, keepdim))
 
@@ -309,6 +333,15 @@ def any(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:  # noqa: A001
 
 
 def count_nonzero(input: Tensor, dim=None) -> Tensor:
+    """The number of non-zero elements of ``input`` over ``dim``.
+
+    Args:
+        input: a tensor of any dtype.
+        dim: an int or tuple of ints to count over; all dims when None.
+
+    Returns:
+        An int64 tensor with ``dim`` removed (0-d when counting over every dim).
+    """
     return sum(input != 0, dim)
 
 

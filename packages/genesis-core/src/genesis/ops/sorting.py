@@ -52,6 +52,14 @@ def argsort(input: Tensor, dim: int = -1, descending: bool = False, stable: bool
 
 
 def msort(input: Tensor) -> Tensor:
+    """``input`` sorted along dim 0 in ascending order.
+
+    Args:
+        input: the tensor to sort.
+
+    Returns:
+        The sorted values (``sort(input, 0).values``).
+    """
     return sort(input, 0).values
 
 
@@ -68,6 +76,17 @@ def topk(input: Tensor, k: int, dim: int = -1, largest: bool = True, sorted: boo
 
 
 def kthvalue(input: Tensor, k: int, dim: int = -1, keepdim: bool = False):
+    """The ``k``-th smallest element of ``input`` along ``dim``, and its index.
+
+    Args:
+        input: the tensor to search.
+        k: the rank, from 1 (the smallest).
+        dim: the dim to search along.
+        keepdim: whether ``dim`` stays, with size 1.
+
+    Returns:
+        A named pair ``(values, indices)``.
+    """
     values, indices = sort(input, dim)
     d = normalize_dim(dim, input.ndim)
     v, i = values.narrow(d, k - 1, 1), indices.narrow(d, k - 1, 1)

@@ -296,6 +296,15 @@ def expand_as(x: Tensor, other: Tensor) -> Tensor:
 
 
 def broadcast_to(x: Tensor, shape) -> Tensor:
+    """A view of ``x`` broadcast to ``shape`` (as ``x.expand(shape)``).
+
+    Args:
+        x: the tensor to broadcast.
+        shape: the target shape; ``-1`` keeps a dim's size.
+
+    Returns:
+        A view with zero strides along the broadcast dims (no copy).
+    """
     return expand(x, tuple(shape))
 
 
@@ -351,6 +360,14 @@ def unflatten(x: Tensor, dim: int, sizes) -> Tensor:
 
 
 def ravel(x: Tensor) -> Tensor:
+    """``x`` flattened to one dim: a view when possible, otherwise a copy.
+
+    Args:
+        x: the tensor to flatten.
+
+    Returns:
+        A 1-d tensor of ``x.numel()`` elements.
+    """
     return reshape(x, -1)
 
 

@@ -1,0 +1,157 @@
+"""Every public name of the documented modules has a docstring the API reference can use.
+
+The public names are those of ``docs/api_names.py`` (``__all__``, or the public attributes
+of modules without one), the same names the API pages render. For each public function or
+class (other public values, such as the dtypes, are instances documented by their class):
+
+1. **Summary**: its own ``__doc__`` (not inherited) is non-empty and its first line is a
+   summary of at most 100 characters.
+2. **Args**: a function with parameters (other than ``self``/``cls``) has a Google-style
+   ``Args:`` section with an entry ``name:`` or ``name (type):`` for every parameter
+   (``*args`` and ``**kwargs`` written with their stars or without).
+3. **Returns**: a function has a ``Returns:`` or ``Yields:`` section, unless its return
+   annotation is ``None``.
+
+Classes need only rule 1 (their constructor arguments are described on the class or in
+``__init__``, which mkdocstrings merges). Rules 2 and 3 have a known debt: the functions
+listed in ``docstring_debt.txt`` (one ``module.name`` a line) written before this test. The
+list may only shrink: a listed name that now passes fails the test until it is removed, and a
+name not listed must pass.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import inspect
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+DEBT_FILE = Path(__file__).with_name("docstring_debt.txt")
+MAX_SUMMARY = 100
+
+
+def _api_names():
+    spec = importlib.util.spec_from_file_location("api_names", ROOT / "docs" / "api_names.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+API = _api_names()
+MODULES = sorted(set(API.API_MODULES.values()))
+
+
+def _objects():
+    for module_name in MODULES:
+        for name, obj in API.documented_objects(module_name):
+            yield f"{module_name}.{name}", obj
+
+
+def _section(doc: str, title: str) -> str | None:
+    """The indented body of the Google-style section ``title`` in ``doc``, or None."""
+    match = re.search(rf"^{title}:\s*$\n((?:^(?:[ \t]+.*)?\n?)*)", doc, re.MULTILINE)
+    return match.group(1) if match else None
+
+
+def _parameters(obj) -> list[inspect.Parameter]:
+    try:
+        signature = inspect.signature(obj)
+    except (TypeError, ValueError):
+        return []
+    return [p for p in signature.parameters.values() if p.name not in ("self", "cls")]
+
+
+def summary_problems(obj) -> list[str]:
+    doc = obj.__doc__
+    if not doc or not doc.strip():
+        return ["no docstring"]
+    summary = inspect.cleandoc(doc).splitlines()[0].strip()
+    if not summary:
+        return ["the first line is empty (no summary line)"]
+    if len(summary) > MAX_SUMMARY:
+        return [f"summary line longer than {MAX_SUMMARY} characters"]
+    return []
+
+
+def section_problems(obj) -> list[str]:
+    """Rules 2 and 3 for a function (classes have none)."""
+    if inspect.isclass(obj):
+        return []
+    doc = inspect.cleandoc(obj.__doc__ or "")
+    problems = []
+    params = _parameters(obj)
+    if params:
+        args = _section(doc, "Args")
+        if args is None:
+            problems.append("no Args: section")
+        else:
+            for p in params:
+                pattern = rf"^\s+\**{re.escape(p.name)}(\s*\([^)]*\))?:"
+                if not re.search(pattern, args, re.MULTILINE):
+                    problems.append(f"Args: does not describe {p.name!r}")
+    try:
+        returns_none = inspect.signature(obj).return_annotation in (None, "None")
+    except (TypeError, ValueError):
+        returns_none = False
+    if not returns_none and _section(doc, "Returns") is None and _section(doc, "Yields") is None:
+        problems.append("no Returns: (or Yields:) section")
+    return problems
+
+
+def _debt() -> set[str]:
+    lines = DEBT_FILE.read_text().splitlines()
+    return {line.strip() for line in lines if line.strip() and not line.startswith("#")}
+
+
+OBJECTS = dict(_objects())
+
+
+@pytest.mark.parametrize("qualified", sorted(OBJECTS))
+def test_has_summary(qualified):
+    problems = summary_problems(OBJECTS[qualified])
+    assert not problems, f"{qualified}: {'; '.join(problems)}"
+
+
+def test_args_and_returns_sections():
+    debt = _debt()
+    failing = {q: section_problems(o) for q, o in OBJECTS.items()}
+    failing = {q: p for q, p in failing.items() if p}
+    new = {q: p for q, p in failing.items() if q not in debt}
+    paid = sorted(q for q in debt if q in OBJECTS and q not in failing)
+    unknown = sorted(q for q in debt if q not in OBJECTS)
+    message = [f"{q}: {'; '.join(p)}" for q, p in sorted(new.items())]
+    if paid:
+        message.append(f"now documented, remove from {DEBT_FILE.name}: {', '.join(paid)}")
+    if unknown:
+        message.append(f"not public names, remove from {DEBT_FILE.name}: {', '.join(unknown)}")
+    assert not message, "\n".join(message)
+
+
+def test_the_checks_can_fail():
+    def bare(x, y=1):
+        pass
+
+    def documented(x, *rest) -> int:
+        """Add things.
+
+        Args:
+            x (int): the first.
+            *rest: the others.
+
+        Returns:
+            The sum.
+        """
+
+    assert summary_problems(bare) == ["no docstring"]
+    bare.__doc__ = "\n  Text after an empty first line."
+    assert summary_problems(bare) == []  # cleandoc drops leading blank lines
+    bare.__doc__ = "Summary.\n\nArgs:\n    x: the value.\n"
+    assert section_problems(bare) == [
+        "Args: does not describe 'y'",
+        "no Returns: (or Yields:) section",
+    ]
+    assert section_problems(documented) == []
+    assert summary_problems(documented) == []
