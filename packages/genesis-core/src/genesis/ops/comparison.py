@@ -27,8 +27,10 @@ def isclose(input: Tensor, other: Tensor, rtol: float = 1e-05, atol: float = 1e-
     ``equal_nan``. Both tensors must have the same dtype; they broadcast.
 
     Args:
-        input, other: tensors of one dtype (floating, integer or bool).
-        rtol, atol: relative and absolute tolerances, both >= 0.
+        input: a tensor (floating, integer or bool).
+        other: a tensor of ``input``'s dtype.
+        rtol: the relative tolerance, >= 0.
+        atol: the absolute tolerance, >= 0.
         equal_nan: whether two NaNs count as close.
 
     Example:

@@ -185,7 +185,8 @@ def init_process_group(backend: str | None = None, init_method: str | None = Non
             ``None`` picks both when a GPU is present, else Gloo.
         init_method: ``"env://"`` (default) or ``"tcp://host:port"``.
         timeout: how long a collective (and the meeting at init) waits before failing.
-        world_size, rank: override the environment.
+        world_size: the number of processes; overrides the environment's ``WORLD_SIZE``.
+        rank: this process's rank; overrides the environment's ``RANK``.
         store: a ``torch.distributed.Store`` to meet through instead of making one.
         device_id: the GPU for NCCL (default ``LOCAL_RANK``).
 

@@ -29,7 +29,9 @@ class Adam(Optimizer):
         amsgrad: use the running maximum of the second moment (AMSGrad).
         maximize: ascend the objective instead of descending it.
         decoupled_weight_decay: decay the weights directly, as AdamW.
-        foreach, fused, capturable: accepted for PyTorch compatibility.
+        foreach: accepted for PyTorch compatibility.
+        fused: like ``foreach``.
+        capturable: like ``foreach``.
 
     Example::
 

@@ -21,7 +21,9 @@ class AdamW(Adam):
         weight_decay: decoupled weight decay coefficient (default 0.01, as torch).
         amsgrad: use the running maximum of the second moment (AMSGrad).
         maximize: ascend the objective instead of descending it.
-        foreach, fused, capturable: accepted for PyTorch compatibility.
+        foreach: accepted for PyTorch compatibility.
+        fused: like ``foreach``.
+        capturable: like ``foreach``.
 
     Example::
 

@@ -210,6 +210,9 @@ def multi_head_attention_forward(
 ) -> tuple[Tensor, Tensor | None]:
     """Multi-head attention, as ``torch.nn.functional.multi_head_attention_forward``.
 
+    The arguments not listed below are the weights and options of ``nn.MultiheadAttention``,
+    with torch's names and meanings.
+
     Args:
         query: ``(L, N, E)`` or unbatched ``(L, E)`` (sequence first).
         key: ``(S, N, Ek)`` or ``(S, Ek)``.
@@ -218,7 +221,6 @@ def multi_head_attention_forward(
         attn_mask: ``(L, S)`` or ``(N * num_heads, L, S)``; bool ``True`` = not allowed, or
             float (added).
         is_causal: with no ``attn_mask``, use a causal mask.
-        other arguments: the weights and options of ``nn.MultiheadAttention``.
 
     Returns:
         ``(output (L, N, E), weights)``; weights are ``(N, L, S)`` averaged over heads (or

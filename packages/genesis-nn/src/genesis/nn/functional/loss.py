@@ -247,7 +247,8 @@ def mse_loss(input, target, reduction: str = "mean"):
     """Mean squared error ``(input - target)**2``, reduced.
 
     Args:
-        input, target: tensors of the same shape (broadcasting warns, as in torch).
+        input: a tensor.
+        target: a tensor of ``input``'s shape (broadcasting warns, as in torch).
         reduction: ``'none'`` | ``'mean'`` | ``'sum'``.
 
     Example:
@@ -276,7 +277,8 @@ def smooth_l1_loss(input, target, reduction: str = "mean", beta: float = 1.0):
     """Smooth L1: ``0.5 d**2 / beta`` where ``|d| < beta``, else ``|d| - 0.5 beta``.
 
     Args:
-        input, target: same-shape tensors, ``d = input - target``.
+        input: a tensor; ``d = input - target``.
+        target: a tensor of ``input``'s shape.
         reduction: ``'none'`` | ``'mean'`` | ``'sum'``.
         beta: the quadratic zone's half-width, >= 0; ``beta=0`` is exactly L1.
 
