@@ -129,6 +129,23 @@ class _Unary(Function):
         return cls.decl.grads[0](*(env[n] for n in ("g",) + cls.decl.reads(0)))
 
 
+_RESULT_DTYPE = {  # by ``Op.ints``: what the docstrings say of the result's dtype
+    "float": "the (promoted) input dtype; integer and bool inputs give the default float dtype",
+    "keep": "the (promoted) input dtype",
+    "bool": "bool",
+}
+_AUTOCAST = {"fp32": " Under ``genesis.autocast`` it computes in float32.", None: ""}
+
+
+def _function_doc(op: decl.Op, summary: str, args: str) -> str:
+    """The docstring of a declared op's public function, from its row of op_declarations."""
+    shape = "``input``'s shape" if op.arity == 1 else "the broadcast shape"
+    grad = "differentiable" if op.differentiable else "not differentiable"
+    args = "\n".join(f"    {line}" for line in args.splitlines())
+    return (f"{summary}\n\nThe op is {grad}.{_AUTOCAST[op.autocast]}\n\nArgs:\n{args}\n\n"
+            f"Returns:\n    A new tensor of {shape}; its dtype is {_RESULT_DTYPE[op.ints]}.\n")
+
+
 def _unary_function(op: decl.Op):
     """The public function of a declared unary op (an autograd Function if differentiable)."""
     if op.differentiable:
@@ -151,7 +168,8 @@ def _unary_function(op: decl.Op):
         fn.function, fn.apply = None, fn
 
     fn.__name__ = fn.__qualname__ = op.name
-    fn.__doc__ = f"Elementwise ``{op.name}`` of ``input`` (as ``torch.{op.name}``)."
+    fn.__doc__ = _function_doc(op, f"Elementwise ``{op.name}`` of ``input`` (as "
+                                   f"``torch.{op.name}``).", "input: a tensor.")
     return fn
 
 
@@ -238,7 +256,11 @@ def _binary_function(op: decl.Op):
             return apply(input, other)
 
     fn.__name__ = fn.__qualname__ = op.name
-    fn.__doc__ = f"Elementwise ``{op.name}`` with broadcasting and type promotion (as torch)."
+    args = "input: a tensor.\nother: a tensor or a Python number, broadcastable with ``input``."
+    if op.alpha:
+        args += "\nalpha: a number multiplying ``other`` first."
+    fn.__doc__ = _function_doc(op, f"Elementwise ``{op.name}`` with broadcasting and type "
+                                   f"promotion (as ``torch.{op.name}``).", args)
     fn.function, fn.apply = cls, apply
     return fn
 
