@@ -95,7 +95,14 @@ __version__ = "0.1.0"
 
 
 def is_tensor(obj) -> bool:
-    """Whether ``obj`` is a genesis Tensor."""
+    """Whether ``obj`` is a genesis Tensor.
+
+    Args:
+        obj: any object.
+
+    Returns:
+        A Python bool.
+    """
     return isinstance(obj, Tensor)
 
 
@@ -112,17 +119,32 @@ def numel(input: Tensor) -> int:
 
 
 def set_num_threads(n: int) -> None:
-    """Threads the CPU backend's kernels may use (torch's intra-op pool)."""
+    """Threads the CPU backend's kernels may use (torch's intra-op pool).
+
+    Args:
+        n: a positive number of threads.
+    """
     device("cpu").backend.set_num_threads(n)
 
 
 def get_num_threads() -> int:
-    """Threads the CPU backend's kernels may use."""
+    """Threads the CPU backend's kernels may use.
+
+    Returns:
+        An int.
+    """
     return device("cpu").backend.get_num_threads()
 
 
 def broadcast_tensors(*tensors) -> tuple:
-    """Views of ``tensors`` expanded to their common broadcast shape."""
+    """Views of ``tensors`` expanded to their common broadcast shape.
+
+    Args:
+        *tensors: the tensors to broadcast together.
+
+    Returns:
+        A tuple of views, one per tensor, all of the broadcast shape.
+    """
     shape = broadcast_shapes(*(t.shape for t in tensors))
     return tuple(t.expand(shape) for t in tensors)
 

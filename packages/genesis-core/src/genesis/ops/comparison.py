@@ -15,7 +15,15 @@ mul, sub = FUNCTIONS["mul"], FUNCTIONS["sub"]
 
 
 def equal(input: Tensor, other: Tensor) -> bool:
-    """True when both tensors have the same shape and all elements are equal."""
+    """True when both tensors have the same shape and all elements are equal.
+
+    Args:
+        input: the input tensor.
+        other: the second tensor.
+
+    Returns:
+        A Python bool.
+    """
     return input.shape == other.shape and bool(eq(input, other).all())
 
 
@@ -32,6 +40,9 @@ def isclose(input: Tensor, other: Tensor, rtol: float = 1e-05, atol: float = 1e-
         rtol: the relative tolerance, >= 0.
         atol: the absolute tolerance, >= 0.
         equal_nan: whether two NaNs count as close.
+
+    Returns:
+        A bool tensor of the broadcast shape.
 
     Example:
         >>> genesis.isclose(genesis.tensor([1.0, 2.0]), genesis.tensor([1.0 + 1e-7, 2.1]))
@@ -59,6 +70,16 @@ def isclose(input: Tensor, other: Tensor, rtol: float = 1e-05, atol: float = 1e-
 def allclose(input: Tensor, other: Tensor, rtol: float = 1e-05, atol: float = 1e-08,
              equal_nan: bool = False) -> bool:
     """Whether every element pair is close (see ``isclose``); a Python bool.
+
+    Args:
+        input: the input tensor.
+        other: the second tensor.
+        rtol: the relative tolerance, >= 0.
+        atol: the absolute tolerance, >= 0.
+        equal_nan: whether two NaNs count as close.
+
+    Returns:
+        A Python bool.
 
     Example:
         >>> genesis.allclose(genesis.tensor([1.0, 2.0]), genesis.tensor([1.0, 2.0 + 1e-6]))

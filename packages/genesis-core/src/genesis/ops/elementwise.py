@@ -274,7 +274,15 @@ _div, _round, floor_divide = DECLARED["div"], DECLARED["round"], DECLARED["floor
 
 
 def round(input: Tensor, decimals: int = 0) -> Tensor:  # noqa: A001 - torch's name
-    """Round to the nearest integer (half to even), or to ``decimals`` places."""
+    """Round to the nearest integer (half to even), or to ``decimals`` places.
+
+    Args:
+        input: the input tensor.
+        decimals: the number of decimal places (negative: tens, hundreds ...).
+
+    Returns:
+        A new tensor of ``input``'s shape and dtype.
+    """
     if decimals == 0:
         return _round(input)
     if input.dtype in (D.float16, D.bfloat16):  # float math, one rounding: torch's kernel
@@ -284,7 +292,16 @@ def round(input: Tensor, decimals: int = 0) -> Tensor:  # noqa: A001 - torch's n
 
 
 def div(input, other, *, rounding_mode: str | None = None) -> Tensor:
-    """True division (integers give floats), or ``'trunc'``/``'floor'`` rounding."""
+    """True division (integers give floats), or ``'trunc'``/``'floor'`` rounding.
+
+    Args:
+        input: the dividend (a tensor or a number).
+        other: the divisor (a tensor or a number).
+        rounding_mode: None (true division), ``'trunc'`` or ``'floor'``.
+
+    Returns:
+        A new tensor of the broadcast shape.
+    """
     if rounding_mode is None:
         return _div(input, other)
     if rounding_mode == "floor":
@@ -306,7 +323,16 @@ _sub = FUNCTIONS["sub"]
 
 
 def rsub(input, other, *, alpha=1) -> Tensor:
-    """``other - alpha * input``."""
+    """``other - alpha * input``.
+
+    Args:
+        input: the subtrahend (a tensor or a number).
+        other: the minuend (a tensor or a number).
+        alpha: a number multiplying ``input``.
+
+    Returns:
+        A new tensor of the broadcast shape.
+    """
     return _sub(other, input, alpha=alpha)
 
 
@@ -349,7 +375,17 @@ class Where(Function):
 
 
 def where(condition: Tensor, input=None, other=None):
-    """``input`` where ``condition`` else ``other`` (broadcast); one argument: nonzero."""
+    """``input`` where ``condition`` else ``other`` (broadcast); one argument: nonzero.
+
+    Args:
+        condition: a bool tensor.
+        input: values where ``condition`` is True (tensor or number).
+        other: values where it is False (tensor or number).
+
+    Returns:
+        A new tensor of the broadcast shape; with ``condition`` alone,
+        ``nonzero(condition, as_tuple=True)``.
+    """
     if input is None and other is None:
         return condition.nonzero(as_tuple=True)
     return Where.apply(condition, input, other)
@@ -382,7 +418,16 @@ class Clamp(Function):
 
 
 def clamp(input: Tensor, min=None, max=None) -> Tensor:  # noqa: A002 - torch's names
-    """Limit values to ``[min, max]`` (either may be None; tensor bounds broadcast)."""
+    """Limit values to ``[min, max]`` (either may be None; tensor bounds broadcast).
+
+    Args:
+        input: the input tensor.
+        min: the lower bound, a number, a tensor or None.
+        max: the upper bound, a number, a tensor or None.
+
+    Returns:
+        A new tensor; its gradient flows where ``input`` was not clamped.
+    """
     if min is None and max is None:
         raise RuntimeError("clamp: at least one of 'min' or 'max' must not be None")
     if isinstance(min, Tensor) or isinstance(max, Tensor):
@@ -425,7 +470,16 @@ def clamp_max(input: Tensor, max) -> Tensor:  # noqa: A002
 
 
 def lerp(input: Tensor, end: Tensor, weight) -> Tensor:
-    """``input + weight * (end - input)``."""
+    """``input + weight * (end - input)``.
+
+    Args:
+        input: the input tensor.
+        end: the tensor to interpolate towards.
+        weight: a number or a tensor; 0 gives ``input``, 1 ``end``.
+
+    Returns:
+        A new tensor of the broadcast shape.
+    """
     if input.dtype in (D.float16, D.bfloat16):  # one rounding, as torch's kernel
         w = weight.to(D.float32) if isinstance(weight, Tensor) else weight
         return lerp(input.to(D.float32), end.to(D.float32), w).to(input.dtype)
@@ -433,20 +487,54 @@ def lerp(input: Tensor, end: Tensor, weight) -> Tensor:
 
 
 def addcmul(input: Tensor, tensor1: Tensor, tensor2: Tensor, *, value=1) -> Tensor:
-    """``input + value * tensor1 * tensor2``."""
+    """``input + value * tensor1 * tensor2``.
+
+    Args:
+        input: the input tensor.
+        tensor1: the first factor.
+        tensor2: the second factor.
+        value: a number multiplying the product.
+
+    Returns:
+        A new tensor of the broadcast shape of the three tensors.
+    """
     return input + (tensor1 * tensor2) * value if value != 1 else input + tensor1 * tensor2
 
 
 def addcdiv(input: Tensor, tensor1: Tensor, tensor2: Tensor, *, value=1) -> Tensor:
-    """``input + value * tensor1 / tensor2``."""
+    """``input + value * tensor1 / tensor2``.
+
+    Args:
+        input: the input tensor.
+        tensor1: the numerator.
+        tensor2: the denominator.
+        value: a number multiplying the quotient.
+
+    Returns:
+        A new tensor of the broadcast shape of the three tensors.
+    """
     return input + (tensor1 / tensor2) * value if value != 1 else input + tensor1 / tensor2
 
 
 def square(input: Tensor) -> Tensor:
-    """``input * input``."""
+    """``input * input``.
+
+    Args:
+        input: the input tensor.
+
+    Returns:
+        A new tensor of ``input``'s shape.
+    """
     return input * input
 
 
 def reciprocal(input: Tensor) -> Tensor:
-    """``1 / input`` (integers give floats)."""
+    """``1 / input`` (integers give floats).
+
+    Args:
+        input: the input tensor.
+
+    Returns:
+        A new floating tensor of ``input``'s shape.
+    """
     return _div(1.0, input)
