@@ -6,9 +6,10 @@ class (other public values, such as the dtypes, are instances documented by thei
 
 1. **Summary**: its own ``__doc__`` (not inherited) is non-empty and its first line is a
    summary of at most 100 characters.
-2. **Args**: a function with parameters (other than ``self``/``cls``) has a Google-style
-   ``Args:`` section with an entry ``name:`` or ``name (type):`` for every parameter
-   (``*args`` and ``**kwargs`` written with their stars or without).
+2. **Args**: a function with parameters (other than ``self``/``cls`` and private ones whose
+   names start with ``_``, such as torch's ``_stacklevel``) has a Google-style ``Args:``
+   section with an entry ``name:`` or ``name (type):`` for every such parameter (``*args``
+   and ``**kwargs`` written with their stars or without).
 3. **Returns**: a function has a ``Returns:`` or ``Yields:`` section, unless its return
    annotation is ``None``.
 
@@ -61,7 +62,8 @@ def _parameters(obj) -> list[inspect.Parameter]:
         signature = inspect.signature(obj)
     except (TypeError, ValueError):
         return []
-    return [p for p in signature.parameters.values() if p.name not in ("self", "cls")]
+    return [p for p in signature.parameters.values()
+            if p.name not in ("self", "cls") and not p.name.startswith("_")]
 
 
 def summary_problems(obj) -> list[str]:

@@ -38,6 +38,11 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
                                  enable_gqa: bool = False) -> Tensor:
     """``softmax(Q K^T * scale + mask) V``.
 
+    Shape:
+        output: ``(..., Hq, L, Ev)``.
+
+    Rows whose every position is masked out give zeros (not NaN), as torch's.
+
     Args:
         query: ``(..., Hq, L, E)``.
         key: ``(..., Hk, S, E)``.
@@ -52,10 +57,8 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
         enable_gqa: allow ``Hk`` to divide ``Hq`` (grouped-query attention): each key/value
             head serves ``Hq / Hk`` consecutive query heads.
 
-    Shape:
-        output: ``(..., Hq, L, Ev)``.
-
-    Rows whose every position is masked out give zeros (not NaN), as torch's.
+    Returns:
+        A new ``(*, L, Ev)`` tensor.
 
     Example::
 
