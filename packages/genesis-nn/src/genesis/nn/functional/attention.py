@@ -213,16 +213,36 @@ def multi_head_attention_forward(
 ) -> tuple[Tensor, Tensor | None]:
     """Multi-head attention, as ``torch.nn.functional.multi_head_attention_forward``.
 
-    The arguments not listed below are the weights and options of ``nn.MultiheadAttention``,
-    with torch's names and meanings.
+    The weights and options are those of ``nn.MultiheadAttention``, with torch's names and
+    meanings.
 
     Args:
         query: ``(L, N, E)`` or unbatched ``(L, E)`` (sequence first).
         key: ``(S, N, Ek)`` or ``(S, Ek)``.
         value: ``(S, N, Ev)`` or ``(S, Ev)``.
+        embed_dim_to_check: ``E``, checked against ``query``.
+        num_heads: the number of heads (``E`` must be divisible by it).
+        in_proj_weight: the packed ``(3E, E)`` q/k/v projection (None with separate weights).
+        in_proj_bias: the packed ``(3E,)`` projection bias, or None.
+        bias_k: a ``(1, 1, E)`` bias appended to the keys, or None.
+        bias_v: a ``(1, 1, E)`` bias appended to the values, or None.
+        add_zero_attn: append a row of zeros to the keys and values.
+        dropout_p: dropout probability on the attention weights (when ``training``).
+        out_proj_weight: the ``(E, E)`` output projection.
+        out_proj_bias: the ``(E,)`` output projection bias, or None.
+        training: apply dropout.
         key_padding_mask: ``(N, S)``; bool ``True`` = ignore that key, or float (added).
+        need_weights: also return the attention weights.
         attn_mask: ``(L, S)`` or ``(N * num_heads, L, S)``; bool ``True`` = not allowed, or
             float (added).
+        use_separate_proj_weight: use ``q_proj_weight``/``k_proj_weight``/``v_proj_weight``
+            instead of ``in_proj_weight``.
+        q_proj_weight: the ``(E, E)`` query projection (separate weights only).
+        k_proj_weight: the ``(E, Ek)`` key projection (separate weights only).
+        v_proj_weight: the ``(E, Ev)`` value projection (separate weights only).
+        static_k: must be None (not supported).
+        static_v: must be None (not supported).
+        average_attn_weights: average the returned weights over the heads.
         is_causal: with no ``attn_mask``, use a causal mask.
 
     Returns:
