@@ -42,6 +42,24 @@ def _defined_at(obj) -> str | None:
     return f"{obj.__module__}.{obj.__qualname__}" if found is obj else None
 
 
+def _docstring_markdown(doc: str) -> str:
+    """A Google-style docstring as Markdown: sections in bold, ``Args:`` entries as a list."""
+    doc = doc.replace("``", "`")
+    out, section = [], None
+    for line in doc.splitlines():
+        header = re.fullmatch(r"([A-Z][A-Za-z ]*):", line.strip())
+        if header and not line.startswith(" "):
+            section = header.group(1)
+            out += ["", f"**{section}:**", ""]
+            continue
+        entry = re.fullmatch(r" {4}(\*{0,2}\w+): (.*)", line)
+        if section == "Args" and entry:
+            out.append(f"- `{entry.group(1)}`: {entry.group(2)}")
+        else:
+            out.append(line.strip())
+    return "\n".join(out) + "\n"
+
+
 def _plain_entry(heading: str, name: str, obj) -> str:
     """Markdown for an object griffe cannot reach: made at run time from a table (the
     elementwise ops of ``genesis.op_declarations``), it is not an attribute of its module."""
@@ -49,11 +67,8 @@ def _plain_entry(heading: str, name: str, obj) -> str:
         signature = f"{name}{inspect.signature(obj)}"
     except (TypeError, ValueError):
         signature = name
-    summary, _, rest = (inspect.getdoc(obj) or "").partition("\n")
-    body = f"{summary}\n"
-    if rest.strip():
-        body += f"\n```text\n{rest.strip()}\n```\n"
     title = f"## `{heading}` {{ #{heading} data-toc-label='{name}' }}"
+    body = _docstring_markdown(inspect.getdoc(obj) or "")
     return f"{title}\n\n```python\n{signature}\n```\n\n{body}"
 
 
