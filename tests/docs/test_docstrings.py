@@ -8,14 +8,16 @@ class (other public values, such as the dtypes, are instances documented by thei
    summary of at most 100 characters.
 2. **Args**: a function with parameters (other than ``self``/``cls`` and private ones whose
    names start with ``_``, such as torch's ``_stacklevel``) has a Google-style ``Args:``
-   section with an entry ``name:`` or ``name (type):`` for every such parameter (``*args``
-   and ``**kwargs`` written with their stars or without).
+   section describing every such parameter, and nothing else: each entry (a line at the
+   section's first indentation) is ``name:``, ``name (type):`` or, for parameters that share
+   a description, ``name1, name2:``; ``*args``/``**kwargs`` may keep their stars. An entry
+   naming something that is not a parameter fails too (a renamed argument whose docstring
+   was not updated).
 3. **Returns**: a function has a ``Returns:`` or ``Yields:`` section, unless its return
    annotation is ``None``.
 
 Classes need only rule 1 (their constructor arguments are described on the class or in
-``__init__``, which mkdocstrings merges). The strict site build adds one more check: griffe
-warns, and so fails the build, when an ``Args:`` entry names a parameter the signature lacks.
+``__init__``, which mkdocstrings merges).
 """
 
 from __future__ import annotations
@@ -54,6 +56,24 @@ def _section(doc: str, title: str) -> str | None:
     return match.group(1) if match else None
 
 
+_ENTRY = re.compile(r"(\**\w+(?:\s*,\s*\**\w+)*)\s*(?:\([^)]*\))?:(?:\s|$)")
+
+
+def _entry_names(section: str) -> set[str]:
+    """The parameter names of an ``Args:`` body's entries (lines at its first indentation)."""
+    lines = [line for line in section.splitlines() if line.strip()]
+    if not lines:
+        return set()
+    indent = min(len(line) - len(line.lstrip()) for line in lines)
+    names = set()
+    for line in lines:
+        if len(line) - len(line.lstrip()) == indent:
+            match = _ENTRY.match(line.strip())
+            if match:
+                names.update(n.strip().lstrip("*") for n in match.group(1).split(","))
+    return names
+
+
 def _parameters(obj) -> list[inspect.Parameter]:
     try:
         signature = inspect.signature(obj)
@@ -87,10 +107,12 @@ def section_problems(obj) -> list[str]:
         if args is None:
             problems.append("no Args: section")
         else:
-            for p in params:
-                pattern = rf"^\s+\**{re.escape(p.name)}(\s*\([^)]*\))?:"
-                if not re.search(pattern, args, re.MULTILINE):
-                    problems.append(f"Args: does not describe {p.name!r}")
+            described = _entry_names(args)
+            names = {p.name for p in params}
+            problems += [f"Args: does not describe {p.name!r}" for p in params
+                         if p.name not in described]
+            problems += [f"Args: describes {n!r}, which is not a parameter"
+                         for n in sorted(described - names) if not n.startswith("_")]
     try:
         returns_none = inspect.signature(obj).return_annotation in (None, "None")
     except (TypeError, ValueError):
@@ -134,10 +156,12 @@ def test_the_checks_can_fail():
     assert summary_problems(bare) == ["no docstring"]
     bare.__doc__ = "\n  Text after an empty first line."
     assert summary_problems(bare) == []  # cleandoc drops leading blank lines
-    bare.__doc__ = "Summary.\n\nArgs:\n    x: the value.\n"
+    bare.__doc__ = "Summary.\n\nArgs:\n    x: the value,\n        y: not an entry.\n"
     assert section_problems(bare) == [
         "Args: does not describe 'y'",
         "no Returns: (or Yields:) section",
     ]
+    bare.__doc__ = "Summary.\n\nArgs:\n    x, y: values.\n    z: gone.\n\nReturns:\n    None.\n"
+    assert section_problems(bare) == ["Args: describes 'z', which is not a parameter"]
     assert section_problems(documented) == []
     assert summary_problems(documented) == []
