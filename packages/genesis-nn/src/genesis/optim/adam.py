@@ -29,9 +29,7 @@ class Adam(Optimizer):
         amsgrad: use the running maximum of the second moment (AMSGrad).
         maximize: ascend the objective instead of descending it.
         decoupled_weight_decay: decay the weights directly, as AdamW.
-        foreach: accepted for PyTorch compatibility.
-        fused: like ``foreach``.
-        capturable: like ``foreach``.
+        foreach, fused, capturable: accepted for PyTorch compatibility.
 
     Example::
 

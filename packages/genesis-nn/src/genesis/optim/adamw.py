@@ -21,9 +21,7 @@ class AdamW(Adam):
         weight_decay: decoupled weight decay coefficient (default 0.01, as torch).
         amsgrad: use the running maximum of the second moment (AMSGrad).
         maximize: ascend the objective instead of descending it.
-        foreach: accepted for PyTorch compatibility.
-        fused: like ``foreach``.
-        capturable: like ``foreach``.
+        foreach, fused, capturable: accepted for PyTorch compatibility.
 
     Example::
 

@@ -27,8 +27,7 @@ class SGD(Optimizer):
         weight_decay: L2 penalty added to the gradient.
         nesterov: use Nesterov momentum (needs ``momentum > 0`` and ``dampening == 0``).
         maximize: ascend the objective instead of descending it.
-        foreach: accepted for PyTorch compatibility; genesis picks its kernels itself.
-        fused: like ``foreach``.
+        foreach, fused: accepted for PyTorch compatibility; genesis picks its kernels itself.
 
     Example::
 
