@@ -5,11 +5,11 @@ genesis-distributed add sub-packages (``genesis.nn``, ``genesis.models`` ...). B
 plugins loaded on first use of their device, never here.
 """
 
-from pkgutil import extend_path
-
 # Other distributions install sub-packages of `genesis` (possibly editable, from their own
-# src/ folders): let Python look for them along the whole path.
-__path__ = extend_path(__path__, __name__)
+# src/ folders): let Python look for them along the whole path. Spelled as pkgutil's documented
+# one-liner so that static tools (griffe, for the API reference) see a namespace package, and
+# `extend_path` does not become a public name of `genesis`.
+__path__ = __import__("pkgutil").extend_path(__path__, __name__)
 
 from genesis import tensor_methods as _tensor_methods  # noqa: E402,F401  (attaches methods)
 from genesis.autocast import autocast, get_autocast_dtype, is_autocast_enabled  # noqa: E402
@@ -95,26 +95,56 @@ __version__ = "0.1.0"
 
 
 def is_tensor(obj) -> bool:
-    """Whether ``obj`` is a genesis Tensor."""
+    """Whether ``obj`` is a genesis Tensor.
+
+    Args:
+        obj: any object.
+
+    Returns:
+        A Python bool.
+    """
     return isinstance(obj, Tensor)
 
 
 def numel(input: Tensor) -> int:
+    """The number of elements of ``input``.
+
+    Args:
+        input: a tensor.
+
+    Returns:
+        The product of ``input.shape`` as a Python int.
+    """
     return input.numel()
 
 
 def set_num_threads(n: int) -> None:
-    """Threads the CPU backend's kernels may use (torch's intra-op pool)."""
+    """Threads the CPU backend's kernels may use (torch's intra-op pool).
+
+    Args:
+        n: a positive number of threads.
+    """
     device("cpu").backend.set_num_threads(n)
 
 
 def get_num_threads() -> int:
-    """Threads the CPU backend's kernels may use."""
+    """Threads the CPU backend's kernels may use.
+
+    Returns:
+        An int.
+    """
     return device("cpu").backend.get_num_threads()
 
 
 def broadcast_tensors(*tensors) -> tuple:
-    """Views of ``tensors`` expanded to their common broadcast shape."""
+    """Views of ``tensors`` expanded to their common broadcast shape.
+
+    Args:
+        *tensors: the tensors to broadcast together.
+
+    Returns:
+        A tuple of views, one per tensor, all of the broadcast shape.
+    """
     shape = broadcast_shapes(*(t.shape for t in tensors))
     return tuple(t.expand(shape) for t in tensors)
 

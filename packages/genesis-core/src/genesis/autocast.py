@@ -78,12 +78,26 @@ _DEFAULT_DTYPES = {"cuda": D.float16, "cpu": D.bfloat16}
 
 
 def is_autocast_enabled(device_type: str = "cuda") -> bool:
-    """Whether autocast is on for ``device_type`` in this thread."""
+    """Whether autocast is on for ``device_type`` in this thread.
+
+    Args:
+        device_type: ``'cpu'``, ``'cuda'`` ...
+
+    Returns:
+        A Python bool.
+    """
     return device_type in _state.by_device
 
 
 def get_autocast_dtype(device_type: str) -> D.DType:
-    """The low dtype autocast uses for ``device_type``."""
+    """The low dtype autocast uses for ``device_type``.
+
+    Args:
+        device_type: ``'cpu'``, ``'cuda'`` ...
+
+    Returns:
+        A dtype.
+    """
     return _state.by_device.get(device_type, _DEFAULT_DTYPES.get(device_type, D.bfloat16))
 
 

@@ -79,6 +79,9 @@ def tensor(data, dtype: D.DType | None = None, device=None,
         device: where to put it (CPU when None).
         requires_grad: record operations on it for autograd.
 
+    Returns:
+        A new tensor (never sharing memory with ``data``).
+
     Example:
         >>> genesis.tensor([[1, 2], [3, 4]], dtype=genesis.float32)
     """
@@ -157,7 +160,16 @@ def _from_host(arr: np.ndarray, dtype: D.DType, dev) -> Tensor:
 
 
 def as_tensor(data, dtype: D.DType | None = None, device=None) -> Tensor:
-    """``data`` as a tensor, sharing memory when it already is one (or a CPU numpy array)."""
+    """``data`` as a tensor, sharing memory when it already is one (or a CPU numpy array).
+
+    Args:
+        data: a tensor, a numpy array, or (nested) Python numbers.
+        dtype: the element type; kept or inferred when None.
+        device: where to put it; kept (or the CPU) when None.
+
+    Returns:
+        ``data`` itself when nothing changes, else a new tensor.
+    """
     dev = placement(device) if device is not None else None
     if isinstance(data, Tensor):
         if (dtype is None or dtype is data.dtype) and (dev is None or dev is data.device):
@@ -170,7 +182,14 @@ def as_tensor(data, dtype: D.DType | None = None, device=None) -> Tensor:
 
 
 def from_numpy(ndarray: np.ndarray) -> Tensor:
-    """A CPU tensor sharing memory with ``ndarray``."""
+    """A CPU tensor sharing memory with ``ndarray``.
+
+    Args:
+        ndarray: a numpy array of a supported dtype.
+
+    Returns:
+        A CPU tensor sharing ``ndarray``'s memory.
+    """
     if not isinstance(ndarray, np.ndarray):
         raise TypeError(f"expected np.ndarray (got {type(ndarray).__name__})")
     if ndarray.dtype not in _NP_TO_DTYPE:
@@ -182,7 +201,14 @@ def from_numpy(ndarray: np.ndarray) -> Tensor:
 
 
 def from_dlpack(ext) -> Tensor:
-    """A tensor sharing memory with any DLPack-capable object (or a capsule)."""
+    """A tensor sharing memory with any DLPack-capable object (or a capsule).
+
+    Args:
+        ext: an object with ``__dlpack__`` (a torch or cupy tensor ...) or a DLPack capsule.
+
+    Returns:
+        A tensor viewing the same memory.
+    """
     from genesis.device import device as Device
 
     if hasattr(ext, "__dlpack_device__"):
@@ -211,17 +237,48 @@ def _factory(shape, value, dtype, device, requires_grad) -> Tensor:
 
 
 def zeros(*size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-    """A tensor of zeros with the given shape."""
+    """A tensor of zeros with the given shape.
+
+    Args:
+        *size: the shape: ints, or one tuple or list of ints.
+        dtype: the element type; the default float dtype when None.
+        device: where to make it; the CPU when None.
+        requires_grad: whether autograd records operations on the result.
+
+    Returns:
+        A new tensor.
+    """
     return _factory(shape_arg(size), 0.0 if dtype is None else 0, dtype, device, requires_grad)
 
 
 def ones(*size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-    """A tensor of ones with the given shape."""
+    """A tensor of ones with the given shape.
+
+    Args:
+        *size: the shape: ints, or one tuple or list of ints.
+        dtype: the element type; the default float dtype when None.
+        device: where to make it; the CPU when None.
+        requires_grad: whether autograd records operations on the result.
+
+    Returns:
+        A new tensor.
+    """
     return _factory(shape_arg(size), 1.0 if dtype is None else 1, dtype, device, requires_grad)
 
 
 def full(size, fill_value, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-    """A tensor filled with ``fill_value`` (dtype inferred from it when not given)."""
+    """A tensor filled with ``fill_value`` (dtype inferred from it when not given).
+
+    Args:
+        size: the shape (a tuple or list of ints).
+        fill_value: the value of every element.
+        dtype: the element type; inferred from ``fill_value`` when None.
+        device: where to make it; the CPU when None.
+        requires_grad: whether autograd records operations on the result.
+
+    Returns:
+        A new tensor.
+    """
     if isinstance(fill_value, Tensor):
         fill_value = fill_value.item()
     return _factory(shape_arg((size,) if isinstance(size, int) else size), fill_value, dtype,
@@ -229,7 +286,17 @@ def full(size, fill_value, *, dtype=None, device=None, requires_grad: bool = Fal
 
 
 def empty(*size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-    """An uninitialised tensor with the given shape."""
+    """An uninitialised tensor with the given shape.
+
+    Args:
+        *size: the shape: ints, or one tuple or list of ints.
+        dtype: the element type; the default float dtype when None.
+        device: where to make it; the CPU when None.
+        requires_grad: whether autograd records operations on the result.
+
+    Returns:
+        A new tensor with arbitrary values.
+    """
     return _factory(shape_arg(size), None, dtype, device, requires_grad)
 
 
@@ -238,22 +305,71 @@ def _like(t: Tensor, dtype, device):
 
 
 def zeros_like(input: Tensor, *, dtype=None, device=None, requires_grad=False) -> Tensor:
+    """A tensor of zeros with the shape of ``input``.
+
+    Args:
+        input: the tensor whose shape (and, by default, dtype and device) is used.
+        dtype: the result's dtype; ``input.dtype`` when None.
+        device: the result's device; ``input.device`` when None.
+        requires_grad: whether autograd records operations on the result.
+
+    Returns:
+        A new tensor of ``input.shape``.
+
+    Example:
+        >>> genesis.zeros_like(genesis.ones(2, 3)).sum().item()
+        0.0
+    """
     dtype, device = _like(input, dtype, device)
     return _factory(input.shape, 0, dtype, device, requires_grad)
 
 
 def ones_like(input: Tensor, *, dtype=None, device=None, requires_grad=False) -> Tensor:
+    """A tensor of ones with the shape of ``input``.
+
+    Args:
+        input: the tensor whose shape (and, by default, dtype and device) is used.
+        dtype: the result's dtype; ``input.dtype`` when None.
+        device: the result's device; ``input.device`` when None.
+        requires_grad: whether autograd records operations on the result.
+
+    Returns:
+        A new tensor of ``input.shape``.
+    """
     dtype, device = _like(input, dtype, device)
     return _factory(input.shape, 1, dtype, device, requires_grad)
 
 
 def full_like(input: Tensor, fill_value, *, dtype=None, device=None,
               requires_grad=False) -> Tensor:
+    """A tensor filled with ``fill_value`` with the shape of ``input``.
+
+    Args:
+        input: the tensor whose shape (and, by default, dtype and device) is used.
+        fill_value: the value of every element.
+        dtype: the result's dtype; ``input.dtype`` when None.
+        device: the result's device; ``input.device`` when None.
+        requires_grad: whether autograd records operations on the result.
+
+    Returns:
+        A new tensor of ``input.shape``.
+    """
     dtype, device = _like(input, dtype, device)
     return _factory(input.shape, fill_value, dtype, device, requires_grad)
 
 
 def empty_like(input: Tensor, *, dtype=None, device=None, requires_grad=False) -> Tensor:
+    """A tensor of uninitialised memory with the shape of ``input``.
+
+    Args:
+        input: the tensor whose shape (and, by default, dtype and device) is used.
+        dtype: the result's dtype; ``input.dtype`` when None.
+        device: the result's device; ``input.device`` when None.
+        requires_grad: whether autograd records operations on the result.
+
+    Returns:
+        A new tensor of ``input.shape`` (its values are arbitrary).
+    """
     dtype, device = _like(input, dtype, device)
     return _factory(input.shape, None, dtype, device, requires_grad)
 
@@ -261,7 +377,20 @@ def empty_like(input: Tensor, *, dtype=None, device=None, requires_grad=False) -
 # --------------------------------------------------------------- ranges
 def arange(start, end=None, step=1, *, dtype=None, device=None,
            requires_grad: bool = False) -> Tensor:
-    """Values ``start, start+step, ...`` below ``end`` (``arange(n)`` is ``0..n-1``)."""
+    """Values ``start, start+step, ...`` below ``end`` (``arange(n)`` is ``0..n-1``).
+
+    Args:
+        start: the first value (or, alone, ``end`` with a start of 0).
+        end: the bound, excluded.
+        step: the difference between values.
+        dtype: the element type; when None, int64 for integer arguments, else the default
+            float dtype.
+        device: where to make it; the CPU when None.
+        requires_grad: whether autograd records operations on the result.
+
+    Returns:
+        A new 1-d tensor.
+    """
     if end is None:
         start, end = 0, start
     vals = [v.item() if isinstance(v, Tensor) else v for v in (start, end, step)]
@@ -278,7 +407,19 @@ def arange(start, end=None, step=1, *, dtype=None, device=None,
 
 def linspace(start, end, steps: int, *, dtype=None, device=None,
              requires_grad: bool = False) -> Tensor:
-    """``steps`` evenly spaced values from ``start`` to ``end`` inclusive."""
+    """``steps`` evenly spaced values from ``start`` to ``end`` inclusive.
+
+    Args:
+        start: the first value.
+        end: the last value.
+        steps: the number of values.
+        dtype: the element type; the default float dtype when None.
+        device: where to make it; the CPU when None.
+        requires_grad: whether autograd records operations on the result.
+
+    Returns:
+        A new 1-d tensor of ``steps`` values.
+    """
     if steps < 0:
         raise RuntimeError("linspace: number of steps must be non-negative")
     dtype = dtype or D.get_default_dtype()
@@ -291,7 +432,18 @@ def linspace(start, end, steps: int, *, dtype=None, device=None,
 
 def eye(n: int, m: int | None = None, *, dtype=None, device=None,
         requires_grad: bool = False) -> Tensor:
-    """A 2-d tensor with ones on the diagonal."""
+    """A 2-d tensor with ones on the diagonal.
+
+    Args:
+        n: the number of rows.
+        m: the number of columns; ``n`` when None.
+        dtype: the element type; the default float dtype when None.
+        device: where to make it; the CPU when None.
+        requires_grad: whether autograd records operations on the result.
+
+    Returns:
+        A new (n, m) tensor.
+    """
     m = n if m is None else m
     return tensor(np.eye(n, m), dtype=dtype or D.get_default_dtype(), device=device,
                   requires_grad=requires_grad)
@@ -307,29 +459,83 @@ def _random_fill(shape, dtype, device, fill) -> Tensor:
 
 
 def rand(*size, generator=None, dtype=None, device=None, requires_grad=False) -> Tensor:
-    """Uniform samples from [0, 1)."""
+    """Uniform samples from [0, 1).
+
+    Args:
+        *size: the shape: ints, or one tuple or list of ints.
+        generator: the random-number generator to draw from; the device's default when None.
+        dtype: the element type; the default float dtype when None.
+        device: where to make it; the CPU when None.
+        requires_grad: whether autograd records operations on the result.
+
+    Returns:
+        A new tensor of samples.
+    """
     t = _random_fill(shape_arg(size), dtype, device, lambda o: o.uniform_(0, 1,
                                                                          generator=generator))
     return _finish(t, requires_grad)
 
 
 def randn(*size, generator=None, dtype=None, device=None, requires_grad=False) -> Tensor:
-    """Standard normal samples."""
+    """Standard normal samples.
+
+    Args:
+        *size: the shape: ints, or one tuple or list of ints.
+        generator: the random-number generator to draw from; the device's default when None.
+        dtype: the element type; the default float dtype when None.
+        device: where to make it; the CPU when None.
+        requires_grad: whether autograd records operations on the result.
+
+    Returns:
+        A new tensor of samples.
+    """
     t = _random_fill(shape_arg(size), dtype, device, lambda o: o.normal_(0, 1,
                                                                         generator=generator))
     return _finish(t, requires_grad)
 
 
 def rand_like(input: Tensor, *, dtype=None, device=None) -> Tensor:
+    """Uniform random numbers in ``[0, 1)`` with the shape of ``input``.
+
+    Args:
+        input: the tensor whose shape (and, by default, dtype and device) is used.
+        dtype: the result's dtype (a floating dtype); ``input.dtype`` when None.
+        device: the result's device; ``input.device`` when None.
+
+    Returns:
+        A new tensor of ``input.shape`` drawn from the default generator.
+    """
     return rand(input.shape, dtype=dtype or input.dtype, device=device or input.device)
 
 
 def randn_like(input: Tensor, *, dtype=None, device=None) -> Tensor:
+    """Standard normal random numbers with the shape of ``input``.
+
+    Args:
+        input: the tensor whose shape (and, by default, dtype and device) is used.
+        dtype: the result's dtype (a floating dtype); ``input.dtype`` when None.
+        device: the result's device; ``input.device`` when None.
+
+    Returns:
+        A new tensor of ``input.shape`` drawn from the default generator.
+    """
     return randn(input.shape, dtype=dtype or input.dtype, device=device or input.device)
 
 
 def randint(low, high=None, size=None, *, generator=None, dtype=None, device=None) -> Tensor:
-    """Uniform integers in ``[low, high)`` (``randint(high, size)`` starts at 0)."""
+    """Uniform integers in ``[low, high)`` (``randint(high, size)`` starts at 0).
+
+    Args:
+        low: the lowest value (or, with two arguments, ``high``).
+        high: one above the highest value.
+        size: the shape.
+        generator: the random-number generator to draw from; the device's default when None.
+        dtype: the element type; int64 when None.
+        device: where to make it; the CPU when None.
+
+    Returns:
+        A new tensor of samples.
+    """
     if size is None:
         low, high, size = 0, low, high
     if high is None or size is None:
@@ -345,20 +551,55 @@ def randint(low, high=None, size=None, *, generator=None, dtype=None, device=Non
 
 
 def randint_like(input: Tensor, low, high=None, *, dtype=None) -> Tensor:
+    """Uniform random integers in ``[low, high)`` with the shape of ``input``.
+
+    ``randint_like(input, high)`` starts at 0, as torch's.
+
+    Args:
+        input: the tensor whose shape, dtype (by default) and device are used.
+        low: the lowest value (inclusive), or ``high`` when ``high`` is None.
+        high: one above the highest value.
+        dtype: the result's dtype; ``input.dtype`` when None.
+
+    Returns:
+        A new tensor of ``input.shape`` on ``input.device``.
+    """
     if high is None:
         low, high = 0, low
     return randint(low, high, input.shape, dtype=dtype or input.dtype, device=input.device)
 
 
 def randperm(n: int, *, generator=None, dtype=None, device=None) -> Tensor:
-    """A random permutation of ``0..n-1``."""
+    """A random permutation of ``0..n-1``.
+
+    Args:
+        n: the number of values.
+        generator: the random-number generator to draw from; the device's default when None.
+        dtype: the element type; int64 when None.
+        device: where to make it; the CPU when None.
+
+    Returns:
+        A new 1-d tensor.
+    """
     dev = placement(device)
     gen = resolve_generator(generator, dev)
     return wrap(dev.backend.randperm(int(n), dtype or D.int64, dev.index, gen), dev)
 
 
 def normal(mean, std, size=None, *, generator=None, dtype=None, device=None) -> Tensor:
-    """Normal samples with the given mean and std (numbers with ``size``, or tensors)."""
+    """Normal samples with the given mean and std (numbers with ``size``, or tensors).
+
+    Args:
+        mean: the mean (a number or a tensor).
+        std: the standard deviation (a number or a tensor).
+        size: the shape when ``mean`` and ``std`` are numbers.
+        generator: the random-number generator to draw from; the device's default when None.
+        dtype: the element type; the default float dtype when None.
+        device: where to make it; the CPU when None.
+
+    Returns:
+        A new tensor of samples.
+    """
     if isinstance(mean, Tensor) or isinstance(std, Tensor):
         ref = mean if isinstance(mean, Tensor) else std
         return randn(ref.shape if size is None else size, generator=generator,
@@ -371,7 +612,17 @@ def normal(mean, std, size=None, *, generator=None, dtype=None, device=None) -> 
 
 
 def bernoulli(input: Tensor, p=None, *, generator=None) -> Tensor:
-    """0/1 samples with probability ``input`` (or ``p``) of a one."""
+    """0/1 samples with probability ``input`` (or ``p``) of a one.
+
+    Args:
+        input: probabilities of a one, in [0, 1].
+        p: a probability used instead of ``input``'s values (then ``input`` gives only
+            the shape).
+        generator: the random-number generator to draw from; the device's default when None.
+
+    Returns:
+        A new tensor of ``input``'s shape and dtype holding 0s and 1s.
+    """
     probs = input if p is None else full_like(input, p)
     return (rand(input.shape, generator=generator, dtype=probs.dtype,
                  device=input.device) < probs).to(input.dtype)

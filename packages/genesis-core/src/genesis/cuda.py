@@ -24,13 +24,21 @@ def _backend_or_none():
 
 
 def is_available() -> bool:
-    """True when the CUDA plugin is installed, loads, and sees at least one GPU."""
+    """True when the CUDA plugin is installed, loads, and sees at least one GPU.
+
+    Returns:
+        A Python bool (never raises).
+    """
     backend = _backend_or_none()
     return bool(backend is not None and backend.is_available())
 
 
 def device_count() -> int:
-    """Number of visible CUDA devices (0 without the plugin or without a GPU)."""
+    """Number of visible CUDA devices (0 without the plugin or without a GPU).
+
+    Returns:
+        An int (never raises).
+    """
     backend = _backend_or_none()
     return backend.device_count() if backend is not None else 0
 

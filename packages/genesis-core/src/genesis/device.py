@@ -9,10 +9,10 @@ class device:  # noqa: N801 - named like torch.device
     Devices are interned: ``device('cuda:0') is device('cuda', 0)``. The backend behind a
     device is loaded lazily, on first use of ``.backend``.
 
-    Args:
-        type_or_spec: ``'cpu'``, ``'cuda'``, ``'cuda:1'`` or another device.
-        index: device ordinal; without one (``'cuda'``) tensors go to the backend's
-            current device, and a tensor's ``.device`` always names the ordinal.
+    ``device(type_or_spec, index=None)``: ``type_or_spec`` is ``'cpu'``, ``'cuda'``,
+    ``'cuda:1'`` or another device; ``index`` is the device ordinal. Without one (``'cuda'``)
+    tensors go to the backend's current device, and a tensor's ``.device`` always names the
+    ordinal.
     """
 
     __slots__ = ("type", "index", "_backend")

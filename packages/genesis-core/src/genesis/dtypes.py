@@ -75,6 +75,13 @@ def promote_types(a: DType, b: DType) -> DType:
     """The smallest dtype both ``a`` and ``b`` convert to without losing range or kind.
 
     Same table as ``torch.promote_types``.
+
+    Args:
+        a: a dtype.
+        b: another dtype.
+
+    Returns:
+        The promoted dtype.
     """
     if a is b:
         return a
@@ -112,12 +119,20 @@ _default = _DefaultDType()
 
 
 def get_default_dtype() -> DType:
-    """The floating dtype that Python floats and new float tensors get (float32 unless set)."""
+    """The floating dtype that Python floats and new float tensors get (float32 unless set).
+
+    Returns:
+        A floating dtype.
+    """
     return _default.value
 
 
 def set_default_dtype(d: DType) -> None:
-    """Set the default floating dtype (only floating dtypes are allowed, as in torch)."""
+    """Set the default floating dtype (only floating dtypes are allowed, as in torch).
+
+    Args:
+        d: float16, bfloat16, float32 or float64.
+    """
     if not isinstance(d, DType) or not d.is_floating_point:
         raise TypeError(f"set_default_dtype needs a floating dtype, got {d!r}")
     _default.value = d
@@ -140,6 +155,12 @@ def result_type(*operands) -> DType:
     Tensors with dimensions outrank 0-d tensors, which outrank Python scalars; within a
     class dtypes are promoted, and a lower class only wins by a higher category
     (e.g. an int tensor plus ``1.5`` gives the default float dtype).
+
+    Args:
+        *operands: tensors and Python numbers.
+
+    Returns:
+        A dtype.
     """
     dim_result = zero_result = scalar_result = None
     for op in operands:
@@ -159,5 +180,13 @@ def result_type(*operands) -> DType:
 
 
 def can_cast(from_: DType, to: DType) -> bool:
-    """Whether ``from_`` may be cast to ``to`` by in-place ops (no category is lowered)."""
+    """Whether ``from_`` may be cast to ``to`` by in-place ops (no category is lowered).
+
+    Args:
+        from_: the source dtype.
+        to: the target dtype.
+
+    Returns:
+        A Python bool.
+    """
     return from_.category <= to.category

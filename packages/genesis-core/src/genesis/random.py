@@ -18,7 +18,11 @@ _initial_seed = int(time.time_ns() % (2**63))
 
 
 def initial_seed() -> int:
-    """The seed the default generators were last seeded with."""
+    """The seed the default generators were last seeded with.
+
+    Returns:
+        An int.
+    """
     return _initial_seed
 
 
@@ -97,6 +101,12 @@ def manual_seed(seed: int) -> Generator:
     """Seed every device's default generator (CPU and any backend, now or later).
 
     Returns the CPU default generator.
+
+    Args:
+        seed: an int.
+
+    Returns:
+        The CPU default generator.
     """
     global _initial_seed
     _initial_seed = int(seed) % (2**64)
@@ -107,7 +117,11 @@ def manual_seed(seed: int) -> Generator:
 
 
 def seed() -> int:
-    """Seed every default generator from a non-deterministic source; returns the seed."""
+    """Seed every default generator from a non-deterministic source; returns the seed.
+
+    Returns:
+        The seed used (an int).
+    """
     s = time.time_ns() % (2**63)
     manual_seed(s)
     return s
@@ -120,12 +134,20 @@ def _device_indices(backend) -> list:
 
 
 def get_rng_state():
-    """The CPU default generator's state as a uint8 tensor."""
+    """The CPU default generator's state as a uint8 tensor.
+
+    Returns:
+        A uint8 tensor, for ``set_rng_state``.
+    """
     return default_generator.get_state()
 
 
 def set_rng_state(state) -> None:
-    """Restore the CPU default generator's state."""
+    """Restore the CPU default generator's state.
+
+    Args:
+        state: a uint8 tensor from ``get_rng_state``.
+    """
     default_generator.set_state(state)
 
 
@@ -136,6 +158,14 @@ def fork_rng(devices=(), enabled: bool = True):
     Args:
         devices: devices (e.g. ``['cuda:0']``) whose default generators are also restored.
         enabled: False makes this a no-op.
+
+    Yields:
+        Nothing: the block runs with the generators as they were, and whatever it draws is
+        undone when it ends.
+
+    Example:
+        >>> with genesis.fork_rng():
+        ...     noise = genesis.randn(3)   # the default generator is restored afterwards
     """
     if not enabled:
         yield

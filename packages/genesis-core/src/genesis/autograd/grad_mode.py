@@ -15,12 +15,20 @@ _state = _GradState()
 
 
 def is_grad_enabled() -> bool:
-    """Whether operations are currently recorded for autograd."""
+    """Whether operations are currently recorded for autograd.
+
+    Returns:
+        A Python bool.
+    """
     return _state.enabled
 
 
 def is_inference_mode_enabled() -> bool:
-    """Whether an ``inference_mode`` block is active."""
+    """Whether an ``inference_mode`` block is active.
+
+    Returns:
+        A Python bool.
+    """
     return _state.inference
 
 

@@ -12,7 +12,14 @@ wrap = Tensor._wrap
 
 
 def broadcast_shapes(*shapes) -> tuple:
-    """The shape that ``shapes`` broadcast to (numpy/torch rules); error names them all."""
+    """The shape that ``shapes`` broadcast to (numpy/torch rules); error names them all.
+
+    Args:
+        *shapes: shapes (tuples of ints, or ``Size``).
+
+    Returns:
+        The broadcast shape as a tuple of ints.
+    """
     ndim = max((len(s) for s in shapes), default=0)
     out = [1] * ndim
     for s in shapes:

@@ -15,7 +15,15 @@ mul, sub = FUNCTIONS["mul"], FUNCTIONS["sub"]
 
 
 def equal(input: Tensor, other: Tensor) -> bool:
-    """True when both tensors have the same shape and all elements are equal."""
+    """True when both tensors have the same shape and all elements are equal.
+
+    Args:
+        input: the input tensor.
+        other: the second tensor.
+
+    Returns:
+        A Python bool.
+    """
     return input.shape == other.shape and bool(eq(input, other).all())
 
 
@@ -27,9 +35,14 @@ def isclose(input: Tensor, other: Tensor, rtol: float = 1e-05, atol: float = 1e-
     ``equal_nan``. Both tensors must have the same dtype; they broadcast.
 
     Args:
-        input, other: tensors of one dtype (floating, integer or bool).
-        rtol, atol: relative and absolute tolerances, both >= 0.
+        input: a tensor (floating, integer or bool).
+        other: a tensor of ``input``'s dtype.
+        rtol: the relative tolerance, >= 0.
+        atol: the absolute tolerance, >= 0.
         equal_nan: whether two NaNs count as close.
+
+    Returns:
+        A bool tensor of the broadcast shape.
 
     Example:
         >>> genesis.isclose(genesis.tensor([1.0, 2.0]), genesis.tensor([1.0 + 1e-7, 2.1]))
@@ -57,6 +70,16 @@ def isclose(input: Tensor, other: Tensor, rtol: float = 1e-05, atol: float = 1e-
 def allclose(input: Tensor, other: Tensor, rtol: float = 1e-05, atol: float = 1e-08,
              equal_nan: bool = False) -> bool:
     """Whether every element pair is close (see ``isclose``); a Python bool.
+
+    Args:
+        input: the input tensor.
+        other: the second tensor.
+        rtol: the relative tolerance, >= 0.
+        atol: the absolute tolerance, >= 0.
+        equal_nan: whether two NaNs count as close.
+
+    Returns:
+        A Python bool.
 
     Example:
         >>> genesis.allclose(genesis.tensor([1.0, 2.0]), genesis.tensor([1.0, 2.0 + 1e-6]))

@@ -59,7 +59,15 @@ class Clone(Function):
 
 
 def clone(input: Tensor, *, memory_format=None) -> Tensor:
-    """A contiguous copy of ``input`` that stays in the graph."""
+    """A contiguous copy of ``input`` that stays in the graph.
+
+    Args:
+        input: the input tensor.
+        memory_format: accepted for PyTorch compatibility (the copy is contiguous).
+
+    Returns:
+        A new contiguous tensor.
+    """
     return Clone.apply(input)
 
 
@@ -106,6 +114,16 @@ def to(input: Tensor, *args, non_blocking: bool = False, copy: bool = False,
        **kwargs) -> Tensor:
     """``input`` on another device and/or with another dtype (itself if nothing changes).
 
+    Args:
+        input: the input tensor.
+        *args: a device, a dtype, both, or a tensor whose device and dtype to take.
+        non_blocking: accepted for PyTorch compatibility.
+        copy: return a copy even when nothing changes.
+        **kwargs: ``device=`` and ``dtype=``.
+
+    Returns:
+        ``input`` itself when nothing changes (and not ``copy``), else a new tensor.
+
     Example:
         >>> x.to('cuda', genesis.bfloat16)
     """
@@ -133,6 +151,15 @@ def cuda(input: Tensor, device=None) -> Tensor:
 
 
 def type_as(input: Tensor, other: Tensor) -> Tensor:
+    """``input`` converted to the dtype of ``other``.
+
+    Args:
+        input: the tensor to convert.
+        other: the tensor whose dtype is used.
+
+    Returns:
+        ``input`` itself when the dtypes match, otherwise a converted copy.
+    """
     return to(input, other.dtype)
 
 

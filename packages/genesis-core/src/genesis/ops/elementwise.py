@@ -129,6 +129,23 @@ class _Unary(Function):
         return cls.decl.grads[0](*(env[n] for n in ("g",) + cls.decl.reads(0)))
 
 
+_RESULT_DTYPE = {  # by ``Op.ints``: what the docstrings say of the result's dtype
+    "float": "the (promoted) input dtype; integer and bool inputs give the default float dtype",
+    "keep": "the (promoted) input dtype",
+    "bool": "bool",
+}
+_AUTOCAST = {"fp32": " Under ``genesis.autocast`` it computes in float32.", None: ""}
+
+
+def _function_doc(op: decl.Op, summary: str, args: str) -> str:
+    """The docstring of a declared op's public function, from its row of op_declarations."""
+    shape = "``input``'s shape" if op.arity == 1 else "the broadcast shape"
+    grad = "differentiable" if op.differentiable else "not differentiable"
+    args = "\n".join(f"    {line}" for line in args.splitlines())
+    return (f"{summary}\n\nThe op is {grad}.{_AUTOCAST[op.autocast]}\n\nArgs:\n{args}\n\n"
+            f"Returns:\n    A new tensor of {shape}; its dtype is {_RESULT_DTYPE[op.ints]}.\n")
+
+
 def _unary_function(op: decl.Op):
     """The public function of a declared unary op (an autograd Function if differentiable)."""
     if op.differentiable:
@@ -151,7 +168,8 @@ def _unary_function(op: decl.Op):
         fn.function, fn.apply = None, fn
 
     fn.__name__ = fn.__qualname__ = op.name
-    fn.__doc__ = f"Elementwise ``{op.name}`` of ``input`` (as ``torch.{op.name}``)."
+    fn.__doc__ = _function_doc(op, f"Elementwise ``{op.name}`` of ``input`` (as "
+                                   f"``torch.{op.name}``).", "input: a tensor.")
     return fn
 
 
@@ -236,7 +254,11 @@ def _binary_function(op: decl.Op):
             return apply(input, other)
 
     fn.__name__ = fn.__qualname__ = op.name
-    fn.__doc__ = f"Elementwise ``{op.name}`` with broadcasting and type promotion (as torch)."
+    args = "input: a tensor.\nother: a tensor or a Python number, broadcastable with ``input``."
+    if op.alpha:
+        args += "\nalpha: a number multiplying ``other`` first."
+    fn.__doc__ = _function_doc(op, f"Elementwise ``{op.name}`` with broadcasting and type "
+                                   f"promotion (as ``torch.{op.name}``).", args)
     fn.function, fn.apply = cls, apply
     return fn
 
@@ -250,7 +272,15 @@ _div, _round, floor_divide = DECLARED["div"], DECLARED["round"], DECLARED["floor
 
 
 def round(input: Tensor, decimals: int = 0) -> Tensor:  # noqa: A001 - torch's name
-    """Round to the nearest integer (half to even), or to ``decimals`` places."""
+    """Round to the nearest integer (half to even), or to ``decimals`` places.
+
+    Args:
+        input: the input tensor.
+        decimals: the number of decimal places (negative: tens, hundreds ...).
+
+    Returns:
+        A new tensor of ``input``'s shape and dtype.
+    """
     if decimals == 0:
         return _round(input)
     if input.dtype in (D.float16, D.bfloat16):  # float math, one rounding: torch's kernel
@@ -260,7 +290,16 @@ def round(input: Tensor, decimals: int = 0) -> Tensor:  # noqa: A001 - torch's n
 
 
 def div(input, other, *, rounding_mode: str | None = None) -> Tensor:
-    """True division (integers give floats), or ``'trunc'``/``'floor'`` rounding."""
+    """True division (integers give floats), or ``'trunc'``/``'floor'`` rounding.
+
+    Args:
+        input: the dividend (a tensor or a number).
+        other: the divisor (a tensor or a number).
+        rounding_mode: None (true division), ``'trunc'`` or ``'floor'``.
+
+    Returns:
+        A new tensor of the broadcast shape.
+    """
     if rounding_mode is None:
         return _div(input, other)
     if rounding_mode == "floor":
@@ -282,7 +321,16 @@ _sub = FUNCTIONS["sub"]
 
 
 def rsub(input, other, *, alpha=1) -> Tensor:
-    """``other - alpha * input``."""
+    """``other - alpha * input``.
+
+    Args:
+        input: the subtrahend (a tensor or a number).
+        other: the minuend (a tensor or a number).
+        alpha: a number multiplying ``input``.
+
+    Returns:
+        A new tensor of the broadcast shape.
+    """
     return _sub(other, input, alpha=alpha)
 
 
@@ -325,7 +373,17 @@ class Where(Function):
 
 
 def where(condition: Tensor, input=None, other=None):
-    """``input`` where ``condition`` else ``other`` (broadcast); one argument: nonzero."""
+    """``input`` where ``condition`` else ``other`` (broadcast); one argument: nonzero.
+
+    Args:
+        condition: a bool tensor.
+        input: values where ``condition`` is True (tensor or number).
+        other: values where it is False (tensor or number).
+
+    Returns:
+        A new tensor of the broadcast shape; with ``condition`` alone,
+        ``nonzero(condition, as_tuple=True)``.
+    """
     if input is None and other is None:
         return condition.nonzero(as_tuple=True)
     return Where.apply(condition, input, other)
@@ -358,7 +416,16 @@ class Clamp(Function):
 
 
 def clamp(input: Tensor, min=None, max=None) -> Tensor:  # noqa: A002 - torch's names
-    """Limit values to ``[min, max]`` (either may be None; tensor bounds broadcast)."""
+    """Limit values to ``[min, max]`` (either may be None; tensor bounds broadcast).
+
+    Args:
+        input: the input tensor.
+        min: the lower bound, a number, a tensor or None.
+        max: the upper bound, a number, a tensor or None.
+
+    Returns:
+        A new tensor; its gradient flows where ``input`` was not clamped.
+    """
     if min is None and max is None:
         raise RuntimeError("clamp: at least one of 'min' or 'max' must not be None")
     if isinstance(min, Tensor) or isinstance(max, Tensor):
@@ -375,15 +442,42 @@ clip = clamp
 
 
 def clamp_min(input: Tensor, min) -> Tensor:  # noqa: A002
+    """Elementwise ``max(input, min)``: ``clamp(input, min=min)``.
+
+    Args:
+        input: the tensor to clamp.
+        min: the lower bound, a number or a tensor broadcastable with ``input``.
+
+    Returns:
+        A new tensor; its gradient flows where ``input`` was not clamped.
+    """
     return clamp(input, min=min)
 
 
 def clamp_max(input: Tensor, max) -> Tensor:  # noqa: A002
+    """Elementwise ``min(input, max)``: ``clamp(input, max=max)``.
+
+    Args:
+        input: the tensor to clamp.
+        max: the upper bound, a number or a tensor broadcastable with ``input``.
+
+    Returns:
+        A new tensor; its gradient flows where ``input`` was not clamped.
+    """
     return clamp(input, max=max)
 
 
 def lerp(input: Tensor, end: Tensor, weight) -> Tensor:
-    """``input + weight * (end - input)``."""
+    """``input + weight * (end - input)``.
+
+    Args:
+        input: the input tensor.
+        end: the tensor to interpolate towards.
+        weight: a number or a tensor; 0 gives ``input``, 1 ``end``.
+
+    Returns:
+        A new tensor of the broadcast shape.
+    """
     if input.dtype in (D.float16, D.bfloat16):  # one rounding, as torch's kernel
         w = weight.to(D.float32) if isinstance(weight, Tensor) else weight
         return lerp(input.to(D.float32), end.to(D.float32), w).to(input.dtype)
@@ -391,20 +485,54 @@ def lerp(input: Tensor, end: Tensor, weight) -> Tensor:
 
 
 def addcmul(input: Tensor, tensor1: Tensor, tensor2: Tensor, *, value=1) -> Tensor:
-    """``input + value * tensor1 * tensor2``."""
+    """``input + value * tensor1 * tensor2``.
+
+    Args:
+        input: the input tensor.
+        tensor1: the first factor.
+        tensor2: the second factor.
+        value: a number multiplying the product.
+
+    Returns:
+        A new tensor of the broadcast shape of the three tensors.
+    """
     return input + (tensor1 * tensor2) * value if value != 1 else input + tensor1 * tensor2
 
 
 def addcdiv(input: Tensor, tensor1: Tensor, tensor2: Tensor, *, value=1) -> Tensor:
-    """``input + value * tensor1 / tensor2``."""
+    """``input + value * tensor1 / tensor2``.
+
+    Args:
+        input: the input tensor.
+        tensor1: the numerator.
+        tensor2: the denominator.
+        value: a number multiplying the quotient.
+
+    Returns:
+        A new tensor of the broadcast shape of the three tensors.
+    """
     return input + (tensor1 / tensor2) * value if value != 1 else input + tensor1 / tensor2
 
 
 def square(input: Tensor) -> Tensor:
-    """``input * input``."""
+    """``input * input``.
+
+    Args:
+        input: the input tensor.
+
+    Returns:
+        A new tensor of ``input``'s shape.
+    """
     return input * input
 
 
 def reciprocal(input: Tensor) -> Tensor:
-    """``1 / input`` (integers give floats)."""
+    """``1 / input`` (integers give floats).
+
+    Args:
+        input: the input tensor.
+
+    Returns:
+        A new floating tensor of ``input``'s shape.
+    """
     return _div(1.0, input)

@@ -51,12 +51,30 @@ def _softmax(cls, input: Tensor, dim, dtype):
 
 
 def softmax(input: Tensor, dim: int | None = None, dtype: D.DType | None = None) -> Tensor:
-    """``exp(x) / sum(exp(x))`` along ``dim``, computed stably (fused where the backend can)."""
+    """``exp(x) / sum(exp(x))`` along ``dim``, computed stably (fused where the backend can).
+
+    Args:
+        input: the input tensor.
+        dim: the dim to normalise over.
+        dtype: cast ``input`` to this dtype first.
+
+    Returns:
+        A new tensor of ``input``'s shape.
+    """
     return _softmax(Softmax, input, dim, dtype)
 
 
 def log_softmax(input: Tensor, dim: int | None = None, dtype: D.DType | None = None) -> Tensor:
-    """``x - logsumexp(x)`` along ``dim``."""
+    """``x - logsumexp(x)`` along ``dim``.
+
+    Args:
+        input: the input tensor.
+        dim: the dim to normalise over.
+        dtype: cast ``input`` to this dtype first.
+
+    Returns:
+        A new tensor of ``input``'s shape.
+    """
     return _softmax(LogSoftmax, input, dim, dtype)
 
 
@@ -127,6 +145,16 @@ def layer_norm(input: Tensor, normalized_shape, weight: Tensor | None = None,
 
     Shape:
         input (*, *normalized_shape); weight and bias normalized_shape.
+
+    Args:
+        input: the input tensor.
+        normalized_shape: the trailing shape to normalise over.
+        weight: the scale, of ``normalized_shape`` (or None).
+        bias: the shift, of ``normalized_shape`` (or None).
+        eps: added to the variance.
+
+    Returns:
+        A new tensor of ``input``'s shape.
     """
     x, (w, b) = _flatten_norm_input("layer_norm", input, normalized_shape,
                                     (("weight", weight), ("bias", bias)))
@@ -167,6 +195,15 @@ def rms_norm(input: Tensor, normalized_shape, weight: Tensor | None = None,
     """Root-mean-square normalisation over the trailing ``normalized_shape`` dims.
 
     ``eps`` defaults to the machine epsilon of the input's dtype, as in torch.
+
+    Args:
+        input: the input tensor.
+        normalized_shape: the trailing shape to normalise over.
+        weight: the scale, of ``normalized_shape`` (or None).
+        eps: added to the mean square; the dtype's epsilon when None.
+
+    Returns:
+        A new tensor of ``input``'s shape.
     """
     if eps is None:
         eps = {D.float16: 0.0009765625, D.bfloat16: 0.0078125,

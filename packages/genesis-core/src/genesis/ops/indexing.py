@@ -285,7 +285,16 @@ def _check_gather_shapes(op: str, x: Tensor, dim: int, index: Tensor) -> None:
 
 
 def gather(input: Tensor, dim: int, index: Tensor) -> Tensor:
-    """``out[i][j] = input[i][index[i][j]]`` along ``dim``."""
+    """``out[i][j] = input[i][index[i][j]]`` along ``dim``.
+
+    Args:
+        input: the input tensor.
+        dim: the dim to index along.
+        index: an int64 tensor of ``input``'s ndim.
+
+    Returns:
+        A new tensor of ``index``'s shape.
+    """
     d = normalize_dim(dim, input.ndim)
     _check_dim_index("gather", input, index)
     _check_gather_shapes("gather", input, d, index)
@@ -328,7 +337,19 @@ def _scatter(op, input, dim, index, src, reduce):
 
 def scatter(input: Tensor, dim: int, index: Tensor, src=None, *, value=None,
             reduce: str | None = None) -> Tensor:
-    """A copy of ``input`` with ``src`` (tensor or scalar) written at ``index`` along ``dim``."""
+    """A copy of ``input`` with ``src`` (tensor or scalar) written at ``index`` along ``dim``.
+
+    Args:
+        input: the input tensor.
+        dim: the dim to index along.
+        index: an int64 tensor of ``input``'s ndim.
+        src: the values: a tensor (at least ``index``'s shape) or a number.
+        value: a number, instead of ``src``.
+        reduce: None (write), ``'add'`` or ``'multiply'``.
+
+    Returns:
+        A new tensor.
+    """
     if src is None:
         src = value
     if reduce not in (None, "add"):
@@ -337,7 +358,17 @@ def scatter(input: Tensor, dim: int, index: Tensor, src=None, *, value=None,
 
 
 def scatter_add(input: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
-    """A copy of ``input`` with ``src`` added at ``index`` along ``dim``."""
+    """A copy of ``input`` with ``src`` added at ``index`` along ``dim``.
+
+    Args:
+        input: the input tensor.
+        dim: the dim to index along.
+        index: an int64 tensor of ``input``'s ndim.
+        src: the values to add (at least ``index``'s shape).
+
+    Returns:
+        A new tensor.
+    """
     return _scatter("scatter_add", input, dim, index, src, "add")
 
 
@@ -356,7 +387,16 @@ class IndexSelect(Function):
 
 
 def index_select(input: Tensor, dim: int, index: Tensor) -> Tensor:
-    """Entries of ``input`` at the 1-d ``index`` along ``dim``."""
+    """Entries of ``input`` at the 1-d ``index`` along ``dim``.
+
+    Args:
+        input: the input tensor.
+        dim: the dim to index along.
+        index: a 1-d int64 tensor.
+
+    Returns:
+        A new tensor with ``len(index)`` entries along ``dim``.
+    """
     d = normalize_dim(dim, input.ndim)
     _check_dim_index("index_select", input, index)
     if index.ndim > 1:
@@ -380,7 +420,18 @@ class IndexAdd(Function):
 
 
 def index_add(input: Tensor, dim: int, index: Tensor, source: Tensor, *, alpha=1) -> Tensor:
-    """A copy of ``input`` with ``alpha * source`` slices added at ``index`` along ``dim``."""
+    """A copy of ``input`` with ``alpha * source`` slices added at ``index`` along ``dim``.
+
+    Args:
+        input: the input tensor.
+        dim: the dim to index along.
+        index: a 1-d int64 tensor.
+        source: the slices to add, ``index``'s length along ``dim``.
+        alpha: a number multiplying ``source``.
+
+    Returns:
+        A new tensor.
+    """
     d = normalize_dim(dim, input.ndim)
     _check_dim_index("index_add", input, index)
     check_same_device("index_add", input, source)
@@ -446,7 +497,16 @@ def bincount(input: Tensor, weights: Tensor | None = None, minlength: int = 0) -
 
 
 def masked_fill(input: Tensor, mask: Tensor, value) -> Tensor:
-    """``value`` where ``mask`` is True, else ``input`` (mask broadcasts to input)."""
+    """``value`` where ``mask`` is True, else ``input`` (mask broadcasts to input).
+
+    Args:
+        input: the input tensor.
+        mask: a bool tensor broadcastable to ``input``.
+        value: a number or a 0-d tensor.
+
+    Returns:
+        A new tensor.
+    """
     if mask.dtype is not D.bool_:
         raise RuntimeError(f"masked_fill only supports boolean masks, but got mask with dtype "
                            f"{mask.dtype}")
@@ -463,13 +523,29 @@ def masked_fill(input: Tensor, mask: Tensor, value) -> Tensor:
 
 
 def masked_select(input: Tensor, mask: Tensor) -> Tensor:
-    """1-d tensor of the elements where ``mask`` (broadcast) is True."""
+    """1-d tensor of the elements where ``mask`` (broadcast) is True.
+
+    Args:
+        input: the input tensor.
+        mask: a bool tensor broadcastable with ``input``.
+
+    Returns:
+        A new 1-d tensor.
+    """
     shape = broadcast_shapes(input.shape, mask.shape)
     return getitem(input.expand(shape), mask.expand(shape))
 
 
 def nonzero(input: Tensor, *, as_tuple: bool = False):
-    """Coordinates of non-zero elements: (N, ndim) int64, or a tuple of 1-d tensors."""
+    """Coordinates of non-zero elements: (N, ndim) int64, or a tuple of 1-d tensors.
+
+    Args:
+        input: the input tensor.
+        as_tuple: return one 1-d tensor per dim instead.
+
+    Returns:
+        An (N, ndim) int64 tensor, or a tuple of ndim 1-d tensors.
+    """
     coords = wrap(input._backend.nonzero(input._data), input.device)
     if not as_tuple:
         return coords
@@ -479,11 +555,28 @@ def nonzero(input: Tensor, *, as_tuple: bool = False):
 
 
 def argwhere(input: Tensor) -> Tensor:
+    """The indices of the non-zero elements of ``input``, one row each.
+
+    Args:
+        input: a tensor of any dtype and shape.
+
+    Returns:
+        An int64 tensor of shape ``(number of non-zero elements, input.ndim)``
+        (the same as ``genesis.nonzero(input)``).
+    """
     return nonzero(input)
 
 
 def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
-    """int64 one-hot encoding along a new last dim."""
+    """int64 one-hot encoding along a new last dim.
+
+    Args:
+        tensor: an int64 tensor of class indices.
+        num_classes: the number of classes; ``max + 1`` when -1.
+
+    Returns:
+        An int64 tensor with a new last dim of ``num_classes``.
+    """
     if tensor.dtype is not D.int64:
         raise RuntimeError("one_hot is only applicable to index tensor of type LongTensor, got "
                            f"{tensor.dtype}")

@@ -35,7 +35,15 @@ class Cat(Function):
 
 
 def cat(tensors, dim: int = 0) -> Tensor:
-    """Concatenate tensors along ``dim`` (other dims must match; dtypes promote)."""
+    """Concatenate tensors along ``dim`` (other dims must match; dtypes promote).
+
+    Args:
+        tensors: a sequence of tensors, the same shape except in ``dim``.
+        dim: the dim to join along.
+
+    Returns:
+        A new tensor.
+    """
     tensors = list(tensors)
     if not tensors:
         raise RuntimeError("cat(): expected a non-empty list of Tensors")
@@ -63,7 +71,15 @@ concat = concatenate = cat
 
 
 def stack(tensors, dim: int = 0) -> Tensor:
-    """Join same-shaped tensors along a new dim."""
+    """Join same-shaped tensors along a new dim.
+
+    Args:
+        tensors: a sequence of tensors of one shape.
+        dim: the position of the new dim.
+
+    Returns:
+        A new tensor with one more dim.
+    """
     tensors = list(tensors)
     if not tensors:
         raise RuntimeError("stack expects a non-empty TensorList")
@@ -77,16 +93,41 @@ def stack(tensors, dim: int = 0) -> Tensor:
 
 
 def hstack(tensors) -> Tensor:
+    """Concatenate tensors horizontally: along dim 1, or dim 0 for 1-d tensors.
+
+    Args:
+        tensors: a sequence of tensors with matching shapes except in the joined dim.
+
+    Returns:
+        A new tensor.
+    """
     tensors = list(tensors)
     return cat(tensors, 0 if tensors[0].ndim == 1 else 1)
 
 
 def vstack(tensors) -> Tensor:
+    """Stack tensors vertically: 0-d and 1-d tensors become rows, then ``cat`` on dim 0.
+
+    Args:
+        tensors: a sequence of tensors with matching shapes except in dim 0.
+
+    Returns:
+        A new tensor of at least two dims.
+    """
     return cat([t.reshape(1, -1) if t.ndim < 2 else t for t in tensors], 0)
 
 
 def split(tensor: Tensor, split_size_or_sections, dim: int = 0) -> tuple:
-    """Views of ``tensor`` in pieces of a size (last may be smaller) or given sizes."""
+    """Views of ``tensor`` in pieces of a size (last may be smaller) or given sizes.
+
+    Args:
+        tensor: the input tensor.
+        split_size_or_sections: the size of each piece (an int), or a list of sizes.
+        dim: the dim to split along.
+
+    Returns:
+        A tuple of views.
+    """
     d = normalize_dim(dim, tensor.ndim)
     n = tensor.shape[d]
     if isinstance(split_size_or_sections, int):
@@ -108,7 +149,16 @@ def split(tensor: Tensor, split_size_or_sections, dim: int = 0) -> tuple:
 
 
 def chunk(tensor: Tensor, chunks: int, dim: int = 0) -> tuple:
-    """Split into ``chunks`` nearly equal views (the last may be smaller)."""
+    """Split into ``chunks`` nearly equal views (the last may be smaller).
+
+    Args:
+        tensor: the input tensor.
+        chunks: the number of pieces wanted.
+        dim: the dim to split along.
+
+    Returns:
+        A tuple of views (fewer than ``chunks`` when the size does not allow more).
+    """
     if chunks <= 0:
         raise RuntimeError(f"chunk expects `chunks` to be greater than 0, got: {chunks}")
     n = tensor.shape[normalize_dim(dim, tensor.ndim)]
@@ -119,6 +169,18 @@ def chunk(tensor: Tensor, chunks: int, dim: int = 0) -> tuple:
 
 
 def tensor_split(tensor: Tensor, sections: int, dim: int = 0) -> tuple:
+    """Split ``tensor`` into ``sections`` views of nearly equal size along ``dim``.
+
+    The first ``size % sections`` pieces are one element longer, as torch's.
+
+    Args:
+        tensor: the tensor to split.
+        sections: the number of pieces.
+        dim: the dim to split along.
+
+    Returns:
+        A tuple of ``sections`` views.
+    """
     n = tensor.shape[normalize_dim(dim, tensor.ndim)]
     base, extra = divmod(n, sections)
     return split(tensor, [base + (1 if i < extra else 0) for i in range(sections)], dim)
@@ -142,7 +204,15 @@ def repeat(tensor: Tensor, *sizes) -> Tensor:
 
 
 def tile(tensor: Tensor, dims) -> Tensor:
-    """Like ``repeat``, padding ``dims`` with leading ones when it is shorter."""
+    """Like ``repeat``, padding ``dims`` with leading ones when it is shorter.
+
+    Args:
+        tensor: the input tensor.
+        dims: repetitions per dim.
+
+    Returns:
+        A new tensor.
+    """
     dims = tuple(dims)
     if len(dims) < tensor.ndim:
         dims = (1,) * (tensor.ndim - len(dims)) + dims
@@ -153,6 +223,15 @@ def repeat_interleave(input: Tensor, repeats=None, dim=None, *, output_size=None
     """Repeat each element ``repeats`` times (an int, or a tensor of per-element counts).
 
     With ``input`` alone (a tensor of counts), index ``i`` repeated ``input[i]`` times.
+
+    Args:
+        input: the input tensor.
+        repeats: an int, or an int64 tensor of per-element counts.
+        dim: the dim to repeat along; the flattened tensor when None.
+        output_size: the total length along ``dim``, if known (saves a host sync).
+
+    Returns:
+        A new tensor.
     """
     if repeats is None:
         return repeat_interleave(creation.arange(input.numel(), device=input.device),
@@ -185,21 +264,54 @@ class Flip(Function):
 
 
 def flip(input: Tensor, dims) -> Tensor:
-    """Reverse the order of elements along ``dims`` (a copy, as in torch)."""
+    """Reverse the order of elements along ``dims`` (a copy, as in torch).
+
+    Args:
+        input: the input tensor.
+        dims: the dims to reverse (an int or a sequence).
+
+    Returns:
+        A new tensor.
+    """
     dims = normalize_dims(dims if not isinstance(dims, int) else (dims,), input.ndim)
     return Flip.apply(input, dims)
 
 
 def fliplr(input: Tensor) -> Tensor:
+    """``input`` with dim 1 reversed (left to right).
+
+    Args:
+        input: a tensor of at least two dims.
+
+    Returns:
+        A new tensor (a copy, as torch's).
+    """
     return flip(input, (1,))
 
 
 def flipud(input: Tensor) -> Tensor:
+    """``input`` with dim 0 reversed (up to down).
+
+    Args:
+        input: a tensor of at least one dim.
+
+    Returns:
+        A new tensor (a copy, as torch's).
+    """
     return flip(input, (0,))
 
 
 def roll(input: Tensor, shifts, dims=None) -> Tensor:
-    """Rotate elements by ``shifts`` along ``dims`` (flattened when dims is None)."""
+    """Rotate elements by ``shifts`` along ``dims`` (flattened when dims is None).
+
+    Args:
+        input: the input tensor.
+        shifts: the shift (an int or one per dim).
+        dims: the dims to roll; the flattened tensor when None.
+
+    Returns:
+        A new tensor.
+    """
     if dims is None:
         return roll(input.reshape(-1), shifts, 0).reshape(input.shape)
     shifts = (shifts,) if isinstance(shifts, int) else tuple(shifts)
@@ -242,14 +354,30 @@ class Triu(_Triangle):
 
 
 def tril(input: Tensor, diagonal: int = 0) -> Tensor:
-    """Lower triangle of the last two dims; the rest zero."""
+    """Lower triangle of the last two dims; the rest zero.
+
+    Args:
+        input: the input tensor.
+        diagonal: which diagonal bounds the triangle (0: the main one; >0 above).
+
+    Returns:
+        A new tensor.
+    """
     if input.ndim < 2:
         raise RuntimeError("tril: input tensor must have at least 2 dimensions")
     return Tril.apply(input, int(diagonal))
 
 
 def triu(input: Tensor, diagonal: int = 0) -> Tensor:
-    """Upper triangle of the last two dims; the rest zero."""
+    """Upper triangle of the last two dims; the rest zero.
+
+    Args:
+        input: the input tensor.
+        diagonal: which diagonal bounds the triangle (0: the main one; >0 above).
+
+    Returns:
+        A new tensor.
+    """
     if input.ndim < 2:
         raise RuntimeError("triu: input tensor must have at least 2 dimensions")
     return Triu.apply(input, int(diagonal))

@@ -104,6 +104,13 @@ def matmul(input: Tensor, other: Tensor) -> Tensor:
     Shape:
         (..., M, K) @ (..., K, N) -> (..., M, N); a 1-d left operand is a row, a 1-d right
         operand a column, and the added dim is removed again.
+
+    Args:
+        input: the left operand, at least 1-d.
+        other: the right operand, at least 1-d.
+
+    Returns:
+        A new tensor of the shape given under Shape.
     """
     if not isinstance(input, Tensor) or not isinstance(other, Tensor):
         raise TypeError("matmul expects two tensors")
@@ -125,7 +132,15 @@ def matmul(input: Tensor, other: Tensor) -> Tensor:
 
 
 def mm(input: Tensor, mat2: Tensor) -> Tensor:
-    """Product of two matrices (no broadcasting)."""
+    """Product of two matrices (no broadcasting).
+
+    Args:
+        input: an (M, K) matrix.
+        mat2: a (K, N) matrix.
+
+    Returns:
+        A new (M, N) matrix.
+    """
     if input.ndim != 2 or mat2.ndim != 2:
         raise RuntimeError(f"mm: expected 2-D tensors, got {input.ndim}-D and {mat2.ndim}-D")
     if input.shape[1] != mat2.shape[0]:
@@ -135,7 +150,15 @@ def mm(input: Tensor, mat2: Tensor) -> Tensor:
 
 
 def bmm(input: Tensor, mat2: Tensor) -> Tensor:
-    """Batched product of (B, M, K) and (B, K, N) tensors (no broadcasting)."""
+    """Batched product of (B, M, K) and (B, K, N) tensors (no broadcasting).
+
+    Args:
+        input: a (B, M, K) tensor.
+        mat2: a (B, K, N) tensor.
+
+    Returns:
+        A new (B, M, N) tensor.
+    """
     if input.ndim != 3 or mat2.ndim != 3:
         raise RuntimeError(f"bmm: expected 3-D tensors, got {input.ndim}-D and {mat2.ndim}-D")
     if input.shape[0] != mat2.shape[0] or input.shape[2] != mat2.shape[1]:
@@ -145,7 +168,15 @@ def bmm(input: Tensor, mat2: Tensor) -> Tensor:
 
 
 def outer(input: Tensor, vec2: Tensor) -> Tensor:
-    """Outer product of two 1-d tensors."""
+    """Outer product of two 1-d tensors.
+
+    Args:
+        input: a 1-d tensor of length N.
+        vec2: a 1-d tensor of length M.
+
+    Returns:
+        A new (N, M) tensor.
+    """
     if input.ndim != 1 or vec2.ndim != 1:
         raise RuntimeError(f"outer: expected 1-D tensors, got {input.ndim}-D and {vec2.ndim}-D")
     return input.unsqueeze(1) * vec2.unsqueeze(0)
@@ -155,7 +186,15 @@ ger = outer
 
 
 def dot(input: Tensor, other: Tensor) -> Tensor:
-    """Inner product of two 1-d tensors of the same length."""
+    """Inner product of two 1-d tensors of the same length.
+
+    Args:
+        input: a 1-d tensor.
+        other: a 1-d tensor of the same length and dtype.
+
+    Returns:
+        A 0-d tensor.
+    """
     if input.ndim != 1 or other.ndim != 1 or input.shape != other.shape:
         raise RuntimeError(f"dot: expected 1-D tensors of the same size, got "
                            f"{tuple(input.shape)} and {tuple(other.shape)}")

@@ -49,7 +49,17 @@ class Sum(Function):
 
 
 def sum(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:  # noqa: A001
-    """Sum over ``dim`` (all dims when None); ints and bools sum as int64."""
+    """Sum over ``dim`` (all dims when None); ints and bools sum as int64.
+
+    Args:
+        input: the input tensor.
+        dim: an int or a tuple of ints to reduce; all dims when None.
+        keepdim: whether the reduced dims stay, with size 1.
+        dtype: the dtype to compute and return in.
+
+    Returns:
+        A new tensor with ``dim`` reduced.
+    """
     dims = normalize_dims(dim, input.ndim)
     return Sum.apply(input, dims, keepdim, dtype)
 
@@ -61,7 +71,17 @@ def _back_to_half(out: Tensor, dtype, device) -> Tensor:
 
 
 def mean(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
-    """Arithmetic mean over ``dim`` (floating inputs, or pass ``dtype``)."""
+    """Arithmetic mean over ``dim`` (floating inputs, or pass ``dtype``).
+
+    Args:
+        input: the input tensor.
+        dim: an int or a tuple of ints to reduce; all dims when None.
+        keepdim: whether the reduced dims stay, with size 1.
+        dtype: the dtype to compute and return in.
+
+    Returns:
+        A new tensor with ``dim`` reduced.
+    """
     if not (dtype or input.dtype).is_floating_point:
         raise RuntimeError(
             "mean(): could not infer output dtype. Input dtype must be either a floating point "
@@ -112,14 +132,35 @@ class Prod(Function):
 
 
 def prod(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
-    """Product over ``dim`` (all dims when None)."""
+    """Product over ``dim`` (all dims when None).
+
+    Args:
+        input: the input tensor.
+        dim: the dim to reduce; all dims when None.
+        keepdim: whether the reduced dims stay, with size 1.
+        dtype: the dtype to compute and return in.
+
+    Returns:
+        A new tensor with ``dim`` reduced.
+    """
     dims = normalize_dims(dim, input.ndim)
     return Prod.apply(input, dims, keepdim, dtype)
 
 
 def var(input: Tensor, dim=None, unbiased=None, keepdim: bool = False, *,
         correction=None) -> Tensor:
-    """Variance over ``dim`` with Bessel's ``correction`` (default 1)."""
+    """Variance over ``dim`` with Bessel's ``correction`` (default 1).
+
+    Args:
+        input: the input tensor.
+        dim: an int or a tuple of ints to reduce; all dims when None.
+        unbiased: torch's older name for ``correction`` (True: 1, False: 0).
+        keepdim: whether the reduced dims stay, with size 1.
+        correction: the difference from the element count in the divisor (default 1).
+
+    Returns:
+        A new tensor with ``dim`` reduced.
+    """
     if correction is None:
         correction = 1 if unbiased is None or unbiased else 0
     if isinstance(unbiased, bool) is False and unbiased is not None:
@@ -136,16 +177,51 @@ def var(input: Tensor, dim=None, unbiased=None, keepdim: bool = False, *,
 
 def std(input: Tensor, dim=None, unbiased=None, keepdim: bool = False, *,
         correction=None) -> Tensor:
-    """Standard deviation: ``sqrt(var(...))``."""
+    """Standard deviation: ``sqrt(var(...))``.
+
+    Args:
+        input: the input tensor.
+        dim: an int or a tuple of ints to reduce; all dims when None.
+        unbiased: torch's older name for ``correction`` (True: 1, False: 0).
+        keepdim: whether the reduced dims stay, with size 1.
+        correction: the difference from the element count in the divisor (default 1).
+
+    Returns:
+        A new tensor with ``dim`` reduced.
+    """
     return var(input, dim, unbiased, keepdim, correction=correction).sqrt()
 
 
 def var_mean(input: Tensor, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    """The variance and the mean of ``input`` over ``dim``, as a pair.
+
+    Args:
+        input: a floating-point tensor.
+        dim: an int or tuple of ints to reduce; all dims when None.
+        unbiased: torch's older name for ``correction`` (True: 1, False: 0).
+        keepdim: whether the reduced dims stay, with size 1.
+        correction: the difference from the element count in the divisor (default 1).
+
+    Returns:
+        ``(var(input, ...), mean(input, ...))``.
+    """
     return (var(input, dim, unbiased, keepdim, correction=correction),
             mean(input, dim, keepdim))
 
 
 def std_mean(input: Tensor, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    """The standard deviation and the mean of ``input`` over ``dim``, as a pair.
+
+    Args:
+        input: a floating-point tensor.
+        dim: an int or tuple of ints to reduce; all dims when None.
+        unbiased: torch's older name for ``correction`` (True: 1, False: 0).
+        keepdim: whether the reduced dims stay, with size 1.
+        correction: the difference from the element count in the divisor (default 1).
+
+    Returns:
+        ``(std(input, ...), mean(input, ...))``.
+    """
     return (std(input, dim, unbiased, keepdim, correction=correction),
             mean(input, dim, keepdim))
 
@@ -184,12 +260,30 @@ class Amin(_Extreme):
 
 
 def amax(input: Tensor, dim=(), keepdim: bool = False) -> Tensor:
-    """Maximum over ``dim`` (all dims when empty)."""
+    """Maximum over ``dim`` (all dims when empty).
+
+    Args:
+        input: the input tensor.
+        dim: an int or a tuple of ints to reduce; all dims when empty.
+        keepdim: whether the reduced dims stay, with size 1.
+
+    Returns:
+        A tensor of ``input``'s dtype with ``dim`` reduced.
+    """
     return Amax.apply(input, normalize_dims(dim, input.ndim), keepdim)
 
 
 def amin(input: Tensor, dim=(), keepdim: bool = False) -> Tensor:
-    """Minimum over ``dim`` (all dims when empty)."""
+    """Minimum over ``dim`` (all dims when empty).
+
+    Args:
+        input: the input tensor.
+        dim: an int or a tuple of ints to reduce; all dims when empty.
+        keepdim: whether the reduced dims stay, with size 1.
+
+    Returns:
+        A tensor of ``input``'s dtype with ``dim`` reduced.
+    """
     return Amin.apply(input, normalize_dims(dim, input.ndim), keepdim)
 
 
@@ -237,7 +331,16 @@ class MinDim(_ExtremeDim):
 
 def max(input: Tensor, dim=None, keepdim: bool = False):  # noqa: A001
     """Maximum of all elements; with ``dim``, ``(values, indices)``; with a tensor,
-    the elementwise maximum."""
+    the elementwise maximum.
+
+    Args:
+        input: the input tensor.
+        dim: the dim to reduce, or a tensor (then the elementwise maximum).
+        keepdim: whether the reduced dims stay, with size 1.
+
+    Returns:
+        A 0-d tensor; with ``dim``, a named pair ``(values, indices)``; with a tensor, a new tensor.
+    """
     if isinstance(dim, Tensor):
         return input.maximum(dim)
     if dim is None:
@@ -247,7 +350,16 @@ def max(input: Tensor, dim=None, keepdim: bool = False):  # noqa: A001
 
 def min(input: Tensor, dim=None, keepdim: bool = False):  # noqa: A001
     """Minimum of all elements; with ``dim``, ``(values, indices)``; with a tensor,
-    the elementwise minimum."""
+    the elementwise minimum.
+
+    Args:
+        input: the input tensor.
+        dim: the dim to reduce, or a tensor (then the elementwise minimum).
+        keepdim: whether the reduced dims stay, with size 1.
+
+    Returns:
+        A 0-d tensor; with ``dim``, a named pair ``(values, indices)``; with a tensor, a new tensor.
+    """
     if isinstance(dim, Tensor):
         return input.minimum(dim)
     if dim is None:
@@ -272,17 +384,44 @@ def _arg(name: str, input: Tensor, dim, keepdim: bool) -> Tensor:
 
 
 def argmax(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:
-    """Index of the first maximum (over the flattened tensor when ``dim`` is None)."""
+    """Index of the first maximum (over the flattened tensor when ``dim`` is None).
+
+    Args:
+        input: the input tensor.
+        dim: the dim to search; the flattened tensor when None.
+        keepdim: whether the reduced dims stay, with size 1.
+
+    Returns:
+        An int64 tensor of indices.
+    """
     return _arg("argmax", input, dim, keepdim)
 
 
 def argmin(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:
-    """Index of the first minimum (over the flattened tensor when ``dim`` is None)."""
+    """Index of the first minimum (over the flattened tensor when ``dim`` is None).
+
+    Args:
+        input: the input tensor.
+        dim: the dim to search; the flattened tensor when None.
+        keepdim: whether the reduced dims stay, with size 1.
+
+    Returns:
+        An int64 tensor of indices.
+    """
     return _arg("argmin", input, dim, keepdim)
 
 
 def logsumexp(input: Tensor, dim, keepdim: bool = False) -> Tensor:
-    """``log(sum(exp(input)))`` over ``dim``, computed stably."""
+    """``log(sum(exp(input)))`` over ``dim``, computed stably.
+
+    Args:
+        input: the input tensor.
+        dim: an int or a tuple of ints to reduce.
+        keepdim: whether the reduced dims stay, with size 1.
+
+    Returns:
+        A new tensor with ``dim`` reduced.
+    """
     dims = normalize_dims(dim, input.ndim)
     if not input.dtype.is_floating_point:
         input = input.to(D.get_default_dtype())
@@ -299,16 +438,43 @@ def _logical_reduce(kernel, input: Tensor, dim, keepdim: bool) -> Tensor:
 
 
 def all(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:  # noqa: A001
-    """Whether every element (over ``dim``) is non-zero."""
+    """Whether every element (over ``dim``) is non-zero.
+
+    Args:
+        input: the input tensor.
+        dim: an int or a tuple of ints to reduce; all dims when None.
+        keepdim: whether the reduced dims stay, with size 1.
+
+    Returns:
+        A bool tensor with ``dim`` reduced.
+    """
     return _logical_reduce(input._backend.all, input, dim, keepdim)
 
 
 def any(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:  # noqa: A001
-    """Whether some element (over ``dim``) is non-zero."""
+    """Whether some element (over ``dim``) is non-zero.
+
+    Args:
+        input: the input tensor.
+        dim: an int or a tuple of ints to reduce; all dims when None.
+        keepdim: whether the reduced dims stay, with size 1.
+
+    Returns:
+        A bool tensor with ``dim`` reduced.
+    """
     return _logical_reduce(input._backend.any, input, dim, keepdim)
 
 
 def count_nonzero(input: Tensor, dim=None) -> Tensor:
+    """The number of non-zero elements of ``input`` over ``dim``.
+
+    Args:
+        input: a tensor of any dtype.
+        dim: an int or tuple of ints to count over; all dims when None.
+
+    Returns:
+        An int64 tensor with ``dim`` removed (0-d when counting over every dim).
+    """
     return sum(input != 0, dim)
 
 
@@ -330,7 +496,16 @@ class Cumsum(Function):
 
 
 def cumsum(input: Tensor, dim: int, *, dtype=None) -> Tensor:
-    """Inclusive prefix sums along ``dim``."""
+    """Inclusive prefix sums along ``dim``.
+
+    Args:
+        input: the input tensor.
+        dim: the dim to sum along.
+        dtype: the result's dtype; int64 for integer inputs when None.
+
+    Returns:
+        A new tensor of ``input``'s shape.
+    """
     return Cumsum.apply(input, normalize_dim(dim, input.ndim), dtype)
 
 
@@ -359,7 +534,18 @@ class Norm2(Function):
 
 
 def norm(input: Tensor, p="fro", dim=None, keepdim: bool = False, dtype=None) -> Tensor:
-    """Vector p-norm over ``dim`` (all elements when None): 2/'fro', 1, inf, -inf, 0, any p."""
+    """Vector p-norm over ``dim`` (all elements when None): 2/'fro', 1, inf, -inf, 0, any p.
+
+    Args:
+        input: the input tensor.
+        p: the order: ``'fro'``/2, 1, ``inf``, ``-inf``, 0 or any number.
+        dim: an int or a tuple of ints to reduce; all dims when None.
+        keepdim: whether the reduced dims stay, with size 1.
+        dtype: the dtype to compute and return in.
+
+    Returns:
+        A new tensor with ``dim`` reduced.
+    """
     if dtype is not None:
         input = input.to(dtype)
     if not input.dtype.is_floating_point:

@@ -37,7 +37,17 @@ class _SelectAlongDim(Function):
 
 
 def sort(input: Tensor, dim: int = -1, descending: bool = False, stable: bool = False):
-    """Sort along ``dim``: ``(values, indices)``; NaN counts as the largest value."""
+    """Sort along ``dim``: ``(values, indices)``; NaN counts as the largest value.
+
+    Args:
+        input: the input tensor.
+        dim: the dim to sort along.
+        descending: sort from the largest.
+        stable: keep the order of equal elements.
+
+    Returns:
+        A named pair ``(values, indices)``.
+    """
     if input.ndim == 0:
         return sort_result(input.clone(), creation.zeros((), dtype=D.int64,
                                                         device=input.device))
@@ -47,16 +57,45 @@ def sort(input: Tensor, dim: int = -1, descending: bool = False, stable: bool = 
 
 
 def argsort(input: Tensor, dim: int = -1, descending: bool = False, stable: bool = False):
-    """Indices that sort ``input`` along ``dim``."""
+    """Indices that sort ``input`` along ``dim``.
+
+    Args:
+        input: the input tensor.
+        dim: the dim to sort along.
+        descending: sort from the largest.
+        stable: keep the order of equal elements.
+
+    Returns:
+        An int64 tensor of ``input``'s shape.
+    """
     return sort(input, dim, descending, stable).indices
 
 
 def msort(input: Tensor) -> Tensor:
+    """``input`` sorted along dim 0 in ascending order.
+
+    Args:
+        input: the tensor to sort.
+
+    Returns:
+        The sorted values (``sort(input, 0).values``).
+    """
     return sort(input, 0).values
 
 
 def topk(input: Tensor, k: int, dim: int = -1, largest: bool = True, sorted: bool = True):  # noqa: A002
-    """The ``k`` largest (or smallest) elements along ``dim``: ``(values, indices)``."""
+    """The ``k`` largest (or smallest) elements along ``dim``: ``(values, indices)``.
+
+    Args:
+        input: the input tensor.
+        k: how many elements.
+        dim: the dim to search.
+        largest: False: the smallest instead.
+        sorted: return them in sorted order.
+
+    Returns:
+        A named pair ``(values, indices)``.
+    """
     d = normalize_dim(dim, input.ndim)
     n = input.shape[d] if input.ndim else 1
     if not 0 <= k <= n:
@@ -68,6 +107,17 @@ def topk(input: Tensor, k: int, dim: int = -1, largest: bool = True, sorted: boo
 
 
 def kthvalue(input: Tensor, k: int, dim: int = -1, keepdim: bool = False):
+    """The ``k``-th smallest element of ``input`` along ``dim``, and its index.
+
+    Args:
+        input: the tensor to search.
+        k: the rank, from 1 (the smallest).
+        dim: the dim to search along.
+        keepdim: whether ``dim`` stays, with size 1.
+
+    Returns:
+        A named pair ``(values, indices)``.
+    """
     values, indices = sort(input, dim)
     d = normalize_dim(dim, input.ndim)
     v, i = values.narrow(d, k - 1, 1), indices.narrow(d, k - 1, 1)

@@ -52,5 +52,12 @@ class Erfinv(Function):
 
 
 def erfinv(input: Tensor) -> Tensor:
-    """Inverse of ``erf`` on (-1, 1); ``erfinv(+-1) = +-inf``, NaN outside."""
+    """Inverse of ``erf`` on (-1, 1); ``erfinv(+-1) = +-inf``, NaN outside.
+
+    Args:
+        input: the input tensor.
+
+    Returns:
+        A new floating tensor of ``input``'s shape.
+    """
     return Erfinv.apply(input)

@@ -121,7 +121,15 @@ _VIEW_SHAPES: dict = {}  # (input shape, shape arguments of ints) -> resolved sh
 
 def view(x: Tensor, *shape) -> Tensor:
     """The same memory seen with another shape (one ``-1`` is inferred); errors if the
-    strides do not allow it (use ``reshape``)."""
+    strides do not allow it (use ``reshape``).
+
+    Args:
+        x: the input tensor.
+        *shape: the new shape (ints, or one tuple); one ``-1`` is inferred.
+
+    Returns:
+        A view.
+    """
     key = (x.shape, shape)
     try:
         resolved = _VIEW_SHAPES.get(key)
@@ -165,7 +173,15 @@ def unfold(x: Tensor, dimension: int, size: int, step: int) -> Tensor:
 
 
 def reshape(x: Tensor, *shape) -> Tensor:
-    """``x`` with a new shape: a view when the strides allow, otherwise a copy."""
+    """``x`` with a new shape: a view when the strides allow, otherwise a copy.
+
+    Args:
+        x: the input tensor.
+        *shape: the new shape (ints, or one tuple); one ``-1`` is inferred.
+
+    Returns:
+        A view when the strides allow, otherwise a copy.
+    """
     shape = _infer_shape(shape_arg(shape, True), x.numel())
     strides, _ = _geometry(x)
     if _cached_view_strides(x.shape, strides, shape) is not None:
@@ -184,7 +200,14 @@ class Contiguous(Function):
 
 
 def contiguous(x: Tensor) -> Tensor:
-    """``x`` itself if C-contiguous, else a C-contiguous copy."""
+    """``x`` itself if C-contiguous, else a C-contiguous copy.
+
+    Args:
+        x: the input tensor.
+
+    Returns:
+        ``x`` or a contiguous copy.
+    """
     if x.is_contiguous():
         return x
     return Contiguous.apply(x)
@@ -206,7 +229,15 @@ class Permute(Function):
 
 
 def permute(x: Tensor, *dims) -> Tensor:
-    """Reorder the dimensions (a view)."""
+    """Reorder the dimensions (a view).
+
+    Args:
+        x: the input tensor.
+        *dims: the new order of the dims (ints, or one tuple).
+
+    Returns:
+        A view.
+    """
     if len(dims) == 1 and isinstance(dims[0], (tuple, list)):
         dims = tuple(dims[0])
     dims = tuple(normalize_dim(int(d), x.ndim) for d in dims)
@@ -217,7 +248,16 @@ def permute(x: Tensor, *dims) -> Tensor:
 
 
 def transpose(x: Tensor, dim0: int, dim1: int) -> Tensor:
-    """Swap two dimensions (a view)."""
+    """Swap two dimensions (a view).
+
+    Args:
+        x: the input tensor.
+        dim0: a dim.
+        dim1: another dim.
+
+    Returns:
+        A view.
+    """
     if x.ndim == 0:
         return x
     d0, d1 = normalize_dim(dim0, x.ndim), normalize_dim(dim1, x.ndim)
@@ -230,14 +270,30 @@ swapaxes = swapdims = transpose
 
 
 def t(x: Tensor) -> Tensor:
-    """Transpose a matrix (0-d and 1-d tensors are returned as they are)."""
+    """Transpose a matrix (0-d and 1-d tensors are returned as they are).
+
+    Args:
+        x: the input tensor.
+
+    Returns:
+        A view.
+    """
     if x.ndim > 2:
         raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {x.ndim}D")
     return x if x.ndim < 2 else transpose(x, 0, 1)
 
 
 def movedim(x: Tensor, source, destination) -> Tensor:
-    """Move dims at ``source`` to positions ``destination`` (a view)."""
+    """Move dims at ``source`` to positions ``destination`` (a view).
+
+    Args:
+        x: the input tensor.
+        source: a dim or a sequence of dims to move.
+        destination: their new positions.
+
+    Returns:
+        A view.
+    """
     src = [source] if isinstance(source, int) else list(source)
     dst = [destination] if isinstance(destination, int) else list(destination)
     src = [normalize_dim(d, x.ndim) for d in src]
@@ -277,7 +333,15 @@ class Expand(Function):
 
 
 def expand(x: Tensor, *shape) -> Tensor:
-    """Broadcast size-1 dims to ``shape`` without copying (``-1`` keeps a size)."""
+    """Broadcast size-1 dims to ``shape`` without copying (``-1`` keeps a size).
+
+    Args:
+        x: the input tensor.
+        *shape: the new shape (ints, or one tuple); ``-1`` keeps a dim's size.
+
+    Returns:
+        A view with zero strides in the expanded dims.
+    """
     shape = tuple(int(s) for s in (shape[0] if len(shape) == 1 and isinstance(
         shape[0], (tuple, list)) else shape))
     if len(shape) < x.ndim:
@@ -296,11 +360,28 @@ def expand_as(x: Tensor, other: Tensor) -> Tensor:
 
 
 def broadcast_to(x: Tensor, shape) -> Tensor:
+    """A view of ``x`` broadcast to ``shape`` (as ``x.expand(shape)``).
+
+    Args:
+        x: the tensor to broadcast.
+        shape: the target shape; ``-1`` keeps a dim's size.
+
+    Returns:
+        A view with zero strides along the broadcast dims (no copy).
+    """
     return expand(x, tuple(shape))
 
 
 def squeeze(x: Tensor, dim=None) -> Tensor:
-    """Drop size-1 dims (all, or those in ``dim``)."""
+    """Drop size-1 dims (all, or those in ``dim``).
+
+    Args:
+        x: the input tensor.
+        dim: an int or a tuple of dims to drop if their size is 1; all size-1 dims when None.
+
+    Returns:
+        A view.
+    """
     if dim is None:
         shape = tuple(n for n in x.shape if n != 1)
     else:
@@ -310,7 +391,15 @@ def squeeze(x: Tensor, dim=None) -> Tensor:
 
 
 def unsqueeze(x: Tensor, dim: int) -> Tensor:
-    """Insert a size-1 dim at ``dim``."""
+    """Insert a size-1 dim at ``dim``.
+
+    Args:
+        x: the input tensor.
+        dim: the position of the new dim.
+
+    Returns:
+        A view with one more dim.
+    """
     d = normalize_dim(dim, x.ndim + 1)
     shape = x.shape[:d] + (1,) + x.shape[d:]
     strides, offset = _geometry(x)
@@ -333,7 +422,16 @@ class _GeometryView(Function):
 
 
 def flatten(x: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
-    """Merge dims ``start_dim..end_dim`` into one."""
+    """Merge dims ``start_dim..end_dim`` into one.
+
+    Args:
+        x: the input tensor.
+        start_dim: the first dim to merge.
+        end_dim: the last dim to merge.
+
+    Returns:
+        A view when possible, otherwise a copy.
+    """
     if x.ndim == 0:
         return reshape(x, 1)
     s, e = normalize_dim(start_dim, x.ndim), normalize_dim(end_dim, x.ndim)
@@ -344,13 +442,30 @@ def flatten(x: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
 
 
 def unflatten(x: Tensor, dim: int, sizes) -> Tensor:
-    """Split dim ``dim`` into ``sizes`` (one may be -1)."""
+    """Split dim ``dim`` into ``sizes`` (one may be -1).
+
+    Args:
+        x: the input tensor.
+        dim: the dim to split.
+        sizes: the new sizes, whose product is ``x.shape[dim]``.
+
+    Returns:
+        A view.
+    """
     d = normalize_dim(dim, x.ndim)
     sizes = _infer_shape(tuple(sizes), x.shape[d])
     return reshape(x, x.shape[:d] + sizes + x.shape[d + 1:])
 
 
 def ravel(x: Tensor) -> Tensor:
+    """``x`` flattened to one dim: a view when possible, otherwise a copy.
+
+    Args:
+        x: the tensor to flatten.
+
+    Returns:
+        A 1-d tensor of ``x.numel()`` elements.
+    """
     return reshape(x, -1)
 
 
@@ -419,7 +534,17 @@ def slice_geometry(x: Tensor, key: tuple):
 
 
 def narrow(x: Tensor, dim: int, start: int, length: int) -> Tensor:
-    """The slice ``start:start+length`` of dim ``dim`` (a view)."""
+    """The slice ``start:start+length`` of dim ``dim`` (a view).
+
+    Args:
+        x: the input tensor.
+        dim: the dim to slice.
+        start: the first index.
+        length: the number of elements.
+
+    Returns:
+        A view.
+    """
     d = normalize_dim(dim, x.ndim)
     n = x.shape[d]
     if start < 0:
@@ -432,13 +557,30 @@ def narrow(x: Tensor, dim: int, start: int, length: int) -> Tensor:
 
 
 def select(x: Tensor, dim: int, index: int) -> Tensor:
-    """``x`` indexed at ``index`` along ``dim`` (that dim removed; a view)."""
+    """``x`` indexed at ``index`` along ``dim`` (that dim removed; a view).
+
+    Args:
+        x: the input tensor.
+        dim: the dim to index.
+        index: the position along it.
+
+    Returns:
+        A view with one dim fewer.
+    """
     d = normalize_dim(dim, x.ndim)
     return Slice.apply(x, (slice(None),) * d + (int(index),))
 
 
 def unbind(x: Tensor, dim: int = 0) -> tuple:
-    """All slices along ``dim`` as a tuple of views."""
+    """All slices along ``dim`` as a tuple of views.
+
+    Args:
+        x: the input tensor.
+        dim: the dim to slice along.
+
+    Returns:
+        A tuple of views, each without ``dim``.
+    """
     d = normalize_dim(dim, x.ndim)
     return tuple(select(x, d, i) for i in range(x.shape[d]))
 
@@ -473,7 +615,17 @@ def _last_index(shape, strides, offset) -> int:
 
 
 def as_strided(x: Tensor, size, stride, storage_offset: int | None = None) -> Tensor:
-    """A view of ``x``'s storage with explicit geometry (offset defaults to ``x``'s)."""
+    """A view of ``x``'s storage with explicit geometry (offset defaults to ``x``'s).
+
+    Args:
+        x: the input tensor.
+        size: the view's shape.
+        stride: the view's strides, in elements.
+        storage_offset: the first element's offset in the storage; ``x``'s when None.
+
+    Returns:
+        A view sharing ``x``'s storage.
+    """
     size, stride = tuple(int(s) for s in size), tuple(int(s) for s in stride)
     if len(size) != len(stride):
         raise RuntimeError(f"mismatch in length of strides {stride} and shape {size}")

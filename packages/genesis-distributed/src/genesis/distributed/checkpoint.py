@@ -17,6 +17,11 @@ def save_checkpoint(obj, path: str | os.PathLike, group=None) -> None:
     """Save ``obj`` (a state dict, or a dict of them) to ``path`` from the group's first rank;
     every rank returns once the file is written.
 
+    Args:
+        obj: a state dict, or a dict of them and plain values.
+        path: the file to write.
+        group: the group whose first rank writes and whose ranks wait; the world when None.
+
     Example:
         >>> dist.save_checkpoint({"model": ddp.module.state_dict(),
         ...                       "optim": opt.state_dict(), "epoch": epoch}, "ckpt.gns")
@@ -40,8 +45,13 @@ def load_checkpoint(path: str | os.PathLike, map_location=None, group=None):
     """Load the checkpoint at ``path`` on every rank, onto this rank's own GPU.
 
     Args:
+        path: the file ``save_checkpoint`` wrote.
         map_location: as ``genesis.load``. By default, with NCCL, tensors go to this rank's
             device (``cuda:LOCAL_RANK``) rather than to the device rank 0 saved them from.
+        group: the group whose ranks load; the world when None.
+
+    Returns:
+        The loaded object, as ``genesis.load`` returns it.
     """
     g = resolve(group)
     if map_location is None and g is not None and g.device_index is not None:

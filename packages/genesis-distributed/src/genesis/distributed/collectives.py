@@ -68,6 +68,15 @@ def all_reduce(tensor, op: ReduceOp = ReduceOp.SUM, group: ProcessGroup | None =
                async_op: bool = False):
     """Combine ``tensor`` across the group's ranks, in place on every rank.
 
+    Args:
+        tensor: the tensor to combine; overwritten with the result on every rank.
+        op: how to combine (a ``ReduceOp``: SUM, AVG, PRODUCT, MIN, MAX).
+        group: the process group; the default (world) group when None.
+        async_op: return a ``Work`` to wait on instead of waiting here.
+
+    Returns:
+        A ``Work`` when ``async_op``, else None (also None on ranks outside ``group``).
+
     Example:
         >>> t = genesis.ones(3) * (dist.get_rank() + 1)
         >>> dist.all_reduce(t, op=dist.ReduceOp.SUM)   # 1 + 2 + ... on every rank
@@ -82,7 +91,17 @@ def all_reduce(tensor, op: ReduceOp = ReduceOp.SUM, group: ProcessGroup | None =
 
 
 def broadcast(tensor, src: int, group: ProcessGroup | None = None, async_op: bool = False):
-    """Copy rank ``src``'s ``tensor`` into ``tensor`` on every rank."""
+    """Copy rank ``src``'s ``tensor`` into ``tensor`` on every rank.
+
+    Args:
+        tensor: the data on ``src``; overwritten on the other ranks.
+        src: the global rank to copy from.
+        group: the process group; the default (world) group when None.
+        async_op: return a ``Work`` to wait on instead of waiting here.
+
+    Returns:
+        A ``Work`` when ``async_op``, else None (also None on ranks outside ``group``).
+    """
     _check(tensor)
     g = resolve(group)
     if g is None:
@@ -95,7 +114,18 @@ def broadcast(tensor, src: int, group: ProcessGroup | None = None, async_op: boo
 
 def reduce(tensor, dst: int, op: ReduceOp = ReduceOp.SUM, group: ProcessGroup | None = None,
            async_op: bool = False):
-    """Combine ``tensor`` across ranks into rank ``dst``'s ``tensor`` (others keep theirs)."""
+    """Combine ``tensor`` across ranks into rank ``dst``'s ``tensor`` (others keep theirs).
+
+    Args:
+        tensor: the tensor to combine; the result lands in ``dst``'s.
+        dst: the global rank that receives the result.
+        op: how to combine (a ``ReduceOp``: SUM, AVG, PRODUCT, MIN, MAX).
+        group: the process group; the default (world) group when None.
+        async_op: return a ``Work`` to wait on instead of waiting here.
+
+    Returns:
+        A ``Work`` when ``async_op``, else None (also None on ranks outside ``group``).
+    """
     _check(tensor)
     g = resolve(group)
     if g is None:
@@ -112,6 +142,15 @@ def all_gather_into_tensor(output_tensor, input_tensor, group: ProcessGroup | No
 
     Shape:
         output: ``(world * n, ...)`` or ``(world, n, ...)`` for an input of ``(n, ...)``.
+
+    Args:
+        output_tensor: the result, shaped as under Shape.
+        input_tensor: this rank's contribution.
+        group: the process group; the default (world) group when None.
+        async_op: return a ``Work`` to wait on instead of waiting here.
+
+    Returns:
+        A ``Work`` when ``async_op``, else None (also None on ranks outside ``group``).
     """
     _check(output_tensor, "output_tensor")
     _check(input_tensor, "input_tensor")
@@ -131,7 +170,17 @@ def all_gather_into_tensor(output_tensor, input_tensor, group: ProcessGroup | No
 
 def all_gather(tensor_list: list, tensor, group: ProcessGroup | None = None,
                async_op: bool = False):
-    """``tensor_list[r]`` receives rank ``r``'s ``tensor`` (one entry per rank)."""
+    """``tensor_list[r]`` receives rank ``r``'s ``tensor`` (one entry per rank).
+
+    Args:
+        tensor_list: one tensor per rank, each of ``tensor``'s shape and dtype (filled in).
+        tensor: this rank's contribution.
+        group: the process group; the default (world) group when None.
+        async_op: return a ``Work`` to wait on instead of waiting here.
+
+    Returns:
+        A ``Work`` when ``async_op``, else None (also None on ranks outside ``group``).
+    """
     _check(tensor)
     g = resolve(group)
     if g is None:
@@ -162,6 +211,16 @@ def reduce_scatter_tensor(output, input, op: ReduceOp = ReduceOp.SUM,
 
     Shape:
         input: ``(world * n, ...)`` or ``(world, n, ...)``; output: ``(n, ...)``.
+
+    Args:
+        output: this rank's chunk of the result.
+        input: the tensor to reduce, shaped as under Shape.
+        op: how to combine (a ``ReduceOp``: SUM, AVG, PRODUCT, MIN, MAX).
+        group: the process group; the default (world) group when None.
+        async_op: return a ``Work`` to wait on instead of waiting here.
+
+    Returns:
+        A ``Work`` when ``async_op``, else None (also None on ranks outside ``group``).
     """
     _check(output, "output")
     _check(input, "input")
@@ -180,7 +239,18 @@ def reduce_scatter_tensor(output, input, op: ReduceOp = ReduceOp.SUM,
 
 def reduce_scatter(output, input_list: list, op: ReduceOp = ReduceOp.SUM,
                    group: ProcessGroup | None = None, async_op: bool = False):
-    """``output`` on rank ``r`` gets the reduction over ranks of their ``input_list[r]``."""
+    """``output`` on rank ``r`` gets the reduction over ranks of their ``input_list[r]``.
+
+    Args:
+        output: this rank's share of the result.
+        input_list: one tensor per rank, each of ``output``'s shape.
+        op: how to combine (a ``ReduceOp``: SUM, AVG, PRODUCT, MIN, MAX).
+        group: the process group; the default (world) group when None.
+        async_op: return a ``Work`` to wait on instead of waiting here.
+
+    Returns:
+        A ``Work`` when ``async_op``, else None (also None on ranks outside ``group``).
+    """
     _check(output, "output")
     g = resolve(group)
     if g is None:
@@ -202,7 +272,19 @@ def all_to_all_single(output, input, output_split_sizes: list[int] | None = None
                       input_split_sizes: list[int] | None = None,
                       group: ProcessGroup | None = None, async_op: bool = False):
     """Rank ``r`` sends slice ``j`` of ``input`` (along dim 0) to rank ``j`` and receives
-    slice ``r`` of theirs into slice ``j`` of ``output``; splits default to equal."""
+    slice ``r`` of theirs into slice ``j`` of ``output``; splits default to equal.
+
+    Args:
+        output: receives one slice from every rank, along dim 0.
+        input: holds one slice for every rank, along dim 0.
+        output_split_sizes: rows received from each rank; equal when None.
+        input_split_sizes: rows sent to each rank; equal when None.
+        group: the process group; the default (world) group when None.
+        async_op: return a ``Work`` to wait on instead of waiting here.
+
+    Returns:
+        A ``Work`` when ``async_op``, else None (also None on ranks outside ``group``).
+    """
     _check(output, "output")
     _check(input, "input")
     _same_kind(output, input, "all_to_all_single")
@@ -233,7 +315,17 @@ def _splits(t, sizes, n: int, name: str) -> list[int]:
 
 
 def isend(tensor, dst: int, group: ProcessGroup | None = None, tag: int = 0) -> Work | None:
-    """Start sending ``tensor`` to global rank ``dst``; returns a ``Work``."""
+    """Start sending ``tensor`` to global rank ``dst``; returns a ``Work``.
+
+    Args:
+        tensor: the tensor to communicate.
+        dst: the global rank to send to.
+        group: the process group; the default (world) group when None.
+        tag: a tag to match a send with its receive.
+
+    Returns:
+        A ``Work`` (None on ranks outside ``group``).
+    """
     _check(tensor)
     g = resolve(group)
     if g is None:
@@ -245,7 +337,14 @@ def isend(tensor, dst: int, group: ProcessGroup | None = None, tag: int = 0) -> 
 
 
 def send(tensor, dst: int, group: ProcessGroup | None = None, tag: int = 0) -> None:
-    """Send ``tensor`` to global rank ``dst`` (which calls ``recv``)."""
+    """Send ``tensor`` to global rank ``dst`` (which calls ``recv``).
+
+    Args:
+        tensor: the tensor to communicate.
+        dst: the global rank to send to.
+        group: the process group; the default (world) group when None.
+        tag: a tag to match a send with its receive.
+    """
     work = isend(tensor, dst, group, tag)
     if work is not None:
         work.wait()
@@ -253,14 +352,34 @@ def send(tensor, dst: int, group: ProcessGroup | None = None, tag: int = 0) -> N
 
 def irecv(tensor, src: int | None = None, group: ProcessGroup | None = None,
           tag: int = 0) -> Work | None:
-    """Start receiving into ``tensor`` from global rank ``src``; returns a ``Work``."""
+    """Start receiving into ``tensor`` from global rank ``src``; returns a ``Work``.
+
+    Args:
+        tensor: receives the data (its shape and dtype must match the sender's).
+        src: the global rank to receive from; any rank when None (Gloo only).
+        group: the process group; the default (world) group when None.
+        tag: a tag to match a send with its receive.
+
+    Returns:
+        A ``Work`` (None on ranks outside ``group``).
+    """
     return _recv(tensor, src, group, tag)[0]
 
 
 def recv(tensor, src: int | None = None, group: ProcessGroup | None = None,
          tag: int = 0) -> int:
     """Receive into ``tensor`` from global rank ``src`` (any rank if ``None``, Gloo only);
-    returns the sender's global rank (-1 outside the group)."""
+    returns the sender's global rank (-1 outside the group).
+
+    Args:
+        tensor: receives the data (its shape and dtype must match the sender's).
+        src: the global rank to receive from; any rank when None (Gloo only).
+        group: the process group; the default (world) group when None.
+        tag: a tag to match a send with its receive.
+
+    Returns:
+        The sender's global rank (-1 outside the group).
+    """
     work, sender = _recv(tensor, src, group, tag)
     if work is None:
         return -1
@@ -289,6 +408,15 @@ def barrier(group: ProcessGroup | None = None, async_op: bool = False, device_ty
     """Wait until every rank of the group has reached this call.
 
     Runs on the group's CUDA backend when it has one (as torch's NCCL barrier), else Gloo.
+
+    Args:
+        group: the process group; the default (world) group when None.
+        async_op: return a ``Work`` to wait on instead of waiting here.
+        device_type: ``'cpu'`` or ``'cuda'``: which backend runs the barrier; the group's CUDA
+            backend when it has one.
+
+    Returns:
+        A ``Work`` when ``async_op``, else None (also None on ranks outside ``group``).
     """
     g = resolve(group)
     if g is None:

@@ -24,8 +24,9 @@ class DistributedDataParallel(nn.Module):
 
     Args:
         module: the model; its parameters live on this rank's device.
-        device_ids, output_device: accepted for torch compatibility (one device per process:
+        device_ids: accepted for torch compatibility (one device per process:
             the module's own).
+        output_device: like ``device_ids``.
         broadcast_buffers: copy rank 0's buffers to every rank at each forward.
         process_group: the group to average over (default: the world).
         bucket_cap_mb: the largest bucket of gradients reduced at once.

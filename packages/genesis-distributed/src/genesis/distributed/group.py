@@ -185,7 +185,8 @@ def init_process_group(backend: str | None = None, init_method: str | None = Non
             ``None`` picks both when a GPU is present, else Gloo.
         init_method: ``"env://"`` (default) or ``"tcp://host:port"``.
         timeout: how long a collective (and the meeting at init) waits before failing.
-        world_size, rank: override the environment.
+        world_size: the number of processes; overrides the environment's ``WORLD_SIZE``.
+        rank: this process's rank; overrides the environment's ``RANK``.
         store: a ``torch.distributed.Store`` to meet through instead of making one.
         device_id: the GPU for NCCL (default ``LOCAL_RANK``).
 
@@ -254,30 +255,59 @@ def resolve(group) -> ProcessGroup | None:
 
 
 def is_available() -> bool:
-    """True: genesis.distributed is always usable (NCCL additionally needs CuPy)."""
+    """True: genesis.distributed is always usable (NCCL additionally needs CuPy).
+
+    Returns:
+        True.
+    """
     return True
 
 
 def is_initialized() -> bool:
-    """Whether ``init_process_group`` has run (and ``destroy_process_group`` has not)."""
+    """Whether ``init_process_group`` has run (and ``destroy_process_group`` has not).
+
+    Returns:
+        A Python bool.
+    """
     return _state.world is not None
 
 
 def get_rank(group=None) -> int:
-    """This process's rank in ``group`` (default: the world); -1 outside the group."""
+    """This process's rank in ``group`` (default: the world); -1 outside the group.
+
+    Args:
+        group: the process group; the default (world) group when None.
+
+    Returns:
+        An int.
+    """
     g = resolve(group)
     return -1 if g is None else g.rank()
 
 
 def get_world_size(group=None) -> int:
-    """Number of ranks in ``group`` (default: the world); -1 outside the group."""
+    """Number of ranks in ``group`` (default: the world); -1 outside the group.
+
+    Args:
+        group: the process group; the default (world) group when None.
+
+    Returns:
+        An int.
+    """
     g = resolve(group)
     return -1 if g is None else g.size()
 
 
 def get_backend(group=None) -> str:
     """The group's backend as ``init_process_group`` takes it (``"gloo"``, ``"nccl"`` or
-    ``"cpu:gloo,cuda:nccl"``)."""
+    ``"cpu:gloo,cuda:nccl"``).
+
+    Args:
+        group: the process group; the default (world) group when None.
+
+    Returns:
+        A string such as ``'gloo'``.
+    """
     g = resolve(group)
     if g is None:
         raise ValueError("this rank is not a member of the group")
@@ -318,6 +348,9 @@ def destroy_process_group(group=None) -> None:
     """Release ``group``'s communicators; with no argument, every group and the world.
 
     After destroying the world, ``init_process_group`` may be called again.
+
+    Args:
+        group: the group to release; every group and the world when None.
     """
     if group is None:
         groups, _state.groups = _state.groups, []

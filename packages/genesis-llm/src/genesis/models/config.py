@@ -195,6 +195,12 @@ CONFIG_CLASSES = {c.model_type: c for c in (Qwen2Config, Qwen3Config, Qwen2MoeCo
 def config_from_dict(d: dict) -> Qwen2Config:
     """The config dataclass for ``d["model_type"]``, built from ``d``.
 
+    Args:
+        d: a parsed ``config.json``.
+
+    Returns:
+        A ``Qwen2Config``, ``Qwen3Config``, ``Qwen2MoeConfig`` or ``Qwen3MoeConfig``.
+
     Raises:
         ValueError: ``model_type`` is missing or not a supported family.
     """
@@ -207,6 +213,12 @@ def config_from_dict(d: dict) -> Qwen2Config:
 
 def load_config(model_dir: str | os.PathLike) -> Qwen2Config:
     """Read ``model_dir/config.json``.
+
+    Args:
+        model_dir: a Hugging Face model directory.
+
+    Returns:
+        The config dataclass for its ``model_type``.
 
     Raises:
         FileNotFoundError: ``model_dir`` or its ``config.json`` does not exist.

@@ -129,7 +129,8 @@ class QwenForCausalLM(CheckpointMixin, GenerationMixin, nn.Module):
 
     Args:
         config: a ``Qwen2Config`` / ``Qwen3Config`` / ``Qwen2MoeConfig`` / ``Qwen3MoeConfig``.
-        device, dtype: where and in what type to make the parameters.
+        device: where to make the parameters.
+        dtype: the parameters' dtype.
 
     Example::
 

@@ -30,7 +30,8 @@ class Adagrad(Optimizer):
         initial_accumulator_value: starting value of the squared-gradient sum.
         eps: term added to the denominator for numerical stability.
         maximize: ascend the objective instead of descending it.
-        foreach, fused: accepted for PyTorch compatibility.
+        foreach: accepted for PyTorch compatibility.
+        fused: like ``foreach``.
 
     Example::
 

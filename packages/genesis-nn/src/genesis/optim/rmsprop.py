@@ -29,7 +29,8 @@ class RMSprop(Optimizer):
         momentum: momentum factor.
         centered: normalise by an estimate of the gradient's variance instead.
         maximize: ascend the objective instead of descending it.
-        foreach, capturable: accepted for PyTorch compatibility.
+        foreach: accepted for PyTorch compatibility.
+        capturable: like ``foreach``.
 
     Example::
 

@@ -30,6 +30,9 @@ def relu(input: Tensor, inplace: bool = False) -> Tensor:
         input: any tensor.
         inplace: overwrite ``input`` with the result.
 
+    Returns:
+        A tensor of ``input``'s shape (``input`` itself when ``inplace``).
+
     Example::
 
         >>> F.relu(genesis.tensor([-1.0, 2.0])).tolist()
@@ -39,30 +42,72 @@ def relu(input: Tensor, inplace: bool = False) -> Tensor:
 
 
 def relu_(input: Tensor) -> Tensor:
-    """In-place ``relu``."""
+    """In-place ``relu``.
+
+    Args:
+        input: the input tensor.
+
+    Returns:
+        ``input``, changed in place.
+    """
     return input.relu_()
 
 
 def relu6(input: Tensor, inplace: bool = False) -> Tensor:
-    """``min(max(x, 0), 6)`` elementwise."""
+    """``min(max(x, 0), 6)`` elementwise.
+
+    Args:
+        input: the input tensor.
+        inplace: write the result into ``input``.
+
+    Returns:
+        A tensor of ``input``'s shape (``input`` itself when ``inplace``).
+    """
     return hardtanh(input, 0.0, 6.0, inplace)
 
 
 def hardtanh(input: Tensor, min_val: float = -1.0, max_val: float = 1.0,
              inplace: bool = False) -> Tensor:
-    """``x`` clamped to ``[min_val, max_val]``."""
+    """``x`` clamped to ``[min_val, max_val]``.
+
+    Args:
+        input: the input tensor.
+        min_val: the lower bound.
+        max_val: the upper bound.
+        inplace: write the result into ``input``.
+
+    Returns:
+        A tensor of ``input``'s shape (``input`` itself when ``inplace``).
+    """
     if min_val > max_val:
         raise ValueError("min_val cannot be greater than max_val")
     return input.clamp_(min_val, max_val) if inplace else input.clamp(min_val, max_val)
 
 
 def hardtanh_(input: Tensor, min_val: float = -1.0, max_val: float = 1.0) -> Tensor:
-    """In-place ``hardtanh``."""
+    """In-place ``hardtanh``.
+
+    Args:
+        input: the input tensor.
+        min_val: the lower bound.
+        max_val: the upper bound.
+
+    Returns:
+        ``input``, changed in place.
+    """
     return hardtanh(input, min_val, max_val, inplace=True)
 
 
 def leaky_relu(input: Tensor, negative_slope: float = 0.01, inplace: bool = False) -> Tensor:
     """``x`` where ``x > 0`` else ``negative_slope * x``.
+
+    Args:
+        input: the input tensor.
+        negative_slope: the slope for negative inputs.
+        inplace: write the result into ``input``.
+
+    Returns:
+        A tensor of ``input``'s shape (``input`` itself when ``inplace``).
 
     Example::
 
@@ -74,12 +119,28 @@ def leaky_relu(input: Tensor, negative_slope: float = 0.01, inplace: bool = Fals
 
 
 def leaky_relu_(input: Tensor, negative_slope: float = 0.01) -> Tensor:
-    """In-place ``leaky_relu``."""
+    """In-place ``leaky_relu``.
+
+    Args:
+        input: the input tensor.
+        negative_slope: the slope for negative inputs.
+
+    Returns:
+        ``input``, changed in place.
+    """
     return leaky_relu(input, negative_slope, inplace=True)
 
 
 def elu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
     """``x`` where ``x > 0`` else ``alpha * (exp(x) - 1)``.
+
+    Args:
+        input: the input tensor.
+        alpha: the scale of the negative part.
+        inplace: write the result into ``input``.
+
+    Returns:
+        A tensor of ``input``'s shape (``input`` itself when ``inplace``).
 
     Example::
 
@@ -94,12 +155,29 @@ def elu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
 
 
 def elu_(input: Tensor, alpha: float = 1.0) -> Tensor:
-    """In-place ``elu``."""
+    """In-place ``elu``.
+
+    Args:
+        input: the input tensor.
+        alpha: the scale of the negative part.
+
+    Returns:
+        ``input``, changed in place.
+    """
     return elu(input, alpha, inplace=True)
 
 
 def celu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
-    """``max(0, x) + min(0, alpha * (exp(x / alpha) - 1))``."""
+    """``max(0, x) + min(0, alpha * (exp(x / alpha) - 1))``.
+
+    Args:
+        input: the input tensor.
+        alpha: the scale of the negative part.
+        inplace: write the result into ``input``.
+
+    Returns:
+        A tensor of ``input``'s shape (``input`` itself when ``inplace``).
+    """
     neg = (input.clamp(max=0.0) / alpha).expm1() * alpha
     out = genesis.where(input > 0, input, neg)
     return input.copy_(out) if inplace else out
@@ -110,7 +188,15 @@ _SELU_SCALE = 1.0507009873554804934193349852946
 
 
 def selu(input: Tensor, inplace: bool = False) -> Tensor:
-    """``scale * elu(x, alpha)`` with the self-normalising constants."""
+    """``scale * elu(x, alpha)`` with the self-normalising constants.
+
+    Args:
+        input: the input tensor.
+        inplace: write the result into ``input``.
+
+    Returns:
+        A tensor of ``input``'s shape (``input`` itself when ``inplace``).
+    """
     out = elu(input, _SELU_ALPHA) * _SELU_SCALE
     return input.copy_(out) if inplace else out
 
@@ -122,6 +208,9 @@ def gelu(input: Tensor, approximate: str = "none") -> Tensor:
         input: any floating tensor.
         approximate: ``"none"`` for the exact erf form, ``"tanh"`` for
             ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))``.
+
+    Returns:
+        A new tensor of ``input``'s shape.
 
     Example::
 
@@ -137,41 +226,94 @@ def gelu(input: Tensor, approximate: str = "none") -> Tensor:
 
 
 def silu(input: Tensor, inplace: bool = False) -> Tensor:
-    """``x * sigmoid(x)`` (also called swish)."""
+    """``x * sigmoid(x)`` (also called swish).
+
+    Args:
+        input: the input tensor.
+        inplace: write the result into ``input``.
+
+    Returns:
+        A tensor of ``input``'s shape (``input`` itself when ``inplace``).
+    """
     out = input * input.sigmoid()
     return input.copy_(out) if inplace else out
 
 
 def mish(input: Tensor, inplace: bool = False) -> Tensor:
-    """``x * tanh(softplus(x))``."""
+    """``x * tanh(softplus(x))``.
+
+    Args:
+        input: the input tensor.
+        inplace: write the result into ``input``.
+
+    Returns:
+        A tensor of ``input``'s shape (``input`` itself when ``inplace``).
+    """
     out = input * softplus(input).tanh()
     return input.copy_(out) if inplace else out
 
 
 def sigmoid(input: Tensor) -> Tensor:
-    """``1 / (1 + exp(-x))`` elementwise."""
+    """``1 / (1 + exp(-x))`` elementwise.
+
+    Args:
+        input: the input tensor.
+
+    Returns:
+        A new tensor of ``input``'s shape.
+    """
     return input.sigmoid()
 
 
 def tanh(input: Tensor) -> Tensor:
-    """Hyperbolic tangent elementwise."""
+    """Hyperbolic tangent elementwise.
+
+    Args:
+        input: the input tensor.
+
+    Returns:
+        A new tensor of ``input``'s shape.
+    """
     return input.tanh()
 
 
 def hardsigmoid(input: Tensor, inplace: bool = False) -> Tensor:
-    """``clamp(x / 6 + 1/2, 0, 1)``."""
+    """``clamp(x / 6 + 1/2, 0, 1)``.
+
+    Args:
+        input: the input tensor.
+        inplace: write the result into ``input``.
+
+    Returns:
+        A tensor of ``input``'s shape (``input`` itself when ``inplace``).
+    """
     out = (input / 6.0 + 0.5).clamp(0.0, 1.0)
     return input.copy_(out) if inplace else out
 
 
 def hardswish(input: Tensor, inplace: bool = False) -> Tensor:
-    """``x * hardsigmoid(x)``."""
+    """``x * hardsigmoid(x)``.
+
+    Args:
+        input: the input tensor.
+        inplace: write the result into ``input``.
+
+    Returns:
+        A tensor of ``input``'s shape (``input`` itself when ``inplace``).
+    """
     out = input * hardsigmoid(input)
     return input.copy_(out) if inplace else out
 
 
 def logsigmoid(input: Tensor) -> Tensor:
-    """``log(sigmoid(x))``, computed stably as ``-softplus(-x)``."""
+    """``log(sigmoid(x))``, computed stably as ``-softplus(-x)``.
+
+    Args:
+        input: the input tensor.
+
+    Returns:
+        A new tensor of ``input``'s shape.
+    """
     return -softplus(-input)
 
 
@@ -182,6 +324,9 @@ def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tenso
         input: any floating tensor.
         beta: sharpness.
         threshold: above ``beta * x > threshold`` the result is linear.
+
+    Returns:
+        A new tensor of ``input``'s shape.
 
     Example::
 
@@ -195,23 +340,55 @@ def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tenso
 
 
 def softsign(input: Tensor) -> Tensor:
-    """``x / (1 + |x|)``."""
+    """``x / (1 + |x|)``.
+
+    Args:
+        input: the input tensor.
+
+    Returns:
+        A new tensor of ``input``'s shape.
+    """
     return input / (input.abs() + 1.0)
 
 
 def tanhshrink(input: Tensor) -> Tensor:
-    """``x - tanh(x)``."""
+    """``x - tanh(x)``.
+
+    Args:
+        input: the input tensor.
+
+    Returns:
+        A new tensor of ``input``'s shape.
+    """
     return input - input.tanh()
 
 
 def threshold(input: Tensor, threshold: float, value: float, inplace: bool = False) -> Tensor:
-    """``x`` where ``x > threshold`` else ``value``."""
+    """``x`` where ``x > threshold`` else ``value``.
+
+    Args:
+        input: the input tensor.
+        threshold: the value ``input`` must exceed to be kept.
+        value: the replacement for the other elements.
+        inplace: write the result into ``input``.
+
+    Returns:
+        A tensor of ``input``'s shape (``input`` itself when ``inplace``).
+    """
     out = genesis.where(input > threshold, input, genesis.full_like(input, value))
     return input.copy_(out) if inplace else out
 
 
 def glu(input: Tensor, dim: int = -1) -> Tensor:
-    """Gated linear unit: ``a * sigmoid(b)`` for the two halves ``a, b`` of ``dim``."""
+    """Gated linear unit: ``a * sigmoid(b)`` for the two halves ``a, b`` of ``dim``.
+
+    Args:
+        input: the input tensor.
+        dim: the dim to halve (its size must be even).
+
+    Returns:
+        A new tensor with ``dim`` halved.
+    """
     if input.shape[dim] % 2:
         raise RuntimeError(
             f"Halving dimension must be even, but dimension {dim} is size {input.shape[dim]}"
@@ -221,7 +398,15 @@ def glu(input: Tensor, dim: int = -1) -> Tensor:
 
 
 def prelu(input: Tensor, weight: Tensor) -> Tensor:
-    """``x`` where ``x > 0`` else ``weight * x``; ``weight`` has 1 or C (dim 1) entries."""
+    """``x`` where ``x > 0`` else ``weight * x``; ``weight`` has 1 or C (dim 1) entries.
+
+    Args:
+        input: the input tensor.
+        weight: the learned slopes: one, or one per channel (dim 1).
+
+    Returns:
+        A new tensor of ``input``'s shape.
+    """
     if weight.numel() != 1 and input.ndim >= 2:
         weight = weight.reshape((1, -1) + (1,) * (input.ndim - 2))
     return genesis.where(input > 0, input, input * weight)
@@ -245,6 +430,9 @@ def softmax(input: Tensor, dim: int | None = None, _stacklevel: int = 3,
         dim: the dimension that sums to one.
         dtype: if given, ``input`` is cast to it first (e.g. to compute half inputs in float32).
 
+    Returns:
+        A new tensor of ``input``'s shape.
+
     Example::
 
         >>> F.softmax(genesis.tensor([0.0, 0.0]), dim=0).tolist()
@@ -265,6 +453,9 @@ def log_softmax(input: Tensor, dim: int | None = None, _stacklevel: int = 3,
         input: a floating tensor.
         dim: the dimension to normalise over.
         dtype: if given, ``input`` is cast to it first.
+
+    Returns:
+        A new tensor of ``input``'s shape.
     """
     if dim is None:
         dim = _legacy_softmax_dim("log_softmax", input.ndim)
@@ -275,7 +466,16 @@ def log_softmax(input: Tensor, dim: int | None = None, _stacklevel: int = 3,
 
 def softmin(input: Tensor, dim: int | None = None, _stacklevel: int = 3,
             dtype=None) -> Tensor:
-    """``softmax(-x)`` along ``dim``."""
+    """``softmax(-x)`` along ``dim``.
+
+    Args:
+        input: the input tensor.
+        dim: the dim to normalise over.
+        dtype: cast ``input`` to this dtype first.
+
+    Returns:
+        A new tensor of ``input``'s shape.
+    """
     if dim is None:
         dim = _legacy_softmax_dim("softmin", input.ndim)
     if dtype is not None:

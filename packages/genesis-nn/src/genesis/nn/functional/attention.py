@@ -38,6 +38,11 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
                                  enable_gqa: bool = False) -> Tensor:
     """``softmax(Q K^T * scale + mask) V``.
 
+    Shape:
+        output: ``(..., Hq, L, Ev)``.
+
+    Rows whose every position is masked out give zeros (not NaN), as torch's.
+
     Args:
         query: ``(..., Hq, L, E)``.
         key: ``(..., Hk, S, E)``.
@@ -52,10 +57,8 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
         enable_gqa: allow ``Hk`` to divide ``Hq`` (grouped-query attention): each key/value
             head serves ``Hq / Hk`` consecutive query heads.
 
-    Shape:
-        output: ``(..., Hq, L, Ev)``.
-
-    Rows whose every position is masked out give zeros (not NaN), as torch's.
+    Returns:
+        A new ``(*, L, Ev)`` tensor.
 
     Example::
 
@@ -211,15 +214,37 @@ def multi_head_attention_forward(
 ) -> tuple[Tensor, Tensor | None]:
     """Multi-head attention, as ``torch.nn.functional.multi_head_attention_forward``.
 
+    The weights and options are those of ``nn.MultiheadAttention``, with torch's names and
+    meanings.
+
     Args:
         query: ``(L, N, E)`` or unbatched ``(L, E)`` (sequence first).
         key: ``(S, N, Ek)`` or ``(S, Ek)``.
         value: ``(S, N, Ev)`` or ``(S, Ev)``.
+        embed_dim_to_check: ``E``, checked against ``query``.
+        num_heads: the number of heads (``E`` must be divisible by it).
+        in_proj_weight: the packed ``(3E, E)`` q/k/v projection (None with separate weights).
+        in_proj_bias: the packed ``(3E,)`` projection bias, or None.
+        bias_k: a ``(1, 1, E)`` bias appended to the keys, or None.
+        bias_v: a ``(1, 1, E)`` bias appended to the values, or None.
+        add_zero_attn: append a row of zeros to the keys and values.
+        dropout_p: dropout probability on the attention weights (when ``training``).
+        out_proj_weight: the ``(E, E)`` output projection.
+        out_proj_bias: the ``(E,)`` output projection bias, or None.
+        training: apply dropout.
         key_padding_mask: ``(N, S)``; bool ``True`` = ignore that key, or float (added).
+        need_weights: also return the attention weights.
         attn_mask: ``(L, S)`` or ``(N * num_heads, L, S)``; bool ``True`` = not allowed, or
             float (added).
+        use_separate_proj_weight: use ``q_proj_weight``/``k_proj_weight``/``v_proj_weight``
+            instead of ``in_proj_weight``.
+        q_proj_weight: the ``(E, E)`` query projection (separate weights only).
+        k_proj_weight: the ``(E, Ek)`` key projection (separate weights only).
+        v_proj_weight: the ``(E, Ev)`` value projection (separate weights only).
+        static_k: must be None (not supported).
+        static_v: must be None (not supported).
+        average_attn_weights: average the returned weights over the heads.
         is_causal: with no ``attn_mask``, use a causal mask.
-        other arguments: the weights and options of ``nn.MultiheadAttention``.
 
     Returns:
         ``(output (L, N, E), weights)``; weights are ``(N, L, S)`` averaged over heads (or

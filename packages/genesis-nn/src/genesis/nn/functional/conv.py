@@ -240,7 +240,8 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups: in
         input: (N, C_in, H, W) or unbatched (C_in, H, W).
         weight: (C_out, C_in / groups, kH, kW).
         bias: optional (C_out,).
-        stride, dilation: int or (sH, sW).
+        stride: int or (sH, sW).
+        dilation: int or (dH, dW).
         padding: int, (pH, pW), ``'valid'`` (none) or ``'same'`` (output size = input size,
             stride 1 only; an odd total puts the extra element after, as torch does).
         groups: split input and output channels into this many independent groups.
@@ -273,7 +274,9 @@ def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups: in
         input: (N, C_in, L) or unbatched (C_in, L).
         weight: (C_out, C_in / groups, k).
         bias: optional (C_out,).
-        stride, padding, dilation: ints (or 1-tuples); padding may be ``'valid'``/``'same'``.
+        stride: an int (or 1-tuple).
+        padding: an int (or 1-tuple), or ``'valid'``/``'same'``.
+        dilation: an int (or 1-tuple).
         groups: number of channel groups.
 
     Returns:

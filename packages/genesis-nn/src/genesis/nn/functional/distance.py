@@ -11,14 +11,17 @@ __all__ = ["cosine_similarity", "pairwise_distance"]
 def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -> Tensor:
     """``sum(x1/|x1| * x2/|x2|)`` along ``dim``, each norm clamped below at ``eps``.
 
+    Shape:
+        output: the broadcast shape without ``dim``.
+
     Args:
         x1: any shape broadcastable with ``x2``.
         x2: any shape broadcastable with ``x1``.
         dim: the vector dimension.
         eps: lower bound of each norm (avoids division by zero).
 
-    Shape:
-        output: the broadcast shape without ``dim``.
+    Returns:
+        A new tensor of the broadcast shape without ``dim``.
 
     Example::
 
@@ -43,6 +46,9 @@ def pairwise_distance(x1: Tensor, x2: Tensor, p: float = 2.0, eps: float = 1e-6,
         p: the norm's order.
         eps: added to the difference (keeps the gradient finite at zero distance).
         keepdim: keep the reduced dimension.
+
+    Returns:
+        A new tensor: the broadcast shape without the last dim (kept with ``keepdim``).
 
     Example::
 

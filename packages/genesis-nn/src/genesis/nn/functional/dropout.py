@@ -37,6 +37,9 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True,
         training: apply dropout (otherwise return ``input`` unchanged).
         inplace: write the result into ``input``.
 
+    Returns:
+        A tensor of ``input``'s shape (``input`` itself when ``inplace``).
+
     Example::
 
         >>> F.dropout(genesis.ones(4), p=0.5, training=False)
@@ -65,20 +68,50 @@ def _feature_dropout(input: Tensor, p: float, training: bool, inplace: bool,
 
 def dropout1d(input: Tensor, p: float = 0.5, training: bool = True,
               inplace: bool = False) -> Tensor:
-    """Zero whole channels of ``(N, C, L)`` or ``(C, L)`` input with probability ``p``."""
+    """Zero whole channels of ``(N, C, L)`` or ``(C, L)`` input with probability ``p``.
+
+    Args:
+        input: the input tensor.
+        p: the probability of dropping a channel.
+        training: apply dropout (otherwise return ``input`` unchanged).
+        inplace: write the result into ``input``.
+
+    Returns:
+        A tensor of ``input``'s shape (``input`` itself when ``inplace``).
+    """
     return _feature_dropout(input, p, training, inplace, 1, "dropout1d")
 
 
 def dropout2d(input: Tensor, p: float = 0.5, training: bool = True,
               inplace: bool = False) -> Tensor:
-    """Zero whole channels of ``(N, C, H, W)`` or ``(C, H, W)`` input with probability ``p``."""
+    """Zero whole channels of ``(N, C, H, W)`` or ``(C, H, W)`` input with probability ``p``.
+
+    Args:
+        input: the input tensor.
+        p: the probability of dropping a channel.
+        training: apply dropout (otherwise return ``input`` unchanged).
+        inplace: write the result into ``input``.
+
+    Returns:
+        A tensor of ``input``'s shape (``input`` itself when ``inplace``).
+    """
     return _feature_dropout(input, p, training, inplace, 2, "dropout2d")
 
 
 def dropout3d(input: Tensor, p: float = 0.5, training: bool = True,
               inplace: bool = False) -> Tensor:
     """Zero whole channels of ``(N, C, D, H, W)`` or ``(C, D, H, W)`` input with
-    probability ``p``."""
+    probability ``p``.
+
+    Args:
+        input: the input tensor.
+        p: the probability of dropping a channel.
+        training: apply dropout (otherwise return ``input`` unchanged).
+        inplace: write the result into ``input``.
+
+    Returns:
+        A tensor of ``input``'s shape (``input`` itself when ``inplace``).
+    """
     return _feature_dropout(input, p, training, inplace, 3, "dropout3d")
 
 
@@ -88,7 +121,17 @@ _SELU_ALPHA_PRIME = -1.0507009873554804934193349852946 * 1.673263242354377284817
 def alpha_dropout(input: Tensor, p: float = 0.5, training: bool = False,
                   inplace: bool = False) -> Tensor:
     """Dropout that keeps SELU's zero mean and unit variance (dropped values are set to
-    SELU's negative saturation, then an affine map restores the moments)."""
+    SELU's negative saturation, then an affine map restores the moments).
+
+    Args:
+        input: the input tensor.
+        p: the drop probability.
+        training: apply dropout (otherwise return ``input`` unchanged).
+        inplace: write the result into ``input``.
+
+    Returns:
+        A tensor of ``input``'s shape (``input`` itself when ``inplace``).
+    """
     _check_p(p)
     if not training or p == 0.0:
         return input

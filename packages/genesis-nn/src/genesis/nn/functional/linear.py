@@ -12,13 +12,16 @@ __all__ = ["linear", "bilinear"]
 def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """``y = x W^T + b`` over the last dimension of ``input``.
 
+    Shape:
+        output: ``(*, out_features)``.
+
     Args:
         input: ``(*, in_features)``.
         weight: ``(out_features, in_features)``.
         bias: ``(out_features,)`` or ``None``.
 
-    Shape:
-        output: ``(*, out_features)``.
+    Returns:
+        A new ``(*, out_features)`` tensor.
 
     Example::
 
@@ -32,14 +35,17 @@ def bilinear(input1: Tensor, input2: Tensor, weight: Tensor,
              bias: Tensor | None = None) -> Tensor:
     """``y_k = x1^T W_k x2 + b_k``.
 
+    Shape:
+        output: ``(*, out)``.
+
     Args:
         input1: ``(*, in1)``.
         input2: ``(*, in2)``.
         weight: ``(out, in1, in2)``.
         bias: ``(out,)`` or ``None``.
 
-    Shape:
-        output: ``(*, out)``.
+    Returns:
+        A new ``(*, out)`` tensor.
     """
     # (*, 1, 1, in1) @ (out, in1, in2) -> (*, out, 1, in2); then dot with x2.
     left = genesis.matmul(input1.unsqueeze(-2).unsqueeze(-2), weight)  # (*, out, 1, in2)

@@ -271,8 +271,12 @@ def mse_loss(input, target, reduction: str = "mean"):
     """Mean squared error ``(input - target)**2``, reduced.
 
     Args:
-        input, target: tensors of the same shape (broadcasting warns, as in torch).
+        input: a tensor.
+        target: a tensor of ``input``'s shape (broadcasting warns, as in torch).
         reduction: ``'none'`` | ``'mean'`` | ``'sum'``.
+
+    Returns:
+        A 0-d tensor with ``'mean'`` or ``'sum'`` reduction, else a tensor of ``input``'s shape.
 
     Example:
         >>> mse_loss(genesis.randn(3), genesis.zeros(3))
@@ -287,6 +291,14 @@ def mse_loss(input, target, reduction: str = "mean"):
 def l1_loss(input, target, reduction: str = "mean"):
     """Mean absolute error ``|input - target|``, reduced.
 
+    Args:
+        input: a tensor.
+        target: a tensor of ``input``'s shape.
+        reduction: ``'none'`` | ``'mean'`` | ``'sum'``.
+
+    Returns:
+        A 0-d tensor with ``'mean'`` or ``'sum'`` reduction, else a tensor of ``input``'s shape.
+
     Example:
         >>> l1_loss(genesis.randn(3), genesis.zeros(3), reduction="sum")
     """
@@ -300,9 +312,13 @@ def smooth_l1_loss(input, target, reduction: str = "mean", beta: float = 1.0):
     """Smooth L1: ``0.5 d**2 / beta`` where ``|d| < beta``, else ``|d| - 0.5 beta``.
 
     Args:
-        input, target: same-shape tensors, ``d = input - target``.
+        input: a tensor; ``d = input - target``.
+        target: a tensor of ``input``'s shape.
         reduction: ``'none'`` | ``'mean'`` | ``'sum'``.
         beta: the quadratic zone's half-width, >= 0; ``beta=0`` is exactly L1.
+
+    Returns:
+        A 0-d tensor with ``'mean'`` or ``'sum'`` reduction, else a tensor of ``input``'s shape.
 
     Example:
         >>> smooth_l1_loss(genesis.randn(4), genesis.zeros(4), beta=0.5)
@@ -322,6 +338,15 @@ def smooth_l1_loss(input, target, reduction: str = "mean", beta: float = 1.0):
 
 def huber_loss(input, target, reduction: str = "mean", delta: float = 1.0):
     """Huber loss: ``0.5 d**2`` where ``|d| < delta``, else ``delta * (|d| - 0.5 delta)``.
+
+    Args:
+        input: a tensor.
+        target: a tensor of ``input``'s shape.
+        reduction: ``'none'`` | ``'mean'`` | ``'sum'``.
+        delta: where the loss turns from quadratic to linear.
+
+    Returns:
+        A 0-d tensor with ``'mean'`` or ``'sum'`` reduction, else a tensor of ``input``'s shape.
 
     Example:
         >>> huber_loss(genesis.randn(4), genesis.zeros(4), delta=2.0)
@@ -365,6 +390,9 @@ def binary_cross_entropy(input, target, weight=None, reduction: str = "mean"):
         weight: optional, broadcastable to ``input``; rescales each element.
         reduction: ``'none'`` | ``'mean'`` | ``'sum'``.
 
+    Returns:
+        A 0-d tensor with ``'mean'`` or ``'sum'`` reduction, else a tensor of ``input``'s shape.
+
     Example:
         >>> binary_cross_entropy(genesis.rand(4), genesis.ones(4))
     """
@@ -397,6 +425,9 @@ def binary_cross_entropy_with_logits(input, target, weight=None, reduction: str 
         reduction: ``'none'`` | ``'mean'`` | ``'sum'``.
         pos_weight: optional weight of positive examples, broadcast along the last dim
             (e.g. (C,) for a multi-label (N, C) problem).
+
+    Returns:
+        A 0-d tensor with ``'mean'`` or ``'sum'`` reduction, else a tensor of ``input``'s shape.
 
     Example:
         >>> binary_cross_entropy_with_logits(genesis.randn(4), genesis.ones(4))
@@ -433,6 +464,9 @@ def kl_div(input, target, reduction: str = "mean", log_target: bool = False):
         reduction: ``'none'`` | ``'batchmean'`` (sum / batch size: the true KL divergence) |
             ``'sum'`` | ``'mean'`` (over every element, as torch; warns).
         log_target: whether ``target`` is given in log space.
+
+    Returns:
+        A 0-d tensor unless ``reduction='none'`` (then ``input``'s shape).
 
     Example:
         >>> kl_div(genesis.randn(2, 5).log_softmax(1), genesis.randn(2, 5).softmax(1),

@@ -39,6 +39,9 @@ def layer_norm(input: Tensor, normalized_shape: int | Sequence[int],
         bias: ``normalized_shape``-shaped shift, or ``None``.
         eps: added to the variance for stability.
 
+    Returns:
+        A new tensor of ``input``'s shape.
+
     Example::
 
         >>> F.layer_norm(genesis.tensor([[1.0, 3.0]]), (2,), eps=0.0).tolist()
@@ -57,6 +60,9 @@ def rms_norm(input: Tensor, normalized_shape: int | Sequence[int],
         normalized_shape: the trailing dims to normalise over.
         weight: ``normalized_shape``-shaped scale, or ``None``.
         eps: added to the mean square; ``None`` means ``genesis.finfo(input.dtype).eps``.
+
+    Returns:
+        A new tensor of ``input``'s shape.
 
     Example::
 
@@ -82,6 +88,9 @@ def group_norm(input: Tensor, num_groups: int, weight: Tensor | None = None,
         weight: ``(C,)`` scale, or ``None``.
         bias: ``(C,)`` shift, or ``None``.
         eps: added to the variance.
+
+    Returns:
+        A new tensor of ``input``'s shape.
 
     Example::
 
@@ -118,9 +127,19 @@ def instance_norm(input: Tensor, running_mean: Tensor | None = None,
 
     Args:
         input: ``(N, C, *)``.
+        running_mean: must be ``None`` (running statistics are not supported).
+        running_var: must be ``None``.
         weight: ``(C,)`` scale, or ``None``.
         bias: ``(C,)`` shift, or ``None``.
+        use_input_stats: must be True.
+        momentum: accepted for torch compatibility (no running statistics are kept).
         eps: added to the variance.
+
+    Returns:
+        A new tensor of ``input``'s shape.
+
+    Raises:
+        NotImplementedError: running statistics were given or ``use_input_stats`` is False.
     """
     if not use_input_stats or running_mean is not None or running_var is not None:
         raise NotImplementedError("instance_norm: running statistics are not supported")
@@ -149,6 +168,9 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
         training: use (and record) batch statistics.
         momentum: weight of the new batch statistic in the running average.
         eps: added to the variance.
+
+    Returns:
+        A new tensor of ``input``'s shape.
 
     Example::
 
@@ -199,6 +221,15 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
 
 def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12) -> Tensor:
     """Divide by the ``p``-norm along ``dim``: ``x / max(||x||_p, eps)``.
+
+    Args:
+        input: the input tensor.
+        p: the order of the norm.
+        dim: the dim holding the vectors.
+        eps: lower bound of the norm (avoids division by zero).
+
+    Returns:
+        A new tensor of ``input``'s shape.
 
     Example::
 

@@ -28,6 +28,9 @@ def pad(input: Tensor, pad: Sequence[int], mode: str = "constant",
         mode: ``"constant"``, ``"reflect"``, ``"replicate"`` or ``"circular"``.
         value: the fill value of constant padding (default 0).
 
+    Returns:
+        A new tensor, larger (or, with negative padding, smaller) in the padded dims.
+
     Example::
 
         >>> F.pad(genesis.ones(1, 2), (1, 2))

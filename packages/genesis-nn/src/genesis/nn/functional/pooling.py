@@ -145,7 +145,8 @@ def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
 
     Args:
         input: (N, C, H, W) or (C, H, W), floating.
-        kernel_size: int or (kH, kW); ``stride`` defaults to it.
+        kernel_size: int or (kH, kW).
+        stride: int or (sH, sW); ``kernel_size`` when None.
         padding: implicit zero padding, at most half the kernel.
         ceil_mode: round the output size up.
         count_include_pad: divide by the window size including padding (default) or only

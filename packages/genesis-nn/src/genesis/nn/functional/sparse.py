@@ -13,15 +13,20 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None,
               scale_grad_by_freq: bool = False, sparse: bool = False) -> Tensor:
     """Rows of ``weight`` picked by the integer indices in ``input``.
 
+    Shape:
+        output: ``(*input.shape, embedding_dim)``.
+
     Args:
         input: int64 indices of any shape.
         weight: ``(num_embeddings, embedding_dim)``.
         padding_idx: this row gets no gradient (its output is still ``weight[padding_idx]``).
         max_norm: rows looked up are first renormalised in place to at most this norm.
         norm_type: the p of the norm for ``max_norm``.
+        scale_grad_by_freq: must be False (not supported).
+        sparse: must be False (sparse gradients are not supported).
 
-    Shape:
-        output: ``(*input.shape, embedding_dim)``.
+    Returns:
+        A new ``(*input.shape, embedding_dim)`` tensor.
 
     Example::
 
@@ -62,13 +67,16 @@ def _renorm_rows_(weight: Tensor, idx: Tensor, max_norm: float, norm_type: float
 def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
     """int64 one-hot encoding: ``out[..., c] = 1`` where ``tensor[...] == c``.
 
+    Shape:
+        output: ``(*tensor.shape, num_classes)``.
+
     Args:
         tensor: int64 class indices of any shape.
         num_classes: number of classes; ``-1`` means ``tensor.max() + 1`` (reads the value
             back to the host). Core's op; re-exported here where torch has it.
 
-    Shape:
-        output: ``(*tensor.shape, num_classes)``.
+    Returns:
+        An int64 tensor with a new last dim of ``num_classes``.
 
     Example::
 

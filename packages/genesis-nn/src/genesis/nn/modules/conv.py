@@ -107,10 +107,14 @@ class Conv1d(_ConvNd):
     """1-d convolution layer over (N, C_in, L) or (C_in, L).
 
     Args:
-        in_channels, out_channels: channel counts (both divisible by ``groups``).
-        kernel_size, stride, padding, dilation: ints or 1-tuples; padding may be
-            ``'same'``/``'valid'``.
-        groups: channel groups. bias: learn an additive bias.
+        in_channels: input channels (divisible by ``groups``).
+        out_channels: output channels (divisible by ``groups``).
+        kernel_size: an int or a 1-tuple.
+        stride: an int or a 1-tuple.
+        padding: an int or a 1-tuple, or ``'same'``/``'valid'``.
+        dilation: an int or a 1-tuple.
+        groups: channel groups.
+        bias: learn an additive bias.
         padding_mode: ``'zeros'`` | ``'reflect'`` | ``'replicate'`` | ``'circular'``.
 
     Shape:
@@ -129,10 +133,14 @@ class Conv2d(_ConvNd):
     """2-d convolution layer over (N, C_in, H, W) or (C_in, H, W).
 
     Args:
-        in_channels, out_channels: channel counts (both divisible by ``groups``).
-        kernel_size, stride, padding, dilation: ints or pairs; padding may be
-            ``'same'``/``'valid'``.
-        groups: channel groups. bias: learn an additive bias.
+        in_channels: input channels (divisible by ``groups``).
+        out_channels: output channels (divisible by ``groups``).
+        kernel_size: an int or a pair.
+        stride: an int or a pair.
+        padding: an int or a pair, or ``'same'``/``'valid'``.
+        dilation: an int or a pair.
+        groups: channel groups.
+        bias: learn an additive bias.
         padding_mode: ``'zeros'`` | ``'reflect'`` | ``'replicate'`` | ``'circular'``.
 
     Shape:
