@@ -56,7 +56,11 @@ def test_tutorial_runs(page, tmp_path, monkeypatch):
     namespace = {"__name__": f"tutorial_{page.stem.replace('-', '_')}"}
     try:
         for line, code in python_blocks(page.read_text(), gpu=genesis.cuda.is_available()):
-            compiled = compile(code, f"{page.relative_to(ROOT)}:{line}", "exec")
+            # each block runs from a real file, as a reader's script would: Triton's @jit
+            # reads its kernel's source back through inspect, which needs one
+            script = tmp_path / f"{page.stem}_line{line}.py"
+            script.write_text(code)
+            compiled = compile(code, str(script), "exec")
             exec(compiled, namespace)  # noqa: S102  (the point of the test)
     finally:
         os.environ.clear()
