@@ -52,7 +52,6 @@ float32 = DType("float32", 4, _FLOAT, True, 2)
 float64 = DType("float64", 8, _FLOAT, True, 3)
 
 ALL_DTYPES = (bool_, uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64)
-FLOATING_DTYPES = (float16, bfloat16, float32, float64)
 _BY_NAME = {d.name: d for d in ALL_DTYPES}
 _BY_NAME.update(
     {"bool_": bool_, "half": float16, "float": float32, "double": float64, "long": int64,

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import time
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from genesis.autograd import function as _function
 from genesis.backends import registry
@@ -236,13 +236,6 @@ def _device_synchronizer():
         for b in backends:
             b.synchronize(None)
     return sync
-
-
-@dataclass
-class _UserRange:
-    name: str
-    start_ns: int = 0
-    events: list = field(default_factory=list)
 
 
 class profile:  # noqa: N801 - torch's name
