@@ -1212,7 +1212,11 @@ for _name, _lo, _hi in (("exp_", -2, 2), ("log_", 0.1, 3), ("sqrt_", 0.1, 3),
                dtypes=("float32", "float64"), op=_inplace_on_view(_name),
                ref=_inplace_on_view(_name)))
 add(
-    OpInfo("clamp_", lambda d: [S(T((3, 4)), *((-0.5, 0.5) if is_float(d) else (-1, 1)),
+    # uint8 gets bounds inside its range: torch changed what an out-of-range integer bound
+    # does between releases (2.13 wraps -1 to 255 for uint8, 2.15 clamps as in exact
+    # arithmetic), so a bound of -1 has no single reference behaviour to compare with.
+    OpInfo("clamp_", lambda d: [S(T((3, 4)), *((-0.5, 0.5) if is_float(d)
+                                                else (0, 1) if d == "uint8" else (-1, 1)),
                                   name="both"),
                                 S(T((2, 3), layout="T"), None, 0.3 if is_float(d) else 1,
                                   name="max")],
