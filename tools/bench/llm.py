@@ -102,15 +102,9 @@ def _dtype_kwarg(dtype) -> dict:
     return {"dtype" if (major, minor) >= (4, 56) else "torch_dtype": dtype}
 
 
-class Torch:
-    """transformers + torch eager."""
-
-    name = "transformers"
-
-    def __init__(self, device: str) -> None:
-        import torch
-
-        self.lib, self.device = torch, device
+class _Framework:
+    """Device bookkeeping shared by both frameworks: ``lib.cuda`` has the same names in torch
+    and genesis. Subclasses set ``lib`` and ``device``."""
 
     def sync(self) -> None:
         if self.device == "cuda":
@@ -126,6 +120,17 @@ class Torch:
     def free(self) -> None:
         if self.device == "cuda":
             self.lib.cuda.empty_cache()
+
+
+class Torch(_Framework):
+    """transformers + torch eager."""
+
+    name = "transformers"
+
+    def __init__(self, device: str) -> None:
+        import torch
+
+        self.lib, self.device = torch, device
 
     def load(self, path: str, dtype: str):
         import transformers
@@ -156,7 +161,7 @@ class Torch:
             return model.lm_head(hidden[:, -1])
 
 
-class Genesis:
+class Genesis(_Framework):
     """genesis.models."""
 
     name = "genesis"
@@ -167,21 +172,6 @@ class Genesis:
 
         self.lib, self.device, self.graph = genesis, device, graph
         self.graph_fallback = False
-
-    def sync(self) -> None:
-        if self.device == "cuda":
-            self.lib.cuda.synchronize()
-
-    def reset_peak(self) -> None:
-        if self.device == "cuda":
-            self.lib.cuda.reset_peak_memory_stats()
-
-    def peak_gib(self) -> float | None:
-        return self.lib.cuda.max_memory_allocated() / 2**30 if self.device == "cuda" else None
-
-    def free(self) -> None:
-        if self.device == "cuda":
-            self.lib.cuda.empty_cache()
 
     def load(self, path: str, dtype: str):
         from genesis.models import AutoModelForCausalLM
