@@ -4,10 +4,14 @@
 #   tests: every test that needs a GPU (markers cuda, multigpu) in parallel shards, then a
 #          compute-sanitizer memcheck pass over a subset of the GPU tests.
 #   bench: tools/bench/{ops,memory,overhead}.py, genesis vs torch in the same run.
+#   train: the end-to-end figures: tools/bench/train.py (eager and graph), tools/bench/llm.py
+#          (training, decode, prefill against transformers) and the fused-kernel rows of
+#          ops.py; GPU (h100 or h200, default h200) picks the peak FLOP/s behind MFU.
 # OUTDIR receives a handful of files (logs and results); scratch goes to /tmp/gpu_suite.
 set -uo pipefail
-what=${1:?tests or bench}
+what=${1:?tests, bench or train}
 out=${2:?output folder}
+gpu=${3:-h200}
 work=/tmp/gpu_suite
 mkdir -p "$out" "$work"
 source tools/device/setup.sh || exit 1
@@ -39,4 +43,16 @@ elif [ "$what" = bench ]; then
         python3 tools/bench/overhead.py --device cuda --json "$out/overhead_cuda.json"
         python3 tools/bench/overhead.py --device cpu --json "$out/overhead_cpu.json"
     } 2>&1 | tee "$out/bench.log"
+elif [ "$what" = train ]; then
+    {
+        for model in 0.2b qwen2.5-0.5b; do
+            python3 tools/bench/train.py --model $model --steps 10 --warmup 3 --gpu "$gpu" \
+                --out "$out/train_$model.json"
+            python3 tools/bench/train.py --model $model --steps 10 --warmup 3 --gpu "$gpu" \
+                --frameworks genesis --graph --out "$out/train_${model}_graph.json"
+        done
+        python3 tools/bench/llm.py --gpu "$gpu" --out "$out/llm.json"
+        python3 tools/bench/ops.py --only-llm --out "$out/ops_llm"
+        python3 tools/bench/ops.py --attention-only
+    } 2>&1 | tee "$out/train.log"
 fi
