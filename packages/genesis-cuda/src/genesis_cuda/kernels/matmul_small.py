@@ -1,0 +1,153 @@
+"""Matrix products with few rows, ``(M, K) @ (K, N)`` for M <= ``SMALL_M_MAX``: a decode step.
+
+With M this small the product is a stream over the right operand (a linear layer's weight):
+each of its N*K elements takes part in only M multiply-adds, so the time is the weight's bytes
+over memory bandwidth, if the whole GPU streams it. The tiled kernels of ``matmul`` would give
+such a problem one row of 64-128-wide output tiles, ``cdiv(N, 128)`` programs (7 for a
+896-wide projection on 132 SMs), each walking all of K. Here instead:
+
+* each program owns ``BLOCK_N`` columns of C (rows of the weight) and one chunk of K
+  (split-K, ``matmul_common``), with enough chunks that ``cdiv(N, BLOCK_N) * split`` puts
+  ``SMALL_M_WAVES`` programs on every SM;
+* M == 1 is a matrix-vector product on the CUDA cores: a (BLOCK_N, BLOCK_K) weight tile
+  times the x row, accumulated elementwise in float32 and summed over K once at the end;
+* M = 2..64 uses the tensor cores with the operands swapped, ``C^T = W @ x^T``: the weight
+  tile is the instruction's large side and the few rows of x its narrow side (padded to 16);
+* a split problem writes float32 partials and ``matmul_common``'s reduction adds them in a
+  fixed order (deterministic), adds the bias and rounds once; an unsplit one adds the bias
+  to the float32 sums and stores C directly.
+
+A plan is a rule applied to the shape (``SMALL_M_TILES``, revised by
+``tools/bench/ops.py --matmul-training --sweep``): no timing run, no host synchronisation, and
+every call allocates the same workspace from the caching allocator, so a CUDA graph can
+capture even the first call of a shape.
+"""
+
+import triton
+import triton.language as tl
+
+from genesis import dtypes as D
+
+from . import _launch
+from ._launch import cdiv, next_pow2, sm_count
+from .matmul_common import Direct, mma, split_k, splitk_reducer
+
+SMALL_M_MAX = 64  # products with at most this many rows take this path
+SMALL_M_WAVES = 2  # programs per SM aimed at (split-K adds K-chunks up to this)
+# BLOCK_M (1, or M rounded up to a power of two >= 16) ->
+#   (BLOCK_N, BLOCK_K, num_warps, num_stages, shortest K-chunk of a split in K-tiles).
+# Reasoning (H100/H200: 132 SMs, 3.3-4.8 TB/s, ~30 MB in flight needed at ~0.7 us latency):
+# a program keeps a 16 KB weight tile in flight per step (32x256 or 64x128 half elements),
+# two programs per SM; a K-chunk of >= 256 elements keeps the float32 partials (split*M*N*4
+# bytes) small against the weight (N*K*2 bytes) for M <= 64.
+SMALL_M_TILES = {
+    1: (32, 256, 4, 3, 1),
+    16: (64, 128, 4, 4, 2),
+    32: (64, 128, 4, 4, 2),
+    64: (64, 128, 4, 3, 2),
+}
+
+
+# ---------------------------------------------------------------------------- kernel
+@triton.jit
+def _small_m_step(acc, w_ptrs, x_ptrs, k_left, PREC: tl.constexpr, MASKED: tl.constexpr,
+                  BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
+    """One K-tile: acc (BLOCK_N, BLOCK_K) += w * x for M == 1, else acc += w @ x^T."""
+    rk = tl.arange(0, BLOCK_K)
+    if BLOCK_M == 1:  # x_ptrs (1, BLOCK_K)
+        if MASKED:
+            w = tl.load(w_ptrs, mask=rk[None, :] < k_left, other=0.0)
+            x = tl.load(x_ptrs, mask=rk[None, :] < k_left, other=0.0)
+        else:
+            w = tl.load(w_ptrs)
+            x = tl.load(x_ptrs)
+        acc += w.to(tl.float32) * x.to(tl.float32)
+    else:  # x_ptrs (BLOCK_K, BLOCK_M): x^T
+        if MASKED:
+            w = tl.load(w_ptrs, mask=rk[None, :] < k_left, other=0.0)
+            x = tl.load(x_ptrs, mask=rk[:, None] < k_left, other=0.0)
+        else:
+            w = tl.load(w_ptrs)
+            x = tl.load(x_ptrs)
+        acc = mma(w, x, acc, PREC, tl.float32)
+    return acc
+
+
+@triton.jit
+def _small_m_kernel(x_ptr, w_ptr, out_ptr, bias_ptr, M, N, K, k_per, sxm, sxk, swk, swn, sbias,
+                    HAS_BIAS: tl.constexpr, PARTIAL: tl.constexpr, PREC: tl.constexpr,
+                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    """Program (n-block, K-chunk): C[:, n-block] (all M rows) summed over its K-chunk.
+
+    ``w`` is the right operand read as (N, K) through its strides (a linear weight as
+    stored). The result goes to C (M, N) contiguous, or for a split problem (PARTIAL) to the
+    float32 partials (split, M, N) at chunk ``program_id(1)``."""
+    pid_n = tl.program_id(0)
+    pid_k = tl.program_id(1)
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    rm = tl.arange(0, BLOCK_M)
+    rk = tl.arange(0, BLOCK_K)
+    k0 = pid_k * k_per
+    k_len = tl.minimum(k_per, K - k0)
+    # Wrapped rows/columns keep the loads unmasked (their results are never stored).
+    wn = (rn % N).to(tl.int64)
+    xm = (rm % M).to(tl.int64)
+    w_ptrs = w_ptr + wn[:, None] * swn + (k0 + rk)[None, :] * swk  # (BLOCK_N, BLOCK_K)
+    if BLOCK_M == 1:
+        x_ptrs = x_ptr + xm[:, None] * sxm + (k0 + rk)[None, :] * sxk  # (1, BLOCK_K)
+        acc = tl.zeros((BLOCK_N, BLOCK_K), dtype=tl.float32)
+    else:
+        x_ptrs = x_ptr + xm[None, :] * sxm + (k0 + rk)[:, None] * sxk  # (BLOCK_K, BLOCK_M)
+        acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
+    full = k_len // BLOCK_K
+    for _ in range(full):  # unmasked: vector loads
+        acc = _small_m_step(acc, w_ptrs, x_ptrs, BLOCK_K, PREC, False, BLOCK_M, BLOCK_K)
+        w_ptrs += BLOCK_K * swk
+        x_ptrs += BLOCK_K * sxk
+    left = k_len - full * BLOCK_K
+    if left > 0:
+        acc = _small_m_step(acc, w_ptrs, x_ptrs, left, PREC, True, BLOCK_M, BLOCK_K)
+    if BLOCK_M == 1:
+        res = tl.sum(acc, axis=1)[:, None]  # (BLOCK_N, 1)
+    else:
+        res = acc  # (BLOCK_N, BLOCK_M) = C^T tile
+    mask = (rn[:, None] < N) & (rm[None, :] < M)
+    offs = rm[None, :].to(tl.int64) * N + rn[:, None]
+    if PARTIAL:
+        tl.store(out_ptr + pid_k.to(tl.int64) * M * N + offs, res, mask=mask)
+    else:
+        if HAS_BIAS:
+            res += tl.load(bias_ptr + rn * sbias, mask=rn < N, other=0.0).to(tl.float32)[:, None]
+        tl.store(out_ptr + offs, res.to(out_ptr.dtype.element_ty), mask=mask)
+
+
+# --------------------------------------------------------------------------- launcher
+def plan(dt, M: int, N: int, K: int, sa, sb, has_bias: bool, sbias: int, precision, device):
+    """``go(a, b, c, bias)`` computing ``c = a @ b (+ bias)`` for ``a`` (M, K) with strides
+    ``sa``, ``b`` (K, N) with strides ``sb`` (a linear weight ``(N, K)`` is ``b`` with its
+    strides swapped), ``c`` contiguous (M, N); ``dt`` float16, bfloat16 or float32 and
+    ``1 <= M <= SMALL_M_MAX``. ``precision`` is the float32 ``tl.dot`` input precision."""
+    bm = 1 if M == 1 else max(16, next_pow2(M))
+    bn, bk, warps, stages, min_tiles = SMALL_M_TILES[bm]
+    n_blocks = cdiv(N, bn)
+    split, per = split_k(n_blocks, cdiv(K, bk), min_tiles, SMALL_M_WAVES * sm_count(device))
+    k_per = per * bk
+    kern = Direct(_small_m_kernel, (n_blocks, split),
+                  dict(HAS_BIAS=has_bias, PARTIAL=split > 1,
+                       PREC=precision if dt is D.float32 else None, BLOCK_M=bm, BLOCK_N=bn,
+                       BLOCK_K=bk, num_warps=warps, num_stages=stages))
+    sam, sak = sa
+    sbk, sbn = sb
+    if split == 1:
+        def go(a, b, c, bias):
+            kern(a, b, c, c if bias is None else bias, M, N, K, k_per, sam, sak, sbk, sbn, sbias)
+
+        return go
+    reduce = splitk_reducer(M, N, split, (N, 1), has_bias, sbias)
+
+    def go_split(a, b, c, bias):
+        ws = _launch.empty((split, M, N), D.float32, c.device)
+        kern(a, b, ws, ws, M, N, K, k_per, sam, sak, sbk, sbn, 0)
+        reduce(ws, c, bias)
+
+    return go_split
