@@ -77,8 +77,9 @@ def launched(monkeypatch):
 @pytest.mark.parametrize("M", [1, 3, 17, 64])
 @pytest.mark.parametrize("with_bias", [False, True])
 def test_small_m_linear(launched, dtype, M, with_bias):
-    # (N, K): odd sizes, a K tail after whole tiles, enough K to split into chunks
-    for i, (N, K) in enumerate([(5, 7), (33, 300), (130, 520), (64, 1100)]):
+    # (N, K): odd sizes, a K tail after whole tiles, enough K to split into chunks, a K that
+    # takes a halved BLOCK_K
+    for i, (N, K) in enumerate([(5, 7), (33, 300), (130, 520), (64, 1100), (40, 384)]):
         x = _rand((M, K), dtype, 10 * i + M, 1 / math.sqrt(K))
         w = _rand((N, K), dtype, 10 * i + 1)
         b = _rand((N,), dtype, 10 * i + 2) if with_bias else None
@@ -91,9 +92,12 @@ def test_small_m_splits_k():
     from genesis_cuda.kernels._launch import sm_count
     from genesis_cuda.kernels.matmul_common import split_k
 
+    even = matmul_small._even_block_k
+    assert (even(896, 256), even(4864, 256), even(96, 256), even(300, 256)) == (128, 256, 32, 256)
     sms = sm_count(0)
     for bm, (N, K) in ((1, (33, 300)), (16, (130, 520))):
         bn, bk, _, _, min_tiles = matmul_small.SMALL_M_TILES[bm]
+        bk = matmul_small._even_block_k(K, bk)
         target = matmul_small.SMALL_M_WAVES * sms
         split, per = split_k(-(-N // bn), -(-K // bk), min_tiles, target)
         assert split > 1 and (split - 1) * per * bk < K <= split * per * bk

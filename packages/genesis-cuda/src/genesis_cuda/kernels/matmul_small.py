@@ -36,10 +36,11 @@ SMALL_M_MAX = 64  # products with at most this many rows take this path
 SMALL_M_WAVES = 2  # programs per SM aimed at (split-K adds K-chunks up to this)
 # BLOCK_M (1, or M rounded up to a power of two >= 16) ->
 #   (BLOCK_N, BLOCK_K, num_warps, num_stages, shortest K-chunk of a split in K-tiles).
-# Reasoning (H100/H200: 132 SMs, 3.3-4.8 TB/s, ~30 MB in flight needed at ~0.7 us latency):
-# a program keeps a 16 KB weight tile in flight per step (32x256 or 64x128 half elements),
-# two programs per SM; a K-chunk of >= 256 elements keeps the float32 partials (split*M*N*4
-# bytes) small against the weight (N*K*2 bytes) for M <= 64.
+# Reasoning (H100/H200: 132 SMs, 3.3-4.8 TB/s; at ~0.7 us of memory latency that needs ~3 MB
+# in flight, ~25 KB per SM): a program loads a 16 KB weight tile per step (32x256 or 64x128
+# half elements; BLOCK_K is halved where that makes it divide K, see _even_block_k), two or
+# more programs per SM; K-chunks of >= 256 elements (M > 1) keep the float32 partials
+# (split*M*N*4 bytes, mostly in L2) small against the weight (N*K*2 bytes).
 SMALL_M_TILES = {
     1: (32, 256, 4, 3, 1),
     16: (64, 128, 4, 4, 2),
@@ -122,6 +123,16 @@ def _small_m_kernel(x_ptr, w_ptr, out_ptr, bias_ptr, M, N, K, k_per, sxm, sxk, s
 
 
 # --------------------------------------------------------------------------- launcher
+def _even_block_k(K: int, bk: int) -> int:
+    """``bk``, halved (down to 32) while it does not divide K: a K-tile that is never cut
+    short loads whole 16-byte vectors (a masked tail load goes element by element), and the
+    models' widths (896, 4864, ...) are multiples of 128 but not always of 256."""
+    b = bk
+    while b > 32 and K % b:
+        b //= 2
+    return b if K % b == 0 else bk
+
+
 def plan(dt, M: int, N: int, K: int, sa, sb, has_bias: bool, sbias: int, precision, device):
     """``go(a, b, c, bias)`` computing ``c = a @ b (+ bias)`` for ``a`` (M, K) with strides
     ``sa``, ``b`` (K, N) with strides ``sb`` (a linear weight ``(N, K)`` is ``b`` with its
@@ -129,6 +140,7 @@ def plan(dt, M: int, N: int, K: int, sa, sb, has_bias: bool, sbias: int, precisi
     ``1 <= M <= SMALL_M_MAX``. ``precision`` is the float32 ``tl.dot`` input precision."""
     bm = 1 if M == 1 else max(16, next_pow2(M))
     bn, bk, warps, stages, min_tiles = SMALL_M_TILES[bm]
+    bk = _even_block_k(K, bk)
     n_blocks = cdiv(N, bn)
     split, per = split_k(n_blocks, cdiv(K, bk), min_tiles, SMALL_M_WAVES * sm_count(device))
     k_per = per * bk
