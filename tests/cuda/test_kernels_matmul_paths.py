@@ -29,7 +29,7 @@ import torch
 pytestmark = pytest.mark.cuda
 pytest.importorskip("triton")
 
-from kernel_arrays import DEV, dev, host  # noqa: E402
+from kernel_arrays import DEV, INTERPRET, dev, host  # noqa: E402
 
 from genesis_cuda.kernels import matmul as mm  # noqa: E402
 from genesis_cuda.kernels import matmul_common, matmul_small  # noqa: E402
@@ -192,3 +192,83 @@ def test_broadcast_batch_folds_into_rows(launched, dtype):
     gs = _rand((B, T + 2, N), dtype, 3, 1 / math.sqrt(N))[:, :T]
     torch.testing.assert_close(_matmul(gs, w.expand(B, N, K)),
                                (gs.double() @ w.double()).to(dtype))
+
+
+# ------------------------------------------------------------------ the device at real sizes
+def _rand_cuda(shape, dtype, seed, scale=1.0):
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    return (torch.randn(shape, generator=g, device="cuda") * scale).to(dtype)
+
+
+@pytest.mark.skipif(INTERPRET, reason="real sizes: on the GPU")
+@pytest.mark.parametrize("M", [1, 8, 32])
+@pytest.mark.parametrize("fin,fout", [(896, 896), (896, 128), (4864, 896), (896, 4864),
+                                      (896, 151936)], ids=str)
+def test_decode_shapes(M, fin, fout):
+    """Qwen2.5-0.5B's linear layers at decode sizes (split over all SMs), bf16 with bias."""
+    dt = torch.bfloat16
+    x = _rand_cuda((M, fin), dt, M, fin ** -0.5)
+    w = _rand_cuda((fout, fin), dt, 1)
+    b = _rand_cuda((fout,), dt, 2)
+    got = _linear(x, w, b)
+    torch.testing.assert_close(got, _ref_linear(x, w, b))
+    assert torch.equal(got, _linear(x, w, b))  # the split-K sums are added in a fixed order
+
+
+@pytest.mark.skipif(INTERPRET, reason="real sizes: on the GPU")
+@pytest.mark.parametrize("fin,fout", [(896, 896), (896, 128)], ids=str)
+def test_weight_gradient_8k_tokens(fin, fout):
+    """grad.T @ x over 8192 tokens, bf16: 896 x 896 is timed among candidates that include
+    split-K ones; 128 x 896 (under 2 GFLOP) is split by the rule."""
+    dt = torch.bfloat16
+    g = _rand_cuda((8192, fout), dt, 1, 8192 ** -0.5)
+    x = _rand_cuda((8192, fin), dt, 2)
+    got = _matmul(g.T, x)
+    torch.testing.assert_close(got, (g.T.double() @ x.double()).to(dt))
+    assert torch.equal(got, _matmul(g.T, x))
+
+
+@pytest.mark.skipif(INTERPRET, reason="genesis CUDA tensors need the GPU")
+def test_linear_autograd_3d_matches_torch():
+    """nn.functional.linear forward and backward on (B, T, C) bf16 inputs: the input gradient
+    takes the folded product, the weight gradient a split-K one."""
+    import genesis
+    import genesis.nn.functional as GF
+
+    dt = torch.bfloat16
+    x = _rand_cuda((2, 512, 896), dt, 1, 896 ** -0.5)
+    w = _rand_cuda((128, 896), dt, 2)
+    b = _rand_cuda((128,), dt, 3)
+    gy = _rand_cuda((2, 512, 128), dt, 4, 1024 ** -0.5)
+    gx_, gw_, gb_ = (genesis.from_dlpack(t.clone()).requires_grad_() for t in (x, w, b))
+    out = GF.linear(gx_, gw_, gb_)
+    out.backward(genesis.from_dlpack(gy.clone()))
+    xd, wd, bd = (t.double().requires_grad_() for t in (x, w, b))
+    ref = torch.nn.functional.linear(xd, wd, bd)
+    ref.backward(gy.double())
+    genesis.cuda.synchronize()
+    for got, want in ((out, ref), (gx_.grad, xd.grad), (gw_.grad, wd.grad), (gb_.grad, bd.grad)):
+        torch.testing.assert_close(torch.from_dlpack(got.detach()), want.to(dt))
+
+
+@pytest.mark.skipif(INTERPRET, reason="CUDA graphs need the GPU")
+def test_decode_linear_replays_in_a_cuda_graph():
+    """A decode-sized linear with split-K (its float32 workspace taken from the graph's pool)
+    captured once and replayed on new inputs gives the eager result, bit for bit."""
+    import genesis
+    import genesis.nn.functional as GF
+
+    dt = torch.bfloat16
+    x = genesis.from_dlpack(_rand_cuda((4, 1, 4864), dt, 1, 4864 ** -0.5))
+    w = genesis.from_dlpack(_rand_cuda((896, 4864), dt, 2))
+    b = genesis.from_dlpack(_rand_cuda((896,), dt, 3))
+    GF.linear(x, w, b)  # warm-up: compiles the kernels
+    graph = genesis.cuda.CUDAGraph()
+    with genesis.cuda.graph(graph):
+        static = GF.linear(x, w, b)
+    for seed in range(3):
+        new = genesis.from_dlpack(_rand_cuda((4, 1, 4864), dt, 10 + seed, 4864 ** -0.5))
+        x.copy_(new)
+        graph.replay()
+        genesis.cuda.synchronize()
+        assert torch.equal(torch.from_dlpack(static), torch.from_dlpack(GF.linear(new, w, b)))

@@ -18,9 +18,9 @@ such a problem one row of 64-128-wide output tiles, ``cdiv(N, 128)`` programs (7
   to the float32 sums and stores C directly.
 
 A plan is a rule applied to the shape (``SMALL_M_TILES``, revised by
-``tools/bench/ops.py --matmul-training --sweep``): no timing run, no host synchronisation, and
-every call allocates the same workspace from the caching allocator, so a CUDA graph can
-capture even the first call of a shape.
+``tools/bench/ops.py --matmul-training --sweep``): no timing run and no host
+synchronisation, and every call allocates the same workspace from the caching allocator, so
+a CUDA graph captures it (after the warm-up call that compiles the kernels).
 """
 
 import triton
