@@ -385,9 +385,9 @@ def _ptr_binder(dt, M, N, K, bshape, sa, sb, sc, has_bias, sbias):
     def bind(cfg):
         bm, bn, bk, gm, st, nw = cfg
         kern = Direct(_mm_kernel, (cdiv(M, bm) * cdiv(N, bn), B0 * B1),
-                       dict(HAS_BIAS=has_bias, PREC=prec, ACC=acc, EVEN_K=K % bk == 0,
-                            BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=gm, num_stages=st,
-                            num_warps=nw))
+                      dict(HAS_BIAS=has_bias, PREC=prec, ACC=acc, EVEN_K=K % bk == 0,
+                           BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=gm, num_stages=st,
+                           num_warps=nw))
 
         def go(a, b, c, bias):
             kern(a, b, c, M, N, K, *strides, c if bias is None else bias, sbias)

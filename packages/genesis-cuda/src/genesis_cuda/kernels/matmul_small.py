@@ -140,6 +140,8 @@ def plan(dt, M: int, N: int, K: int, sa, sb, has_bias: bool, sbias: int, precisi
     ``1 <= M <= SMALL_M_MAX``. ``precision`` is the float32 ``tl.dot`` input precision."""
     bm = 1 if M == 1 else max(16, next_pow2(M))
     bn, bk, warps, stages, min_tiles = SMALL_M_TILES[bm]
+    if dt is D.float32 and bm > 1:  # 4-byte tiles: half as deep, two stages of shared memory
+        bk, stages = min(bk, 64), 2
     bk = _even_block_k(K, bk)
     n_blocks = cdiv(N, bn)
     split, per = split_k(n_blocks, cdiv(K, bk), min_tiles, SMALL_M_WAVES * sm_count(device))
