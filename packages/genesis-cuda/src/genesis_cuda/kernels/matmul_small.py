@@ -93,12 +93,13 @@ def _small_m_kernel(x_ptr, w_ptr, out_ptr, bias_ptr, M, N, K, k_per, sxm, sxk, s
     # Wrapped rows/columns keep the loads unmasked (their results are never stored).
     wn = (rn % N).to(tl.int64)
     xm = (rm % M).to(tl.int64)
-    w_ptrs = w_ptr + wn[:, None] * swn + (k0 + rk)[None, :] * swk  # (BLOCK_N, BLOCK_K)
+    ks = (k0 + rk).to(tl.int64)
+    w_ptrs = w_ptr + wn[:, None] * swn + ks[None, :] * swk  # (BLOCK_N, BLOCK_K)
     if BLOCK_M == 1:
-        x_ptrs = x_ptr + xm[:, None] * sxm + (k0 + rk)[None, :] * sxk  # (1, BLOCK_K)
+        x_ptrs = x_ptr + xm[:, None] * sxm + ks[None, :] * sxk  # (1, BLOCK_K)
         acc = tl.zeros((BLOCK_N, BLOCK_K), dtype=tl.float32)
     else:
-        x_ptrs = x_ptr + xm[None, :] * sxm + (k0 + rk)[:, None] * sxk  # (BLOCK_K, BLOCK_M)
+        x_ptrs = x_ptr + xm[None, :] * sxm + ks[:, None] * sxk  # (BLOCK_K, BLOCK_M)
         acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
     full = k_len // BLOCK_K
     for _ in range(full):  # unmasked: vector loads
