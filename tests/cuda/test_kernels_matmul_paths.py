@@ -74,7 +74,7 @@ def launched(monkeypatch):
 
 
 @pytest.mark.parametrize("dtype", HALF_AND_FLOAT, ids=str)
-@pytest.mark.parametrize("M", [1, 3, 17, 64])
+@pytest.mark.parametrize("M", [1, 3, 40])
 @pytest.mark.parametrize("with_bias", [False, True])
 def test_small_m_linear(launched, dtype, M, with_bias):
     # (N, K): odd sizes, a K tail after whole tiles, enough K to split into chunks, a K that
