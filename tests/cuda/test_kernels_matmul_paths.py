@@ -87,6 +87,19 @@ def test_small_m_linear(launched, dtype, M, with_bias):
     assert {name for name, _ in launched} == {"_small_m_kernel", "_splitk_reduce_kernel"}
 
 
+@pytest.mark.parametrize("M", [1, 3])
+def test_small_m_unsplit(monkeypatch, launched, M):
+    # SMALL_M_WAVES = 0 turns split-K off: each program walks its whole K (several tiles)
+    monkeypatch.setattr(matmul_small, "SMALL_M_WAVES", 0)
+    for dtype in (torch.float32, torch.bfloat16):
+        x = _rand((M, 1100), dtype, M, 1 / math.sqrt(1100))
+        w = _rand((70, 1100), dtype, 2)
+        b = _rand((70,), dtype, 3)
+        torch.testing.assert_close(_linear(x, w, b), _ref_linear(x, w, b))
+    assert {name for name, _ in launched} == {"_small_m_kernel"}
+    assert all(grid[1] == 1 for _, grid in launched)
+
+
 def test_small_m_splits_k():
     # The shapes above do split on a 4-SM interpreter device and on a 132-SM GPU alike.
     from genesis_cuda.kernels._launch import sm_count

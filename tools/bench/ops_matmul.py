@@ -166,8 +166,8 @@ def small_m_sweep(ctx):
     bf = torch.bfloat16
     saved = dict(ms.SMALL_M_TILES), ms.SMALL_M_WAVES
     # (BLOCK_N, BLOCK_K, warps, stages) per kernel flavour; the K-chunk minimum is kept
-    tiles = {1: ((16, 256, 4, 3), (32, 128, 4, 3), (32, 256, 4, 3), (32, 512, 4, 3),
-                 (64, 256, 8, 3)),
+    tiles = {1: ((8, 1024, 4, 3), (16, 512, 4, 3), (32, 128, 4, 3), (32, 256, 4, 3),
+                 (32, 512, 8, 3), (64, 256, 8, 3)),
              16: ((32, 128, 4, 4), (64, 128, 4, 4), (64, 256, 4, 3), (128, 128, 4, 3),
                   (128, 128, 8, 3))}
     shapes = [s for s in qwen05_linears() if s[0] in ("q_proj", "down_proj", "lm_head")]
@@ -182,7 +182,7 @@ def small_m_sweep(ctx):
                 tt = bench(lambda: torch.nn.functional.linear(x, w), rep=20)
                 gbytes = 2 * fout * fin / 1e9
                 for tile in tiles[1 if m == 1 else 16]:
-                    for waves in (1, 2, 4):
+                    for waves in (0, 1, 2, 4):  # 0: no split-K
                         ms.SMALL_M_TILES[bm] = tile + saved[0][bm][4:]
                         ms.SMALL_M_WAVES = waves
                         mm._plans.clear()

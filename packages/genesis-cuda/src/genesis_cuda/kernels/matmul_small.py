@@ -33,7 +33,7 @@ from ._launch import cdiv, next_pow2, sm_count
 from .matmul_common import Direct, mma, split_k, splitk_reducer
 
 SMALL_M_MAX = 64  # products with at most this many rows take this path
-SMALL_M_WAVES = 2  # programs per SM aimed at (split-K adds K-chunks up to this)
+SMALL_M_WAVES = 2  # programs per SM aimed at (split-K adds K-chunks up to this; 0: no split)
 # BLOCK_M (1, or M rounded up to a power of two >= 16) ->
 #   (BLOCK_N, BLOCK_K, num_warps, num_stages, shortest K-chunk of a split in K-tiles).
 # Reasoning (H100/H200: 132 SMs, 3.3-4.8 TB/s; at ~0.7 us of memory latency that needs ~3 MB
@@ -51,25 +51,29 @@ SMALL_M_TILES = {
 
 # ---------------------------------------------------------------------------- kernel
 @triton.jit
-def _small_m_step(acc, w_ptrs, x_ptrs, k_left, PREC: tl.constexpr, MASKED: tl.constexpr,
-                  BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
-    """One K-tile: acc (BLOCK_N, BLOCK_K) += w * x for M == 1, else acc += w @ x^T."""
-    rk = tl.arange(0, BLOCK_K)
-    if BLOCK_M == 1:  # x_ptrs (1, BLOCK_K)
-        if MASKED:
-            w = tl.load(w_ptrs, mask=rk[None, :] < k_left, other=0.0)
+def _load_tile(w_ptrs, x_ptrs, k_left, MASKED: tl.constexpr, BLOCK_M: tl.constexpr,
+               BLOCK_K: tl.constexpr):
+    """One K-tile of w (BLOCK_N, BLOCK_K) and of x: (1, BLOCK_K) for M == 1, else x^T
+    (BLOCK_K, BLOCK_M); MASKED: only the first ``k_left`` columns of K are read."""
+    if MASKED:
+        rk = tl.arange(0, BLOCK_K)
+        w = tl.load(w_ptrs, mask=rk[None, :] < k_left, other=0.0)
+        if BLOCK_M == 1:
             x = tl.load(x_ptrs, mask=rk[None, :] < k_left, other=0.0)
         else:
-            w = tl.load(w_ptrs)
-            x = tl.load(x_ptrs)
-        acc += w.to(tl.float32) * x.to(tl.float32)
-    else:  # x_ptrs (BLOCK_K, BLOCK_M): x^T
-        if MASKED:
-            w = tl.load(w_ptrs, mask=rk[None, :] < k_left, other=0.0)
             x = tl.load(x_ptrs, mask=rk[:, None] < k_left, other=0.0)
-        else:
-            w = tl.load(w_ptrs)
-            x = tl.load(x_ptrs)
+    else:
+        w = tl.load(w_ptrs)
+        x = tl.load(x_ptrs)
+    return w, x
+
+
+@triton.jit
+def _accumulate(acc, w, x, PREC: tl.constexpr, BLOCK_M: tl.constexpr):
+    """acc (BLOCK_N, BLOCK_K) += w * x for M == 1 (CUDA cores), else acc += w @ x^T."""
+    if BLOCK_M == 1:
+        acc += w.to(tl.float32) * x.to(tl.float32)
+    else:
         acc = mma(w, x, acc, PREC, tl.float32)
     return acc
 
@@ -101,14 +105,32 @@ def _small_m_kernel(x_ptr, w_ptr, out_ptr, bias_ptr, M, N, K, k_per, sxm, sxk, s
     else:
         x_ptrs = x_ptr + xm[None, :] * sxm + ks[:, None] * sxk  # (BLOCK_K, BLOCK_M)
         acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
-    full = k_len // BLOCK_K
-    for _ in range(full):  # unmasked: vector loads
-        acc = _small_m_step(acc, w_ptrs, x_ptrs, BLOCK_K, PREC, False, BLOCK_M, BLOCK_K)
-        w_ptrs += BLOCK_K * swk
-        x_ptrs += BLOCK_K * sxk
+    full = k_len // BLOCK_K  # whole K-tiles: unmasked, vector loads
+    if BLOCK_M == 1:
+        # The next tile's loads are issued before this tile's products, so each program has
+        # two tiles in flight without relying on the compiler to pipeline loads that feed
+        # no tl.dot.
+        if full > 0:
+            w, x = _load_tile(w_ptrs, x_ptrs, 0, False, BLOCK_M, BLOCK_K)
+            for _ in range(1, full):
+                w_ptrs += BLOCK_K * swk
+                x_ptrs += BLOCK_K * sxk
+                w_next, x_next = _load_tile(w_ptrs, x_ptrs, 0, False, BLOCK_M, BLOCK_K)
+                acc = _accumulate(acc, w, x, PREC, BLOCK_M)
+                w, x = w_next, x_next
+            acc = _accumulate(acc, w, x, PREC, BLOCK_M)
+            w_ptrs += BLOCK_K * swk
+            x_ptrs += BLOCK_K * sxk
+    else:
+        for _ in range(full):  # loads feeding tl.dot: pipelined over num_stages
+            w, x = _load_tile(w_ptrs, x_ptrs, 0, False, BLOCK_M, BLOCK_K)
+            acc = _accumulate(acc, w, x, PREC, BLOCK_M)
+            w_ptrs += BLOCK_K * swk
+            x_ptrs += BLOCK_K * sxk
     left = k_len - full * BLOCK_K
     if left > 0:
-        acc = _small_m_step(acc, w_ptrs, x_ptrs, left, PREC, True, BLOCK_M, BLOCK_K)
+        w, x = _load_tile(w_ptrs, x_ptrs, left, True, BLOCK_M, BLOCK_K)
+        acc = _accumulate(acc, w, x, PREC, BLOCK_M)
     if BLOCK_M == 1:
         res = tl.sum(acc, axis=1)[:, None]  # (BLOCK_N, 1)
     else:
