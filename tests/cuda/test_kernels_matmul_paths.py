@@ -184,12 +184,14 @@ def test_training_layouts_split_k(monkeypatch, gpu_132, launched, timed):
         assert mm.small_config("half", M, N, 1024, 132)[0] == "s"
 
 
-def test_split_k_rule_for_weight_gradient():
-    # A weight gradient too small to time still splits K (one 128 x 128 tile, K = 1024).
-    cfg = mm.small_config("half", 128, 128, 1024, 4)
-    assert cfg[0] == "s" and cfg[1] > 1
-    assert mm.small_config("half", 128, 128, 1024, 4) != mm.small_config("half", 4096, 4096,
-                                                                           1024, 4)
+def test_rule_fills_the_sms():
+    # Problems too small to time: the largest tile that gives each SM a program, else split-K
+    sc = mm.small_config
+    assert sc("half", 8192, 896, 128, 132)[:2] == (128, 128)  # 448 tiles
+    assert sc("half", 8192, 128, 896, 132)[:2] == (64, 128)  # k_proj forward, 8k tokens
+    wgrad = sc("half", 128, 896, 8192, 132)  # k_proj weight gradient: 7 tiles over 8k tokens
+    assert wgrad[0] == "s" and wgrad[1] == 16
+    assert sc("half", 128, 128, 256, 132) == (128, 128, 64, 8, 3, 4)  # nothing fills, K short
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)

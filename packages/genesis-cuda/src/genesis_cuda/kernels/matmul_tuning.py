@@ -63,8 +63,12 @@ def splitk_candidates(M: int, N: int, K: int, sms: int) -> list:
 
 
 def small_config(kind: str, M: int, N: int, K: int = 0, sms: int = 0):
-    """The rule-picked config of a problem too small to time (``sms`` given: an unbatched
-    TMA problem, which splits K when its tiles leave most SMs idle)."""
+    """The rule-picked config of a problem too small to time.
+
+    ``sms`` given (an unbatched TMA problem): the largest of the 128x128, 64x128 and 64x64
+    tiles that still gives (7/8 of) the SMs a program (k_proj's forward over 8k tokens: 8192 x 128
+    is 64 tiles of 128x128 but 128 of 64x128), else split-K on the first tile when K is
+    long enough (a weight gradient: 128 x 896 over 8k tokens)."""
     if kind == "fp64":
         return (32, 32, 16, 8, 2, 4)
     if kind == "fp32":
@@ -73,6 +77,9 @@ def small_config(kind: str, M: int, N: int, K: int = 0, sms: int = 0):
     bn = 64 if N <= 64 else 128
     cfg = (bm, bn, 64, 8, 3, 4)
     if sms:
+        for tm, tn in ((bm, bn), (64, bn), (64, 64)):
+            if 8 * cdiv(M, tm) * cdiv(N, tn) >= 7 * sms:  # 7/8 of the SMs or more busy
+                return (tm, tn, 64, 8, 3, 4)
         split, _ = split_k(cdiv(M, bm) * cdiv(N, bn), cdiv(K, 64), SPLITK_MIN_TILES, sms)
         if split > 1:
             return ("s", split, *cfg)
