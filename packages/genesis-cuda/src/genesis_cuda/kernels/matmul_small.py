@@ -128,9 +128,9 @@ def _small_m_kernel(x_ptr, w_ptr, out_ptr, bias_ptr, M, N, K, k_per, sxm, sxk, s
             w_ptrs += BLOCK_K * swk
             x_ptrs += BLOCK_K * sxk
     left = k_len - full * BLOCK_K
-    if left > 0:
-        w, x = _load_tile(w_ptrs, x_ptrs, left, True, BLOCK_M, BLOCK_K)
-        acc = _accumulate(acc, w, x, PREC, BLOCK_M)
+    if left > 0:  # the K-chunk's masked tail (names of its own: scoped to this branch)
+        w_tail, x_tail = _load_tile(w_ptrs, x_ptrs, left, True, BLOCK_M, BLOCK_K)
+        acc = _accumulate(acc, w_tail, x_tail, PREC, BLOCK_M)
     if BLOCK_M == 1:
         res = tl.sum(acc, axis=1)[:, None]  # (BLOCK_N, 1)
     else:
