@@ -17,7 +17,7 @@ through Triton's JIT, as a plain ``kernel[grid](...)``), to measure what it save
 out when a kernel misbehaves; the check sits on the cache-miss path only.
 
 Families that launch through ``Launcher``: elementwise, reduction, softmax, norms. matmul
-keeps its own per-plan launches (``matmul._Direct``, also switched by the flag). layout,
+keeps its own per-plan launches (``matmul_common.Direct``, also switched by the flag). layout,
 indexing, sorting and random still use ``kernel[grid](...)``: their integer arguments are
 left to Triton's specialisation, so a key would need ``spec`` of each and the i32/i64 class
 of the large ones.

@@ -1,14 +1,22 @@
 """Batched matrix product ``(..., M, K) @ (..., K, N)`` in Triton, tuned for Hopper.
 
-Two kernels:
+Kernels, by problem:
 
+* M <= 64, one matrix (a decode step's linear layers): ``matmul_small``, which streams the
+  weight over every SM (split-K) instead of one row of output tiles.
 * ``_mm_tma_kernel`` for fp16/bf16 operands whose rows or columns are contiguous and
   16-byte aligned (the common case, transposed views included): tiles arrive through the
   bulk tensor copy engine (TMA descriptors built on the host) and feed ``wgmma``;
   fp32 accumulation. A transposed operand is read through a descriptor of its real layout
-  and transposed in shared memory (``.T``), never copied.
-* ``_mm_kernel`` for everything else (fp32, fp64, odd strides or alignment, more than one
+  and transposed in shared memory (``.T``), never copied. Variants: persistent (one program
+  per SM walking tiles), batched (per-matrix descriptors made on the device) and split-K
+  (``_mm_tma_splitk_kernel``: few output tiles over a long K, as a weight gradient
+  ``grad.T @ x`` over 8k tokens; float32 partials summed in order by ``matmul_common``).
+* ``_mm_kernel`` for everything else (fp64, odd strides or alignment, more than one
   batch dim that cannot be merged): pointer loads with any strides.
+
+A batch of left operands times one broadcast right operand (``(B, T, C) @ W``, a linear
+layer's input gradient) is one ``(B*T, C) @ W`` product when the rows are evenly spaced.
 
 Precision of float32: torch's default (``torch.backends.cuda.matmul.allow_tf32 = False``)
 is full fp32. We match it by default with ``FP32_PRECISION = "ieee"`` (fp32 FMA
@@ -16,24 +24,31 @@ products, fp32 accumulation). ``"tf32x3"`` (three tf32 products, error close to 
 ``"tf32"`` (10-bit mantissa products, as torch with allow_tf32=True) are faster opt-ins.
 
 Tile configurations are chosen per problem bucket by timing a few candidates the first
-time a bucket is seen (our own tiny autotuner: it times with a device synchronisation, so
-it is correct whatever stream genesis launches on); small problems skip timing.
+time a bucket is seen (``matmul_tuning``); small problems take a rule instead.
 
 How it compares with cuBLAS (through torch), per shape and precision: ``docs/benchmarks.md``.
 """
 
 import math
-import time
 
 import triton
 import triton.language as tl
-from triton.runtime import driver as _driver
 
 from genesis import dtypes as D
-from genesis_cuda import capture
 
-from ._launch import DIRECT, INTERPRET, Ptr, cdiv, collapse, contiguous_strides, empty, sm_count
+from . import _launch, matmul_small
+from ._launch import Ptr, cdiv, collapse, contiguous_strides, sm_count
 from .layout import clone, copy_strided, fill_
+from .matmul_common import Direct, mma, split_k, splitk_reducer
+from .matmul_small import SMALL_M_MAX
+from .matmul_tuning import (
+    PTR_CANDIDATES,
+    TMA_CANDIDATES,
+    bucket,
+    choose,
+    small_config,
+    splitk_candidates,
+)
 
 FP32_PRECISION = "ieee"  # "ieee" (torch's default), "tf32x3", or "tf32"
 _TUNE_MIN_FLOPS = 2 * 1024**3  # below this, pick a config by rule instead of timing
@@ -66,14 +81,14 @@ def _add_bias(acc, bias, sbias, off_n, N, BLOCK_N: tl.constexpr):
 
 
 @triton.jit
-def _tma_tile(a_desc, b_desc, c_desc, off_m, off_n, N, K, a_row0, b_row0, c_row0,
-              bias, sbias, HAS_BIAS: tl.constexpr, A_T: tl.constexpr, B_T: tl.constexpr,
-              BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
-    """One (BLOCK_M, BLOCK_N) output tile: TMA loads, wgmma, fused bias, TMA store.
-
-    ``*_row0`` shift the rows of a descriptor that holds a whole batch stacked in 2-d."""
+def _tma_acc(a_desc, b_desc, off_m, off_n, k_lo, k_hi, a_row0, b_row0, A_T: tl.constexpr,
+             B_T: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+             BLOCK_K: tl.constexpr):
+    """The float32 sums of one (BLOCK_M, BLOCK_N) tile over K-tiles ``k_lo .. k_hi - 1``:
+    TMA loads feeding wgmma. ``*_row0`` shift the rows of a descriptor that holds a whole
+    batch stacked in 2-d."""
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for k in range(0, tl.cdiv(K, BLOCK_K)):
+    for k in range(k_lo, k_hi):
         off_k = k * BLOCK_K
         if A_T:
             a = a_desc.load([a_row0 + off_k, off_m]).T
@@ -83,7 +98,17 @@ def _tma_tile(a_desc, b_desc, c_desc, off_m, off_n, N, K, a_row0, b_row0, c_row0
             b = b_desc.load([b_row0 + off_n, off_k]).T
         else:
             b = b_desc.load([b_row0 + off_k, off_n])
-        acc = tl.dot(a, b, acc)
+        acc = mma(a, b, acc, None, tl.float32)
+    return acc
+
+
+@triton.jit
+def _tma_tile(a_desc, b_desc, c_desc, off_m, off_n, N, K, a_row0, b_row0, c_row0,
+              bias, sbias, HAS_BIAS: tl.constexpr, A_T: tl.constexpr, B_T: tl.constexpr,
+              BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    """One (BLOCK_M, BLOCK_N) output tile: TMA loads, wgmma, fused bias, TMA store."""
+    acc = _tma_acc(a_desc, b_desc, off_m, off_n, 0, tl.cdiv(K, BLOCK_K), a_row0, b_row0, A_T,
+                   B_T, BLOCK_M, BLOCK_N, BLOCK_K)
     if HAS_BIAS:
         acc = _add_bias(acc, bias, sbias, off_n, N, BLOCK_N)
     c_desc.store([c_row0 + off_m, off_n], acc.to(c_desc.dtype))
@@ -131,6 +156,24 @@ def _mm_tma_batched_kernel(a_ptr, b_ptr, c_ptr, M, N, K, sa0, sa_row, sb0, sb_ro
 
 
 @triton.jit
+def _mm_tma_splitk_kernel(a_desc, b_desc, ws_ptr, M, N, K, tiles_per, A_T: tl.constexpr,
+                          B_T: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                          BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
+    """Split-K (``matmul_common``): program (tile, s) sums the s-th chunk of ``tiles_per``
+    K-tiles of its output tile into the float32 partials ``ws`` (split, M, N)."""
+    pid_m, pid_n = _tile_ids(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
+    s = tl.program_id(1)
+    k_lo = s * tiles_per
+    k_hi = tl.minimum(k_lo + tiles_per, tl.cdiv(K, BLOCK_K))
+    acc = _tma_acc(a_desc, b_desc, pid_m * BLOCK_M, pid_n * BLOCK_N, k_lo, k_hi, 0, 0, A_T, B_T,
+                   BLOCK_M, BLOCK_N, BLOCK_K)
+    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    ptrs = ws_ptr + s.to(tl.int64) * M * N + rm[:, None].to(tl.int64) * N + rn[None, :]
+    tl.store(ptrs, acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+@triton.jit
 def _mm_tma_persistent_kernel(a_desc, b_desc, c_desc, M, N, K, batch, a_step, b_step,
                               bias, sbias, HAS_BIAS: tl.constexpr,
                               A_T: tl.constexpr, B_T: tl.constexpr,
@@ -160,7 +203,7 @@ def _mm_tma_persistent_kernel(a_desc, b_desc, c_desc, M, N, K, batch, a_step, b_
                 b = b_desc.load([b_row0 + off_n, off_k]).T
             else:
                 b = b_desc.load([b_row0 + off_k, off_n])
-            acc = tl.dot(a, b, acc)
+            acc = mma(a, b, acc, None, tl.float32)
         if HAS_BIAS:
             acc = _add_bias(acc, bias, sbias, off_n, N, BLOCK_N)
         c_desc.store([bid * M + off_m, off_n], acc.to(c_desc.dtype))
@@ -197,7 +240,7 @@ def _mm_kernel(a_ptr, b_ptr, c_ptr, M, N, K, B1,
             left = K - k * BLOCK_K
             a = tl.load(a_ptrs, mask=rk[None, :] < left, other=0.0)
             b = tl.load(b_ptrs, mask=rk[:, None] < left, other=0.0)
-        acc = tl.dot(a, b, acc, input_precision=PREC, out_dtype=ACC)
+        acc = mma(a, b, acc, PREC, ACC)
         a_ptrs += BLOCK_K * sak
         b_ptrs += BLOCK_K * sbk
     if HAS_BIAS:  # in the accumulator's type (float64 stays float64)
@@ -205,83 +248,6 @@ def _mm_kernel(a_ptr, b_ptr, c_ptr, M, N, K, B1,
         acc += bv[None, :]
     c_ptrs = c_ptr + rm[:, None].to(tl.int64) * scm + rn[None, :].to(tl.int64) * scn
     tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=(rm[:, None] < M) & (rn[None, :] < N))
-
-
-# ---------------------------------------------------------------------------- configs
-# (BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_stages, num_warps)
-# A leading "p" marks the persistent kernel (unbatched problems only).
-_TMA_CANDIDATES = [
-    (128, 256, 64, 8, 3, 8),
-    (256, 128, 64, 8, 3, 8),
-    (128, 256, 64, 8, 4, 8),
-    (128, 128, 64, 8, 4, 8),
-    (128, 128, 64, 8, 4, 4),
-    (64, 128, 64, 8, 4, 4),
-    ("p", 128, 256, 64, 8, 3, 8),
-    ("p", 128, 256, 64, 8, 4, 8),
-    ("p", 128, 128, 64, 8, 4, 8),
-]
-_PTR_CANDIDATES = {
-    "half": [(128, 256, 64, 8, 3, 8), (128, 128, 64, 8, 4, 8), (128, 128, 32, 8, 4, 4),
-             (64, 128, 64, 8, 4, 4)],
-    "fp32": [(128, 128, 32, 8, 3, 8), (128, 64, 32, 8, 4, 4), (64, 64, 32, 8, 4, 4)],
-    "fp64": [(64, 64, 16, 8, 3, 4), (32, 64, 16, 8, 3, 4)],
-}
-_tuned: dict = {}
-
-
-def _small_config(kind: str, M: int, N: int):
-    if kind == "fp64":
-        return (32, 32, 16, 8, 2, 4)
-    if kind == "fp32":
-        return (64, 64, 32, 8, 3, 4)
-    bm = 64 if M <= 64 else 128
-    bn = 64 if N <= 64 else 128
-    return (bm, bn, 64, 8, 3, 4)
-
-
-def _sync():
-    try:
-        from cuda.bindings import driver
-
-        driver.cuCtxSynchronize()
-    except ImportError:  # pragma: no cover - cuda-python is a dependency
-        import torch
-
-        torch.cuda.synchronize()
-
-
-def _choose(key, candidates, launch, flops: int):
-    """The fastest of ``candidates`` for this problem bucket (timed once, then cached)."""
-    cfg = _tuned.get(key)
-    if cfg is not None:
-        return cfg
-    capture.check_not_capturing(
-        f"autotune a matmul of a new shape bucket {key} (timing synchronises the device); "
-        "run the captured code once before capturing (warm-up)")
-    best, best_t = None, math.inf
-    reps = max(1, min(20, int(5e-3 / max(flops / 6e14, 1e-7))))
-    for cand in candidates:
-        try:
-            launch(cand)  # compile and warm
-            _sync()
-            t0 = time.perf_counter()
-            for _ in range(reps):
-                launch(cand)
-            _sync()
-            t = time.perf_counter() - t0
-        except Exception:  # out of shared memory or registers for this shape: skip it
-            continue
-        if t < best_t:
-            best, best_t = cand, t
-    if best is None:
-        raise RuntimeError(f"matmul: no kernel configuration compiled for {key}")
-    _tuned[key] = best
-    return best
-
-
-def _bucket(x: int) -> int:
-    return 1 << max(0, (x - 1).bit_length())
 
 
 # --------------------------------------------------------------------------- launchers
@@ -306,37 +272,7 @@ def _tma_layout(strides, isz: int):
     return None
 
 
-class _Direct:
-    """One fixed specialisation of a jit kernel with a fixed grid.
-
-    The first call goes through Triton (compile, launch); later calls hand the arguments
-    straight to the compiled kernel's launcher, skipping Triton's per-call argument binding
-    (~8 us). That is valid because a plan's integer arguments never change, only its
-    pointers, whose 16-byte alignment is part of the plan key."""
-
-    __slots__ = ("fn", "grid", "kw", "tail", "entry")
-
-    def __init__(self, fn, grid, kw):
-        self.fn = fn
-        self.grid = tuple(grid) + (1,) * (3 - len(grid))
-        self.kw = kw
-        self.tail = tuple(kw[n] for n in fn.arg_names if n in kw)  # constexprs, in order
-        self.entry = None
-
-    def __call__(self, *args):
-        e = self.entry
-        if e is not None:
-            drv = _driver.active
-            stream = drv.get_current_stream(drv.get_current_device())
-            g = self.grid
-            e[0](g[0], g[1], g[2], stream, e[1], e[2], None, None, None, *args, *self.tail)
-            return
-        compiled = self.fn[self.grid](*args, **self.kw)
-        if DIRECT and not INTERPRET and compiled is not None:
-            self.entry = (compiled.run, compiled.function, compiled.packed_metadata)
-
-
-def _tma_binder(dt, M, N, K, batch, sa, sb, has_bias, sbias):
+def _tma_binder(dt, M, N, K, batch, sa, sb, has_bias, sbias, device):
     """``bind(cfg) -> go(a, b, c, bias)`` for the TMA kernels, or None when TMA cannot read
     these operands (layout or 16-byte alignment). Host descriptors are built once per plan;
     each call only points them at its arrays. Batched problems build per-matrix
@@ -374,16 +310,17 @@ def _tma_binder(dt, M, N, K, batch, sa, sb, has_bias, sbias):
     b_desc = desc(batch * K, N, b_t, sb_row) if not b_t else desc(K, batch * N, True, sb_row)
     c_desc = desc(batch * M, N, False, N)
 
+    sms = sm_count(device)
+
     def bind(cfg):
-        persistent = cfg[0] == "p"
-        bm, bn, bk, gm, st, nw = cfg[1:] if persistent else cfg
+        tag = cfg[0] if isinstance(cfg[0], str) else ""
+        bm, bn, bk, gm, st, nw = cfg[-6:]
         tiles = cdiv(M, bm) * cdiv(N, bn)
         kw = dict(HAS_BIAS=has_bias, A_T=a_t, B_T=b_t, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk,
                   GROUP_M=gm, num_stages=st, num_warps=nw)
         stacked = batched and stackable and M % bm == 0 and (K % bk == 0 or (not a_t and b_t))
         if batched and not stacked:
-            kw.pop("NUM_SMS", None)
-            kern = _Direct(_mm_tma_batched_kernel, (tiles, batch), kw)
+            kern = Direct(_mm_tma_batched_kernel, (tiles, batch), kw)
 
             def go_batched(a, b, c, bias):
                 kern(a, b, c, M, N, K, sa[0], sa_row, sb[0], sb_row,
@@ -393,10 +330,22 @@ def _tma_binder(dt, M, N, K, batch, sa, sb, has_bias, sbias):
         a_desc.block_shape = [bk, bm] if a_t else [bm, bk]
         b_desc.block_shape = [bn, bk] if b_t else [bk, bn]
         c_desc.block_shape = [bm, bn]
-        if persistent:
-            sms = sm_count(_driver.active.get_current_device())
+        if tag == "s":  # split-K: float32 partials, then the ordered reduction
+            del kw["HAS_BIAS"]
+            split, per = split_k(tiles, cdiv(K, bk), 1, tiles * cfg[1])
+            kern = Direct(_mm_tma_splitk_kernel, (tiles, split), kw)
+            reduce = splitk_reducer(M, N, split, (N, 1), has_bias, sbias)
+
+            def go_split(a, b, c, bias):
+                a_desc.base, b_desc.base = a, b
+                ws = _launch.empty((split, M, N), D.float32, c.device)
+                kern(a_desc, b_desc, ws, M, N, K, per)
+                reduce(ws, c, bias)
+
+            return go_split
+        if tag == "p":
             kw["NUM_SMS"] = sms
-            kern = _Direct(_mm_tma_persistent_kernel, (min(sms, tiles * batch),), kw)
+            kern = Direct(_mm_tma_persistent_kernel, (min(sms, tiles * batch),), kw)
 
             def go_persistent(a, b, c, bias):
                 a_desc.base, b_desc.base, c_desc.base = a, b, c
@@ -404,7 +353,7 @@ def _tma_binder(dt, M, N, K, batch, sa, sb, has_bias, sbias):
                      c if bias is None else bias, sbias)
 
             return go_persistent
-        kern = _Direct(_mm_tma_kernel, (tiles, batch), kw)
+        kern = Direct(_mm_tma_kernel, (tiles, batch), kw)
 
         def go(a, b, c, bias):
             a_desc.base, b_desc.base, c_desc.base = a, b, c
@@ -413,9 +362,12 @@ def _tma_binder(dt, M, N, K, batch, sa, sb, has_bias, sbias):
 
         return go
 
-    key = ("tma", dt.name, a_t, b_t, batched, _bucket(M), _bucket(N), _bucket(K),
-           _bucket(batch))
-    return bind, key, _TMA_CANDIDATES, _small_config("half", M, N)
+    key = ("tma", dt.name, a_t, b_t, batched, bucket(M), bucket(N), bucket(K),
+           bucket(batch))
+    if batched:
+        return bind, key, TMA_CANDIDATES, small_config("half", M, N)
+    return (bind, key, TMA_CANDIDATES + splitk_candidates(M, N, K, sms),
+            small_config("half", M, N, K, sms))
 
 
 def _ptr_binder(dt, M, N, K, bshape, sa, sb, sc, has_bias, sbias):
@@ -432,18 +384,18 @@ def _ptr_binder(dt, M, N, K, bshape, sa, sb, sc, has_bias, sbias):
 
     def bind(cfg):
         bm, bn, bk, gm, st, nw = cfg
-        kern = _Direct(_mm_kernel, (cdiv(M, bm) * cdiv(N, bn), B0 * B1),
-                       dict(HAS_BIAS=has_bias, PREC=prec, ACC=acc, EVEN_K=K % bk == 0,
-                            BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=gm, num_stages=st,
-                            num_warps=nw))
+        kern = Direct(_mm_kernel, (cdiv(M, bm) * cdiv(N, bn), B0 * B1),
+                      dict(HAS_BIAS=has_bias, PREC=prec, ACC=acc, EVEN_K=K % bk == 0,
+                           BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=gm, num_stages=st,
+                           num_warps=nw))
 
         def go(a, b, c, bias):
             kern(a, b, c, M, N, K, *strides, c if bias is None else bias, sbias)
 
         return go
 
-    key = ("ptr", dt.name, prec, _bucket(M), _bucket(N), _bucket(K), _bucket(B0 * B1))
-    return bind, key, _PTR_CANDIDATES[kind], _small_config(kind, M, N)
+    key = ("ptr", dt.name, prec, bucket(M), bucket(N), bucket(K), bucket(B0 * B1))
+    return bind, key, PTR_CANDIDATES[kind], small_config(kind, M, N)
 
 
 def _plan_2d(a, b, bias, cshape, M, N, K, bshape, sa, sb, sc, sbias):
@@ -453,22 +405,26 @@ def _plan_2d(a, b, bias, cshape, M, N, K, bshape, sa, sb, sc, sbias):
     batch = math.prod(bshape)
     flops = 2 * M * N * K * batch
     has_bias = bias is not None
-    binder = None
-    if (dt in (D.float16, D.bfloat16) and len(bshape) <= 1 and flops >= _TMA_MIN_FLOPS
-            and _aligned(a, b)):
-        binder = _tma_binder(dt, M, N, K, batch, sa, sb, has_bias, sbias)
-    if binder is None:
-        binder = _ptr_binder(dt, M, N, K, bshape, sa, sb, sc, has_bias, sbias)
-    bind, key, cands, small = binder
-    if flops < _TUNE_MIN_FLOPS:
-        cfg = small
+    if batch == 1 and M <= SMALL_M_MAX and dt in (D.float16, D.bfloat16, D.float32):
+        go = matmul_small.plan(dt, M, N, K, sa[-2:], sb[-2:], has_bias, sbias, FP32_PRECISION,
+                               a.device)
     else:
-        scratch = empty(cshape, dt, a.device)
-        cfg = _choose(key, cands, lambda cand: bind(cand)(a, b, scratch, bias), flops)
-    go = bind(cfg)
+        binder = None
+        if (dt in (D.float16, D.bfloat16) and len(bshape) <= 1 and flops >= _TMA_MIN_FLOPS
+                and _aligned(a, b)):
+            binder = _tma_binder(dt, M, N, K, batch, sa, sb, has_bias, sbias, a.device)
+        if binder is None:
+            binder = _ptr_binder(dt, M, N, K, bshape, sa, sb, sc, has_bias, sbias)
+        bind, key, cands, small = binder
+        if flops < _TUNE_MIN_FLOPS:
+            cfg = small
+        else:
+            scratch = _launch.empty(cshape, dt, a.device)
+            cfg = choose(key, cands, lambda cand: bind(cand)(a, b, scratch, bias), flops)
+        go = bind(cfg)
 
     def run(a, b, bias):
-        c = empty(cshape, dt, a.device)
+        c = _launch.empty(cshape, dt, a.device)
         go(a, b, c, bias)
         return c
 
@@ -500,9 +456,9 @@ def _plan_matmul(a, b):
                         f"operands, got {dt} (shapes {tuple(a.shape)} and {tuple(b.shape)})")
     cshape = (*batch_shape, M, N)
     if M == 0 or N == 0 or any(n == 0 for n in batch_shape):
-        return lambda a, b, bias: empty(cshape, dt, a.device)
+        return lambda a, b, bias: _launch.empty(cshape, dt, a.device)
     if K == 0:
-        return lambda a, b, bias: fill_(empty(cshape, dt, a.device), 0)
+        return lambda a, b, bias: fill_(_launch.empty(cshape, dt, a.device), 0)
     nb = len(batch_shape)
     sa = _canon(a.shape, a.strides)
     sb = _canon(b.shape, b.strides)
@@ -511,6 +467,10 @@ def _plan_matmul(a, b):
     if len(bshape) > 2:  # batch dims that cannot be merged: make the operands contiguous
         return lambda a, b, bias: matmul(clone(a), clone(b))
     batch = math.prod(bshape)
+    if len(bshape) == 1 and bstr[1][0] == 0 and bstr[0][0] == M * sa[-2]:
+        # (B, M, K) @ a broadcast (K, N): rows of every matrix are evenly spaced in memory,
+        # one (B*M, K) @ (K, N) product (a linear layer's input gradient, 3-d activations)
+        return _plan_2d(a, b, None, cshape, batch * M, N, K, [], sa[nb:], sb[nb:], [N, 1], 0)
     if batch > 65535:  # contiguous operands: split the batch across two grid axes
         return lambda a, b, bias: _matmul_big_batch(clone(a), clone(b), M, N, K, batch)
     return _plan_2d(a, b, None, cshape, M, N, K, bshape, bstr[0] + sa[nb:], bstr[1] + sb[nb:],
@@ -543,7 +503,7 @@ def _matmul_big_batch(a, b, M, N, K, batch):
             break
     if batch // B1 > 65535:
         raise ValueError(f"matmul: batch of {batch} matrices is too large for one launch")
-    c = empty((*a.shape[:-2], M, N), a.dtype, a.device)
+    c = _launch.empty((*a.shape[:-2], M, N), a.dtype, a.device)
     sa = [B1 * M * K, M * K, K, 1]
     sb = [B1 * K * N, K * N, N, 1]
     sc = [B1 * M * N, M * N, N, 1]
@@ -560,10 +520,10 @@ def _plan_linear(x, weight, bias):
     cshape = (*lead, N)
     M = math.prod(lead)
     if M == 0 or N == 0:
-        return lambda x, w, bias: empty(cshape, dt, x.device)
+        return lambda x, w, bias: _launch.empty(cshape, dt, x.device)
     if K == 0:
         def bias_only(x, w, bias):
-            c = empty(cshape, dt, x.device)
+            c = _launch.empty(cshape, dt, x.device)
             if bias is None:
                 return fill_(c, 0)
             copy_strided(c.data_ptr(), dt, contiguous_strides(cshape), bias.data_ptr(),

@@ -1,0 +1,124 @@
+"""What the matmul kernel families share: the per-plan direct launch and the split-K reduction.
+
+* ``Direct``: one fixed specialisation of a jit kernel with a fixed grid, launched without
+  Triton's per-call argument binding once compiled (a matmul plan's integers never change).
+* Split-K: a product whose output tiles are too few to fill the GPU (a weight gradient
+  896x896 summed over 8k tokens; a decode step's 896-wide projection) splits K into
+  ``split`` chunks, one program per (tile, chunk). Each writes its float32 partial sums to a
+  workspace ``(split, M, N)``; ``_splitk_reduce_kernel`` then adds the chunks in a fixed
+  order (the same bits on every run, unlike float atomics), adds the bias and rounds once to
+  the output dtype. The workspace comes from the caching allocator on every call, always the
+  same size for a plan, so a CUDA graph can capture it.
+"""
+
+import triton
+import triton.language as tl
+from triton.runtime import driver as _driver
+
+from . import _launch
+from ._launch import DIRECT, INTERPRET, cdiv
+
+REDUCE_BLOCK = 1024  # outputs per program of the split-K reduction
+REDUCE_WARPS = 4
+
+
+class Direct:
+    """One fixed specialisation of a jit kernel with a fixed grid.
+
+    The first call goes through Triton (compile, launch); later calls hand the arguments
+    straight to the compiled kernel's launcher, skipping Triton's per-call argument binding
+    (~8 us). That is valid because a plan's integer arguments never change, only its
+    pointers, whose 16-byte alignment is part of the plan key. Under the Triton interpreter
+    (CPU tests) every launch goes through Triton with the arrays seen as torch tensors.
+    """
+
+    __slots__ = ("fn", "grid", "kw", "tail", "entry")
+
+    def __init__(self, fn, grid, kw):
+        self.fn = fn
+        self.grid = tuple(grid) + (1,) * (3 - len(grid))
+        self.kw = kw
+        self.tail = tuple(kw[n] for n in fn.arg_names if n in kw)  # constexprs, in order
+        self.entry = None
+
+    def __call__(self, *args):
+        e = self.entry
+        if e is not None:
+            drv = _driver.active
+            stream = drv.get_current_stream(drv.get_current_device())
+            g = self.grid
+            e[0](g[0], g[1], g[2], stream, e[1], e[2], None, None, None, *args, *self.tail)
+            return
+        if INTERPRET:
+            args = [_interpret(a) for a in args]
+        compiled = self.fn[self.grid](*args, **self.kw)
+        if DIRECT and not INTERPRET and compiled is not None:
+            self.entry = (compiled.run, compiled.function, compiled.packed_metadata)
+
+
+def _interpret(arg):
+    """An operand as the Triton interpreter takes it: arrays as torch tensors (through the
+    converter the test-suite installs), host tensor descriptors re-pointed at one."""
+    if hasattr(arg, "data_ptr"):
+        return _launch.interpret_arg(arg)
+    base = getattr(arg, "base", None)
+    if base is not None and hasattr(base, "data_ptr") and hasattr(arg, "block_shape"):
+        from triton.tools.tensor_descriptor import TensorDescriptor
+
+        return TensorDescriptor(_launch.interpret_arg(base), arg.shape, arg.strides,
+                                arg.block_shape)
+    return arg
+
+
+if INTERPRET:
+    # Triton's CPU interpreter multiplies bfloat16 tiles wrongly in tl.dot; products of
+    # half-precision values are exact in float32, so widening first gives the GPU's result.
+    @triton.jit
+    def mma(a, b, acc, PREC: tl.constexpr, ACC: tl.constexpr):
+        """``acc + a @ b`` (``tl.dot`` with input precision PREC, accumulator type ACC)."""
+        return tl.dot(a.to(ACC), b.to(ACC), acc, input_precision=PREC, out_dtype=ACC)
+else:
+    @triton.jit
+    def mma(a, b, acc, PREC: tl.constexpr, ACC: tl.constexpr):
+        """``acc + a @ b`` (``tl.dot`` with input precision PREC, accumulator type ACC)."""
+        return tl.dot(a, b, acc, input_precision=PREC, out_dtype=ACC)
+
+
+@triton.jit
+def _splitk_reduce_kernel(ws_ptr, c_ptr, bias_ptr, MN, N, SPLIT, scm, scn, sbias,
+                          HAS_BIAS: tl.constexpr, BLOCK: tl.constexpr):
+    """c[m, n] = sum over s of ws[s, m, n] (in order s = 0, 1, ...) + bias[n], rounded once."""
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < MN
+    part = ws_ptr + offs
+    acc = tl.load(part, mask=mask, other=0.0)
+    for _ in range(1, SPLIT):
+        part += MN
+        acc += tl.load(part, mask=mask, other=0.0)
+    m = offs // N
+    n = offs - m * N
+    if HAS_BIAS:
+        acc += tl.load(bias_ptr + n * sbias, mask=mask, other=0.0).to(tl.float32)
+    tl.store(c_ptr + m * scm + n * scn, acc.to(c_ptr.dtype.element_ty), mask=mask)
+
+
+def splitk_reducer(M: int, N: int, split: int, sc, has_bias: bool, sbias: int):
+    """``reduce(ws, c, bias)``: ``c`` (M, N) with strides ``sc`` from the float32 partials
+    ``ws`` (split, M, N) of a split-K launch."""
+    kern = Direct(_splitk_reduce_kernel, (cdiv(M * N, REDUCE_BLOCK),),
+                  dict(HAS_BIAS=has_bias, BLOCK=REDUCE_BLOCK, num_warps=REDUCE_WARPS))
+    mn, scm, scn = M * N, sc[0], sc[1]
+
+    def reduce(ws, c, bias):
+        kern(ws, c, c if bias is None else bias, mn, N, split, scm, scn, sbias)
+
+    return reduce
+
+
+def split_k(programs: int, k_tiles: int, min_tiles: int, target: int):
+    """``(split, tiles_per_split)``: how many K-chunks bring ``programs`` output tiles up to
+    ``target`` programs, each chunk at least ``min_tiles`` K-tiles long (fewer would spend
+    more on the float32 partials than they save); no chunk is left empty."""
+    split = max(1, min(cdiv(target, max(programs, 1)), k_tiles // max(min_tiles, 1)))
+    per = cdiv(k_tiles, split)
+    return cdiv(k_tiles, per), per

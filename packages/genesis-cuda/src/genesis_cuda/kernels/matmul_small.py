@@ -1,0 +1,190 @@
+"""Matrix products with few rows, ``(M, K) @ (K, N)`` for M <= ``SMALL_M_MAX``: a decode step.
+
+With M this small the product is a stream over the right operand (a linear layer's weight):
+each of its N*K elements takes part in only M multiply-adds, so the time is the weight's bytes
+over memory bandwidth, if the whole GPU streams it. The tiled kernels of ``matmul`` would give
+such a problem one row of 64-128-wide output tiles, ``cdiv(N, 128)`` programs (7 for a
+896-wide projection on 132 SMs), each walking all of K. Here instead:
+
+* each program owns ``BLOCK_N`` columns of C (rows of the weight) and one chunk of K
+  (split-K, ``matmul_common``), with enough chunks that ``cdiv(N, BLOCK_N) * split`` puts
+  ``SMALL_M_WAVES`` programs on every SM;
+* M == 1 is a matrix-vector product on the CUDA cores: a (BLOCK_N, BLOCK_K) weight tile
+  times the x row, accumulated elementwise in float32 and summed over K once at the end;
+* M = 2..64 uses the tensor cores with the operands swapped, ``C^T = W @ x^T``: the weight
+  tile is the instruction's large side and the few rows of x its narrow side (padded to 16);
+* a split problem writes float32 partials and ``matmul_common``'s reduction adds them in a
+  fixed order (deterministic), adds the bias and rounds once; an unsplit one adds the bias
+  to the float32 sums and stores C directly.
+
+A plan is a rule applied to the shape (``SMALL_M_TILES``, revised by
+``tools/bench/ops.py --matmul-training --sweep``): no timing run and no host
+synchronisation, and every call allocates the same workspace from the caching allocator, so
+a CUDA graph captures it (after the warm-up call that compiles the kernels).
+"""
+
+import triton
+import triton.language as tl
+
+from genesis import dtypes as D
+
+from . import _launch
+from ._launch import cdiv, next_pow2, sm_count
+from .matmul_common import Direct, mma, split_k, splitk_reducer
+
+SMALL_M_MAX = 64  # products with at most this many rows take this path
+SMALL_M_WAVES = 2  # programs per SM aimed at (split-K adds K-chunks up to this; 0: no split)
+# BLOCK_M (1, or M rounded up to a power of two >= 16) ->
+#   (BLOCK_N, BLOCK_K, num_warps, num_stages, shortest K-chunk of a split in K-tiles).
+# Reasoning (H100/H200: 132 SMs, 3.3-4.8 TB/s; at ~0.7 us of memory latency that needs ~3 MB
+# in flight, ~25 KB per SM): a program loads a 16 KB weight tile per step (32x256 or 64x128
+# half elements; BLOCK_K is halved where that makes it divide K, see _even_block_k), two or
+# more programs per SM; K-chunks of >= 256 elements (M > 1) keep the float32 partials
+# (split*M*N*4 bytes, mostly in L2) small against the weight (N*K*2 bytes).
+SMALL_M_TILES = {
+    1: (32, 256, 4, 3, 1),
+    16: (64, 128, 4, 4, 2),
+    32: (64, 128, 4, 4, 2),
+    64: (64, 128, 4, 3, 2),
+}
+
+
+# ---------------------------------------------------------------------------- kernel
+@triton.jit
+def _load_tile(w_ptrs, x_ptrs, k_left, MASKED: tl.constexpr, BLOCK_M: tl.constexpr,
+               BLOCK_K: tl.constexpr):
+    """One K-tile of w (BLOCK_N, BLOCK_K) and of x: (1, BLOCK_K) for M == 1, else x^T
+    (BLOCK_K, BLOCK_M); MASKED: only the first ``k_left`` columns of K are read."""
+    if MASKED:
+        rk = tl.arange(0, BLOCK_K)
+        w = tl.load(w_ptrs, mask=rk[None, :] < k_left, other=0.0)
+        if BLOCK_M == 1:
+            x = tl.load(x_ptrs, mask=rk[None, :] < k_left, other=0.0)
+        else:
+            x = tl.load(x_ptrs, mask=rk[:, None] < k_left, other=0.0)
+    else:
+        w = tl.load(w_ptrs)
+        x = tl.load(x_ptrs)
+    return w, x
+
+
+@triton.jit
+def _accumulate(acc, w, x, PREC: tl.constexpr, BLOCK_M: tl.constexpr):
+    """acc (BLOCK_N, BLOCK_K) += w * x for M == 1 (CUDA cores), else acc += w @ x^T."""
+    if BLOCK_M == 1:
+        acc += w.to(tl.float32) * x.to(tl.float32)
+    else:
+        acc = mma(w, x, acc, PREC, tl.float32)
+    return acc
+
+
+@triton.jit
+def _small_m_kernel(x_ptr, w_ptr, out_ptr, bias_ptr, M, N, K, k_per, sxm, sxk, swk, swn, sbias,
+                    HAS_BIAS: tl.constexpr, PARTIAL: tl.constexpr, PREC: tl.constexpr,
+                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    """Program (n-block, K-chunk): C[:, n-block] (all M rows) summed over its K-chunk.
+
+    ``w`` is the right operand read as (N, K) through its strides (a linear weight as
+    stored). The result goes to C (M, N) contiguous, or for a split problem (PARTIAL) to the
+    float32 partials (split, M, N) at chunk ``program_id(1)``."""
+    pid_n = tl.program_id(0)
+    pid_k = tl.program_id(1)
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    rm = tl.arange(0, BLOCK_M)
+    rk = tl.arange(0, BLOCK_K)
+    k0 = pid_k * k_per
+    k_len = tl.minimum(k_per, K - k0)
+    # Wrapped rows/columns keep the loads unmasked (their results are never stored).
+    wn = (rn % N).to(tl.int64)
+    xm = (rm % M).to(tl.int64)
+    ks = (k0 + rk).to(tl.int64)
+    w_ptrs = w_ptr + wn[:, None] * swn + ks[None, :] * swk  # (BLOCK_N, BLOCK_K)
+    if BLOCK_M == 1:
+        x_ptrs = x_ptr + xm[:, None] * sxm + ks[None, :] * sxk  # (1, BLOCK_K)
+        acc = tl.zeros((BLOCK_N, BLOCK_K), dtype=tl.float32)
+    else:
+        x_ptrs = x_ptr + xm[None, :] * sxm + ks[:, None] * sxk  # (BLOCK_K, BLOCK_M)
+        acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
+    full = k_len // BLOCK_K  # whole K-tiles: unmasked, vector loads
+    if BLOCK_M == 1:
+        # The next tile's loads are issued before this tile's products, so each program has
+        # two tiles in flight without relying on the compiler to pipeline loads that feed
+        # no tl.dot.
+        if full > 0:
+            w, x = _load_tile(w_ptrs, x_ptrs, 0, False, BLOCK_M, BLOCK_K)
+            for _ in range(1, full):
+                w_ptrs += BLOCK_K * swk
+                x_ptrs += BLOCK_K * sxk
+                w_next, x_next = _load_tile(w_ptrs, x_ptrs, 0, False, BLOCK_M, BLOCK_K)
+                acc = _accumulate(acc, w, x, PREC, BLOCK_M)
+                w, x = w_next, x_next
+            acc = _accumulate(acc, w, x, PREC, BLOCK_M)
+            w_ptrs += BLOCK_K * swk
+            x_ptrs += BLOCK_K * sxk
+    else:
+        for _ in range(full):  # loads feeding tl.dot: pipelined over num_stages
+            w, x = _load_tile(w_ptrs, x_ptrs, 0, False, BLOCK_M, BLOCK_K)
+            acc = _accumulate(acc, w, x, PREC, BLOCK_M)
+            w_ptrs += BLOCK_K * swk
+            x_ptrs += BLOCK_K * sxk
+    left = k_len - full * BLOCK_K
+    if left > 0:  # the K-chunk's masked tail (names of its own: scoped to this branch)
+        w_tail, x_tail = _load_tile(w_ptrs, x_ptrs, left, True, BLOCK_M, BLOCK_K)
+        acc = _accumulate(acc, w_tail, x_tail, PREC, BLOCK_M)
+    if BLOCK_M == 1:
+        res = tl.sum(acc, axis=1)[:, None]  # (BLOCK_N, 1)
+    else:
+        res = acc  # (BLOCK_N, BLOCK_M) = C^T tile
+    mask = (rn[:, None] < N) & (rm[None, :] < M)
+    offs = rm[None, :].to(tl.int64) * N + rn[:, None]
+    if PARTIAL:
+        tl.store(out_ptr + pid_k.to(tl.int64) * M * N + offs, res, mask=mask)
+    else:
+        if HAS_BIAS:
+            res += tl.load(bias_ptr + rn * sbias, mask=rn < N, other=0.0).to(tl.float32)[:, None]
+        tl.store(out_ptr + offs, res.to(out_ptr.dtype.element_ty), mask=mask)
+
+
+# --------------------------------------------------------------------------- launcher
+def _even_block_k(K: int, bk: int) -> int:
+    """``bk``, halved (down to 32) while it does not divide K: a K-tile that is never cut
+    short loads whole 16-byte vectors (a masked tail load goes element by element), and the
+    models' widths (896, 4864, ...) are multiples of 128 but not always of 256."""
+    b = bk
+    while b > 32 and K % b:
+        b //= 2
+    return b if K % b == 0 else bk
+
+
+def plan(dt, M: int, N: int, K: int, sa, sb, has_bias: bool, sbias: int, precision, device):
+    """``go(a, b, c, bias)`` computing ``c = a @ b (+ bias)`` for ``a`` (M, K) with strides
+    ``sa``, ``b`` (K, N) with strides ``sb`` (a linear weight ``(N, K)`` is ``b`` with its
+    strides swapped), ``c`` contiguous (M, N); ``dt`` float16, bfloat16 or float32 and
+    ``1 <= M <= SMALL_M_MAX``. ``precision`` is the float32 ``tl.dot`` input precision."""
+    bm = 1 if M == 1 else max(16, next_pow2(M))
+    bn, bk, warps, stages, min_tiles = SMALL_M_TILES[bm]
+    if dt is D.float32 and bm > 1:  # 4-byte tiles: half as deep, two stages of shared memory
+        bk, stages = min(bk, 64), 2
+    bk = _even_block_k(K, bk)
+    n_blocks = cdiv(N, bn)
+    split, per = split_k(n_blocks, cdiv(K, bk), min_tiles, SMALL_M_WAVES * sm_count(device))
+    k_per = per * bk
+    kern = Direct(_small_m_kernel, (n_blocks, split),
+                  dict(HAS_BIAS=has_bias, PARTIAL=split > 1,
+                       PREC=precision if dt is D.float32 else None, BLOCK_M=bm, BLOCK_N=bn,
+                       BLOCK_K=bk, num_warps=warps, num_stages=stages))
+    sam, sak = sa
+    sbk, sbn = sb
+    if split == 1:
+        def go(a, b, c, bias):
+            kern(a, b, c, c if bias is None else bias, M, N, K, k_per, sam, sak, sbk, sbn, sbias)
+
+        return go
+    reduce = splitk_reducer(M, N, split, (N, 1), has_bias, sbias)
+
+    def go_split(a, b, c, bias):
+        ws = _launch.empty((split, M, N), D.float32, c.device)
+        kern(a, b, ws, ws, M, N, K, k_per, sam, sak, sbk, sbn, 0)
+        reduce(ws, c, bias)
+
+    return go_split

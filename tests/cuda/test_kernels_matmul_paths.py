@@ -1,0 +1,289 @@
+"""The matmul paths for decode and training shapes, against torch in float64.
+
+* small M (``matmul_small``): M = 1 (the CUDA-core matrix-vector kernel) and 2..64 (swapped
+  tensor-core products), odd N and K, bias, weight and transposed layouts, split-K;
+* split-K of the TMA kernel on the three layouts of a linear layer: forward ``x @ W.T``,
+  input gradient ``g @ W``, weight gradient ``g.T @ x``;
+* a batch of left operands times a broadcast right operand folded into one product.
+
+Inputs are torch tensors seen through ``kernel_arrays.dev`` (no copy). Runs on the GPU and,
+at these small sizes, under the Triton interpreter on the CPU, where the device has 4 SMs
+(``_launch.sm_count``) so that small problems split K too::
+
+    TRITON_INTERPRET=1 python -m pytest --noconftest -o addopts=--import-mode=importlib \\
+        tests/cuda/test_kernels_matmul_paths.py
+
+Tolerances: torch's defaults for the output dtype. The reference is the float64 product of
+the same (rounded) inputs, rounded once to the dtype, as a fused epilogue rounds; inputs are
+scaled by ``1/sqrt(K)`` so outputs are O(1) and float32 accumulation in another order stays
+far inside them (see ``test_kernels_matmul.py``).
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+pytestmark = pytest.mark.cuda
+pytest.importorskip("triton")
+
+from kernel_arrays import DEV, INTERPRET, dev, host  # noqa: E402
+
+from genesis_cuda.kernels import matmul as mm  # noqa: E402
+from genesis_cuda.kernels import matmul_common, matmul_small  # noqa: E402
+
+HALF_AND_FLOAT = [torch.float32, torch.float16, torch.bfloat16]
+
+
+def _rand(shape, dtype, seed, scale=1.0):
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randn(shape, generator=g, dtype=torch.float64) * scale).to(dtype).to(DEV)
+
+
+def _ref_linear(x, w, b):
+    out = torch.nn.functional.linear(x.double(), w.double(), None if b is None else b.double())
+    return out.to(x.dtype)
+
+
+def _linear(x, w, b):
+    return host(mm.linear(dev(x), dev(w), None if b is None else dev(b)))
+
+
+def _matmul(a, b):
+    return host(mm.matmul(dev(a), dev(b)))
+
+
+@pytest.fixture
+def launched(monkeypatch):
+    """``(kernel name, grid)`` of each launch by the plans made in the test (fresh plans)."""
+    names = []
+
+    class Recording(matmul_common.Direct):
+        __slots__ = ()
+
+        def __call__(self, *args):
+            names.append((self.fn.__name__, self.grid))
+            super().__call__(*args)
+
+    for mod in (mm, matmul_small, matmul_common):
+        monkeypatch.setattr(mod, "Direct", Recording)
+    monkeypatch.setattr(mm, "_plans", {})
+    return names
+
+
+@pytest.mark.parametrize("dtype", HALF_AND_FLOAT, ids=str)
+@pytest.mark.parametrize("M", [1, 3, 40])
+@pytest.mark.parametrize("with_bias", [False, True])
+def test_small_m_linear(launched, dtype, M, with_bias):
+    # (N, K): odd sizes, a K tail after whole tiles, enough K to split into chunks, a K that
+    # takes a halved BLOCK_K
+    for i, (N, K) in enumerate([(5, 7), (33, 300), (130, 520), (64, 1100), (40, 384)]):
+        x = _rand((M, K), dtype, 10 * i + M, 1 / math.sqrt(K))
+        w = _rand((N, K), dtype, 10 * i + 1)
+        b = _rand((N,), dtype, 10 * i + 2) if with_bias else None
+        torch.testing.assert_close(_linear(x, w, b), _ref_linear(x, w, b))
+    assert {name for name, _ in launched} == {"_small_m_kernel", "_splitk_reduce_kernel"}
+
+
+@pytest.mark.parametrize("M", [1, 3])
+def test_small_m_unsplit(monkeypatch, launched, M):
+    # SMALL_M_WAVES = 0 turns split-K off: each program walks its whole K (several tiles)
+    monkeypatch.setattr(matmul_small, "SMALL_M_WAVES", 0)
+    for dtype in (torch.float32, torch.bfloat16):
+        x = _rand((M, 1100), dtype, M, 1 / math.sqrt(1100))
+        w = _rand((70, 1100), dtype, 2)
+        b = _rand((70,), dtype, 3)
+        torch.testing.assert_close(_linear(x, w, b), _ref_linear(x, w, b))
+    assert {name for name, _ in launched} == {"_small_m_kernel"}
+    assert all(grid[1] == 1 for _, grid in launched)
+
+
+def test_small_m_splits_k():
+    # The shapes above do split on a 4-SM interpreter device and on a 132-SM GPU alike.
+    from genesis_cuda.kernels._launch import sm_count
+    from genesis_cuda.kernels.matmul_common import split_k
+
+    even = matmul_small._even_block_k
+    assert (even(896, 256), even(4864, 256), even(96, 256), even(300, 256)) == (128, 256, 32, 256)
+    sms = sm_count(0)
+    for bm, (N, K) in ((1, (33, 300)), (16, (130, 520))):
+        bn, bk, _, _, min_tiles = matmul_small.SMALL_M_TILES[bm]
+        bk = matmul_small._even_block_k(K, bk)
+        target = matmul_small.SMALL_M_WAVES * sms
+        split, per = split_k(-(-N // bn), -(-K // bk), min_tiles, target)
+        assert split > 1 and (split - 1) * per * bk < K <= split * per * bk
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_small_m_layouts(dtype):
+    K, N = 200, 72
+    # leading dims folded into M (decode: batch x 1 token), bias
+    x = _rand((4, 1, K), dtype, 1, 1 / math.sqrt(K))
+    w = _rand((N, K), dtype, 2)
+    b = _rand((N,), dtype, 3)
+    torch.testing.assert_close(_linear(x, w, b), _ref_linear(x, w, b))
+    # matmul with b row-major (K, N), a column-major, a strided row view
+    a = _rand((K, 8), dtype, 4, 1 / math.sqrt(K)).T
+    bb = _rand((K, N), dtype, 5)
+    torch.testing.assert_close(_matmul(a, bb), (a.double() @ bb.double()).to(dtype))
+    a2 = _rand((16, K), dtype, 6, 1 / math.sqrt(K))[::2]
+    torch.testing.assert_close(_matmul(a2, bb), (a2.double() @ bb.double()).to(dtype))
+    # weight as a strided view (every other column)
+    w2 = _rand((N, 2 * K), dtype, 7)[:, ::2]
+    torch.testing.assert_close(_linear(x, w2, None), _ref_linear(x, w2, None))
+
+
+def test_small_m_deterministic():
+    x = _rand((5, 1100), torch.bfloat16, 1, 1 / math.sqrt(1100))
+    w = _rand((64, 1100), torch.bfloat16, 2)
+    assert torch.equal(_linear(x, w, None), _linear(x, w, None))
+
+
+@pytest.fixture
+def gpu_132(monkeypatch):
+    """Plans made afresh for a 132-SM device (an H100/H200), whatever runs the kernels."""
+    monkeypatch.setattr(mm, "sm_count", lambda device: 132)
+    monkeypatch.setattr(mm, "_plans", {})
+
+
+@pytest.mark.parametrize("timed", [False, True])
+def test_training_layouts_split_k(monkeypatch, gpu_132, launched, timed):
+    """The three products of a linear layer, bf16, each with K = 1024 and output tiles too
+    few for the SMs: split-K on the TMA kernel, by the rule for problems too small to time
+    and from the timed candidates (here the first split-K one is picked)."""
+    seen = []
+
+    def choose(key, candidates, launch, flops):
+        seen.append([c for c in candidates if c[0] == "s"])
+        return seen[-1][0]
+
+    if timed:
+        monkeypatch.setattr(mm, "_TUNE_MIN_FLOPS", 0)
+        monkeypatch.setattr(mm, "choose", choose)
+    dt = torch.bfloat16
+    # forward x @ W.T: x (256, 1024), W (136, 1024) -- B transposed
+    x = _rand((256, 1024), dt, 1, 1 / 32)
+    w = _rand((136, 1024), dt, 2)
+    b = _rand((136,), dt, 3)
+    torch.testing.assert_close(_linear(x, w, b), _ref_linear(x, w, b))
+    # input gradient g @ W: g (256, 1024), W (1024, 136) -- both plain
+    g = _rand((256, 1024), dt, 4, 1 / 32)
+    w2 = _rand((1024, 136), dt, 5)
+    torch.testing.assert_close(_matmul(g, w2), (g.double() @ w2.double()).to(dt))
+    # weight gradient g.T @ x: g (1024 tokens, 128), x (1024, 136) -- A transposed
+    g3 = _rand((1024, 128), dt, 6, 1 / 32)
+    x3 = _rand((1024, 136), dt, 7)
+    torch.testing.assert_close(_matmul(g3.T, x3), (g3.T.double() @ x3.double()).to(dt))
+    if timed:
+        assert len(seen) == 3 and all(seen)
+    assert [name for name, _ in launched] == ["_mm_tma_splitk_kernel",
+                                              "_splitk_reduce_kernel"] * 3
+    for M, N in ((256, 136), (128, 136)):  # the rule splits these too
+        assert mm.small_config("half", M, N, 1024, 132)[0] == "s"
+
+
+def test_rule_fills_the_sms():
+    # Problems too small to time: the largest tile that gives each SM a program, else split-K
+    sc = mm.small_config
+    assert sc("half", 8192, 896, 128, 132)[:2] == (128, 128)  # 448 tiles
+    assert sc("half", 8192, 128, 896, 132)[:2] == (64, 128)  # k_proj forward, 8k tokens
+    wgrad = sc("half", 128, 896, 8192, 132)  # k_proj weight gradient: 7 tiles over 8k tokens
+    assert wgrad[0] == "s" and wgrad[1] == 16
+    assert sc("half", 128, 128, 256, 132) == (128, 128, 64, 8, 3, 4)  # nothing fills, K short
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_broadcast_batch_folds_into_rows(launched, dtype):
+    B, T, N, K = 3, 50, 40, 24
+    g = _rand((B, T, N), dtype, 1, 1 / math.sqrt(N))
+    w = _rand((N, K), dtype, 2)
+    expect = (g.double() @ w.double()).to(dtype)
+    torch.testing.assert_close(_matmul(g, w.expand(B, N, K)), expect)
+    (name, grid), = launched
+    assert name == "_mm_kernel" and grid[1] == 1  # one matrix of B*T rows, no batch axis
+    # rows not evenly spaced across the batch (a sliced batch): the batched kernel
+    gs = _rand((B, T + 2, N), dtype, 3, 1 / math.sqrt(N))[:, :T]
+    torch.testing.assert_close(_matmul(gs, w.expand(B, N, K)),
+                               (gs.double() @ w.double()).to(dtype))
+
+
+# ------------------------------------------------------------------ the device at real sizes
+def _rand_cuda(shape, dtype, seed, scale=1.0):
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    return (torch.randn(shape, generator=g, device="cuda") * scale).to(dtype)
+
+
+@pytest.mark.skipif(INTERPRET, reason="real sizes: on the GPU")
+@pytest.mark.parametrize("M", [1, 8, 32])
+@pytest.mark.parametrize("fin,fout", [(896, 896), (896, 128), (4864, 896), (896, 4864),
+                                      (896, 151936)], ids=str)
+def test_decode_shapes(M, fin, fout):
+    """Qwen2.5-0.5B's linear layers at decode sizes (split over all SMs), bf16 with bias."""
+    dt = torch.bfloat16
+    x = _rand_cuda((M, fin), dt, M, fin ** -0.5)
+    w = _rand_cuda((fout, fin), dt, 1)
+    b = _rand_cuda((fout,), dt, 2)
+    got = _linear(x, w, b)
+    torch.testing.assert_close(got, _ref_linear(x, w, b))
+    assert torch.equal(got, _linear(x, w, b))  # the split-K sums are added in a fixed order
+
+
+@pytest.mark.skipif(INTERPRET, reason="real sizes: on the GPU")
+@pytest.mark.parametrize("fin,fout", [(896, 896), (896, 128)], ids=str)
+def test_weight_gradient_8k_tokens(fin, fout):
+    """grad.T @ x over 8192 tokens, bf16: 896 x 896 is timed among candidates that include
+    split-K ones; 128 x 896 (under 2 GFLOP) is split by the rule."""
+    dt = torch.bfloat16
+    g = _rand_cuda((8192, fout), dt, 1, 8192 ** -0.5)
+    x = _rand_cuda((8192, fin), dt, 2)
+    got = _matmul(g.T, x)
+    torch.testing.assert_close(got, (g.T.double() @ x.double()).to(dt))
+    assert torch.equal(got, _matmul(g.T, x))
+
+
+@pytest.mark.skipif(INTERPRET, reason="genesis CUDA tensors need the GPU")
+def test_linear_autograd_3d_matches_torch():
+    """nn.functional.linear forward and backward on (B, T, C) bf16 inputs: the input gradient
+    takes the folded product, the weight gradient a split-K one."""
+    import genesis
+    import genesis.nn.functional as GF
+
+    dt = torch.bfloat16
+    x = _rand_cuda((2, 512, 896), dt, 1, 896 ** -0.5)
+    w = _rand_cuda((128, 896), dt, 2)
+    b = _rand_cuda((128,), dt, 3)
+    gy = _rand_cuda((2, 512, 128), dt, 4, 1024 ** -0.5)
+    gx_, gw_, gb_ = (genesis.from_dlpack(t.clone()).requires_grad_() for t in (x, w, b))
+    out = GF.linear(gx_, gw_, gb_)
+    out.backward(genesis.from_dlpack(gy.clone()))
+    xd, wd, bd = (t.double().requires_grad_() for t in (x, w, b))
+    ref = torch.nn.functional.linear(xd, wd, bd)
+    ref.backward(gy.double())
+    genesis.cuda.synchronize()
+    for got, want in ((out, ref), (gx_.grad, xd.grad), (gw_.grad, wd.grad), (gb_.grad, bd.grad)):
+        torch.testing.assert_close(torch.from_dlpack(got.detach()), want.to(dt))
+
+
+@pytest.mark.skipif(INTERPRET, reason="CUDA graphs need the GPU")
+def test_decode_linear_replays_in_a_cuda_graph():
+    """A decode-sized linear with split-K (its float32 workspace taken from the graph's pool)
+    captured once and replayed on new inputs gives the eager result, bit for bit."""
+    import genesis
+    import genesis.nn.functional as GF
+
+    dt = torch.bfloat16
+    x = genesis.from_dlpack(_rand_cuda((4, 1, 4864), dt, 1, 4864 ** -0.5))
+    w = genesis.from_dlpack(_rand_cuda((896, 4864), dt, 2))
+    b = genesis.from_dlpack(_rand_cuda((896,), dt, 3))
+    GF.linear(x, w, b)  # warm-up: compiles the kernels
+    graph = genesis.cuda.CUDAGraph()
+    with genesis.cuda.graph(graph):
+        static = GF.linear(x, w, b)
+    for seed in range(3):
+        new = genesis.from_dlpack(_rand_cuda((4, 1, 4864), dt, 10 + seed, 4864 ** -0.5))
+        x.copy_(new)
+        graph.replay()
+        genesis.cuda.synchronize()
+        assert torch.equal(torch.from_dlpack(static), torch.from_dlpack(GF.linear(new, w, b)))

@@ -1,0 +1,202 @@
+"""Op benchmark sections for matmul: square products, and the shapes an LLM trains and decodes
+with (``ops.py --matmul-training``).
+
+* Training (issue 9): the three products of each Qwen2.5-0.5B linear layer over 8k and 16k
+  tokens, bf16: forward ``x @ W.T``, input gradient ``g @ W``, weight gradient ``g.T @ x``
+  (a transposed view, as autograd passes it). Target: genesis within 0.95 of torch's time.
+* Decode (issue 10): the same layers at M = 1, 8, 32 rows (one decode step of a batch),
+  bias where Qwen2.5 has one; the achieved weight-streaming bandwidth is printed beside the
+  ratio, and a summary line adds up one decode step's linears (24 layers + lm_head).
+* ``--sweep``: the small-M table (``matmul_small.SMALL_M_TILES``, ``SMALL_M_WAVES``) over
+  decode shapes, and the configs the autotuner picked for the training shapes.
+
+Every row first checks genesis's result against torch's (relative error of the whole output).
+"""
+
+# The timed lambdas are built and used within one loop iteration (add() calls them at once).
+# ruff: noqa: B023
+
+from __future__ import annotations
+
+from ops_common import QWEN05
+
+DECODE_ROWS = (1, 8, 32)
+
+
+def qwen05_linears():
+    """``(name, in_features, out_features, bias)`` of Qwen2.5-0.5B's distinct linear shapes
+    (o_proj is q_proj's shape without bias, v_proj is k_proj's, up_proj is gate_proj's)."""
+    h, kv, f, v = QWEN05["hidden"], QWEN05["kv"], QWEN05["ffn"], QWEN05["vocab"]
+    return [("q_proj", h, h, True), ("k_proj", h, kv, True), ("gate_proj", h, f, False),
+            ("down_proj", f, h, False), ("lm_head", h, v, False)]
+
+
+# how many of each shape one decode step runs (24 layers: q+o, k+v, gate+up, down; lm_head)
+_PER_STEP = {"q_proj": 2 * 24, "k_proj": 2 * 24, "gate_proj": 2 * 24, "down_proj": 24,
+             "lm_head": 1}
+
+
+def _checker(ctx, tfn, gfn, tol=1e-2):
+    """``check()``: genesis's output equals torch's within ``tol`` (relative, whole tensor)."""
+    def check():
+        want = tfn()
+        got = ctx.to_t(gfn())
+        diff = ref = 0.0
+        for i in range(0, want.shape[0], 2048):  # in row blocks: no float32 copy of it all
+            w_, g_ = want[i:i + 2048].float(), got[i:i + 2048].float()
+            diff += (g_ - w_).square().sum().item()
+            ref += w_.square().sum().item()
+        err = (diff / max(ref, 1e-30)) ** 0.5
+        if not err < tol:
+            raise AssertionError(f"genesis result differs from torch's: relative error {err:.3g}")
+    return check
+
+
+def square_rows(ctx):
+    """bf16 and fp16 ``n x n @ n x n``, n = 4096 (and 8192 unless quick)."""
+    from genesis_cuda.kernels import matmul as mm
+
+    torch, add, to_g, rows = ctx.torch, ctx.add, ctx.to_g, ctx.rows
+    for dt in (torch.bfloat16, torch.float16):
+        for n in ((4096,) if ctx.quick else (4096, 8192)):
+            a = torch.randn(n, n, device="cuda", dtype=dt)
+            b_ = torch.randn(n, n, device="cuda", dtype=dt)
+            ga, gb_ = to_g(a), to_g(b_)
+            try:
+                add("matmul", f"matmul {n}^3", dt, (n, n, n), lambda: a @ b_,
+                    lambda: mm.matmul(ga, gb_), 0.9)
+                rows[-1]["genesis_TFLOPs"] = 2 * n**3 / rows[-1]["genesis_ms"] / 1e9
+                rows[-1]["torch_TFLOPs"] = 2 * n**3 / rows[-1]["torch_ms"] / 1e9
+            except Exception as exc:  # report, keep the rest of the table
+                print(f"  matmul {n} {dt}: {type(exc).__name__}: {exc}", flush=True)
+
+
+def training_rows(ctx):
+    """Forward, input-gradient and weight-gradient products of each linear shape, bf16."""
+    from genesis_cuda.kernels import matmul as mm
+
+    torch, add, to_g, rows = ctx.torch, ctx.add, ctx.to_g, ctx.rows
+    F = torch.nn.functional
+    bf = torch.bfloat16
+    for tokens in ((8192,) if ctx.quick else (8192, 16384)):
+        for name, fin, fout, has_bias in qwen05_linears():
+            x = torch.randn(tokens, fin, device="cuda", dtype=bf)
+            w = torch.randn(fout, fin, device="cuda", dtype=bf) * fin ** -0.5
+            b = torch.randn(fout, device="cuda", dtype=bf) if has_bias else None
+            g = torch.randn(tokens, fout, device="cuda", dtype=bf) * tokens ** -0.5
+            gx, gw, gg = to_g(x), to_g(w), to_g(g)
+            gb = to_g(b) if has_bias else None
+            g_t = ctx.gview(gg, g.t(), g)  # (out, tokens): autograd's g2.mT
+            products = (
+                ("fwd x@W.T", (tokens, fout, fin), lambda: F.linear(x, w, b),
+                 lambda: mm.linear(gx, gw, gb)),
+                ("dgrad g@W", (tokens, fin, fout), lambda: g @ w, lambda: mm.matmul(gg, gw)),
+                ("wgrad g.T@x", (fout, fin, tokens), lambda: g.t() @ x,
+                 lambda: mm.matmul(g_t, gx)),
+            )
+            for label, (m, n, k), tfn, gfn in products:
+                try:
+                    add("matmul-train", f"{name} {label} {tokens // 1024}k tok", bf, (m, n, k),
+                        tfn, gfn, 0.95, check=_checker(ctx, tfn, gfn))
+                    rows[-1]["genesis_TFLOPs"] = 2 * m * n * k / rows[-1]["genesis_ms"] / 1e9
+                    rows[-1]["torch_TFLOPs"] = 2 * m * n * k / rows[-1]["torch_ms"] / 1e9
+                except Exception as exc:  # report, keep the rest of the table
+                    print(f"  {name} {label} {tokens}: {type(exc).__name__}: {exc}", flush=True)
+
+
+def decode_rows(ctx):
+    """Each linear shape at M = 1, 8, 32 rows (bf16, bias where Qwen2.5 has one), then one
+    decode step's linears added up (time per step and the tok/s it would allow)."""
+    from genesis_cuda.kernels import matmul as mm
+
+    torch, add, to_g = ctx.torch, ctx.add, ctx.to_g
+    F = torch.nn.functional
+    bf = torch.bfloat16
+    step = {m: [0.0, 0.0] for m in DECODE_ROWS}  # rows -> [torch ms, genesis ms]
+    for name, fin, fout, has_bias in qwen05_linears():
+        w = torch.randn(fout, fin, device="cuda", dtype=bf) * fin ** -0.5
+        b = torch.randn(fout, device="cuda", dtype=bf) if has_bias else None
+        gw = to_g(w)
+        gb = to_g(b) if has_bias else None
+        for m in DECODE_ROWS:
+            x = torch.randn(m, fin, device="cuda", dtype=bf)
+            gx = to_g(x)
+            nbytes = 2 * (fout * fin + m * fin + m * fout)
+
+            def tfn():
+                return F.linear(x, w, b)
+
+            def gfn():
+                return mm.linear(gx, gw, gb)
+
+            try:
+                row = add("matmul-decode", f"{name} M={m} {fin}->{fout}", bf, (m, fout, fin),
+                          tfn, gfn, 0.95, nbytes=nbytes, check=_checker(ctx, tfn, gfn))
+                step[m][0] += _PER_STEP[name] * row["torch_ms"]
+                step[m][1] += _PER_STEP[name] * row["genesis_ms"]
+            except Exception as exc:  # report, keep the rest of the table
+                print(f"  {name} M={m}: {type(exc).__name__}: {exc}", flush=True)
+    for m, (tt, gt) in step.items():
+        print(f"  decode step linears, batch {m}: torch {tt:.3f} ms ({1e3 / tt:,.0f} steps/s), "
+              f"genesis {gt:.3f} ms ({1e3 / gt:,.0f} steps/s) (sum of the rows above; no "
+              "launch gaps)", flush=True)
+
+
+def training_section(ctx, sweep: bool):
+    """``--matmul-training``: decode rows, then training rows (``sweep``: sweeps too)."""
+    if sweep:
+        small_m_sweep(ctx)
+    decode_rows(ctx)
+    training_rows(ctx)
+    if sweep:
+        from genesis_cuda.kernels import matmul_tuning
+
+        print("autotuned configs (bucket -> config; 's' = split-K):", flush=True)
+        for key, cfg in matmul_tuning.tuned.items():
+            print(f"  {key} -> {cfg}", flush=True)
+
+
+def small_m_sweep(ctx):
+    """Tiles and waves of the small-M kernel on decode shapes, each against torch (printed
+    only; the table is ``matmul_small.SMALL_M_TILES`` and ``SMALL_M_WAVES``)."""
+    from genesis_cuda.kernels import matmul as mm
+    from genesis_cuda.kernels import matmul_small as ms
+
+    torch, to_g, bench = ctx.torch, ctx.to_g, ctx.bench
+    bf = torch.bfloat16
+    saved = dict(ms.SMALL_M_TILES), ms.SMALL_M_WAVES
+    # (BLOCK_N, BLOCK_K, warps, stages) per kernel flavour; the K-chunk minimum is kept
+    tiles = {1: ((8, 1024, 4, 3), (16, 512, 4, 3), (32, 128, 4, 3), (32, 256, 4, 3),
+                 (32, 512, 8, 3), (64, 256, 8, 3)),
+             16: ((32, 128, 4, 4), (64, 128, 4, 4), (64, 256, 4, 3), (128, 128, 4, 3),
+                  (128, 128, 8, 3))}
+    shapes = [s for s in qwen05_linears() if s[0] in ("q_proj", "down_proj", "lm_head")]
+    print("sweep of the small-M kernel (bf16, x @ W.T):", flush=True)
+    try:
+        for m in (1, 32):  # one M per kernel flavour: the CUDA-core GEMV, the swapped dot
+            bm = 1 if m == 1 else max(16, 1 << (m - 1).bit_length())
+            for name, fin, fout, _ in shapes:
+                w = torch.randn(fout, fin, device="cuda", dtype=bf)
+                x = torch.randn(m, fin, device="cuda", dtype=bf)
+                gx, gw = to_g(x), to_g(w)
+                tt = bench(lambda: torch.nn.functional.linear(x, w), rep=20)
+                gbytes = 2 * fout * fin / 1e9
+                for tile in tiles[1 if m == 1 else 16]:
+                    for waves in (0, 1, 2, 4):  # 0: no split-K
+                        ms.SMALL_M_TILES[bm] = tile + saved[0][bm][4:]
+                        ms.SMALL_M_WAVES = waves
+                        mm._plans.clear()
+                        try:
+                            mm.linear(gx, gw, None)
+                            gt = bench(lambda: mm.linear(gx, gw, None), rep=20)
+                        except Exception as exc:  # e.g. out of shared memory
+                            print(f"  M={m} {name} {tile} waves {waves}: {type(exc).__name__}")
+                            continue
+                        print(f"  M={m:2d} {name:9s} BN,BK,warps,stages {str(tile):18s} "
+                              f"waves {waves}: {gt*1e3:7.1f} us ({gbytes / gt:5.2f} TB/s; "
+                              f"torch {tt*1e3:7.1f} us) ratio {tt/gt:5.2f}", flush=True)
+    finally:
+        ms.SMALL_M_TILES.clear()
+        ms.SMALL_M_TILES.update(saved[0])
+        ms.SMALL_M_WAVES = saved[1]
+        mm._plans.clear()
