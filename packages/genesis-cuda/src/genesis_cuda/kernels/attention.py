@@ -308,10 +308,10 @@ def _attn_bwd_dq(Q, K, V, M, DO, LSE, DELTA, DQ,
 # ============================================================================ launchers
 # Tiles per head dim: (BM, BN, warps, stages) of the forward and dQ kernels; the dK/dV
 # kernel uses BN keys x BM queries with the same numbers. BM must be a multiple of BN.
-FWD_TILES = {16: (64, 32, 4, 3), 32: (64, 32, 4, 3), 64: (128, 64, 4, 3),
+FWD_TILES = {16: (64, 32, 4, 3), 32: (64, 32, 4, 3), 64: (128, 64, 8, 3),
              128: (128, 64, 8, 3)}
-BWD_TILES = {16: (32, 32, 4, 2), 32: (32, 32, 4, 2), 64: (64, 64, 4, 2),
-             128: (64, 64, 8, 2)}
+BWD_TILES = {16: (32, 32, 4, 2), 32: (32, 32, 4, 2), 64: (64, 64, 4, 3),
+             128: (64, 64, 4, 2)}
 _launchers: dict = {}
 
 
