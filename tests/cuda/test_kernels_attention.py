@@ -166,6 +166,49 @@ def test_masks(kind):
         assert torch.isinf(lse[:, :, 2]).all() and not torch.isnan(out).any()
 
 
+# (forward, dK/dV, dQ) tiles that make the small shapes span many blocks, with BM != BN both
+# ways round: every loop (left of the diagonal, on it, the ragged end) and its masking runs
+TILES = [((16, 32, 4, 2), (16, 32, 4, 2), (32, 16, 4, 2)),
+         ((32, 16, 4, 2), (32, 16, 4, 2), (16, 32, 4, 2))]
+
+
+@pytest.mark.parametrize("case", ["causal", "causal_L<S", "full_L>S", "bool_mask", "float_mask",
+                                  "dropout"])
+@pytest.mark.parametrize("tiles", TILES, ids=["BM<BN", "BM>BN"])
+def test_tile_shapes(tiles, case, monkeypatch):
+    d = 32
+    for table, tile in zip((A.FWD_TILES, A.DKDV_TILES, A.DQ_TILES), tiles):
+        monkeypatch.setitem(table, d, tile)
+    b, hq, hk, n_q, n_k = 2, 4, 2, 70, 70
+    if case == "causal_L<S":
+        n_q, n_k = 45, 77
+    elif case == "full_L>S":
+        n_q, n_k = 77, 45
+    dtype = torch.bfloat16
+    q, k, v = _inputs(b, hq, hk, n_q, n_k, d, dtype, seed=n_q + n_k)
+    g = torch.Generator().manual_seed(9)
+    grad = torch.randn(b, hq, n_q, d, generator=g).to(dtype).to(DEV)
+    causal = case in ("causal", "causal_L<S", "bool_mask", "dropout")
+    mask = keep = gen = None
+    p = 0.0
+    if case == "bool_mask":
+        mask = (torch.rand(b, 1, n_q, n_k, generator=g) > 0.2).to(DEV).expand(b, hq, n_q, n_k)
+    elif case == "float_mask":
+        mask = torch.randn(b, hq, n_q, n_k, generator=g).to(dtype).to(DEV)
+    elif case == "dropout":
+        p, gen = 0.25, PhiloxGenerator(0, 77)
+        n = b * hq * n_q * n_k
+        keep = torch.empty(n, dtype=torch.int8, device=DEV)
+        _keep_mask[(triton.cdiv(n, 1024),)](keep, 77, 0, p, n)
+        sync()
+        keep = keep.view(b, hq, n_q, n_k).bool()
+    out, _, grads = _run(q, k, v, mask=mask, causal=causal, p=p, gen=gen, grad=grad)
+    ref, ref_grads = _reference(q, k, v, mask=mask, causal=causal, grad=grad, keep=keep, p=p)
+    _close(out, ref, dtype, "out")
+    for name, got, want in zip("qkv", grads, ref_grads):
+        _close(got, want, dtype, f"d{name}")
+
+
 @triton.jit
 def _keep_mask(out, seed, base, p, n):
     """The documented dropout stream: keep (b, h, i, j) iff philox(seed, base + flat index)

@@ -61,17 +61,62 @@ def attention_rows(ctx):
                     print(f"  attention {label}: {type(exc).__name__}: {exc}", flush=True)
 
 
+# Candidate tiles (BM, BN, warps, stages) of the attention sweep per (kernel, head dim): the
+# forward and dQ kernels hold BM query rows and walk BN-key blocks, dK/dV holds BN keys and
+# walks BM-row query blocks (narrow query blocks there, wide ones for dQ). About 12 each so
+# that the whole sweep compiles and times in under 3 minutes on an H100.
+_ATTN_CANDIDATES = {
+    ("fwd", 64): [(128, 64, 8, 3), (128, 64, 8, 2), (128, 64, 8, 4), (128, 128, 8, 2),
+                  (128, 128, 8, 3), (128, 64, 4, 3), (128, 64, 4, 4), (128, 32, 4, 3),
+                  (64, 64, 4, 3), (64, 64, 4, 4), (64, 128, 4, 3), (64, 32, 4, 5)],
+    ("fwd", 128): [(128, 64, 8, 3), (128, 64, 8, 2), (128, 64, 8, 4), (128, 128, 8, 2),
+                   (128, 128, 8, 3), (128, 32, 8, 3), (64, 64, 4, 2), (64, 64, 4, 3),
+                   (64, 64, 4, 4), (64, 128, 4, 2), (64, 32, 4, 3), (64, 32, 4, 5)],
+    ("dkdv", 64): [(64, 64, 4, 3), (64, 64, 4, 2), (32, 64, 4, 3), (32, 64, 4, 4),
+                   (32, 128, 4, 2), (32, 128, 4, 3), (32, 128, 4, 5), (32, 128, 8, 3),
+                   (16, 128, 4, 3), (64, 128, 8, 2), (64, 128, 8, 3), (16, 64, 4, 4)],
+    ("dkdv", 128): [(64, 64, 4, 2), (64, 64, 4, 3), (32, 64, 4, 2), (32, 64, 4, 3),
+                    (32, 64, 4, 5), (16, 64, 4, 3), (32, 128, 8, 2), (32, 128, 8, 3),
+                    (64, 128, 8, 2), (16, 128, 8, 3), (64, 64, 8, 2), (32, 32, 4, 3)],
+    ("dq", 64): [(64, 64, 4, 3), (64, 64, 4, 2), (128, 32, 4, 3), (128, 32, 4, 4),
+                 (128, 32, 4, 5), (128, 64, 8, 2), (128, 64, 8, 3), (128, 64, 4, 3),
+                 (64, 32, 4, 3), (64, 32, 4, 5), (128, 16, 4, 4), (64, 128, 8, 2)],
+    ("dq", 128): [(64, 64, 4, 2), (64, 64, 4, 3), (128, 32, 8, 3), (128, 32, 8, 4),
+                  (128, 64, 8, 2), (128, 64, 8, 3), (64, 32, 4, 3), (64, 32, 4, 5),
+                  (128, 32, 4, 3), (64, 16, 4, 4), (128, 16, 8, 4), (64, 64, 8, 2)],
+}
+
+
+def _attention_calls(fa, q, k, v, grad, out, lse):
+    """(forward, backward) of genesis's flash kernels on these arrays, causal, as closures."""
+    scale = q.shape[-1] ** -0.5
+
+    def fwd():
+        return fa.scaled_dot_product_attention(q, k, v, None, 0.0, True, scale, None)
+
+    def bwd():
+        return fa.scaled_dot_product_attention_backward(grad, q, k, v, out, lse, None, 0.0,
+                                                        True, scale, None)
+
+    return fwd, bwd
+
+
 def attention_sweep(ctx):
-    """Tiles (BM, BN, warps, stages) of the flash attention kernels at bf16, causal, 4 x 4096,
-    16 query heads (MHA and GQA 16:4), each against torch's SDPA (printed only; the tables are
-    ``attention.FWD_TILES`` / ``BWD_TILES``)."""
+    """Tiles of the flash attention kernels at bf16, causal, 4 x 4096, 16 query heads: each
+    candidate of ``_ATTN_CANDIDATES`` timed on MHA and GQA 16:4 against torch's SDPA
+    (forward; the whole backward for dK/dV and dQ, dK/dV first with the current dQ tiles,
+    then dQ with the best dK/dV ones). Ends with the best tables as lines to paste into
+    ``attention.py`` (the tables there are not changed)."""
     torch, to_g, bench = ctx.torch, ctx.to_g, ctx.bench
     from genesis_cuda.kernels import attention as fa
 
     F = torch.nn.functional
-    saved = dict(fa.FWD_TILES), dict(fa.BWD_TILES)
+    tables = {"fwd": fa.FWD_TILES, "dkdv": fa.DKDV_TILES, "dq": fa.DQ_TILES}
+    saved = {name: dict(t) for name, t in tables.items()}
+    best = {name: dict(t) for name, t in tables.items()}
     b, n = 4, 4096
     for d in (64, 128):
+        cases = []
         for hk in (16, 4):
             q = torch.randn(b, 16, n, d, device="cuda", dtype=torch.bfloat16)
             k, v = (torch.randn(b, hk, n, d, device="cuda", dtype=torch.bfloat16)
@@ -86,27 +131,33 @@ def attention_sweep(ctx):
             qr, kr, vr = (t.detach().requires_grad_(True) for t in (q, k, v))
             yr = F.scaled_dot_product_attention(qr, kr, vr, is_causal=True, enable_gqa=gqa)
             tb = bench(lambda: torch.autograd.grad(yr, (qr, kr, vr), g, retain_graph=True))
-            print(f"attention tiles, d {d}, heads 16:{hk}, {b}x{n} (torch fwd {tf*1e3:.0f} us, "
-                  f"bwd {tb*1e3:.0f} us):", flush=True)
-            for bm, bn, w, st in ((64, 64, 4, 3), (128, 64, 4, 3), (128, 64, 8, 3),
-                                  (128, 128, 8, 3), (128, 32, 4, 4), (128, 64, 4, 4)):
-                fa.FWD_TILES[d] = (bm, bn, w, st)
+            cases.append((hk, tf, tb, *_attention_calls(fa, gq, gk, gv, gg, out, lse)))
+            print(f"attention tiles, d {d}, heads 16:{hk}, {b}x{n}: torch fwd {tf*1e3:.0f} us, "
+                  f"bwd {tb*1e3:.0f} us", flush=True)
+        for kernel in ("fwd", "dkdv", "dq"):
+            table = tables[kernel]
+            top = None
+            for tile in _ATTN_CANDIDATES[(kernel, d)]:
+                table[d] = tile
+                label = f"  {kernel:4s} d{d} BM {tile[0]:3d} BN {tile[1]:3d} warps {tile[2]} " \
+                        f"stages {tile[3]}:"
                 try:
-                    gt = bench(lambda: fa.scaled_dot_product_attention(
-                        gq, gk, gv, None, 0.0, True, d ** -0.5, None))
-                    print(f"  fwd BM {bm} BN {bn} warps {w} stages {st}: {gt*1e3:7.0f} us "
-                          f"ratio {tf/gt:5.2f}", flush=True)
-                except Exception as exc:  # e.g. out of shared memory
-                    print(f"  fwd BM {bm} BN {bn} warps {w} stages {st}: {type(exc).__name__}")
-            fa.FWD_TILES.update(saved[0])
-            for bm, bn, w, st in ((32, 32, 4, 2), (64, 64, 4, 2), (64, 64, 8, 2),
-                                  (64, 64, 4, 3), (128, 64, 8, 2), (64, 128, 8, 2)):
-                fa.BWD_TILES[d] = (bm, bn, w, st)
-                try:
-                    gt = bench(lambda: fa.scaled_dot_product_attention_backward(
-                        gg, gq, gk, gv, out, lse, None, 0.0, True, d ** -0.5, None))
-                    print(f"  bwd BM {bm} BN {bn} warps {w} stages {st}: {gt*1e3:7.0f} us "
-                          f"ratio {tb/gt:5.2f}", flush=True)
-                except Exception as exc:
-                    print(f"  bwd BM {bm} BN {bn} warps {w} stages {st}: {type(exc).__name__}")
-            fa.BWD_TILES.update(saved[1])
+                    times, ratios = 0.0, []
+                    for hk, tf, tb, g_fwd, g_bwd in cases:
+                        gt = bench(g_fwd if kernel == "fwd" else g_bwd)
+                        times += gt
+                        ratios.append(f"16:{hk} {gt*1e3:6.0f} us ratio "
+                                      f"{(tf if kernel == 'fwd' else tb) / gt:5.2f}")
+                    print(f"{label} {' | '.join(ratios)}", flush=True)
+                    if top is None or times < top[0]:
+                        top = (times, tile)
+                except Exception as exc:  # e.g. out of shared memory or registers
+                    print(f"{label} {type(exc).__name__}: {str(exc)[:80]}", flush=True)
+            table[d] = top[1] if top is not None else saved[kernel][d]
+            best[kernel][d] = table[d]  # the next kernel's sweep runs with this one's best
+    for name, t in tables.items():
+        t.clear()
+        t.update(saved[name])
+    print("best attention tiles (paste into genesis_cuda/kernels/attention.py):")
+    for name, var in (("fwd", "FWD_TILES"), ("dkdv", "DKDV_TILES"), ("dq", "DQ_TILES")):
+        print(f"{var} = {best[name]}", flush=True)

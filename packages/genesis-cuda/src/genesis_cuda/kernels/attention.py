@@ -58,10 +58,18 @@ if _launch.INTERPRET:
     @triton.jit
     def _mma(a, b):
         return tl.dot(a.to(tl.float32), b.to(tl.float32))
+
+    @triton.jit
+    def _mma_acc(a, b, acc):
+        return tl.dot(a.to(tl.float32), b.to(tl.float32), acc)
 else:
     @triton.jit
     def _mma(a, b):
         return tl.dot(a, b)
+
+    @triton.jit
+    def _mma_acc(a, b, acc):  # acc + a @ b, accumulated in place by the tensor cores
+        return tl.dot(a, b, acc)
 
 
 # ============================================================================ forward
@@ -103,7 +111,10 @@ def _fwd_block(acc, m_i, l_i, q, k_ptrs, v_ptrs, mask_ptrs, offs_m, offs_n, L, S
     s, keep = _scores(q, k_ptrs, offs_m, offs_n, L, S, qk_scale, mask_ptrs, bh, seed,
                       rng_base, p_drop, CAUSAL, BOUNDS, MASK, DROPOUT)
     m_new = tl.maximum(m_i, tl.max(s, 1))
-    m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)  # a row with nothing allowed yet
+    if BOUNDS or MASK != 0:  # a row may have nothing allowed yet (m_new = -inf)
+        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+    else:  # every score is finite here
+        m_safe = m_new
     p = tl.math.exp2(s - m_safe[:, None])
     alpha = tl.math.exp2(m_i - m_safe)
     l_i = l_i * alpha + tl.sum(p, 1)
@@ -113,7 +124,7 @@ def _fwd_block(acc, m_i, l_i, q, k_ptrs, v_ptrs, mask_ptrs, offs_m, offs_n, L, S
         v = tl.load(v_ptrs, mask=(offs_n < S)[:, None], other=0.0)
     else:
         v = tl.load(v_ptrs)
-    acc = acc * alpha[:, None] + _mma(p.to(v.dtype), v)
+    acc = _mma_acc(p.to(v.dtype), v, acc * alpha[:, None])
     return acc, m_new, l_i
 
 
@@ -142,7 +153,7 @@ def _attn_fwd(Q, K, V, M, O, LSE,
     acc = tl.zeros([BM, HEAD_DIM], tl.float32)
     if CAUSAL:
         hi = tl.minimum(S, start_m + BM)
-        full = tl.minimum(start_m, (S // BN) * BN)  # blocks wholly left of the diagonal
+        full = tl.minimum((start_m // BN) * BN, (S // BN) * BN)  # wholly left of the diagonal
     else:
         hi = S
         full = (S // BN) * BN
@@ -184,26 +195,42 @@ def _attn_bwd_delta(O, DO, DELTA, sdob, sdoh, sdom, L, H, HEAD_DIM: tl.constexpr
 
 
 @triton.jit
-def _probs(q, k, offs_m, offs_n, L, S, qk_scale, lse2, mask_ptrs, bh, seed, rng_base, p_drop,
-           CAUSAL: tl.constexpr, MASK: tl.constexpr, DROPOUT: tl.constexpr):
-    """Recomputed probabilities P (BM, BN) of a tile (zero where not allowed) and the
-    dropout keep decisions."""
-    s = _mma(q, tl.trans(k)) * qk_scale
-    inside = (offs_m < L)[:, None] & (offs_n < S)[None, :]
+def _dkdv_block(dk, dv, k, v, q_ptrs, do_ptrs, lse_ptr, delta_ptr, mask_ptrs, offs_m, offs_n,
+                L, S, qk_scale, bh, seed, rng_base, p_drop, inv_keep, DIAG: tl.constexpr,
+                MASK: tl.constexpr, DROPOUT: tl.constexpr):
+    """One query block of the dK/dV kernel, written transposed (keys along rows) so that
+    P^T and dS^T come out of their products already in the layout the next product takes
+    (no transpose of a register tile). Rows past L load as zeros (and lse as +inf), so they
+    add nothing; keys past S only touch dK/dV rows that are never stored. ``DIAG``: the
+    block crosses the causal diagonal and needs the mask."""
+    rows = offs_m < L
+    q = tl.load(q_ptrs, mask=rows[:, None], other=0.0)
+    do = tl.load(do_ptrs, mask=rows[:, None], other=0.0)
+    lse2 = tl.load(lse_ptr + offs_m, mask=rows, other=float("inf")) * 1.4426950408889634
+    delta = tl.load(delta_ptr + offs_m, mask=rows, other=0.0)
+    st = _mma(k, tl.trans(q)) * qk_scale  # (BN, BM) scores in log2 units
+    if MASK != 0:
+        inside = rows[None, :] & (offs_n < S)[:, None]
+        if MASK == 1:
+            allowed = tl.load(mask_ptrs, mask=inside, other=0)
+        else:
+            st += tl.load(mask_ptrs, mask=inside, other=0.0).to(tl.float32) * 1.4426950408889634
+    pt = tl.math.exp2(st - lse2[None, :])
     if MASK == 1:
-        allowed = tl.load(mask_ptrs, mask=inside, other=0)
-        inside = inside & (allowed != 0)
-    elif MASK == 2:
-        s += tl.load(mask_ptrs, mask=inside, other=0.0).to(tl.float32) * 1.4426950408889634
-    if CAUSAL:
-        inside = inside & (offs_n[None, :] <= offs_m[:, None])
-    p = tl.where(inside, tl.math.exp2(s - lse2[:, None]), 0.0)
+        pt = tl.where(allowed != 0, pt, 0.0)
+    if DIAG:
+        pt = tl.where(offs_m[None, :] >= offs_n[:, None], pt, 0.0)
+    dpt = _mma(v, tl.trans(do))  # (BN, BM)
     if DROPOUT:
-        ctr = (bh * L + offs_m.to(tl.int64))[:, None] * S + offs_n[None, :] + rng_base
+        ctr = (bh * L + offs_m.to(tl.int64))[None, :] * S + offs_n[:, None] + rng_base
         keep = tl.rand(seed, ctr) >= p_drop
+        dv = _mma_acc(tl.where(keep, pt * inv_keep, 0.0).to(do.dtype), do, dv)
+        dpt = tl.where(keep, dpt * inv_keep, 0.0)
     else:
-        keep = inside
-    return p, keep
+        dv = _mma_acc(pt.to(do.dtype), do, dv)
+    dst = pt * (dpt - delta[None, :])
+    dk = _mma_acc(dst.to(q.dtype), q, dk)
+    return dk, dv
 
 
 @triton.jit(do_not_specialize=["L", "S", "H", "n_rep", "seed", "rng_base"])
@@ -214,7 +241,7 @@ def _attn_bwd_dkdv(Q, K, V, M, DO, LSE, DELTA, DK, DV,
                    BM: tl.constexpr, BN: tl.constexpr,
                    CAUSAL: tl.constexpr, MASK: tl.constexpr, DROPOUT: tl.constexpr):
     bhk = tl.program_id(0).to(tl.int64)  # b * Hk + hk
-    start_n = tl.program_id(1) * BN
+    start_n = tl.program_id(1) * BN  # the first key blocks (most queries, causal) first
     hkv = H // n_rep
     b = bhk // hkv
     hk = bhk % hkv
@@ -228,36 +255,74 @@ def _attn_bwd_dkdv(Q, K, V, M, DO, LSE, DELTA, DK, DV,
                 other=0.0)
     dk = tl.zeros([BN, HEAD_DIM], tl.float32)
     dv = tl.zeros([BN, HEAD_DIM], tl.float32)
-    lo = (start_n // BM) * BM if CAUSAL else 0  # earlier query rows see none of these keys
+    if CAUSAL:
+        lo = (start_n // BM) * BM  # earlier query rows see none of these keys
+        mid = tl.minimum(tl.cdiv(start_n + BN, BM) * BM, L)  # past it: no key after a query
+    else:
+        lo = 0
+        mid = 0
+    q_off = offs_m0[:, None] * sqm + offs_d[None, :]
+    do_off = offs_m0[:, None] * sdom + offs_d[None, :]
+    m_off = offs_m0[None, :] * smm + offs_n[:, None] * smn
     for h in range(hk * n_rep, hk * n_rep + n_rep):
         bh = b * H + h
         q_base = Q + b * sqb + h * sqh
         do_base = DO + b * sdob + h * sdoh
         m_base = M + b * smb + h * smh
-        for start_m in range(lo, L, BM):
-            offs_m = start_m + offs_m0
-            rows = (offs_m < L)[:, None]
-            q = tl.load(q_base + offs_m[:, None] * sqm + offs_d[None, :], mask=rows, other=0.0)
-            do = tl.load(do_base + offs_m[:, None] * sdom + offs_d[None, :], mask=rows,
-                         other=0.0)
-            lse2 = tl.load(LSE + bh * L + offs_m, mask=offs_m < L, other=float("inf")) \
-                * 1.4426950408889634
-            delta = tl.load(DELTA + bh * L + offs_m, mask=offs_m < L, other=0.0)
-            p, keep = _probs(q, k, offs_m, offs_n, L, S, qk_scale, lse2,
-                             m_base + offs_m[:, None] * smm + offs_n[None, :] * smn, bh, seed,
-                             rng_base, p_drop, CAUSAL, MASK, DROPOUT)
-            dp = _mma(do, tl.trans(v))  # (BM, BN)
-            if DROPOUT:
-                pd = tl.where(keep, p * inv_keep, 0.0)
-                dp = tl.where(keep, dp * inv_keep, 0.0)
-            else:
-                pd = p
-            dv += _mma(tl.trans(pd.to(do.dtype)), do)
-            ds = p * (dp - delta[:, None])
-            dk += _mma(tl.trans(ds.to(q.dtype)), q)
+        lse_ptr = LSE + bh * L
+        delta_ptr = DELTA + bh * L
+        for start_m in range(lo, mid, BM):  # blocks on the causal diagonal
+            dk, dv = _dkdv_block(dk, dv, k, v, q_base + start_m * sqm + q_off,
+                                 do_base + start_m * sdom + do_off, lse_ptr, delta_ptr,
+                                 m_base + start_m * smm + m_off, start_m + offs_m0, offs_n, L,
+                                 S, qk_scale, bh, seed, rng_base, p_drop, inv_keep, True,
+                                 MASK, DROPOUT)
+        for start_m in range(mid, L, BM):
+            dk, dv = _dkdv_block(dk, dv, k, v, q_base + start_m * sqm + q_off,
+                                 do_base + start_m * sdom + do_off, lse_ptr, delta_ptr,
+                                 m_base + start_m * smm + m_off, start_m + offs_m0, offs_n, L,
+                                 S, qk_scale, bh, seed, rng_base, p_drop, inv_keep, False,
+                                 MASK, DROPOUT)
     out = bhk * S * HEAD_DIM + offs_n[:, None] * HEAD_DIM + offs_d[None, :]
     tl.store(DK + out, (dk * scale).to(DK.dtype.element_ty), mask=kv_rows)
     tl.store(DV + out, dv.to(DV.dtype.element_ty), mask=kv_rows)
+
+
+@triton.jit
+def _dq_block(dq, q, do, lse2, delta, k_ptrs, v_ptrs, mask_ptrs, offs_m, offs_n, L, S,
+              qk_scale, bh, seed, rng_base, p_drop, inv_keep, CAUSAL: tl.constexpr,
+              BOUNDS: tl.constexpr, MASK: tl.constexpr, DROPOUT: tl.constexpr):
+    """One key block of the dQ kernel. ``BOUNDS``: the block crosses the causal diagonal or
+    the end of the keys (masked loads and scores); other blocks need neither. Query rows
+    past L have zero dO and +inf lse, and are never stored."""
+    if BOUNDS:
+        kv_rows = (offs_n < S)[:, None]
+        k = tl.load(k_ptrs, mask=kv_rows, other=0.0)
+        v = tl.load(v_ptrs, mask=kv_rows, other=0.0)
+    else:
+        k = tl.load(k_ptrs)
+        v = tl.load(v_ptrs)
+    s = _mma(q, tl.trans(k)) * qk_scale
+    if MASK != 0:
+        inside = (offs_m < L)[:, None] & (offs_n < S)[None, :]
+        if MASK == 1:
+            allowed = tl.load(mask_ptrs, mask=inside, other=0)
+        else:
+            s += tl.load(mask_ptrs, mask=inside, other=0.0).to(tl.float32) * 1.4426950408889634
+    p = tl.math.exp2(s - lse2[:, None])
+    if MASK == 1:
+        p = tl.where(allowed != 0, p, 0.0)
+    if BOUNDS:
+        ok = (offs_n < S)[None, :]
+        if CAUSAL:
+            ok = ok & (offs_n[None, :] <= offs_m[:, None])
+        p = tl.where(ok, p, 0.0)
+    dp = _mma(do, tl.trans(v))
+    if DROPOUT:
+        ctr = (bh * L + offs_m.to(tl.int64))[:, None] * S + offs_n[None, :] + rng_base
+        dp = tl.where(tl.rand(seed, ctr) >= p_drop, dp * inv_keep, 0.0)
+    ds = p * (dp - delta[:, None])
+    return _mma_acc(ds.to(k.dtype), k, dq)
 
 
 @triton.jit(do_not_specialize=["L", "S", "H", "n_rep", "seed", "rng_base"])
@@ -273,7 +338,7 @@ def _attn_bwd_dq(Q, K, V, M, DO, LSE, DELTA, DQ,
     h = bh % H
     hk = h // n_rep
     offs_m = start_m + tl.arange(0, BM)
-    offs_n0 = tl.arange(0, BN)
+    offs_n = tl.arange(0, BN)
     offs_d = tl.arange(0, HEAD_DIM)
     rows = (offs_m < L)[:, None]
     q = tl.load(Q + b * sqb + h * sqh + offs_m[:, None] * sqm + offs_d[None, :], mask=rows,
@@ -283,35 +348,39 @@ def _attn_bwd_dq(Q, K, V, M, DO, LSE, DELTA, DQ,
     lse2 = tl.load(LSE + bh * L + offs_m, mask=offs_m < L, other=float("inf")) \
         * 1.4426950408889634
     delta = tl.load(DELTA + bh * L + offs_m, mask=offs_m < L, other=0.0)
-    k_base = K + b * skb + hk * skh
-    v_base = V + b * svb + hk * svh
-    m_base = M + b * smb + h * smh + offs_m[:, None] * smm
+    k_ptrs = K + b * skb + hk * skh + offs_n[:, None] * skn + offs_d[None, :]
+    v_ptrs = V + b * svb + hk * svh + offs_n[:, None] * svn + offs_d[None, :]
+    mask_ptrs = M + b * smb + h * smh + offs_m[:, None] * smm + offs_n[None, :] * smn
     dq = tl.zeros([BM, HEAD_DIM], tl.float32)
-    hi = tl.minimum(S, start_m + BM) if CAUSAL else S
-    for start_n in range(0, hi, BN):
-        offs_n = start_n + offs_n0
-        kv_rows = (offs_n < S)[:, None]
-        k = tl.load(k_base + offs_n[:, None] * skn + offs_d[None, :], mask=kv_rows, other=0.0)
-        v = tl.load(v_base + offs_n[:, None] * svn + offs_d[None, :], mask=kv_rows, other=0.0)
-        p, keep = _probs(q, k, offs_m, offs_n, L, S, qk_scale, lse2,
-                         m_base + offs_n[None, :] * smn, bh, seed, rng_base, p_drop, CAUSAL,
-                         MASK, DROPOUT)
-        dp = _mma(do, tl.trans(v))
-        if DROPOUT:
-            dp = tl.where(keep, dp * inv_keep, 0.0)
-        ds = p * (dp - delta[:, None])
-        dq += _mma(ds.to(k.dtype), k)
+    if CAUSAL:
+        hi = tl.minimum(S, start_m + BM)
+        full = tl.minimum((start_m // BN) * BN, (S // BN) * BN)  # wholly left of the diagonal
+    else:
+        hi = S
+        full = (S // BN) * BN
+    for start_n in range(0, full, BN):
+        dq = _dq_block(dq, q, do, lse2, delta, k_ptrs + start_n * skn, v_ptrs + start_n * svn,
+                       mask_ptrs + start_n * smn, offs_m, start_n + offs_n, L, S, qk_scale, bh,
+                       seed, rng_base, p_drop, inv_keep, CAUSAL, False, MASK, DROPOUT)
+    for start_n in range(full, hi, BN):
+        dq = _dq_block(dq, q, do, lse2, delta, k_ptrs + start_n * skn, v_ptrs + start_n * svn,
+                       mask_ptrs + start_n * smn, offs_m, start_n + offs_n, L, S, qk_scale, bh,
+                       seed, rng_base, p_drop, inv_keep, CAUSAL, True, MASK, DROPOUT)
     tl.store(DQ + bh * L * HEAD_DIM + offs_m[:, None] * HEAD_DIM + offs_d[None, :],
              (dq * scale).to(DQ.dtype.element_ty), mask=rows)
 
 
 # ============================================================================ launchers
-# Tiles per head dim: (BM, BN, warps, stages) of the forward and dQ kernels; the dK/dV
-# kernel uses BN keys x BM queries with the same numbers. BM must be a multiple of BN.
-FWD_TILES = {16: (64, 32, 4, 3), 32: (64, 32, 4, 3), 64: (128, 64, 4, 3),
+# Tiles per head dim, (BM query rows, BN keys, warps, stages) of each kernel; any pair of
+# powers of two from 16 up works (the dK/dV kernel holds BN keys and walks BM-row query
+# blocks, the forward and dQ kernels hold BM rows and walk BN-key blocks). Chosen by
+# ``tools/bench/ops.py --attention-only --sweep`` on an H100.
+FWD_TILES = {16: (64, 32, 4, 3), 32: (64, 32, 4, 3), 64: (128, 64, 8, 3),
              128: (128, 64, 8, 3)}
-BWD_TILES = {16: (32, 32, 4, 2), 32: (32, 32, 4, 2), 64: (64, 64, 4, 2),
-             128: (64, 64, 8, 2)}
+DKDV_TILES = {16: (32, 32, 4, 2), 32: (32, 32, 4, 2), 64: (64, 64, 4, 3),
+              128: (64, 64, 4, 2)}
+DQ_TILES = {16: (32, 32, 4, 2), 32: (32, 32, 4, 2), 64: (64, 64, 4, 3),
+            128: (64, 64, 4, 2)}
 _launchers: dict = {}
 
 
@@ -420,18 +489,19 @@ def scaled_dot_product_attention_backward(grad, q, k, v, out, lse, mask, dropout
     _launcher(_attn_bwd_delta, 4, 1).launch(
         (d, aligned(out, grad, delta), _launch.spec(*grad.strides[:3])), q.device,
         (b * h, cdiv(n_q, 64)), (out, grad, delta, *grad.strides[:3], n_q, h, d, 64), big)
-    bm, bn, warps, stages = BWD_TILES[d]
     strides = (*q.strides[:3], *k.strides[:3], *v.strides[:3], *ms, *grad.strides[:3])
-    tail = (n_q, n_k, h, h // hk, float(scale) * LOG2E, float(scale), seed, base,
-            float(dropout_p), inv_keep, d, bm, bn, bool(is_causal), kind, dropout)
-    key = (d, bm, bn, bool(is_causal), kind, dropout, aligned(q, k, v, mask, grad, lse, dk),
-           _launch.spec(*strides))
+    common = (n_q, n_k, h, h // hk, float(scale) * LOG2E, float(scale), seed, base,
+              float(dropout_p), inv_keep, d)
+    flags = (bool(is_causal), kind, dropout)
+    key = (d, *flags, aligned(q, k, v, mask, grad, lse, dk), _launch.spec(*strides))
+    bm, bn, warps, stages = DKDV_TILES[d]
     _launcher(_attn_bwd_dkdv, warps, stages).launch(
-        key, q.device, (b * hk, cdiv(n_k, bn)),
-        (q, k, v, mask, grad, lse, delta, dk, dv, *strides, *tail), big)
+        (bm, bn, *key), q.device, (b * hk, cdiv(n_k, bn)),
+        (q, k, v, mask, grad, lse, delta, dk, dv, *strides, *common, bm, bn, *flags), big)
+    bm, bn, warps, stages = DQ_TILES[d]
     _launcher(_attn_bwd_dq, warps, stages).launch(
-        key, q.device, (b * h, cdiv(n_q, bm)),
-        (q, k, v, mask, grad, lse, delta, dq, *strides, *tail), big)
+        (bm, bn, *key), q.device, (b * h, cdiv(n_q, bm)),
+        (q, k, v, mask, grad, lse, delta, dq, *strides, *common, bm, bn, *flags), big)
     return dq, dk, dv
 
 
