@@ -16,7 +16,7 @@ import numpy as np
 
 from genesis import dtypes as D
 from genesis_cuda import array as _array
-from genesis_cuda import capture, driver, streams
+from genesis_cuda import capture, driver, kernel_errors, streams
 from genesis_cuda import device as _device
 
 _TO_NUMPY = {
@@ -151,6 +151,7 @@ def _device_to_host(host_ptr: int, dev_ptr: int, nbytes: int, index: int) -> Non
     with driver.using_device(index):
         driver.check(cu.cuMemcpyDtoHAsync(host_ptr, dev_ptr, nbytes, stream), "cuMemcpyDtoHAsync")
         driver.check(cu.cuStreamSynchronize(stream), "cuStreamSynchronize")
+    kernel_errors.raise_pending(index)
 
 
 def item(a: _array.CudaArray):

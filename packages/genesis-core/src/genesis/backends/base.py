@@ -258,7 +258,9 @@ class Backend(ABC):
     def index(self, a: Array, indices: Sequence[Array | None]) -> Array:
         """Advanced indexing ``a[indices]``: one entry per leading dim of ``a``, each an
         int64 array (all broadcast to one shape) or ``None`` (take the whole dim).
-        Same result layout as numpy/torch."""
+        Same result layout as numpy/torch. Entries in ``[-size, 0)`` count from the end of
+        their dim; out-of-range ones must not touch memory outside ``a`` (genesis checks
+        them on the host only where reading values is free: see ``ops.common.checks_values``)."""
 
     @abstractmethod
     def index_put_(self, a: Array, indices: Sequence[Array | None], values: Array,
