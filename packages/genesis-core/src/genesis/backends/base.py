@@ -197,7 +197,8 @@ class Backend(ABC):
 
     def clamp(self, a: Array, lo: Scalar | None, hi: Scalar | None,
               out: Array | None = None) -> Array:
-        """*Optional.* ``min(max(a, lo), hi)`` with scalar bounds (either may be ``None``)."""
+        """*Optional.* ``min(max(a, lo), hi)`` with scalar bounds (either may be ``None``);
+        genesis passes integer bounds saturated into ``a``'s dtype range."""
         return composite.clamp(self, a, lo, hi, out)
 
     # -------------------------------------------------------------- reductions
