@@ -331,7 +331,8 @@ class Backend(ABC):
     @abstractmethod
     def default_generator(self, index: int | None):
         """The default generator of device ``index``: created on first call and seeded then
-        from ``genesis.random.initial_seed()`` (``genesis.manual_seed`` reseeds it later)."""
+        from ``genesis.backends.seed.initial_seed()`` (``genesis.manual_seed`` reseeds it
+        later)."""
 
     @abstractmethod
     def manual_seed_generator(self, gen, seed: int) -> None:

@@ -19,7 +19,8 @@ import triton
 import triton.language as tl
 
 from genesis import dtypes as D
-from genesis_cuda import capture, kernel_errors
+from genesis_cuda import array as _array
+from genesis_cuda import capture, kernel_errors, transfer
 
 from . import _launch
 from ._launch import Ptr, cdiv, contiguous_strides, numel, run
@@ -432,9 +433,6 @@ def nonzero(a):
     """int64 (N, ndim) coordinates of the non-zero elements of ``a``, in C order.
 
     Synchronises the host once, to learn N."""
-    from genesis_cuda import array as _array
-    from genesis_cuda import transfer
-
     nd = len(a.shape)
     if nd > 8:
         raise NotImplementedError(f"nonzero supports up to 8 dims, got shape {a.shape}")
