@@ -35,7 +35,7 @@ from collections.abc import Sequence
 
 from genesis.backends import composite, llm_composite
 from genesis.dtypes import DType
-from genesis.op_declarations import BINARY_NAMES, UNARY_NAMES
+from genesis.op_declarations import BINARY_NAMES, REDUCTION_NAMES, UNARY_NAMES
 
 Array = object  # a backend's array type; see the module docstring
 Shape = tuple[int, ...]
@@ -202,6 +202,10 @@ class Backend(ABC):
         return composite.clamp(self, a, lo, hi, out)
 
     # -------------------------------------------------------------- reductions
+    # The reductions declared in genesis.op_declarations, each a kernel method of that name
+    # (its parameters: the row's ``kernel_params``).
+    REDUCTION_OPS = REDUCTION_NAMES
+
     @abstractmethod
     def sum(self, a: Array, dims: Shape, keepdim: bool, dtype: DType) -> Array:
         """Sum over ``dims`` (``()`` sums nothing: genesis lists every dim for a full
