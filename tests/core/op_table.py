@@ -314,6 +314,15 @@ def _round_decimals_in_float(x, decimals):
     return torch.round(x, decimals=decimals)
 
 
+def _clamp_in_exact_arithmetic(x, lo=None, hi=None):
+    # Integer bounds beyond the dtype's range: torch 2.15 compares in exact arithmetic,
+    # torch 2.13 wraps a uint8 bound (-1 -> 255) and refuses an int8 one. Genesis follows
+    # 2.15 on every torch: computed in int64, the result saturated into x's dtype.
+    info = torch.iinfo(x.dtype)
+    wide = torch.clamp(x.to(torch.int64), lo, hi)
+    return wide.clamp(info.min, info.max).to(x.dtype)
+
+
 @dataclass
 class OpInfo:
     """One op: how to call it in genesis and torch, on what, and what must fail.
@@ -587,6 +596,14 @@ add(
         errors=lambda: [ErrorInput(S(T((2,)), None, None), RuntimeError, "min.*max")]),
     OpInfo("clamp_float_bound_int", lambda d: [S(T((3, 4), -5, 5), -1.5, 2.5, name="ints")],
            op=genesis.clamp, ref=torch.clamp, dtypes=("int64", "int32"), differentiable=False),
+    OpInfo("clamp_int_bound_out_of_range", lambda d: [
+        S(T((3, 4), -5, 5), -1000, 1000, name="both-beyond"),
+        S(T((3, 4), -5, 5), -1, 100, name="min=-1"),
+        S(T((2, 3), -5, 5, layout="T"), None, 300, name="max-beyond"),
+        S(T((3,), -5, 5), 300, None, name="min-above-range"),
+        S(T((3,), -5, 5), -300, -200, name="max-below-range")],
+           op=genesis.clamp, ref=_clamp_in_exact_arithmetic, dtypes=("uint8", "int8", "int16"),
+           differentiable=False),
     OpInfo("clamp_promotes", lambda d: [S(T((3, 4)), 0, 1, name="int-bounds"),
                                         S(T((3, 4)), -0.5, None, name="float-bound")] + (
         [S(T((3, 4)), None, True, name="bool-bound")] if d != "bool" else []),
@@ -1214,7 +1231,13 @@ for _name, _lo, _hi in (("exp_", -2, 2), ("log_", 0.1, 3), ("sqrt_", 0.1, 3),
 add(
     # uint8 gets bounds inside its range: torch changed what an out-of-range integer bound
     # does between releases (2.13 wraps -1 to 255 for uint8, 2.15 clamps as in exact
-    # arithmetic), so a bound of -1 has no single reference behaviour to compare with.
+    # arithmetic), so torch.clamp_ is no reference for it; genesis's exact arithmetic is
+    # checked by clamp_int_bound_out_of_range (and clamp__int_bound_out_of_range).
+    OpInfo("clamp__int_bound_out_of_range", lambda d: [
+        S(T((3, 4), -5, 5), -1, 300, name="min=-1,max-beyond"),
+        S(T((3,), -5, 5), 300, None, name="min-above-range")],
+           dtypes=("uint8", "int8"), op=_inplace("clamp_"), ref=_clamp_in_exact_arithmetic,
+           differentiable=False),
     OpInfo("clamp_", lambda d: [S(T((3, 4)), *((-0.5, 0.5) if is_float(d)
                                                 else (0, 1) if d == "uint8" else (-1, 1)),
                                   name="both"),

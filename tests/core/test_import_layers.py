@@ -7,6 +7,11 @@ delays the cycle). Imports under ``if TYPE_CHECKING:`` are left out (they never 
 ``from pkg import name`` is an edge to the submodule ``pkg.name`` when that module exists,
 else to ``pkg``. Importing ``a.b.c`` also runs ``a/__init__`` and ``a/b/__init__``; those
 parent edges are not counted (every module would then depend on ``genesis/__init__``).
+
+That is why a function-local import can still hide a circle at run time (``genesis/__init__``
+imports the whole API, so a backend importing ``genesis.random`` closes a loop through it):
+``test_backends_import_only_the_contract`` checks the layer rule itself, with function-local
+imports counted too.
 """
 
 from __future__ import annotations
@@ -150,3 +155,42 @@ def test_no_import_cycles():
     shown = "\n".join(" -> ".join(_a_cycle(graph, c)) + f"   ({len(c)} modules)"
                       for c in cycles)
     assert not cycles, f"import cycles among the packages' modules:\n{shown}"
+
+
+# The backend side of the contract knows the contract only (DESIGN.md, layers 4-5): genesis's
+# own backends and genesis-cuda's runtime and kernels import, from genesis, just these.
+_CONTRACT = ("genesis.backends", "genesis.dtypes", "genesis.op_declarations",
+             "genesis.cuda")  # genesis.cuda: the error types a CUDA backend raises
+_BACKEND_SIDE = ("genesis.backends", "genesis_cuda")
+# genesis-cuda's public functions behind ``genesis.cuda.*`` work on genesis tensors.
+_PLUGIN_API = {"genesis_cuda.api", "genesis_cuda.graphed_callables"}
+
+
+def _within(mod: str, prefixes) -> bool:
+    return any(mod == p or mod.startswith(p + ".") for p in prefixes)
+
+
+def layer_violations(graph: dict[str, set[str]]) -> list[str]:
+    """``importer -> imported`` for each backend-side module importing genesis above the
+    contract."""
+    bad = []
+    for mod, edges in sorted(graph.items()):
+        if not _within(mod, _BACKEND_SIDE) or mod in _PLUGIN_API:
+            continue
+        for dep in sorted(edges):
+            if _within(dep, ("genesis",)) and not _within(dep, _CONTRACT):
+                bad.append(f"{mod} -> {dep}")
+    return bad
+
+
+def test_layer_rule_detects_an_upward_import():
+    graph = {"genesis.backends.cpu": {"genesis.random", "genesis.dtypes"},
+             "genesis_cuda.kernels.optim": {"genesis.backends.registry"},
+             "genesis_cuda.api": {"genesis"}}
+    assert layer_violations(graph) == ["genesis.backends.cpu -> genesis.random"]
+
+
+def test_backends_import_only_the_contract():
+    bad = layer_violations(import_graph())
+    assert not bad, "backend-side modules importing genesis above the contract:\n" + \
+        "\n".join(bad)

@@ -1,9 +1,10 @@
 """The op declarations (``genesis.op_declarations``) agree with the op table, the Tensor
-API and every kernel name the packages use."""
+API, the backend contract and every kernel name the packages use."""
 
 from __future__ import annotations
 
 import ast
+import inspect
 import os
 
 import op_table
@@ -12,7 +13,7 @@ import pytest
 import genesis
 from genesis import op_declarations as decl
 from genesis.backends.base import Backend
-from genesis.ops import elementwise
+from genesis.ops import elementwise, reduction
 
 _PACKAGES = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, os.pardir,
                          "packages")
@@ -55,6 +56,40 @@ def test_contract_lists_are_the_declarations():
     assert Backend.UNARY_OPS == tuple(op.name for op in decl.UNARY)
     assert Backend.BINARY_OPS == tuple(op.name for op in decl.BINARY)
     assert len(set(Backend.UNARY_OPS + Backend.BINARY_OPS)) == len(_DECLARED)
+
+
+def test_every_declared_reduction_is_in_the_op_table():
+    tested = {info.name for info in op_table.OPS}
+    missing = [op.name for op in decl.REDUCTIONS if op.name not in tested]
+    assert not missing, f"declared reductions not in the op table: {missing}"
+
+
+def test_declared_reductions_are_made_everywhere():
+    for op in decl.REDUCTIONS:
+        fn = reduction.FUNCTIONS[op.name]
+        assert getattr(genesis, op.name) is fn and getattr(reduction, op.name) is fn, op.name
+        assert (getattr(genesis.Tensor, op.name, None) is fn) == op.method, op.name
+        if op.differentiable:
+            assert fn.function.__name__ == op.name.capitalize()
+            assert fn.function.autocast == op.autocast
+        else:
+            assert fn.function is None
+
+
+def test_reduction_kernels_are_contract_methods_with_the_declared_parameters():
+    assert Backend.REDUCTION_OPS == tuple(op.name for op in decl.REDUCTIONS)
+    for op in decl.REDUCTIONS:
+        params = tuple(inspect.signature(getattr(Backend, op.name)).parameters)[1:]
+        assert params == op.kernel_params, (op.name, params)
+
+
+def test_reductions_save_what_the_gradient_reads():
+    x = genesis.tensor([[0.5, 2.0], [3.0, 1.0]], requires_grad=True)
+    assert x.sum(0).grad_fn._saved == (None, None)  # d sum / dx reads nothing
+    y = x.amax(1)
+    assert y.grad_fn._saved[0] is x and y.grad_fn._saved[1] is y
+    p = x.prod(1)
+    assert p.grad_fn._saved[0] is x and p.grad_fn._saved[1] is None
 
 
 def test_saved_tensors_are_what_the_gradient_reads():

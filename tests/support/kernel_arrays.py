@@ -9,8 +9,8 @@ Two ways, one per family of tests:
   torch tensor's own storage (no copy, any stride pattern), and back. Outputs come from
   genesis's allocator. Also runs under the Triton interpreter on the CPU
   (``TRITON_INTERPRET=1``): importing this module then installs the converter the kernels'
-  launcher needs and makes kernel outputs torch-backed views
-  (``test_kernels_{elementwise,norms,reduction}.py``).
+  launcher needs, makes kernel outputs torch-backed views and gives device 0 an error word
+  in a CPU tensor (``test_kernels_{elementwise,norms,reduction,index_bounds}.py``).
 """
 
 from __future__ import annotations
@@ -100,11 +100,34 @@ def _interpret_arg(a):
     raise AssertionError("address outside every wrapped storage")
 
 
+class HostErrorWord(View):
+    """The indexing kernels' error word (``genesis_cuda.kernel_errors``) in a CPU tensor: the
+    interpreter's stand-in for device 0's ``DeviceWord``."""
+
+    __slots__ = ()
+
+    def read(self):
+        return tuple(int(v) for v in self.storage.flat[:3])
+
+    def clear(self):
+        self.storage.flat.zero_()
+
+
+def _host_error_word() -> HostErrorWord:
+    v = wrap(torch.zeros(4, dtype=torch.int64, device=DEV))
+    w = HostErrorWord()
+    w.shape, w.strides, w.offset, w.dtype, w.storage, w.device = (
+        v.shape, v.strides, v.offset, v.dtype, v.storage, v.device)
+    return w
+
+
 if INTERPRET:
+    from genesis_cuda import kernel_errors
     from genesis_cuda.kernels import _launch
 
     _launch.interpret_arg = _interpret_arg
     _launch.empty = _shim_empty
+    kernel_errors._words[0] = _host_error_word()
 
 
 def sync():

@@ -8,6 +8,7 @@ import numpy as np
 
 from genesis import dtypes as D
 from genesis.autograd.function import check_inplace
+from genesis.device import device as Device
 from genesis.device import placement
 from genesis.ops.common import shape_arg, wrap
 from genesis.random import resolve_generator
@@ -209,8 +210,6 @@ def from_dlpack(ext) -> Tensor:
     Returns:
         A tensor viewing the same memory.
     """
-    from genesis.device import device as Device
-
     if hasattr(ext, "__dlpack_device__"):
         dev_type, index = ext.__dlpack_device__()
     else:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from genesis.backends.registry import get_backend
+
 
 class device:  # noqa: N801 - named like torch.device
     """A device such as ``genesis.device('cpu')`` or ``genesis.device('cuda:1')``.
@@ -50,8 +52,6 @@ class device:  # noqa: N801 - named like torch.device
     def backend(self):
         """The backend serving this device type (loaded on first use)."""
         if self._backend is None:
-            from genesis.backends.registry import get_backend
-
             self._backend = get_backend(self.type)
         return self._backend
 

@@ -189,3 +189,26 @@ def can_cast(from_: DType, to: DType) -> bool:
         A Python bool.
     """
     return from_.category <= to.category
+
+
+def saturate(value: int, dtype: DType) -> int:
+    """``value`` limited to the range of the integer ``dtype`` (bool: 0 and 1).
+
+    For ops that compare with an integer bound in exact arithmetic: a bound beyond the
+    range acts as the range's end (``clamp`` of a uint8 tensor with ``min=-1`` changes
+    nothing), instead of wrapping (-1 would become 255) or overflowing.
+
+    Args:
+        value: a Python int.
+        dtype: an integer or bool dtype.
+
+    Returns:
+        A Python int within ``dtype``'s range.
+    """
+    if dtype.category == _BOOL:
+        lo, hi = 0, 1
+    elif dtype.is_signed:
+        lo, hi = -(1 << (8 * dtype.itemsize - 1)), (1 << (8 * dtype.itemsize - 1)) - 1
+    else:
+        lo, hi = 0, (1 << (8 * dtype.itemsize)) - 1
+    return lo if value < lo else hi if value > hi else value

@@ -1,4 +1,5 @@
-"""Every elementwise op declared once: a row per op, read like PyTorch's ``derivatives.yaml``.
+"""Every elementwise op and every reduction kernel declared once: a row per op, read like
+PyTorch's ``derivatives.yaml``.
 
 A row states the op's name (which is also its backend kernel's name), its gradient per
 input, its autocast category and its variants. Everything else is made from the rows:
@@ -25,6 +26,12 @@ operator (``"add"``: ``__add__``, ``__radd__`` and, with ``inplace``, ``__iadd__
 multiplier of the second operand; ``check`` refuses operands torch refuses;
 ``public=False`` leaves the public function to a hand-written one with more arguments
 (``round(decimals=)``, ``div(rounding_mode=)``).
+
+Reductions (``REDUCTIONS``, at the end) follow the same pattern: ``genesis.ops.reduction``
+makes each row's Function (``Sum``, ``Amax`` ...) and public function, ``tensor_methods`` its
+method, and ``Backend.REDUCTION_OPS`` is the rows' names, each a backend kernel of that name
+with the parameters ``kernel_params`` says. The composites built on them (mean, var/std,
+logsumexp, norm, max/min along a dim) get their gradients from these and have no row.
 """
 
 from __future__ import annotations
@@ -188,3 +195,88 @@ BINARY = (
 
 UNARY_NAMES = tuple(op.name for op in UNARY)
 BINARY_NAMES = tuple(op.name for op in BINARY)
+
+
+# ----------------------------------------------------------------------- reductions
+@dataclass(frozen=True)
+class Reduction:
+    """One declared reduction: ``y = name(x, dims, keepdim)``, also the backend kernel's name.
+
+    ``grad(g, [x], [y], [dims])`` is dL/dx, where ``g`` is the output's gradient broadcast
+    back to ``x``'s shape and ``y`` the output broadcast the same way; the tensors it reads
+    (``x``, ``y``) are what the op saves. ``result``: ``"sum"`` (integer and bool inputs give
+    int64; a ``dtype=`` argument picks the result's dtype), ``"keep"`` (the input's dtype),
+    ``"logical"`` (bool; uint8 for uint8 inputs, torch's legacy rule) or ``"index"`` (int64
+    positions along one dim, or in the flattened tensor). ``refuse_empty``: reducing over
+    an empty dim (or an empty tensor over every dim) is an error, as torch's amax.
+    """
+
+    name: str
+    grad: Callable | None = None
+    result: str = "keep"
+    autocast: str | None = None
+    refuse_empty: bool = False
+    method: bool = True
+
+    @property
+    def differentiable(self) -> bool:
+        return self.grad is not None
+
+    def reads(self) -> tuple:
+        """The tensors the gradient formula reads besides ``g``: what is saved."""
+        code = self.grad.__code__
+        return tuple(n for n in code.co_varnames[1:code.co_argcount] if n in ("x", "y"))
+
+    @property
+    def kernel_params(self) -> tuple:
+        """The parameters of the backend kernel ``Backend.<name>`` (after ``self``)."""
+        if self.result == "index":
+            return ("a", "dim", "keepdim")
+        return ("a", "dims", "keepdim", "dtype") if self.result == "sum" else \
+            ("a", "dims", "keepdim")
+
+
+def reduction(name, grad=None, **options) -> Reduction:
+    """Declare the reduction ``name``; ``grad(g, [x], [y], [dims])`` is dL/dx."""
+    return Reduction(name, grad, **options)
+
+
+def _prod_grad(g, x, dims):
+    # d prod / d x_i = the product of the others, written so that it stays exact with zeros
+    # and keeps its own derivative (double backward) with up to two zeros:
+    #   non-zero x_i: p / x_i * (product of the zeros: 1, the zero itself, or 0)
+    #   zero x_i:     p * (product of the other zeros: 1, the other zero, or 0)
+    # where p is the product of the non-zero elements. Zero-valued terms are kept as
+    # expressions of x (zsum) rather than constants so their gradients survive.
+    is_zero = x == 0
+    n_zero = is_zero.sum(dims, keepdim=True)
+    x_no_zero = x.masked_fill(is_zero, 1.0)
+    p = x_no_zero.prod(dims, keepdim=True)
+    zsum = x.masked_fill(~is_zero, 0.0).sum(dims, keepdim=True)  # 0-valued where zeros are
+    zeros_product = zsum.masked_fill(n_zero != 1, 0.0).masked_fill(n_zero == 0, 1.0)
+    other_zeros = (zsum - x).masked_fill(n_zero != 2, 0.0).masked_fill(n_zero == 1, 1.0)
+    grad = (p * other_zeros).where(is_zero, p / x_no_zero * zeros_product)
+    # with an inf/NaN product those zero-valued terms would turn 0 into NaN: there, use the
+    # plain values (torch's: the lone zero gets p, every other element 0)
+    plain = (p / x_no_zero).where(n_zero == 0, p.where(is_zero & (n_zero == 1), 0.0))
+    return g * grad.where(p.isfinite(), plain)
+
+
+def _extreme_grad(g, x, y, dims):
+    hit = x == y  # ties share the gradient evenly, as torch's amax/amin
+    return g * hit / hit.sum(dims, keepdim=True)
+
+
+REDUCTIONS = (
+    # name        gradient dL/dx (g broadcast back to x)   options
+    reduction("sum", lambda g: g, result="sum", autocast="fp32"),
+    reduction("prod", _prod_grad, result="sum", autocast="fp32"),
+    reduction("amax", _extreme_grad, refuse_empty=True),
+    reduction("amin", _extreme_grad, refuse_empty=True),
+    reduction("all", result="logical"),
+    reduction("any", result="logical"),
+    reduction("argmax", result="index"),
+    reduction("argmin", result="index"),
+)
+
+REDUCTION_NAMES = tuple(op.name for op in REDUCTIONS)

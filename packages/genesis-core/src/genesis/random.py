@@ -11,19 +11,9 @@ import contextlib
 import time
 
 from genesis.backends import registry
+from genesis.backends.seed import initial_seed, set_initial_seed
 from genesis.device import CPU, placement
 from genesis.tensor import Tensor
-
-_initial_seed = int(time.time_ns() % (2**63))
-
-
-def initial_seed() -> int:
-    """The seed the default generators were last seeded with.
-
-    Returns:
-        An int.
-    """
-    return _initial_seed
 
 
 class Generator:
@@ -43,7 +33,7 @@ class Generator:
         self._gen = _state if _state is not None else backend.new_generator(self.device.index)
         self._seed = None
         if _state is None:
-            self.manual_seed(_initial_seed)
+            self.manual_seed(initial_seed())
 
     def manual_seed(self, seed: int) -> Generator:
         """Reset the stream to a pure function of ``seed``; returns self."""
@@ -108,11 +98,10 @@ def manual_seed(seed: int) -> Generator:
     Returns:
         The CPU default generator.
     """
-    global _initial_seed
-    _initial_seed = int(seed) % (2**64)
+    seed = set_initial_seed(seed)
     for backend in registry.loaded_backends():
         for index in _device_indices(backend):
-            backend.manual_seed_generator(backend.default_generator(index), _initial_seed)
+            backend.manual_seed_generator(backend.default_generator(index), seed)
     return default_generator
 
 
@@ -196,7 +185,7 @@ class _DefaultCPUGenerator(Generator):
         return self
 
     def initial_seed(self) -> int:
-        return _initial_seed if self._seed is None else self._seed
+        return initial_seed() if self._seed is None else self._seed
 
 
 default_generator = _DefaultCPUGenerator()

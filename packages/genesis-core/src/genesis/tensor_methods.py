@@ -8,16 +8,15 @@ from __future__ import annotations
 
 from genesis import creation, ops
 from genesis import op_declarations as decl
-from genesis.ops import conversion, elementwise, indexing, inplace, joining, views
+from genesis.ops import conversion, elementwise, indexing, inplace, joining, reduction, views
 from genesis.tensor import Tensor
 
 _SAME_NAME = (
     # elementwise (the declared ops are attached from genesis.op_declarations)
     "addcdiv", "addcmul", "allclose", "clamp", "clamp_max", "clamp_min", "clip", "equal",
     "erfinv", "isclose", "lerp", "reciprocal", "square",
-    # reductions
-    "all", "amax", "amin", "any", "argmax", "argmin", "count_nonzero", "cumsum",
-    "logsumexp", "max", "mean", "min", "norm", "prod", "std", "sum", "var",
+    # reductions (the declared ones are attached from genesis.op_declarations)
+    "count_nonzero", "cumsum", "logsumexp", "max", "mean", "min", "norm", "std", "var",
     # linalg, joining, sorting, indexing, fused
     "bmm", "dot", "matmul", "mm", "outer", "chunk", "flip", "fliplr", "flipud",
     "repeat_interleave", "roll", "split", "tensor_split", "tile", "tril", "triu", "argsort",
@@ -48,7 +47,8 @@ def _new_like(factory):
 
 
 def _install_declared() -> None:
-    """Methods, in-place variants and operators of the ops in ``genesis.op_declarations``."""
+    """Methods, in-place variants and operators of the ops in ``genesis.op_declarations``
+    (the elementwise ops and the reductions)."""
     for op in decl.UNARY + decl.BINARY:
         fn = elementwise.FUNCTIONS[op.name]
         if op.method:
@@ -63,6 +63,9 @@ def _install_declared() -> None:
             setattr(Tensor, f"__r{op.operator}__", lambda a, b, f=apply: f(b, a))
             if op.inplace:
                 setattr(Tensor, f"__i{op.operator}__", inplace.DECLARED_INPLACE[op.name + "_"])
+    for op in decl.REDUCTIONS:
+        if op.method:
+            setattr(Tensor, op.name, reduction.FUNCTIONS[op.name])
 
 
 _eq, _ne = elementwise.FUNCTIONS["eq"], elementwise.FUNCTIONS["ne"]

@@ -13,6 +13,7 @@ Example:
 
 from __future__ import annotations
 
+import genesis
 from genesis.cuda import OutOfMemoryError
 from genesis_cuda import driver as _driver
 from genesis_cuda import generator as _generator
@@ -28,6 +29,7 @@ from genesis_cuda.device import (
     get_device_properties,
     is_available,
     is_initialized,
+    lazy_init,
     set_device,
     synchronize,
 )
@@ -54,21 +56,13 @@ CudaDriverError = _driver.CudaDriverError
 
 def init() -> None:
     """Initialise the current device now instead of on first use."""
-    from genesis_cuda.device import lazy_init
-
     lazy_init()
 
 
 # ---------------------------------------------------------------------- random
 def _as_tensor(state):
-    """A state array as a genesis uint8 CPU tensor when core can make one, else numpy."""
-    try:
-        import genesis
-
-        make = getattr(genesis, "from_numpy", None) or getattr(genesis, "tensor", None)
-        return make(state) if make is not None else state
-    except Exception:  # core still being built: numpy is the state's own form
-        return state
+    """A generator's state array (numpy uint8) as a genesis uint8 CPU tensor."""
+    return genesis.from_numpy(state)
 
 
 def _as_numpy(state):

@@ -11,12 +11,13 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 
-from genesis_cuda import capture, driver
+from genesis_cuda import capture, driver, kernel_errors
 
 _current_device = 0  # process-wide (torch keeps one per thread; genesis runs one per process)
 _initialized: set[int] = set()
 _init_lock = threading.RLock()
-_init_hooks: list = []  # called once per device on its initialisation (streams, Triton ...)
+# called once per device on its initialisation (error word, streams, Triton ...)
+_init_hooks: list = [kernel_errors.init_device]
 
 
 def device_count() -> int:
@@ -106,6 +107,7 @@ def synchronize(device=None) -> None:
     cu = driver.driver()
     with driver.using_device(index):
         driver.check(cu.cuCtxSynchronize(), "cuCtxSynchronize")
+    kernel_errors.raise_pending(index, whole_device=True)
 
 
 def _attr(cu, dev, name: str) -> int:

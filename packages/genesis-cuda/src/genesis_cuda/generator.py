@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from genesis.backends.seed import initial_seed
 from genesis_cuda import capture
 
 _MASK64 = (1 << 64) - 1
-DEFAULT_SEED = 67280421310721  # torch's default seed, used when genesis gives none
+DEFAULT_SEED = 67280421310721  # torch's default seed, for a generator made without one
 
 
 class PhiloxGenerator:
@@ -72,15 +73,6 @@ class PhiloxGenerator:
 
 
 _defaults: dict[int, PhiloxGenerator] = {}
-
-
-def initial_seed() -> int:
-    """The seed genesis starts with (``genesis.random.initial_seed`` when core has it)."""
-    try:
-        from genesis.random import initial_seed as core_initial_seed
-    except ImportError:
-        return DEFAULT_SEED
-    return int(core_initial_seed())
 
 
 def default_generator(device: int) -> PhiloxGenerator:

@@ -3,6 +3,7 @@ a CUDA graph, usable inside an eager autograd computation (as ``torch.cuda``'s).
 
 from __future__ import annotations
 
+import genesis
 from genesis_cuda import streams
 from genesis_cuda.graphs import CUDAGraph, graph, graph_pool_handle
 
@@ -12,8 +13,6 @@ def _flat(out) -> tuple:
 
 
 def _check_args(args, what: str) -> tuple:
-    import genesis
-
     if not isinstance(args, (tuple, list)):
         raise TypeError(f"{what} must be a tuple of tensors (one per argument), got "
                         f"{type(args).__name__}")
@@ -26,8 +25,6 @@ def _check_args(args, what: str) -> tuple:
 
 
 def _graph_one(fn, sample_args, num_warmup_iters: int, allow_unused_input: bool):
-    import genesis
-
     module = fn if hasattr(fn, "parameters") and hasattr(fn, "training") else None
     params = tuple(module.parameters()) if module is not None else ()
     static_args = _check_args(sample_args, "sample_args")

@@ -44,7 +44,7 @@ from __future__ import annotations
 import gc
 import itertools
 
-from genesis_cuda import capture, driver, memory, streams
+from genesis_cuda import capture, driver, kernel_errors, memory, streams
 from genesis_cuda import device as _device
 from genesis_cuda.capture import GraphCaptureError
 
@@ -211,6 +211,7 @@ class CUDAGraph:
         with driver.using_device(self._device):
             driver.check(cu.cuGraphLaunch(self._exec, streams.current_handle(self._device)),
                          "cuGraphLaunch")
+        kernel_errors.mark_pending(self._device)  # its indexing kernels may record an error
 
     def reset(self) -> None:
         """Destroy the captured graph and release its memory pool (when no other graph

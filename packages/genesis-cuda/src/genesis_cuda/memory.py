@@ -10,6 +10,7 @@ from genesis.cuda import OutOfMemoryError
 from genesis_cuda import capture, driver, streams
 from genesis_cuda import device as _device
 from genesis_cuda.allocator import CachingAllocator
+from genesis_cuda.memory_summary import summary as _summary
 
 _allocators: dict[int, CachingAllocator] = {}  # read directly by array.empty (hot path)
 
@@ -184,7 +185,5 @@ def mem_get_info(device=None) -> tuple[int, int]:
 
 def memory_summary(device=None, abbreviated: bool = False) -> str:
     """A printable table of the allocator's state on ``device``."""
-    from genesis_cuda.memory_summary import summary
-
     index = _device._index(device)
-    return summary(index, _allocators.get(index), abbreviated)
+    return _summary(index, _allocators.get(index), abbreviated)

@@ -15,7 +15,7 @@ Example:
 
 from __future__ import annotations
 
-from genesis_cuda import capture, driver
+from genesis_cuda import capture, driver, kernel_errors
 from genesis_cuda import device as _device
 
 # device ordinal -> its current Stream (process-wide, like the current device)
@@ -121,6 +121,7 @@ class Stream:
         cu = driver.driver()
         with driver.using_device(self.device):
             driver.check(cu.cuStreamSynchronize(self.handle), "cuStreamSynchronize")
+        kernel_errors.raise_pending(self.device)
 
     def __eq__(self, other) -> bool:
         return (isinstance(other, Stream) and other.handle == self.handle

@@ -16,7 +16,7 @@ import numpy as np
 
 from genesis import dtypes as D
 from genesis_cuda import array as _array
-from genesis_cuda import capture, driver, streams
+from genesis_cuda import capture, driver, kernel_errors, kernels, streams  # kernels: lazy
 from genesis_cuda import device as _device
 
 _TO_NUMPY = {
@@ -123,12 +123,10 @@ def _copy_in_capture(cu, dst_ptr: int, host: np.ndarray, stream: int, index: int
 def _contiguous(a: _array.CudaArray) -> _array.CudaArray:
     if _array.is_contiguous(a):
         return a
-    from genesis_cuda.kernels import elementwise
-
     if a.device == _device._current_device:
-        return elementwise.contiguous(a)
+        return kernels.elementwise.contiguous(a)
     with _device.device(a.device):  # kernels launch in the current device's context
-        return elementwise.contiguous(a)
+        return kernels.elementwise.contiguous(a)
 
 
 def to_numpy(a: _array.CudaArray) -> np.ndarray:
@@ -151,6 +149,7 @@ def _device_to_host(host_ptr: int, dev_ptr: int, nbytes: int, index: int) -> Non
     with driver.using_device(index):
         driver.check(cu.cuMemcpyDtoHAsync(host_ptr, dev_ptr, nbytes, stream), "cuMemcpyDtoHAsync")
         driver.check(cu.cuStreamSynchronize(stream), "cuStreamSynchronize")
+    kernel_errors.raise_pending(index)
 
 
 def item(a: _array.CudaArray):
@@ -171,8 +170,6 @@ def item(a: _array.CudaArray):
 
 def copy_across_devices(dst: _array.CudaArray, src: _array.CudaArray) -> _array.CudaArray:
     """``dst[...] = src`` where they live on different devices (casting if dtypes differ)."""
-    from genesis_cuda.kernels import elementwise
-
     same_dtype = dst.dtype is src.dtype
     src_c = _contiguous(src)
     direct = same_dtype and _array.is_contiguous(dst)
@@ -191,5 +188,5 @@ def copy_across_devices(dst: _array.CudaArray, src: _array.CudaArray) -> _array.
         src_stream.wait_stream(dst_stream)
     if not direct:
         with _device.device(dst.device):
-            elementwise.copy_(dst, target)
+            kernels.elementwise.copy_(dst, target)
     return dst

@@ -11,7 +11,7 @@ allocator. Installed once, when the first CUDA device is initialised.
 from __future__ import annotations
 
 from genesis_cuda import device as _device
-from genesis_cuda import streams
+from genesis_cuda import memory, streams
 
 _installed = False
 install_error: str | None = None  # why the hooks could not be installed, if they could not
@@ -51,8 +51,6 @@ def _scratch(size: int, alignment: int, stream) -> object:
 
     Chunks start at 512-byte boundaries, which covers the alignments Triton asks for.
     """
-    from genesis_cuda import memory
-
     alloc = memory.allocator(_device._current_device)
     handle = None if stream is None else int(stream)
     if alignment <= 512:

@@ -35,7 +35,7 @@ from collections.abc import Sequence
 
 from genesis.backends import composite, llm_composite
 from genesis.dtypes import DType
-from genesis.op_declarations import BINARY_NAMES, UNARY_NAMES
+from genesis.op_declarations import BINARY_NAMES, REDUCTION_NAMES, UNARY_NAMES
 
 Array = object  # a backend's array type; see the module docstring
 Shape = tuple[int, ...]
@@ -197,10 +197,15 @@ class Backend(ABC):
 
     def clamp(self, a: Array, lo: Scalar | None, hi: Scalar | None,
               out: Array | None = None) -> Array:
-        """*Optional.* ``min(max(a, lo), hi)`` with scalar bounds (either may be ``None``)."""
+        """*Optional.* ``min(max(a, lo), hi)`` with scalar bounds (either may be ``None``);
+        genesis passes integer bounds saturated into ``a``'s dtype range."""
         return composite.clamp(self, a, lo, hi, out)
 
     # -------------------------------------------------------------- reductions
+    # The reductions declared in genesis.op_declarations, each a kernel method of that name
+    # (its parameters: the row's ``kernel_params``).
+    REDUCTION_OPS = REDUCTION_NAMES
+
     @abstractmethod
     def sum(self, a: Array, dims: Shape, keepdim: bool, dtype: DType) -> Array:
         """Sum over ``dims`` (``()`` sums nothing: genesis lists every dim for a full
@@ -258,7 +263,9 @@ class Backend(ABC):
     def index(self, a: Array, indices: Sequence[Array | None]) -> Array:
         """Advanced indexing ``a[indices]``: one entry per leading dim of ``a``, each an
         int64 array (all broadcast to one shape) or ``None`` (take the whole dim).
-        Same result layout as numpy/torch."""
+        Same result layout as numpy/torch. Entries in ``[-size, 0)`` count from the end of
+        their dim; out-of-range ones must not touch memory outside ``a`` (genesis checks
+        them on the host only where reading values is free: see ``ops.common.checks_values``)."""
 
     @abstractmethod
     def index_put_(self, a: Array, indices: Sequence[Array | None], values: Array,
@@ -328,7 +335,8 @@ class Backend(ABC):
     @abstractmethod
     def default_generator(self, index: int | None):
         """The default generator of device ``index``: created on first call and seeded then
-        from ``genesis.random.initial_seed()`` (``genesis.manual_seed`` reseeds it later)."""
+        from ``genesis.backends.seed.initial_seed()`` (``genesis.manual_seed`` reseeds it
+        later)."""
 
     @abstractmethod
     def manual_seed_generator(self, gen, seed: int) -> None:

@@ -11,6 +11,7 @@ import torch
 
 from genesis import dtypes as D
 from genesis.backends.base import Backend
+from genesis.backends.seed import initial_seed
 
 _TO_TORCH = {
     D.bool_: torch.bool, D.uint8: torch.uint8, D.int8: torch.int8, D.int16: torch.int16,
@@ -262,7 +263,7 @@ class CPUBackend(Backend):
     def default_generator(self, index):
         if self._default_gen is None:
             self._default_gen = torch.Generator()
-            self._default_gen.manual_seed(_initial_seed())
+            self._default_gen.manual_seed(initial_seed())
         return self._default_gen
 
     def manual_seed_generator(self, gen, seed):
@@ -292,9 +293,3 @@ class CPUBackend(Backend):
             fn = torch.log_softmax if log else torch.softmax
             return fn(x, dim, dtype=torch.float32).to(x.dtype)
         return torch.log_softmax(x, dim) if log else torch.softmax(x, dim)
-
-
-def _initial_seed() -> int:
-    from genesis.random import initial_seed
-
-    return initial_seed()

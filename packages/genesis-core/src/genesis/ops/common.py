@@ -103,6 +103,8 @@ def check_same_device(op: str, *tensors) -> None:
 # and make CUDA-graph capture impossible, and torch itself only reports such errors later,
 # through a device-side assert. So they run on accelerators only when asked for:
 # GENESIS_DEVICE_CHECKS=1 in the environment (or this flag set to True), for debugging.
+# Without it a backend meets bad indices in its kernels: genesis-cuda's skip them and raise
+# IndexError at the next synchronisation (genesis_cuda/kernel_errors.py).
 DEVICE_VALUE_CHECKS = os.environ.get("GENESIS_DEVICE_CHECKS", "") not in ("", "0")
 
 

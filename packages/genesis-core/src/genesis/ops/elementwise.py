@@ -389,6 +389,14 @@ def where(condition: Tensor, input=None, other=None):
     return Where.apply(condition, input, other)
 
 
+def _clamp_bound(value, dtype: D.DType):
+    """A clamp bound as a scalar of ``dtype``'s kind; an integer bound beyond an integer
+    dtype's range saturates, so clamp compares in exact arithmetic on every backend (as
+    torch 2.15; torch 2.13 wrapped a uint8 bound of -1 to 255, and refused it for int8)."""
+    v = _scalar_for(value, dtype)
+    return v if dtype.is_floating_point else D.saturate(v, dtype)
+
+
 class Clamp(Function):
     @staticmethod
     def forward(ctx, x, lo, hi):
@@ -396,8 +404,8 @@ class Clamp(Function):
         dtype = x.dtype if x.dtype.is_floating_point else \
             D.result_type(x, *(v for v in (lo, hi) if v is not None))
         data = x._data if dtype is x.dtype else x._backend.cast(x._data, dtype)
-        lo_s = None if lo is None else _scalar_for(lo, dtype)
-        hi_s = None if hi is None else _scalar_for(hi, dtype)
+        lo_s = None if lo is None else _clamp_bound(lo, dtype)
+        hi_s = None if hi is None else _clamp_bound(hi, dtype)
         ctx.save_for_backward(x)
         ctx.bounds = (lo_s, hi_s)
         return wrap(x._backend.clamp(data, lo_s, hi_s), x.device)

@@ -21,17 +21,18 @@ from genesis.tensor import Tensor
 
 # ------------------------------------------------------------- index checks
 def _check_index_tensor(op: str, index: Tensor, size: int) -> Tensor:
-    """int64 copy of ``index`` with negatives wrapped (``x[index]`` only), after a bounds
-    check where ``checks_values`` allows one (on an accelerator, by default, no host read:
-    out-of-range indices there are the kernel's to meet, as torch's device-side assert)."""
+    """int64 copy of ``index``, after a bounds check where ``checks_values`` allows one
+    (negatives then wrapped, for ``x[index]`` only). On an accelerator, by default, nothing
+    is read: out-of-range indices are the backend's to meet (the CUDA kernels skip them and
+    raise at the next synchronisation, as torch's device-side assert), and negative ones of
+    ``x[index]`` its to wrap (the contract's ``index``)."""
     if index.dtype.category != 1:
         raise IndexError(f"{op}: tensors used as indices must be long, int or bool tensors, "
                          f"got {index.dtype}")
     if index.dtype is not D.int64:
         index = index.to(D.int64)
     if not checks_values(index):
-        # wrap negatives without reading them: remainder maps [-size, size) onto [0, size)
-        return index.remainder(size) if op == "index" and index.numel() else index
+        return index
     if index.numel():
         lo, hi = int(index.min()), int(index.max())
         # only x[index] wraps negative indices; gather, scatter, index_select ... refuse them

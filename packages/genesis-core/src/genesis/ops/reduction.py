@@ -1,5 +1,7 @@
-"""Reductions: sum, mean, prod, var/std, max/min, amax/amin, arg*, logsumexp, all/any,
-cumsum and norm."""
+"""Reductions: the declared ones (sum, prod, amax/amin, all/any, argmax/argmin: a row each in
+``genesis.op_declarations``) made into Functions and public functions, and the composites
+built on them: mean, var/std, max/min along a dim, logsumexp, count_nonzero, norm; plus
+cumsum."""
 
 from __future__ import annotations
 
@@ -8,8 +10,9 @@ from collections import namedtuple
 
 from genesis import creation
 from genesis import dtypes as D
+from genesis import op_declarations as decl
 from genesis.autocast import is_autocast_enabled
-from genesis.autograd.function import Function
+from genesis.autograd.function import Function, Node
 from genesis.autograd.grad_mode import is_grad_enabled
 from genesis.ops.common import normalize_dim, normalize_dims, wrap
 from genesis.ops.elementwise import where
@@ -32,36 +35,133 @@ def _sum_dtype(dtype: D.DType) -> D.DType:
     return D.int64 if dtype.category < 2 else dtype
 
 
-class Sum(Function):
-    autocast = "fp32"
+# ------------------------------------------------------ the declared reductions
+class _Reduce(Function):
+    """``y = name(x, dims, keepdim)`` for one declared reduction (``decl``); made by
+    ``_reduction_function``."""
 
-    @staticmethod
-    def forward(ctx, x, dims, keepdim, dtype):
-        # dtype None: decided here, after autocast may have cast x
-        ctx.in_shape, ctx.dims, ctx.keepdim, ctx.in_dtype = x.shape, dims, keepdim, x.dtype
-        dtype = dtype or _sum_dtype(x.dtype)
-        return wrap(x._backend.sum(x._data, dims, keepdim, dtype), x.device)
+    decl: decl.Reduction
+    args: tuple = ()  # what the gradient formula takes: g and some of x, y, dims
+    save_x = save_y = False
+    # the row's fields the forward reads, as plain class attributes (host path)
+    kernel = ""
+    sum_like = refuse_empty = False
 
-    @staticmethod
-    def backward(ctx, g):
-        g = _unreduce(g, ctx.in_shape, ctx.dims, ctx.keepdim)
-        return (g if g.dtype is ctx.in_dtype else g.to(ctx.in_dtype)), None, None, None
+    @classmethod
+    def forward(cls, ctx, x, dims, keepdim, dtype):
+        if cls.refuse_empty and x.numel() == 0 and (not dims or 0 in [x.shape[d] for d in dims]):
+            raise RuntimeError(
+                f"{cls.kernel}(): Expected reduction dim to be specified for input.numel() == "
+                "0. Specify the reduction dim with the 'dim' argument.")
+        kernel = getattr(x._backend, cls.kernel)
+        if cls.sum_like:  # dtype None: decided here, after autocast may have cast x
+            data = kernel(x._data, dims, keepdim, dtype or _sum_dtype(x.dtype))
+        else:
+            data = kernel(x._data, dims, keepdim)
+        y = wrap(data, x.device)
+        if type(ctx) is Node:
+            ctx.save_for_backward(x if cls.save_x else None, y if cls.save_y else None)
+            ctx.in_shape, ctx.in_dtype, ctx.dims, ctx.keepdim = x.shape, x.dtype, dims, keepdim
+        return y
+
+    @classmethod
+    def backward(cls, ctx, g):
+        x, y = ctx.saved_tensors
+        shape, dims, keepdim = ctx.in_shape, ctx.dims, ctx.keepdim
+        env = {"g": _unreduce(g, shape, dims, keepdim), "x": x, "dims": dims,
+               "y": None if y is None else _unreduce(y, shape, dims, keepdim)}
+        gx = cls.decl.grad(*(env[n] for n in cls.args))
+        return (gx if gx.dtype is ctx.in_dtype else gx.to(ctx.in_dtype)), None, None, None
 
 
-def sum(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:  # noqa: A001
-    """Sum over ``dim`` (all dims when None); ints and bools sum as int64.
+def _logical(op: decl.Reduction, input: Tensor, dim, keepdim: bool) -> Tensor:
+    kernel = getattr(input._backend, op.name)
+    out = wrap(kernel(input._data, normalize_dims(dim, input.ndim), keepdim), input.device)
+    # torch keeps uint8 for uint8 inputs (a legacy rule); every other dtype gives bool
+    return out.to(D.uint8) if input.dtype is D.uint8 and out.dtype is not D.uint8 else out
 
-    Args:
-        input: the input tensor.
-        dim: an int or a tuple of ints to reduce; all dims when None.
-        keepdim: whether the reduced dims stay, with size 1.
-        dtype: the dtype to compute and return in.
 
-    Returns:
-        A new tensor with ``dim`` reduced.
-    """
-    dims = normalize_dims(dim, input.ndim)
-    return Sum.apply(input, dims, keepdim, dtype)
+def _index(op: decl.Reduction, input: Tensor, dim, keepdim: bool) -> Tensor:
+    if input.numel() == 0:
+        raise RuntimeError(f"{op.name}(): Expected reduction dim to be specified for "
+                           "input.numel() == 0.")
+    if input.ndim == 0:  # backends get no dim for 0-d arrays: the answer is index 0
+        normalize_dim(0 if dim is None else dim, 0)
+        return creation.zeros((), dtype=D.int64, device=input.device)
+    kernel = getattr(input._backend, op.name)
+    if dim is None:
+        flat = input.reshape(-1)
+        out = wrap(kernel(flat._data, 0, False), input.device)
+        return out.reshape((1,) * input.ndim) if keepdim else out
+    return wrap(kernel(input._data, normalize_dim(dim, input.ndim), keepdim), input.device)
+
+
+_RESULT = {  # by ``Reduction.result``: what the docstrings say of the result
+    "sum": "the input's dtype (int64 for integer and bool inputs), or ``dtype``",
+    "keep": "the input's dtype",
+    "logical": "bool (uint8 for a uint8 input, as torch)",
+    "index": "int64: positions along ``dim`` (in the flattened tensor when ``dim`` is None)",
+}
+_ARGS = {
+    "sum": "input: the input tensor.\ndim: an int or a tuple of ints to reduce; all dims "
+           "when None.\nkeepdim: whether the reduced dims stay, with size 1.\n"
+           "dtype: the dtype to compute and return in.",
+    "keep": "input: the input tensor.\ndim: an int or a tuple of ints to reduce; all dims "
+            "when empty.\nkeepdim: whether the reduced dims stay, with size 1.",
+    "logical": "input: the input tensor.\ndim: an int or a tuple of ints to reduce; all dims "
+               "when None.\nkeepdim: whether the reduced dims stay, with size 1.",
+    "index": "input: the input tensor.\ndim: the dim to search; the flattened tensor when "
+             "None.\nkeepdim: whether the reduced dim stays, with size 1.",
+}
+
+
+def _reduction_doc(op: decl.Reduction) -> str:
+    """The docstring of a declared reduction's public function, from its row."""
+    grad = "differentiable" if op.differentiable else "not differentiable"
+    autocast = " Under ``genesis.autocast`` it computes in float32." if op.autocast else ""
+    args = "\n".join(f"    {line}" for line in _ARGS[op.result].splitlines())
+    return (f"The ``{op.name}`` reduction of ``input`` (as ``torch.{op.name}``).\n\n"
+            f"The op is {grad}.{autocast}\n\nArgs:\n{args}\n\nReturns:\n"
+            f"    A new tensor with ``dim`` reduced; its dtype is {_RESULT[op.result]}.\n")
+
+
+def _reduction_function(op: decl.Reduction):
+    """The public function of a declared reduction (an autograd Function if differentiable)."""
+    cls = None
+    if op.differentiable:
+        code = op.grad.__code__
+        reads = op.reads()
+        cls = type(op.name.capitalize(), (_Reduce,), {
+            "decl": op, "autocast": op.autocast, "save_x": "x" in reads, "save_y": "y" in reads,
+            "args": code.co_varnames[:code.co_argcount], "kernel": op.name,
+            "sum_like": op.result == "sum", "refuse_empty": op.refuse_empty,
+            "__doc__": f"Autograd Function of ``{op.name}`` (declared in op_declarations)."})
+    if op.result == "sum":
+        def fn(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
+            return cls.apply(input, normalize_dims(dim, input.ndim), keepdim, dtype)
+    elif op.result == "keep":
+        def fn(input: Tensor, dim=(), keepdim: bool = False) -> Tensor:
+            return cls.apply(input, normalize_dims(dim, input.ndim), keepdim, None)
+    elif op.result == "logical":
+        def fn(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:
+            return _logical(op, input, dim, keepdim)
+    else:
+        def fn(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:
+            return _index(op, input, dim, keepdim)
+
+    fn.__name__ = fn.__qualname__ = op.name
+    fn.__doc__ = _reduction_doc(op)
+    fn.function = cls
+    return fn
+
+
+# name -> public function, for every declared reduction
+FUNCTIONS = {op.name: _reduction_function(op) for op in decl.REDUCTIONS}
+sum, prod = FUNCTIONS["sum"], FUNCTIONS["prod"]  # noqa: A001 - torch's names
+amax, amin = FUNCTIONS["amax"], FUNCTIONS["amin"]
+all, any = FUNCTIONS["all"], FUNCTIONS["any"]  # noqa: A001
+argmax, argmin = FUNCTIONS["argmax"], FUNCTIONS["argmin"]
+Sum = sum.function  # mean's accumulation, and the host-overhead benchmark
 
 
 def _back_to_half(out: Tensor, dtype, device) -> Tensor:
@@ -93,58 +193,6 @@ def mean(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tenso
         out = Sum.apply(input, dims, keepdim, D.float32) / (n if n else float("nan"))
         return _back_to_half(out, out_dtype, input.device)
     return Sum.apply(input, dims, keepdim, dtype) / (n if n else float("nan"))
-
-
-class Prod(Function):
-    autocast = "fp32"
-
-    @staticmethod
-    def forward(ctx, x, dims, keepdim, dtype):
-        ctx.save_for_backward(x)
-        ctx.dims, ctx.keepdim = dims, keepdim
-        dtype = dtype or _sum_dtype(x.dtype)
-        return wrap(x._backend.prod(x._data, dims, keepdim, dtype), x.device)
-
-    @staticmethod
-    def backward(ctx, g):
-        (x,) = ctx.saved_tensors
-        g = _unreduce(g, x.shape, ctx.dims, ctx.keepdim)
-        # d prod / d x_i = the product of the others, written so that it stays exact with
-        # zeros and keeps its own derivative (double backward) with up to two zeros:
-        #   non-zero x_i: p / x_i * (product of the zeros: 1, the zero itself, or 0)
-        #   zero x_i:     p * (product of the other zeros: 1, the other zero, or 0)
-        # where p is the product of the non-zero elements. Zero-valued terms are kept as
-        # expressions of x (zsum) rather than constants so their gradients survive.
-        dims = ctx.dims
-        is_zero = x == 0
-        n_zero = is_zero.sum(dims, keepdim=True)
-        x_no_zero = where(is_zero, 1.0, x)
-        p = x_no_zero.prod(dims, keepdim=True)
-        zsum = where(is_zero, x, 0.0).sum(dims, keepdim=True)  # value 0 where zeros exist
-        zeros_product = where(n_zero == 0, 1.0, where(n_zero == 1, zsum, 0.0))
-        other_zeros = where(n_zero == 1, 1.0, where(n_zero == 2, zsum - x, 0.0))
-        grad = where(is_zero, p * other_zeros, p / x_no_zero * zeros_product)
-        # with an inf/NaN product those zero-valued terms would turn 0 into NaN: there, use the
-        # plain values (torch's: the lone zero gets p, every other element 0)
-        plain = where(n_zero == 0, p / x_no_zero, where(is_zero & (n_zero == 1), p, 0.0))
-        grad = where(p.isfinite(), grad, plain)
-        return g * grad, None, None, None
-
-
-def prod(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
-    """Product over ``dim`` (all dims when None).
-
-    Args:
-        input: the input tensor.
-        dim: the dim to reduce; all dims when None.
-        keepdim: whether the reduced dims stay, with size 1.
-        dtype: the dtype to compute and return in.
-
-    Returns:
-        A new tensor with ``dim`` reduced.
-    """
-    dims = normalize_dims(dim, input.ndim)
-    return Prod.apply(input, dims, keepdim, dtype)
 
 
 def var(input: Tensor, dim=None, unbiased=None, keepdim: bool = False, *,
@@ -224,67 +272,6 @@ def std_mean(input: Tensor, dim=None, unbiased=None, keepdim=False, *, correctio
     """
     return (std(input, dim, unbiased, keepdim, correction=correction),
             mean(input, dim, keepdim))
-
-
-class _Extreme(Function):
-    """amax / amin over dims; the gradient is shared evenly between tied elements."""
-
-    largest = True
-
-    @classmethod
-    def forward(cls, ctx, x, dims, keepdim):
-        if x.numel() == 0 and (0 in [x.shape[d] for d in dims] or not dims):
-            raise RuntimeError(
-                f"{'amax' if cls.largest else 'amin'}(): Expected reduction dim to be specified "
-                "for input.numel() == 0. Specify the reduction dim with the 'dim' argument.")
-        fn = x._backend.amax if cls.largest else x._backend.amin
-        out = wrap(fn(x._data, dims, keepdim), x.device)
-        ctx.save_for_backward(x, out)
-        ctx.dims, ctx.keepdim = dims, keepdim
-        return out
-
-    @classmethod
-    def backward(cls, ctx, g):
-        x, out = ctx.saved_tensors
-        hit = x == _unreduce(out, x.shape, ctx.dims, ctx.keepdim)
-        count = hit.sum(ctx.dims, keepdim=True)
-        return _unreduce(g, x.shape, ctx.dims, ctx.keepdim) * hit / count, None, None
-
-
-class Amax(_Extreme):
-    largest = True
-
-
-class Amin(_Extreme):
-    largest = False
-
-
-def amax(input: Tensor, dim=(), keepdim: bool = False) -> Tensor:
-    """Maximum over ``dim`` (all dims when empty).
-
-    Args:
-        input: the input tensor.
-        dim: an int or a tuple of ints to reduce; all dims when empty.
-        keepdim: whether the reduced dims stay, with size 1.
-
-    Returns:
-        A tensor of ``input``'s dtype with ``dim`` reduced.
-    """
-    return Amax.apply(input, normalize_dims(dim, input.ndim), keepdim)
-
-
-def amin(input: Tensor, dim=(), keepdim: bool = False) -> Tensor:
-    """Minimum over ``dim`` (all dims when empty).
-
-    Args:
-        input: the input tensor.
-        dim: an int or a tuple of ints to reduce; all dims when empty.
-        keepdim: whether the reduced dims stay, with size 1.
-
-    Returns:
-        A tensor of ``input``'s dtype with ``dim`` reduced.
-    """
-    return Amin.apply(input, normalize_dims(dim, input.ndim), keepdim)
 
 
 class _ExtremeDim(Function):
@@ -367,50 +354,6 @@ def min(input: Tensor, dim=None, keepdim: bool = False):  # noqa: A001
     return values_indices(*MinDim.apply(input, normalize_dim(dim, input.ndim), keepdim))
 
 
-def _arg(name: str, input: Tensor, dim, keepdim: bool) -> Tensor:
-    b = input._backend
-    fn = b.argmax if name == "argmax" else b.argmin
-    if input.numel() == 0:
-        raise RuntimeError(f"{name}(): Expected reduction dim to be specified for "
-                           "input.numel() == 0.")
-    if input.ndim == 0:  # backends get no dim for 0-d arrays: the answer is index 0
-        normalize_dim(0 if dim is None else dim, 0)
-        return creation.zeros((), dtype=D.int64, device=input.device)
-    if dim is None:
-        flat = input.reshape(-1)
-        out = wrap(fn(flat._data, 0, False), input.device)
-        return out.reshape((1,) * input.ndim) if keepdim else out
-    return wrap(fn(input._data, normalize_dim(dim, input.ndim), keepdim), input.device)
-
-
-def argmax(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:
-    """Index of the first maximum (over the flattened tensor when ``dim`` is None).
-
-    Args:
-        input: the input tensor.
-        dim: the dim to search; the flattened tensor when None.
-        keepdim: whether the reduced dims stay, with size 1.
-
-    Returns:
-        An int64 tensor of indices.
-    """
-    return _arg("argmax", input, dim, keepdim)
-
-
-def argmin(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:
-    """Index of the first minimum (over the flattened tensor when ``dim`` is None).
-
-    Args:
-        input: the input tensor.
-        dim: the dim to search; the flattened tensor when None.
-        keepdim: whether the reduced dims stay, with size 1.
-
-    Returns:
-        An int64 tensor of indices.
-    """
-    return _arg("argmin", input, dim, keepdim)
-
-
 def logsumexp(input: Tensor, dim, keepdim: bool = False) -> Tensor:
     """``log(sum(exp(input)))`` over ``dim``, computed stably.
 
@@ -429,40 +372,6 @@ def logsumexp(input: Tensor, dim, keepdim: bool = False) -> Tensor:
     m = where(m.isinf(), 0.0, m)
     out = (input - m).exp().sum(dims, keepdim=True).log() + m
     return out if keepdim else out.squeeze(dims) if dims else out
-
-
-def _logical_reduce(kernel, input: Tensor, dim, keepdim: bool) -> Tensor:
-    out = wrap(kernel(input._data, normalize_dims(dim, input.ndim), keepdim), input.device)
-    # torch keeps uint8 for uint8 inputs (a legacy rule); every other dtype gives bool
-    return out.to(D.uint8) if input.dtype is D.uint8 and out.dtype is not D.uint8 else out
-
-
-def all(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:  # noqa: A001
-    """Whether every element (over ``dim``) is non-zero.
-
-    Args:
-        input: the input tensor.
-        dim: an int or a tuple of ints to reduce; all dims when None.
-        keepdim: whether the reduced dims stay, with size 1.
-
-    Returns:
-        A bool tensor with ``dim`` reduced.
-    """
-    return _logical_reduce(input._backend.all, input, dim, keepdim)
-
-
-def any(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:  # noqa: A001
-    """Whether some element (over ``dim``) is non-zero.
-
-    Args:
-        input: the input tensor.
-        dim: an int or a tuple of ints to reduce; all dims when None.
-        keepdim: whether the reduced dims stay, with size 1.
-
-    Returns:
-        A bool tensor with ``dim`` reduced.
-    """
-    return _logical_reduce(input._backend.any, input, dim, keepdim)
 
 
 def count_nonzero(input: Tensor, dim=None) -> Tensor:

@@ -18,9 +18,9 @@ out when a kernel misbehaves; the check sits on the cache-miss path only.
 
 Families that launch through ``Launcher``: elementwise, reduction, softmax, norms. matmul
 keeps its own per-plan launches (``matmul_common.Direct``, also switched by the flag). layout,
-indexing, sorting and random still use ``kernel[grid](...)``: their integer arguments are
-left to Triton's specialisation, so a key would need ``spec`` of each and the i32/i64 class
-of the large ones.
+indexing, sorting and random still launch through Triton's JIT (layout and indexing through
+``run``): their integer arguments are left to Triton's specialisation, so a key would need
+``spec`` of each and the i32/i64 class of the large ones.
 """
 
 from __future__ import annotations
@@ -132,6 +132,15 @@ class Launcher:
         if DIRECT:
             run = compiled.run
             self.cache[key] = (run, compiled.function, compiled.packed_metadata)
+
+
+def run(kernel, grid, *args, **constexprs) -> None:
+    """A plain ``kernel[grid](*args, **constexprs)`` launch, through Triton's own argument
+    binding (the families that are not on ``Launcher``); under the interpreter, pointer
+    arguments go through ``interpret_arg`` first."""
+    if INTERPRET:
+        args = [interpret_arg(a) if hasattr(a, "data_ptr") else a for a in args]
+    kernel[grid](*args, **constexprs)
 
 
 def aligned(*arrays) -> tuple:

@@ -19,9 +19,11 @@ import triton
 import triton.language as tl
 
 from genesis import dtypes as D
-from genesis_cuda import capture
+from genesis_cuda import array as _array
+from genesis_cuda import capture, kernel_errors, transfer
 
-from ._launch import Ptr, cdiv, contiguous_strides, empty, numel
+from . import _launch
+from ._launch import Ptr, cdiv, contiguous_strides, numel, run
 from .layout import (
     BLOCK,
     clone,
@@ -41,28 +43,56 @@ _ATOMIC_DTYPES = {D.float16, D.bfloat16, D.float32, D.float64, D.int32, D.int64}
 
 # ----------------------------------------------------------------------------- kernels
 @triton.jit
-def _gather_kernel(out, src, idx, n, scale, n1, n2, n3, n4, n5,
+def _in_range(j, lo, mask, size, err, OP: tl.constexpr):
+    """The lanes of ``mask`` whose index ``j`` lies in ``[lo, size)``. If one does not, the
+    block claims the device's error word (see ``genesis_cuda.kernel_errors``) for
+    ``(OP, j, size)``: only the first error of all blocks lands there."""
+    ok = mask & (j >= lo) & (j < size)
+    bad = mask & ((j < lo) | (j >= size))
+    if tl.max(bad.to(tl.int32), axis=0) > 0:  # the valid path costs this one reduction
+        worst = tl.max(tl.where(bad, j.to(tl.int64), -(2**62)), axis=0)  # a bad index
+        if tl.atomic_cas(err, tl.full([], 0, tl.int64), tl.full([], OP, tl.int64)) == 0:
+            tl.store(err + 1, worst)
+            tl.store(err + 2, size.to(tl.int64))
+    return ok
+
+
+@triton.jit
+def _gather_kernel(out, src, idx, err, n, scale, size, n1, n2, n3, n4, n5,
                    o0, o1, o2, o3, o4, o5, s0, s1, s2, s3, s4, s5, i0, i1, i2, i3, i4, i5,
-                   BLOCK: tl.constexpr, BIG: tl.constexpr):
+                   OP: tl.constexpr, BLOCK: tl.constexpr, BIG: tl.constexpr):
+    """out[p] = src[offset(p) + idx[p'] * scale]; an index outside [0, size) reads nothing
+    and is reported (OP > 0), or, for offsets made by ``_offsets_kernel`` (OP == 0), a
+    negative one reads nothing (that kernel reported it)."""
     lin, mask = linear_ids(n, BLOCK, BIG)
     c0, c1, c2, c3, c4, c5 = unravel6(lin, n1, n2, n3, n4, n5)
     j = tl.load(idx + offset6(c0, c1, c2, c3, c4, c5, i0, i1, i2, i3, i4, i5), mask=mask,
                 other=0)
+    if OP > 0:
+        ok = _in_range(j, 0, mask, size, err, OP)
+    else:
+        ok = mask & (j >= 0)
     soff = offset6(c0, c1, c2, c3, c4, c5, s0, s1, s2, s3, s4, s5) + j * scale
-    v = tl.load(src + soff, mask=mask)
+    v = tl.load(src + soff, mask=ok, other=0)
     tl.store(out + offset6(c0, c1, c2, c3, c4, c5, o0, o1, o2, o3, o4, o5), v, mask=mask)
 
 
 @triton.jit
-def _scatter_kernel(dst, src, idx, n, scale, value_f: tl.float64, value_i: tl.int64,
-                    n1, n2, n3, n4, n5,
+def _scatter_kernel(dst, src, idx, err, n, scale, size, value_f: tl.float64,
+                    value_i: tl.int64, n1, n2, n3, n4, n5,
                     d0, d1, d2, d3, d4, d5, s0, s1, s2, s3, s4, s5, i0, i1, i2, i3, i4, i5,
-                    SCALAR: tl.constexpr, ADD: tl.constexpr, BLOCK: tl.constexpr,
-                    BIG: tl.constexpr):
+                    OP: tl.constexpr, SCALAR: tl.constexpr, ADD: tl.constexpr,
+                    BLOCK: tl.constexpr, BIG: tl.constexpr):
+    """dst[offset(p) + idx[p'] * scale] (+)= src[p]; out-of-range indices as in
+    ``_gather_kernel``: nothing written, the index reported."""
     lin, mask = linear_ids(n, BLOCK, BIG)
     c0, c1, c2, c3, c4, c5 = unravel6(lin, n1, n2, n3, n4, n5)
     j = tl.load(idx + offset6(c0, c1, c2, c3, c4, c5, i0, i1, i2, i3, i4, i5), mask=mask,
                 other=0)
+    if OP > 0:
+        ok = _in_range(j, 0, mask, size, err, OP)
+    else:
+        ok = mask & (j >= 0)
     doff = offset6(c0, c1, c2, c3, c4, c5, d0, d1, d2, d3, d4, d5) + j * scale
     if SCALAR:
         v = scalar_block(value_f, value_i, dst.dtype.element_ty, BLOCK)
@@ -70,25 +100,30 @@ def _scatter_kernel(dst, src, idx, n, scale, value_f: tl.float64, value_i: tl.in
         v = tl.load(src + offset6(c0, c1, c2, c3, c4, c5, s0, s1, s2, s3, s4, s5), mask=mask)
         v = v.to(dst.dtype.element_ty)
     if ADD:
-        tl.atomic_add(dst + doff, v, mask=mask, sem="relaxed")
+        tl.atomic_add(dst + doff, v, mask=ok, sem="relaxed")
     else:
-        tl.store(dst + doff, v, mask=mask)
+        tl.store(dst + doff, v, mask=ok)
 
 
 @triton.jit
-def _offsets_kernel(off, idx, n, stride, size, n1, n2, n3, n4, n5,
+def _offsets_kernel(off, idx, err, n, stride, size, n1, n2, n3, n4, n5,
                     o0, o1, o2, o3, o4, o5, i0, i1, i2, i3, i4, i5,
-                    FIRST: tl.constexpr, BLOCK: tl.constexpr, BIG: tl.constexpr):
-    """off (+)= wrap(idx) * stride: one advanced index folded into element offsets."""
+                    OP: tl.constexpr, FIRST: tl.constexpr, BLOCK: tl.constexpr,
+                    BIG: tl.constexpr):
+    """off (+)= wrap(idx) * stride: one advanced index folded into element offsets. An
+    index outside [-size, size) is reported and makes its offset negative for good (valid
+    offsets are >= 0: genesis arrays have no negative strides), so the walk skips it."""
     lin, mask = linear_ids(n, BLOCK, BIG)
     c0, c1, c2, c3, c4, c5 = unravel6(lin, n1, n2, n3, n4, n5)
     j = tl.load(idx + offset6(c0, c1, c2, c3, c4, c5, i0, i1, i2, i3, i4, i5), mask=mask,
                 other=0).to(tl.int64)
+    ok = _in_range(j, -size, mask, size, err, OP)
     j = tl.where(j < 0, j + size, j)  # negative indices count from the end, as in torch
-    v = j * stride
+    v = tl.where(ok, j * stride, -1)
     optr = off + offset6(c0, c1, c2, c3, c4, c5, o0, o1, o2, o3, o4, o5)
     if not FIRST:
-        v += tl.load(optr, mask=mask, other=0)
+        prev = tl.load(optr, mask=mask, other=0)
+        v = tl.where((v < 0) | (prev < 0), -1, v + prev)
     tl.store(optr, v, mask=mask)
 
 
@@ -172,27 +207,41 @@ def _nz_write_kernel(a, prefix, out, n, n1, n2, n3, n4, n5, n6, n7,
 
 
 # ------------------------------------------------------------------------------ walks
-def _gather_walk(out, src, src_strides, idx, idx_strides, scale: int) -> None:
-    """out[p] = src[src_strides . p + idx[idx_strides . p] * scale] over out's shape."""
+def _error_word(op, device):
+    """(error word, OP code) for a launch that checks its indices for ``op``; ``op`` None:
+    indices known to be in range (any pointer will do, OP 0 never reads it)."""
+    if op is None:
+        return None, 0
+    return kernel_errors.word_for_launch(device), kernel_errors.op_code(op)
+
+
+def _gather_walk(out, src, src_strides, idx, idx_strides, scale: int, size: int,
+                 op: str | None) -> None:
+    """out[p] = src[src_strides . p + idx[idx_strides . p] * scale] over out's shape, for
+    indices in [0, size) (others are reported for ``op``)."""
     shape = tuple(out.shape)
     ops = [(out.data_ptr(), out.dtype.itemsize, out.strides),
            (src.data_ptr(), src.dtype.itemsize, src_strides),
            (idx.data_ptr(), idx.dtype.itemsize, idx_strides)]
-    for n, s6, ((op, os_), (sp, ss), (ip, is_)), big in plan(shape, ops):
-        _gather_kernel[grid1(n)](Ptr(op, out.dtype), Ptr(sp, src.dtype), Ptr(ip, idx.dtype),
-                                 n, scale, *s6[1:], *os_, *ss, *is_, BLOCK=BLOCK, BIG=big)
+    err, code = _error_word(op, out.device)
+    for n, s6, ((optr, os_), (sp, ss), (ip, is_)), big in plan(shape, ops):
+        run(_gather_kernel, grid1(n), Ptr(optr, out.dtype), Ptr(sp, src.dtype),
+            Ptr(ip, idx.dtype), err or Ptr(optr, out.dtype), n, scale, size, *s6[1:], *os_,
+            *ss, *is_, OP=code, BLOCK=BLOCK, BIG=big)
 
 
-def _scatter_walk(shape, dst, dst_strides, idx, idx_strides, scale: int, src, src_strides,
-                  add: bool) -> None:
-    """dst[dst_strides . p + idx[idx_strides . p] * scale] (+)= src[src_strides . p]."""
+def _scatter_walk(shape, dst, dst_strides, idx, idx_strides, scale: int, size: int,
+                  op: str | None, src, src_strides, add: bool) -> None:
+    """dst[dst_strides . p + idx[idx_strides . p] * scale] (+)= src[src_strides . p], for
+    indices in [0, size) (others are reported for ``op``)."""
     scalar = not hasattr(src, "data_ptr")
     if add and dst.dtype not in _ATOMIC_DTYPES:
         # No atomic add for this dtype: accumulate in a widened copy. ``dst`` is always a
         # fresh contiguous array here, so the walk strides hold for the copy as well.
         wide = D.float32 if dst.dtype.is_floating_point else D.int64
         work = clone(dst, wide)
-        _scatter_walk(shape, work, dst_strides, idx, idx_strides, scale, src, src_strides, add)
+        _scatter_walk(shape, work, dst_strides, idx, idx_strides, scale, size, op, src,
+                      src_strides, add)
         copy_into(dst, work)
         return
     value_f, value_i = scalar_args(src if scalar else 0)
@@ -204,21 +253,27 @@ def _scatter_walk(shape, dst, dst_strides, idx, idx_strides, scale: int, src, sr
         sdt = src.dtype
     ops = [(dst.data_ptr(), dst.dtype.itemsize, dst_strides), sop,
            (idx.data_ptr(), idx.dtype.itemsize, idx_strides)]
+    err, code = _error_word(op, dst.device)
     for n, s6, ((dp, ds), (sp, ss), (ip, is_)), big in plan(tuple(shape), ops):
-        _scatter_kernel[grid1(n)](Ptr(dp, dst.dtype), Ptr(sp, sdt), Ptr(ip, idx.dtype), n,
-                                  scale, value_f, value_i, *s6[1:], *ds, *ss, *is_, SCALAR=scalar,
-                                  ADD=bool(add), BLOCK=BLOCK, BIG=big)
+        run(_scatter_kernel, grid1(n), Ptr(dp, dst.dtype), Ptr(sp, sdt), Ptr(ip, idx.dtype),
+            err or Ptr(dp, dst.dtype), n, scale, size, value_f, value_i, *s6[1:], *ds, *ss,
+            *is_, OP=code, SCALAR=scalar, ADD=bool(add), BLOCK=BLOCK, BIG=big)
 
 
 # ----------------------------------------------------------------------------- public
+def _dim_size(a, dim: int) -> int:
+    return a.shape[dim] if a.shape else 1  # a 0-d array indexes like one of size 1
+
+
 def gather(a, dim: int, index):
     """``out[i][j] = a[i][index[i][j]]`` along ``dim``; result has ``index``'s shape."""
-    out = empty(index.shape, a.dtype, a.device)
+    out = _launch.empty(index.shape, a.dtype, a.device)
     if numel(index.shape) == 0:
         return out
     sstr = list(a.strides)
     sstr[dim] = 0
-    _gather_walk(out, a, sstr, index, index.strides, a.strides[dim])
+    _gather_walk(out, a, sstr, index, index.strides, a.strides[dim], _dim_size(a, dim),
+                 "gather")
     return out
 
 
@@ -227,7 +282,8 @@ def _scatter_into(out, dim, index, src, add):
     scale = dstr[dim]
     dstr[dim] = 0
     sstr = None if not hasattr(src, "data_ptr") else src.strides
-    _scatter_walk(index.shape, out, dstr, index, index.strides, scale, src, sstr, add)
+    _scatter_walk(index.shape, out, dstr, index, index.strides, scale, _dim_size(out, dim),
+                  "scatter", src, sstr, add)
 
 
 def scatter(a, dim: int, index, src, reduce):
@@ -254,16 +310,16 @@ def index_select(a, dim: int, index):
     k = index.shape[0] if len(index.shape) else 1
     if shape:
         shape[dim] = k
-    out = empty(tuple(shape), a.dtype, a.device)
+    out = _launch.empty(tuple(shape), a.dtype, a.device)
     if numel(shape) == 0:
         return out
-    if not a.shape:  # 0-d: the only element
-        copy_into(out, a)
+    if not a.shape:  # 0-d: the only element, at index 0
+        _gather_walk(out, a, [0] * len(shape), index, [0] * len(shape), 0, 1, "index_select")
         return out
     sstr = list(a.strides)
     sstr[dim] = 0
     _gather_walk(out, a, sstr, index, _index_view_strides(index, len(shape), dim),
-                 a.strides[dim])
+                 a.strides[dim], a.shape[dim], "index_select")
     return out
 
 
@@ -275,14 +331,14 @@ def index_add(a, dim: int, index, src):
         return out
     if not a.shape:
         idx_strides = [0] * len(src.shape)
-        _scatter_walk(src.shape, out, [0] * len(src.shape), index, idx_strides, 0, src,
-                      src.strides, True)
+        _scatter_walk(src.shape, out, [0] * len(src.shape), index, idx_strides, 0, 1,
+                      "index_add", src, src.strides, True)
         return out
     dstr = list(out.strides)
     scale = dstr[dim]
     dstr[dim] = 0
     _scatter_walk(src.shape, out, dstr, index, _index_view_strides(index, len(src.shape), dim),
-                  scale, src, src.strides, True)
+                  scale, a.shape[dim], "index_add", src, src.strides, True)
     return out
 
 
@@ -305,9 +361,10 @@ def _broadcast_strides(shape, strides, target):
     return [0] * pad + [0 if n == 1 else s for n, s in zip(shape, strides)]
 
 
-def _advanced(a_shape, a_strides, indices, device):
+def _advanced(op, a_shape, a_strides, indices, device):
     """Geometry of ``a[indices]``: (result shape, target strides per result dim,
-    int64 offsets array, its strides per result dim)."""
+    int64 offsets array, its strides per result dim). Indices outside [-size, size) are
+    reported for ``op`` and add nothing to the offsets."""
     nd = len(a_shape)
     ind = list(indices) + [None] * (nd - len(indices))
     adv = [d for d in range(nd) if ind[d] is not None]
@@ -318,17 +375,18 @@ def _advanced(a_shape, a_strides, indices, device):
                   + [("d", d) for d in rest if d > adv[-1]])
     else:  # numpy's rule: separated advanced indices go first
         layout = [("b", j) for j in range(len(bshape))] + [("d", d) for d in rest]
-    off = empty(tuple(bshape), D.int64, device)
+    off = _launch.empty(tuple(bshape), D.int64, device)
     if numel(bshape):
         ostr = contiguous_strides(tuple(bshape))
+        err, code = _error_word(op, device)
         for i, d in enumerate(adv):
             ix = ind[d]
             istr = _broadcast_strides(ix.shape, ix.strides, bshape)
             ops = [(off.data_ptr(), 8, ostr), (ix.data_ptr(), ix.dtype.itemsize, istr)]
-            for n, s6, ((op, os_), (ip, is_)), big in plan(tuple(bshape), ops):
-                _offsets_kernel[grid1(n)](Ptr(op, D.int64), Ptr(ip, ix.dtype), n, a_strides[d],
-                                          a_shape[d], *s6[1:], *os_, *is_, FIRST=i == 0,
-                                          BLOCK=BLOCK, BIG=big)
+            for n, s6, ((optr, os_), (ip, is_)), big in plan(tuple(bshape), ops):
+                run(_offsets_kernel, grid1(n), Ptr(optr, D.int64), Ptr(ip, ix.dtype), err, n,
+                    a_strides[d], a_shape[d], *s6[1:], *os_, *is_, OP=code, FIRST=i == 0,
+                    BLOCK=BLOCK, BIG=big)
     offs = off.strides
     shape = [a_shape[x] if k == "d" else bshape[x] for k, x in layout]
     tstr = [a_strides[x] if k == "d" else 0 for k, x in layout]
@@ -341,10 +399,10 @@ def index(a, indices):
     whole dim), with numpy/torch's result layout."""
     if all(i is None for i in indices):
         return clone(a)
-    shape, tstr, off, ostr = _advanced(tuple(a.shape), a.strides, indices, a.device)
-    out = empty(tuple(shape), a.dtype, a.device)
+    shape, tstr, off, ostr = _advanced("index", tuple(a.shape), a.strides, indices, a.device)
+    out = _launch.empty(tuple(shape), a.dtype, a.device)
     if numel(shape):
-        _gather_walk(out, a, tstr, off, ostr, 1)
+        _gather_walk(out, a, tstr, off, ostr, 1, 0, None)
     return out
 
 
@@ -362,11 +420,12 @@ def index_put_(a, indices, values, accumulate: bool):
         index_put_(work, indices, values, True)
         copy_into(a, work)
         return a
-    shape, tstr, off, ostr = _advanced(tuple(a.shape), a.strides, indices, a.device)
+    shape, tstr, off, ostr = _advanced("index_put_", tuple(a.shape), a.strides, indices,
+                                       a.device)
     if numel(shape) == 0:
         return a
     vstr = _broadcast_strides(values.shape, values.strides, shape)
-    _scatter_walk(shape, a, tstr, off, ostr, 1, values, vstr, bool(accumulate))
+    _scatter_walk(shape, a, tstr, off, ostr, 1, 0, None, values, vstr, bool(accumulate))
     return a
 
 
@@ -374,27 +433,24 @@ def nonzero(a):
     """int64 (N, ndim) coordinates of the non-zero elements of ``a``, in C order.
 
     Synchronises the host once, to learn N."""
-    from genesis_cuda import array as _array
-    from genesis_cuda import transfer
-
     nd = len(a.shape)
     if nd > 8:
         raise NotImplementedError(f"nonzero supports up to 8 dims, got shape {a.shape}")
     n = numel(a.shape)
     if n == 0:
-        return empty((0, nd), D.int64, a.device)
+        return _launch.empty((0, nd), D.int64, a.device)
     shape8 = [1] * (8 - nd) + list(a.shape)
     str8 = [0] * (8 - nd) + list(a.strides)
     nblock = 1024
     nb = cdiv(n, nblock)
     capture.check_not_capturing("compute nonzero (its output size is read on the host; "
                                 "also boolean-mask indexing and masked_select)", a.device)
-    counts = empty((nb,), D.int64, a.device)
-    prefix = empty((nb + 1,), D.int64, a.device)
+    counts = _launch.empty((nb,), D.int64, a.device)
+    prefix = _launch.empty((nb + 1,), D.int64, a.device)
     _nz_count_kernel[(nb,)](a, counts, n, *shape8[1:], *str8, BLOCK=nblock)
     _scan_kernel[(1,)](counts, prefix, nb, CH=1024)
     total = int(transfer.item(_array.as_strided(prefix, (), (), nb)))
-    out = empty((total, nd), D.int64, a.device)
+    out = _launch.empty((total, nd), D.int64, a.device)
     if total and nd:
         _nz_write_kernel[(nb,)](a, prefix, out, n, *shape8[1:], *str8, NDIM=nd, BLOCK=nblock)
     return out

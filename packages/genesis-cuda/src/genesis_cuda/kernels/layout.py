@@ -6,7 +6,7 @@ negative-stride) are read in place, never copied first. Shapes are simplified on
 first (size-1 dims dropped, dims that are contiguous for every operand merged) and padded
 to ``MAXD`` dims; Triton specialises integer arguments equal to 1, so padding costs nothing.
 
-The host helpers at the top (``plan``; ``collapse``, ``empty`` and ``Ptr`` from ``_launch``)
+The host helpers at the top (``plan``; ``collapse`` and ``Ptr`` from ``_launch``)
 and the jit helpers (``unravel6``, ``offset6``, ...) are shared by the other kernel modules
 of this package (indexing, sorting, random, matmul).
 """
@@ -17,7 +17,8 @@ import math
 import triton
 import triton.language as tl
 
-from ._launch import Ptr, cdiv, collapse, contiguous_strides, empty, numel
+from . import _launch
+from ._launch import Ptr, cdiv, collapse, contiguous_strides, numel, run
 
 MAXD = 6  # dims a strided kernel addresses directly; more are split on the host
 BLOCK = 1024
@@ -170,8 +171,8 @@ def copy_strided(dst_ptr: int, dst_dtype, dst_strides, src_ptr: int, src_dtype, 
         return
     ops = [(dst_ptr, dst_dtype.itemsize, dst_strides), (src_ptr, src_dtype.itemsize, src_strides)]
     for n, s6, ((dp, ds), (sp, ss)), big in plan(shape, ops, keep_last=2 if mode else 0):
-        _copy_kernel[grid1(n)](Ptr(dp, dst_dtype), Ptr(sp, src_dtype), n, *s6[1:], *ds, *ss,
-                               diag, MODE=mode, BLOCK=BLOCK, BIG=big)
+        run(_copy_kernel, grid1(n), Ptr(dp, dst_dtype), Ptr(sp, src_dtype), n, *s6[1:], *ds,
+            *ss, diag, MODE=mode, BLOCK=BLOCK, BIG=big)
 
 
 def copy_into(dst, src) -> None:
@@ -182,7 +183,7 @@ def copy_into(dst, src) -> None:
 
 def clone(a, dtype=None):
     """A new contiguous copy of ``a`` (cast to ``dtype`` when given)."""
-    out = empty(a.shape, dtype or a.dtype, a.device)
+    out = _launch.empty(a.shape, dtype or a.dtype, a.device)
     copy_into(out, a)
     return out
 
@@ -194,7 +195,8 @@ def fill_(a, value):
     vf, vi = scalar_args(value)
     for n, s6, ((p, ds),), big in plan(tuple(a.shape), [(a.data_ptr(), a.dtype.itemsize,
                                                          a.strides)]):
-        _fill_kernel[grid1(n)](Ptr(p, a.dtype), n, vf, vi, *s6[1:], *ds, BLOCK=BLOCK, BIG=big)
+        run(_fill_kernel, grid1(n), Ptr(p, a.dtype), n, vf, vi, *s6[1:], *ds, BLOCK=BLOCK,
+            BIG=big)
     return a
 
 
@@ -203,7 +205,7 @@ def cat(arrays, dim: int):
     first = arrays[0]
     shape = list(first.shape)
     shape[dim] = sum(x.shape[dim] for x in arrays)
-    out = empty(tuple(shape), first.dtype, first.device)
+    out = _launch.empty(tuple(shape), first.dtype, first.device)
     ostr = contiguous_strides(shape)
     base, pos = out.data_ptr(), 0
     for x in arrays:
@@ -217,7 +219,7 @@ def cat(arrays, dim: int):
 
 def flip(a, dims):
     """A contiguous copy of ``a`` reversed along ``dims``."""
-    out = empty(a.shape, a.dtype, a.device)
+    out = _launch.empty(a.shape, a.dtype, a.device)
     if numel(a.shape) == 0:
         return out
     strides = list(a.strides)
@@ -231,7 +233,7 @@ def flip(a, dims):
 
 
 def _triangle(a, k: int, mode: int):
-    out = empty(a.shape, a.dtype, a.device)
+    out = _launch.empty(a.shape, a.dtype, a.device)
     if numel(a.shape):
         copy_strided(out.data_ptr(), out.dtype, contiguous_strides(a.shape), a.data_ptr(),
                      a.dtype, a.strides, tuple(a.shape), mode=mode, diag=int(k))
@@ -253,11 +255,11 @@ def arange(start, end, step, dtype, device):
     if step == 0:
         raise ValueError("arange: step must be non-zero")
     n = max(0, math.ceil((end - start) / step))
-    out = empty((n,), dtype, device)
+    out = _launch.empty((n,), dtype, device)
     if n:
         is_int = not dtype.is_floating_point
         istart = int(start) if is_int else 0
         istep = int(step) if is_int else 0
-        _arange_kernel[grid1(n)](out, n, float(start), float(step), istart, istep,
-                                 IS_INT=is_int, BLOCK=BLOCK)
+        run(_arange_kernel, grid1(n), out, n, float(start), float(step), istart, istep,
+            IS_INT=is_int, BLOCK=BLOCK)
     return out

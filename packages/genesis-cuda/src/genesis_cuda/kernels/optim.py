@@ -21,6 +21,8 @@ import triton
 import triton.language as tl
 
 from genesis import dtypes as D
+from genesis.backends.base import Backend
+from genesis.backends.registry import get_backend
 
 from ._launch import Launcher, is_contiguous, numel, tl_dtype
 
@@ -260,7 +262,4 @@ def sgd_step(params, grads, momentum_buffers, lr, momentum, dampening, weight_de
 def _composite(name: str, *args):
     """The contract's composite ``name`` (e.g. adam_step) on the CUDA backend's primitives,
     for what the multi-tensor kernels do not take (float64, strided or mixed arrays)."""
-    from genesis.backends.base import Backend
-    from genesis.backends.registry import get_backend
-
     return getattr(Backend, name)(get_backend("cuda"), *args)
