@@ -239,7 +239,11 @@ def test_weight_gradient_8k_tokens(fin, fout):
     g = _rand_cuda((8192, fout), dt, 1, 8192 ** -0.5)
     x = _rand_cuda((8192, fin), dt, 2)
     got = _matmul(g.T, x)
-    torch.testing.assert_close(got, (g.T.double() @ x.double()).to(dt))
+    # Outputs are of order 1 (8192 products of 1/90-scaled normals): float32 accumulation of
+    # 8192 terms is off by up to ~1e-5 absolute, which bf16's default atol (1e-5) does not
+    # allow on the few outputs near zero (one of 802,816 failed on an H100 with 1.05e-5).
+    torch.testing.assert_close(got, (g.T.double() @ x.double()).to(dt), atol=1e-4,
+                               rtol=1.6e-2)
     assert torch.equal(got, _matmul(g.T, x))
 
 
