@@ -376,11 +376,11 @@ def _attn_bwd_dq(Q, K, V, M, DO, LSE, DELTA, DQ,
 # blocks, the forward and dQ kernels hold BM rows and walk BN-key blocks). Chosen by
 # ``tools/bench/ops.py --attention-only --sweep`` on an H100.
 FWD_TILES = {16: (64, 32, 4, 3), 32: (64, 32, 4, 3), 64: (128, 64, 8, 3),
-             128: (128, 64, 8, 3)}
-DKDV_TILES = {16: (32, 32, 4, 2), 32: (32, 32, 4, 2), 64: (64, 64, 4, 3),
-              128: (64, 64, 4, 2)}
-DQ_TILES = {16: (32, 32, 4, 2), 32: (32, 32, 4, 2), 64: (64, 64, 4, 3),
-            128: (64, 64, 4, 2)}
+             128: (128, 64, 8, 4)}
+DKDV_TILES = {16: (32, 32, 4, 2), 32: (32, 32, 4, 2), 64: (32, 128, 4, 3),
+              128: (64, 128, 8, 2)}
+DQ_TILES = {16: (32, 32, 4, 2), 32: (32, 32, 4, 2), 64: (64, 32, 4, 5),
+            128: (128, 64, 8, 3)}
 _launchers: dict = {}
 
 
