@@ -48,9 +48,10 @@ class PhiloxGenerator:
         passed to kernels as host values, so a replay would repeat the captured numbers.
         """
         capture.check_not_capturing(
-            "draw random numbers (rand, randn, dropout, random_ ...): genesis passes the "
-            "Philox offset to kernels as a host value, so replays would repeat the same "
-            "numbers", self.device)
+            "draw random numbers (rand, randn, dropout, SDPA's dropout_p, random_ ...): "
+            "genesis passes the Philox offset to kernels as a host value, so every replay "
+            "would repeat the captured numbers. A model with dropout can be captured in "
+            "eval() mode or with p=0 (no random numbers are drawn then)", self.device)
         offset = self.offset
         self.offset = (offset + int(n)) & _MASK64
         return offset

@@ -304,6 +304,8 @@ class Optimizer:
                 )
         id_map, group_of = {}, {}
         for g, s in zip(groups, saved_groups):
+            for name, default in self.defaults.items():  # options older saves lack
+                s.setdefault(name, default)
             for p, index in zip(g["params"], s["params"]):
                 id_map[index] = p
                 group_of[index] = s
@@ -318,8 +320,6 @@ class Optimizer:
         new_groups = []
         for g, s in zip(groups, saved_groups):
             s["params"] = g["params"]
-            for name, default in self.defaults.items():  # options older saves lack
-                s.setdefault(name, default)
             new_groups.append(s)
         self.param_groups = new_groups
 
