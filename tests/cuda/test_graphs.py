@@ -406,3 +406,13 @@ def test_capturable_adam_without_warm_up_is_refused_during_capture(G):
         with G.cuda.graph(G.cuda.CUDAGraph()):
             _train_step(G, model, opt, x, y)
     assert not opt.state
+
+
+def test_capturable_adam_with_an_lr_tensor_on_the_cpu_is_refused_during_capture(G):
+    model = _mlp(G)
+    x, y = G.randn(32, 16, device=DEV), G.randn(32, 8, device=DEV)
+    opt = G.optim.AdamW(model.parameters(), lr=G.tensor(1e-3), capturable=True)
+    _train_step(G, model, opt, x, y)  # eager: the CPU lr is read on the host
+    with pytest.raises(G.cuda.GraphCaptureError, match="lr a tensor on cpu"):
+        with G.cuda.graph(G.cuda.CUDAGraph()):
+            _train_step(G, model, opt, x, y)

@@ -122,7 +122,8 @@ class Adam(Optimizer):
         lr, (beta1, beta2), eps = group["lr"], group["betas"], group["eps"]
         if group["capturable"]:  # the counts are advanced by the backend, on the device
             buckets = bucket_by_array(params, grads, states)
-            lr = lr._data if isinstance(lr, genesis.Tensor) else lr
+            if isinstance(lr, genesis.Tensor):  # read on the device when it lives there
+                lr = lr._data if lr.device == params[0].device else float(lr)
         else:
             lr = float(lr)
             for state in states:
@@ -150,7 +151,7 @@ def _device_factors(step, lr, beta1: float, beta2: float):
     step.add_(1)
     t = step.double()
     if isinstance(lr, genesis.Tensor):
-        lr = lr.double()
+        lr = lr.double() if lr.device == step.device else float(lr)
     return -(lr / (1 - beta1**t)), (1 - beta2**t).sqrt()
 
 

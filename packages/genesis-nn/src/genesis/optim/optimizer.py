@@ -187,6 +187,14 @@ class Optimizer:
                 "step count is a host number, so every replay would repeat the captured "
                 f"step's bias correction. Construct it with {name}(..., capturable=True) (the "
                 "count then lives on the device; see docs/cuda_graphs.md).")
+        for g in self.param_groups:
+            lr = g.get("lr")
+            if isinstance(lr, genesis.Tensor) and lr.device != g["params"][0].device:
+                raise genesis.cuda.GraphCaptureError(
+                    f"cannot capture step() of {name} with lr a tensor on {lr.device} while "
+                    f"its parameters are on {g['params'][0].device}: the graph would keep a "
+                    "copy of the value at capture time. Put the lr tensor on the parameters' "
+                    "device.")
         if any(p.grad is not None and p not in self.state
                for g in self.param_groups for p in g["params"]):
             raise genesis.cuda.GraphCaptureError(
