@@ -12,6 +12,11 @@ parameters, states and (re-allocated at the same addresses) gradients keep their
 reuses it and pays no copy. Math is float32 in registers (float64 parameters take the
 contract's composite); parameters and states are stored back in their own dtype, as torch's
 fused optimizers do.
+
+Adam's bias corrections are computed in each program, in float64, from the step count: a
+kernel argument, or (``capturable``) each tensor's 0-d float32 count in device memory, held in
+the table's last column and advanced beforehand by ``_count_kernel``. Both read the same
+factors, and nothing is read on the host, so the capturable step replays in a CUDA graph.
 """
 
 from __future__ import annotations
