@@ -189,7 +189,8 @@ class Optimizer:
                 "count then lives on the device; see docs/cuda_graphs.md).")
         for g in self.param_groups:
             lr = g.get("lr")
-            if isinstance(lr, genesis.Tensor) and lr.device != g["params"][0].device:
+            if isinstance(lr, genesis.Tensor) and g["params"] \
+                    and lr.device != g["params"][0].device:
                 raise genesis.cuda.GraphCaptureError(
                     f"cannot capture step() of {name} with lr a tensor on {lr.device} while "
                     f"its parameters are on {g['params'][0].device}: the graph would keep a "
