@@ -173,3 +173,63 @@ def test_unaligned_arrays_give_the_same_step():
         optim.adam_step([dev(p)], [dev(g)], [dev(m)], [dev(v)], None, 1, 0.1, 0.9, 0.999, 1e-8,
                         0.01, True, False)
     torch.testing.assert_close(unaligned_p, aligned_p, rtol=0, atol=0)
+
+
+# ---------------------------------------------- capturable: step counts in device memory
+@pytest.mark.parametrize("dtype", [D.float32, D.bfloat16], ids=str)
+@pytest.mark.parametrize("amsgrad,decoupled,wd,lr_array",
+                         [(False, True, 0.1, False), (True, True, 0.1, True),
+                          (True, False, 0.05, False), (False, False, 0.0, True)])
+def test_adam_step_with_device_counts_equals_host_steps(dtype, amsgrad, decoupled, wd,
+                                                        lr_array):
+    # Both ways compute the bias corrections in the kernel from the count (an argument, or
+    # each tensor's float32 count read from device memory): the same bits.
+    lr = torch.tensor(0.01, device=DEV)
+    runs = []
+    for device_counts in (False, True):
+        params = _tensors(dtype, 0)
+        ms = [torch.zeros_like(p) for p in params]
+        vs = [torch.zeros_like(p) for p in params]
+        mx = [torch.zeros_like(p) for p in params] if amsgrad else None
+        counts = [torch.zeros((), device=DEV) for _ in params]
+        for step in range(1, STEPS + 1):
+            grads = _tensors(dtype, step)
+            optim.adam_step([dev(p) for p in params], [dev(g) for g in grads],
+                            [dev(m) for m in ms], [dev(v) for v in vs],
+                            None if mx is None else [dev(x) for x in mx],
+                            [dev(c) for c in counts] if device_counts else step,
+                            dev(lr) if lr_array and device_counts else float(lr), 0.9, 0.99,
+                            1e-8, wd, decoupled, False)
+        if DEV == "cuda":
+            torch.cuda.synchronize()
+        runs.append((params, ms, vs, mx or [], counts))
+    (p0, m0, v0, x0, _), (p1, m1, v1, x1, counts) = runs
+    for a, b in zip(p0 + m0 + v0 + x0, p1 + m1 + v1 + x1):
+        torch.testing.assert_close(b, a, rtol=0, atol=0)
+    assert [float(c) for c in counts] == [float(STEPS)] * len(counts)
+
+
+def test_adam_step_with_device_counts_matches_torch_capturable():
+    params = _tensors(D.float32, 0)
+    ref, opt, ref_step = _reference(params, torch.optim.AdamW, lr=0.01, betas=(0.9, 0.99),
+                                    weight_decay=0.1)
+    ms = [torch.zeros_like(p) for p in params]
+    vs = [torch.zeros_like(p) for p in params]
+    counts = [torch.zeros((), device=DEV) for _ in params]
+    for step in range(1, STEPS + 1):
+        grads = _tensors(D.float32, step)
+        ref_step(grads)
+        optim.adam_step([dev(p) for p in params], [dev(g) for g in grads], [dev(m) for m in ms],
+                        [dev(v) for v in vs], None, [dev(c) for c in counts], 0.01, 0.9, 0.99,
+                        1e-8, 0.1, True, False)
+    if DEV == "cuda":
+        torch.cuda.synchronize()
+    for p, r in zip(params, ref):
+        torch.testing.assert_close(p, r.detach().float())
+
+
+def test_device_counts_of_another_dtype_take_the_composite():
+    assert optim._device_scalars([dev(torch.zeros((), device=DEV))], 0)
+    assert not optim._device_scalars([dev(torch.zeros((), device=DEV, dtype=torch.float64))],
+                                     0)
+    assert not optim._device_scalars([dev(torch.zeros(2, device=DEV))], 0)

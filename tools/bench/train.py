@@ -207,7 +207,10 @@ def run_framework(name: str, cfg: ModelConfig, weights: dict, batches: list, arg
     model = build_model(lib, cfg, args.seq)
     model.load_state_dict({k: lib.from_numpy(v.copy()) for k, v in weights.items()})
     model.to(device)
-    opt = lib.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.1)
+    graphed = args.graph and name == "genesis" and device == "cuda"
+    # a captured step must keep AdamW's step count on the device (torch's capturable=True)
+    opt = lib.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.1,
+                          **({"capturable": True} if graphed else {}))
     params = list(model.parameters())
     data = [(lib.from_numpy(x).to(device), lib.from_numpy(y).to(device)) for x, y in batches]
     amp = lib.autocast(device, dtype=lib.bfloat16, enabled=not args.no_autocast)
@@ -225,7 +228,7 @@ def run_framework(name: str, cfg: ModelConfig, weights: dict, batches: list, arg
     losses = []
     for i in range(args.warmup):
         losses.append(float(step(i).item()))
-    if args.graph and name == "genesis" and device == "cuda":
+    if graphed:
         step = _graphed_step(lib, model, opt, params, data, amp)
     if device == "cuda":
         lib.cuda.reset_peak_memory_stats()
@@ -249,10 +252,10 @@ def run_framework(name: str, cfg: ModelConfig, weights: dict, batches: list, arg
 
 
 def _graphed_step(lib, model, opt, params, data, amp):
-    """The step with forward, backward and gradient clipping captured as one CUDA graph
-    (torch's whole-network capture pattern: static inputs, gradients allocated inside the
-    capture and rewritten by every replay); the multi-tensor AdamW step runs eagerly after
-    each replay (a handful of launches; its step count is a host value)."""
+    """The whole step (forward, backward, gradient clipping and the capturable AdamW step)
+    captured as one CUDA graph, in torch's whole-network capture pattern: static inputs,
+    gradients allocated inside the capture and rewritten by every replay, optimizer state
+    made by the eager warm-up steps; each step is then two input copies and one replay."""
     static_x, static_y = (t.clone() for t in data[0])
     opt.zero_grad(set_to_none=True)
     graph = lib.cuda.CUDAGraph()
@@ -261,13 +264,13 @@ def _graphed_step(lib, model, opt, params, data, amp):
             static_loss = model(static_x, static_y)
         static_loss.backward()
         lib.nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step()
 
     def step(i):
         x, y = data[i % len(data)]
         static_x.copy_(x)
         static_y.copy_(y)
         graph.replay()
-        opt.step()
         return static_loss
 
     return step
@@ -322,9 +325,13 @@ def parse_args(argv=None):
     ap.add_argument("--no-autocast", action="store_true", help="train in float32")
     ap.add_argument("--profile", action="store_true", help="print the per-kernel table")
     ap.add_argument("--graph", action="store_true",
-                    help="genesis on CUDA: replay forward+backward+clip as a captured graph")
+                    help="genesis on CUDA: capture the whole step (forward, backward, clip, "
+                         "capturable AdamW) as a CUDA graph after the warm-up and replay it")
     ap.add_argument("--out", default=None, help="write the results as JSON here")
     args = ap.parse_args(argv)
+    if args.graph and args.warmup < 1:
+        ap.error("--graph needs --warmup >= 1: the eager warm-up makes the optimizer state "
+                 "that the captured step then updates")
     args.peak = args.peak_tflops * 1e12 if args.peak_tflops else PEAK_BF16[args.gpu]
     return args
 

@@ -474,14 +474,18 @@ class Backend(ABC):
 
     def adam_step(self, params: Sequence[Array], grads: Sequence[Array],
                   exp_avgs: Sequence[Array], exp_avg_sqs: Sequence[Array],
-                  max_exp_avg_sqs: Sequence[Array] | None, step: int, lr: float, beta1: float,
-                  beta2: float, eps: float, weight_decay: float, decoupled: bool,
-                  maximize: bool) -> None:
+                  max_exp_avg_sqs: Sequence[Array] | None, step: int | Sequence[Array],
+                  lr: float | Array, beta1: float, beta2: float, eps: float,
+                  weight_decay: float, decoupled: bool, maximize: bool) -> None:
         """*Optional.* One Adam (``decoupled``: AdamW) step, in place, for every ``i``:
         ``params[i]``, its moments ``exp_avgs[i]`` / ``exp_avg_sqs[i]`` and, for AMSGrad,
         ``max_exp_avg_sqs[i]`` (else ``None``), all at step ``step`` (counted from 1) —
         ``genesis.optim.Adam``'s update. Lists of same-dtype arrays on one device; the
-        composite replays the per-parameter update primitive by primitive (the same bits)."""
+        composite replays the per-parameter update primitive by primitive (the same bits).
+        ``capturable=True`` passes ``step`` as a list of 0-d float32 arrays, one count per
+        parameter (the count before this step), and ``lr`` as a float or a 0-d array: each
+        count is advanced by one in place and the bias corrections are computed from it
+        on the device, with no host read (so the step can be captured in a CUDA graph)."""
         llm_composite.adam_step(self, params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs,
                                 step, lr, beta1, beta2, eps, weight_decay, decoupled, maximize)
 

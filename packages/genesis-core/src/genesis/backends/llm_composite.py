@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from genesis.backends.composite import expand as _expand
 from genesis.backends.composite import expand_to as _expand_to_shape
 from genesis.backends.composite import norm_acc_dtype as _acc_dtype
-from genesis.dtypes import float32
+from genesis.dtypes import float32, float64
 
 Array = object  # a backend's array type (see genesis.backends.base)
 
@@ -159,8 +159,8 @@ def adam_step(
     exp_avgs: Sequence[Array],
     exp_avg_sqs: Sequence[Array],
     max_exp_avg_sqs: Sequence[Array] | None,
-    step: int,
-    lr: float,
+    step: int | Sequence[Array],
+    lr: float | Array,
     beta1: float,
     beta2: float,
     eps: float,
@@ -169,16 +169,18 @@ def adam_step(
     maximize: bool,
 ) -> None:
     """The composite ``Backend.adam_step`` (see its docstring)."""
-    bc1 = 1 - beta1**step
-    bc2_sqrt = (1 - beta2**step) ** 0.5
-    step_size = lr / bc1
     for i, p in enumerate(params):
+        if isinstance(step, int):
+            step_size, bc2_sqrt, decay = _adam_scalars(step, lr, beta1, beta2, weight_decay)
+        else:
+            step_size, bc2_sqrt, decay = _adam_device_scalars(b, step[i], lr, beta1, beta2,
+                                                              weight_decay)
         g = grads[i]
         if maximize:
             g = b.unary("neg", g)
         if weight_decay != 0:
             if decoupled:
-                b.binary("mul", p, 1 - lr * weight_decay, out=p)
+                _by_scalar(b, "mul", p, decay, out=p)
             else:
                 g = b.binary("add", g, _scaled(b, p, weight_decay))
         m, v = exp_avgs[i], exp_avg_sqs[i]
@@ -187,9 +189,53 @@ def adam_step(
         b.binary("add", v, _scaled(b, b.binary("mul", g, g), 1 - beta2), out=v)
         if max_exp_avg_sqs is not None:
             v = b.copy_(max_exp_avg_sqs[i], b.binary("maximum", max_exp_avg_sqs[i], v))
-        denom = b.binary("div", b.unary("sqrt", v), bc2_sqrt)
+        denom = _by_scalar(b, "div", b.unary("sqrt", v), bc2_sqrt)
         denom = b.binary("add", denom, eps, out=denom)
-        b.binary("add", p, _scaled(b, b.binary("div", m, denom), -step_size), out=p)
+        b.binary("add", p, _by_scalar(b, "mul", b.binary("div", m, denom), step_size), out=p)
+
+
+def _adam_scalars(step: int, lr: float, beta1: float, beta2: float, weight_decay: float):
+    """Adam's step-dependent factors as host floats: ``(-lr / (1 - beta1**step),
+    sqrt(1 - beta2**step), 1 - lr * weight_decay)``."""
+    return -(lr / (1 - beta1**step)), (1 - beta2**step) ** 0.5, 1 - lr * weight_decay
+
+
+def _adam_device_scalars(b, step: Array, lr: float | Array, beta1: float, beta2: float,
+                         weight_decay: float):
+    """``_adam_scalars`` for a step count held in a 0-d float32 array (and ``lr`` a float or
+    a 0-d array): the count is advanced by one in place and the factors are 0-d float64
+    arrays computed on its device (nothing is read on the host, so this can be captured
+    in a CUDA graph); float64 keeps them equal to the host floats."""
+    b.binary("add", step, 1.0, out=step)
+    index = b.device_index_of(step)
+    t = b.cast(step, float64)
+
+    def one_minus_pow(beta):  # 1 - beta**t (a - x is a + (-x) exactly)
+        power = b.binary("pow", b.full((), beta, float64, index), t)
+        return b.binary("add", b.unary("neg", power), 1.0)
+
+    if isinstance(lr, (int, float)):
+        lr = b.full((), lr, float64, index)
+    else:
+        lr = b.cast(lr, float64)
+    step_size = b.unary("neg", b.binary("div", lr, one_minus_pow(beta1)))
+    decay = b.binary("add", b.unary("neg", b.binary("mul", lr, weight_decay)), 1.0)
+    return step_size, b.unary("sqrt", one_minus_pow(beta2)), decay
+
+
+def _by_scalar(b, op: str, a: Array, s, out: Array | None = None) -> Array:
+    """``a op s`` for a scalar ``s``: a Python number, or a 0-d float64 array on ``a``'s
+    device (read there, broadcast), applied as a number is: in float32 for 16-bit ``a``
+    (float64 stays) and rounded once to ``a``'s dtype."""
+    if isinstance(s, (int, float)):
+        return b.binary(op, a, s, out=out)
+    dt = b.dtype_of(a)
+    acc = _acc_dtype(dt)
+    s = _expand_to_shape(b, b.cast(s, acc), a.shape)
+    if dt is acc:
+        return b.binary(op, a, s, out=out)
+    result = b.cast(b.binary(op, b.cast(a, acc), s), dt)
+    return result if out is None else b.copy_(out, result)
 
 
 def sgd_step(

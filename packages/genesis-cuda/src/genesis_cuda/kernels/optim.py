@@ -12,6 +12,11 @@ parameters, states and (re-allocated at the same addresses) gradients keep their
 reuses it and pays no copy. Math is float32 in registers (float64 parameters take the
 contract's composite); parameters and states are stored back in their own dtype, as torch's
 fused optimizers do.
+
+Adam's bias corrections are computed in each program, in float64, from the step count: a
+kernel argument, or (``capturable``) each tensor's 0-d float32 count in device memory, held in
+the table's last column and advanced beforehand by ``_count_kernel``. Both read the same
+factors, and nothing is read on the host, so the capturable step replays in a CUDA graph.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from genesis.backends.base import Backend
 from genesis.backends.registry import get_backend
 
 from ._launch import Launcher, is_contiguous, numel, tl_dtype
+from ._launch import aligned as _launch_aligned
 
 BLOCK = 1024  # elements per inner step
 CHUNK = 16 * BLOCK  # elements per program
@@ -84,11 +90,24 @@ def _adam_block(p_ptr, g_ptr, m_ptr, v_ptr, x_ptr, offs, mask, decay, one_minus_
     tl.store(p_ptr + offs, (p - (m / denom) * step_size).to(DT), mask=mask)
 
 
-@triton.jit(do_not_specialize=["T"])
-def _adam_kernel(tab_ptr, T, decay, one_minus_beta1, beta2, one_minus_beta2, eps,
-                 weight_decay, step_size, bc2_sqrt, DT: tl.constexpr, K: tl.constexpr,
-                 DECOUPLED: tl.constexpr, HAS_WD: tl.constexpr, AMSGRAD: tl.constexpr,
-                 MAXIMIZE: tl.constexpr, ALIGNED: tl.constexpr, CHUNK: tl.constexpr,
+@triton.jit
+def _powi(base, e):
+    """``base ** e`` for a float64 ``base`` and an integer ``e >= 0`` (by squaring)."""
+    r = base * 0.0 + 1.0
+    while e > 0:
+        if e % 2 == 1:
+            r = r * base
+        base = base * base
+        e = e // 2
+    return r
+
+
+@triton.jit(do_not_specialize=["T", "step"])
+def _adam_kernel(tab_ptr, T, lr, step, eps, weight_decay, one_minus_beta1, beta2,
+                 one_minus_beta2, BETA1: tl.constexpr, BETA2: tl.constexpr, DT: tl.constexpr,
+                 K: tl.constexpr, DECOUPLED: tl.constexpr, HAS_WD: tl.constexpr,
+                 AMSGRAD: tl.constexpr, MAXIMIZE: tl.constexpr, STEP_PTR: tl.constexpr,
+                 LR_PTR: tl.constexpr, ALIGNED: tl.constexpr, CHUNK: tl.constexpr,
                  BLOCK: tl.constexpr):
     t, start, n, whole = _chunk(tab_ptr, T, K, CHUNK)
     row = tab_ptr + t * K
@@ -96,7 +115,26 @@ def _adam_kernel(tab_ptr, T, decay, one_minus_beta1, beta2, one_minus_beta2, eps
     g_ptr = _ptr(row, 1, DT, ALIGNED)
     m_ptr = _ptr(row, 2, DT, ALIGNED)
     v_ptr = _ptr(row, 3, DT, ALIGNED)
-    x_ptr = _ptr(row, K - 1, DT, ALIGNED)  # AMSGrad's running max (column 4) when K is 5
+    if AMSGRAD:
+        x_ptr = _ptr(row, 4, DT, ALIGNED)  # the running max of v
+    else:
+        x_ptr = v_ptr  # not read
+    # The step-dependent factors, in float64 (as the host computes them) from the count:
+    # a kernel argument, or (capturable) this tensor's count in device memory, last column.
+    if STEP_PTR:
+        count = tl.load(_ptr(row, K - 1, tl.float32, False)).to(tl.int32)
+    else:
+        count = step
+    zero = tl.full((), 0.0, tl.float64)  # (adding it widens a float32 scalar argument)
+    if LR_PTR:
+        lr64 = tl.load(lr).to(tl.float64)
+    else:
+        lr64 = lr + zero
+    bc1 = 1.0 - _powi(tl.full((), BETA1, tl.float64), count)
+    bc2 = 1.0 - _powi(tl.full((), BETA2, tl.float64), count)
+    step_size = (lr64 / bc1).to(tl.float32)
+    bc2_sqrt = tl.sqrt(bc2).to(tl.float32)
+    decay = (1.0 - lr64 * (weight_decay + zero)).to(tl.float32)
     for i in range(0, CHUNK, BLOCK):
         offs = _offsets(start, i, BLOCK)
         if whole:  # no mask: full vectors
@@ -107,6 +145,13 @@ def _adam_kernel(tab_ptr, T, decay, one_minus_beta1, beta2, one_minus_beta2, eps
             _adam_block(p_ptr, g_ptr, m_ptr, v_ptr, x_ptr, offs, offs < n, decay,
                         one_minus_beta1, beta2, one_minus_beta2, eps, weight_decay, step_size,
                         bc2_sqrt, DT, DECOUPLED, HAS_WD, AMSGRAD, MAXIMIZE)
+
+
+@triton.jit(do_not_specialize=["T"])
+def _count_kernel(tab_ptr, T, K: tl.constexpr):
+    """Advance tensor ``program_id``'s step count (the table's last column) by one."""
+    count_ptr = _ptr(tab_ptr + tl.program_id(0) * K, K - 1, tl.float32, False)
+    tl.store(count_ptr, tl.load(count_ptr) + 1.0)
 
 
 @triton.jit
@@ -154,6 +199,7 @@ def _sgd_kernel(tab_ptr, T, lr, momentum, one_minus_dampening, weight_decay, DT:
 
 
 _adam = Launcher(_adam_kernel, num_warps=4)
+_count = Launcher(_count_kernel, num_warps=1)
 _sgd = Launcher(_sgd_kernel, num_warps=4)
 _tables: dict = {}
 _KERNEL_DTYPES = (D.float32, D.bfloat16, D.float16)
@@ -207,26 +253,47 @@ def _usable(*lists) -> bool:
 
 def adam_step(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, step, lr, beta1, beta2,
               eps, weight_decay, decoupled, maximize):
-    """One multi-tensor Adam/AdamW step, in place (see the contract)."""
+    """One multi-tensor Adam/AdamW step, in place (see the contract). With ``step`` a list
+    of 0-d float32 counts (capturable), one launch advances them and the step kernel reads
+    each tensor's count (and ``lr``, when an array) from device memory."""
     columns = [params, grads, exp_avgs, exp_avg_sqs]
     if max_exp_avg_sqs is not None:
         columns.append(max_exp_avg_sqs)
     if not params:
         return
-    if not _usable(*columns):
+    counts = None if isinstance(step, int) else list(step)
+    lr_ptr = not isinstance(lr, (int, float))
+    scalars = (counts or []) + ([lr] if lr_ptr else [])
+    if not _usable(*columns) or not _device_scalars(scalars, params[0].device):
         return _composite("adam_step", params, grads, exp_avgs, exp_avg_sqs,
                           max_exp_avg_sqs, step, lr, beta1, beta2, eps, weight_decay,
                           decoupled, maximize)
     first = params[0]
+    aligned = all_aligned(*columns)
+    if counts is not None:
+        columns.append(counts)
     table, n_chunks = _table(columns, first.device)
     k = len(columns)
+    if counts is not None:
+        _count.launch((k,), first.device, (len(params),), (table, len(params), k))
     flags = (bool(decoupled), weight_decay != 0, max_exp_avg_sqs is not None, bool(maximize),
-             all_aligned(*columns))
-    args = (table, len(params), 1 - lr * weight_decay, 1 - beta1, beta2, 1 - beta2, eps,
-            weight_decay, lr / (1 - beta1**step), (1 - beta2**step) ** 0.5,
-            tl_dtype(first.dtype), k) + flags + (CHUNK, BLOCK)
-    key = (first.dtype.name, k, CHUNK, BLOCK) + flags
+             counts is not None, lr_ptr, aligned)
+    # (floats passed as floats: a Python int argument would be typed, and specialised, as
+    # an integer by Triton)
+    args = (table, len(params), lr if lr_ptr else float(lr), 0 if counts else step,
+            float(eps), float(weight_decay), 1.0 - beta1, float(beta2), 1.0 - beta2,
+            float(beta1), float(beta2), tl_dtype(first.dtype), k) + flags + (CHUNK, BLOCK)
+    key = (first.dtype.name, k, CHUNK, BLOCK, float(beta1), float(beta2)) + flags
+    if lr_ptr:
+        key += _launch_aligned(lr)
     _adam.launch(key, first.device, (n_chunks,), args)
+
+
+def _device_scalars(arrays, device) -> bool:
+    """Whether the step kernel reads these (capturable counts, array lr): one-element
+    float32 arrays on ``device``."""
+    return all(a.dtype is D.float32 and numel(a.shape) == 1 and a.device == device
+               for a in arrays)
 
 
 def sgd_step(params, grads, momentum_buffers, lr, momentum, dampening, weight_decay,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from genesis import Tensor
 from genesis.optim.adam import Adam
 
 
@@ -22,7 +23,8 @@ class AdamW(Adam):
         amsgrad: use the running maximum of the second moment (AMSGrad).
         maximize: ascend the objective instead of descending it.
         foreach, fused: the multi-tensor path (see :class:`Adam`).
-        capturable: accepted for PyTorch compatibility.
+        capturable: keep the step count on the device, so ``step()`` can be captured in a
+            CUDA graph (see :class:`Adam`).
 
     Example::
 
@@ -32,11 +34,11 @@ class AdamW(Adam):
         ...                            "weight_decay": 0.0}], lr=3e-4, weight_decay=0.1)
     """
 
-    def __init__(self, params: Iterable, lr: float = 1e-3,
+    def __init__(self, params: Iterable, lr: float | Tensor = 1e-3,
                  betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
                  weight_decay: float = 1e-2, amsgrad: bool = False, *,
                  maximize: bool = False, foreach: bool | None = None,
                  fused: bool | None = None, capturable: bool = False) -> None:
         super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
                          amsgrad=amsgrad, maximize=maximize, decoupled_weight_decay=True,
-                         foreach=foreach, fused=fused)
+                         foreach=foreach, fused=fused, capturable=capturable)

@@ -143,6 +143,8 @@ class Optimizer:
         Returns:
             The closure's loss, or ``None``.
         """
+        if "capturable" in self.defaults:
+            self._check_capture()
         for hook in list(self._step_pre_hooks):
             hook(self, (closure,), {})
         loss = None
@@ -168,6 +170,38 @@ class Optimizer:
         for hook in list(self._step_post_hooks):
             hook(self, (closure,), {})
         return loss
+
+    def _check_capture(self) -> None:
+        """torch's capture health check, for optimizers with a ``capturable`` option: a step
+        taken while a CUDA graph is captured must keep its step count on the device
+        (``capturable=True``) and must find its state already made (a warm-up step), or
+        every replay would repeat the captured step's bias correction or re-zero the state."""
+        on_device = [p for g in self.param_groups for p in g["params"][:1]
+                     if p.device.type == "cuda"]
+        if not on_device or not genesis.cuda.is_current_stream_capturing():
+            return
+        name = type(self).__name__
+        if not all(g["capturable"] for g in self.param_groups):
+            raise genesis.cuda.GraphCaptureError(
+                f"cannot capture step() of {name} with capturable=False in a CUDA graph: its "
+                "step count is a host number, so every replay would repeat the captured "
+                f"step's bias correction. Construct it with {name}(..., capturable=True) (the "
+                "count then lives on the device; see docs/cuda_graphs.md).")
+        for g in self.param_groups:
+            lr = g.get("lr")
+            if isinstance(lr, genesis.Tensor) and g["params"] \
+                    and lr.device != g["params"][0].device:
+                raise genesis.cuda.GraphCaptureError(
+                    f"cannot capture step() of {name} with lr a tensor on {lr.device} while "
+                    f"its parameters are on {g['params'][0].device}: the graph would keep a "
+                    "copy of the value at capture time. Put the lr tensor on the parameters' "
+                    "device.")
+        if any(p.grad is not None and p not in self.state
+               for g in self.param_groups for p in g["params"]):
+            raise genesis.cuda.GraphCaptureError(
+                f"cannot create {name}'s state while a CUDA graph is being captured: every "
+                "replay would zero it again. Take one eager step before the capture "
+                "(a warm-up), so the state exists.")
 
     def _multi_tensor(self, group: dict[str, Any]) -> bool:
         """Whether ``group`` steps through ``multi_update``: asked for with ``foreach`` or
@@ -259,8 +293,10 @@ class Optimizer:
         """Restore a state from ``state_dict()`` (of an optimizer over the same parameters).
 
         Floating state tensors are cast to their parameter's dtype and device, and copied, so
-        the loaded state never aliases ``state_dict``; ``step`` counters become Python ints
-        (torch keeps them in 0-d tensors).
+        the loaded state never aliases ``state_dict``. ``step`` counters (torch saves 0-d
+        tensors, genesis ints) become Python ints, or 0-d float32 tensors on the
+        parameter's device in a ``capturable`` group, as torch loads them. Options the saved
+        groups lack take the optimizer's defaults.
         """
         groups = self.param_groups
         saved_groups = copy.deepcopy(state_dict["param_groups"])
@@ -275,16 +311,21 @@ class Optimizer:
                     f"loaded state dict contains a parameter group ({i}) that doesn't match "
                     f"the size of optimizer's group: {len(s['params'])} vs {len(g['params'])}"
                 )
-        id_map = {}
+        id_map, group_of = {}, {}
         for g, s in zip(groups, saved_groups):
+            for name, default in self.defaults.items():  # options older saves lack
+                s.setdefault(name, default)
             for p, index in zip(g["params"], s["params"]):
                 id_map[index] = p
+                group_of[index] = s
         self.state = defaultdict(dict)
         for index, pstate in state_dict["state"].items():
             if index not in id_map:
                 continue  # torch keeps unmatched entries only in a side table; we drop them
             param = id_map[index]
-            self.state[param] = {k: _cast_state(param, k, v) for k, v in pstate.items()}
+            capturable = bool(group_of[index].get("capturable", False))
+            self.state[param] = {k: _cast_state(param, k, v, capturable)
+                                 for k, v in pstate.items()}
         new_groups = []
         for g, s in zip(groups, saved_groups):
             s["params"] = g["params"]
@@ -326,18 +367,25 @@ def bump_versions(*tensor_lists) -> None:
                 t._version_box[0] += 1
 
 
-def _cast_state(param, key: str, value):
-    """A loaded state value moved to ``param``'s device (and dtype, for floating state)."""
+def _cast_state(param, key: str, value, capturable: bool = False):
+    """A loaded state value moved to ``param``'s device (and dtype, for floating state).
+    A ``step`` count is a Python int, or (``capturable``) a 0-d float32 tensor on
+    ``param``'s device."""
+    if key == "step" and isinstance(value, (int, float, genesis.Tensor)):
+        if capturable:
+            if isinstance(value, genesis.Tensor):
+                moved = value.to(device=param.device, dtype=genesis.float32)
+                return moved.clone() if moved is value else moved
+            return genesis.tensor(float(value), dtype=genesis.float32, device=param.device)
+        return int(value.item()) if isinstance(value, genesis.Tensor) else value
     if isinstance(value, genesis.Tensor):
-        if key == "step":  # torch keeps the count in a 0-d tensor; genesis in a Python int
-            return int(value.item())
         if param.is_floating_point() and value.is_floating_point():
             moved = value.to(device=param.device, dtype=param.dtype)
         else:
             moved = value.to(device=param.device)
         return moved.clone() if moved is value else moved
     if isinstance(value, dict):
-        return {k: _cast_state(param, k, v) for k, v in value.items()}
+        return {k: _cast_state(param, k, v, capturable) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return type(value)(_cast_state(param, key, v) for v in value)
+        return type(value)(_cast_state(param, key, v, capturable) for v in value)
     return value
