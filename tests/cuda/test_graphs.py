@@ -144,7 +144,6 @@ def test_outputs_held_after_graph_deleted_stay_valid(G):
 
 # ------------------------------------------------------------------ errors
 def _capture_error_cases(G, x):
-    q = G.randn(1, 2, 16, 64, device=DEV).to(G.bfloat16)  # the flash kernel's operands
     return [
         ("item", lambda: x.sum().item(), "cannot read a tensor's value"),
         ("numpy", lambda: x.cpu(), "cannot copy a tensor to the host"),
@@ -153,8 +152,9 @@ def _capture_error_cases(G, x):
          "cannot synchronize a stream"),
         ("nonzero", lambda: G.nonzero(x > 0), "cannot compute nonzero"),
         ("mask index", lambda: x[x > 0], "cannot (compute nonzero|read a tensor's value)"),
-        ("attention dropout", lambda: G.nn.functional.scaled_dot_product_attention(
-            q, q, q, dropout_p=0.5), "cannot draw random numbers for attention dropout"),
+        ("rand", lambda: G.rand(4, device=DEV), "cannot draw random numbers"),
+        ("dropout", lambda: G.nn.functional.dropout(x, 0.5, training=True),
+         "cannot draw random numbers"),
         ("empty_cache", lambda: G.cuda.empty_cache(), "cannot empty the CUDA memory cache"),
     ]
 
@@ -173,27 +173,6 @@ def test_host_synchronising_ops_raise_during_capture(G):
             g.replay()
     same(x * 2.0, G.tensor(host(x) * 2.0, device=DEV))  # the device is still usable
     del y
-
-
-def test_random_numbers_are_fresh_at_every_replay(G):
-    # A captured rand/randn reads the generator's seed and offset from the graph's device
-    # copy, rewritten before each replay: replay k draws what the k-th eager call would.
-    G.manual_seed(5)
-    warm = G.rand(1000, device=DEV), G.randn(3, 5, device=DEV)  # compiles the kernels
-    g = G.cuda.CUDAGraph()
-    with G.cuda.graph(g):
-        u, n = G.rand(1000, device=DEV), G.randn(3, 5, device=DEV)
-    replays = []
-    for _ in range(3):
-        g.replay()
-        replays.append((host(u), host(n)))
-    G.manual_seed(5)
-    _ = G.rand(1000, device=DEV), G.randn(3, 5, device=DEV)
-    for ru, rn in replays:
-        np.testing.assert_array_equal(ru, host(G.rand(1000, device=DEV)))
-        np.testing.assert_array_equal(rn, host(G.randn(3, 5, device=DEV)))
-    assert not np.array_equal(replays[0][0], replays[1][0])
-    del warm
 
 
 def test_nested_capture_is_refused(G):
@@ -355,45 +334,6 @@ def _check_training_step_capture(G, make_model, x_shape, y_shape, make_opt=_sgd,
         step = opt_g.state[p].get("step")
         if step is not None:
             assert float(step) == warmup + replays
-
-
-def _mlp_with_dropout(G):
-    nn = G.nn
-    return nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.Dropout(0.3),
-                         nn.Linear(32, 8)).to(DEV)
-
-
-def test_training_step_capture_with_dropout(G):
-    # The dropout masks of replay k and of eager step k come from the same counters: each
-    # step starts from the same seed (the graph writes it, with the offset, before a replay).
-    models = []
-    for _ in range(2):
-        G.manual_seed(0)
-        models.append(_mlp_with_dropout(G))
-    graphed, eager = models
-    opt_g = _adamw(G, graphed.parameters(), True)
-    opt_e = _adamw(G, eager.parameters(), True)
-    data = [(G.randn(32, 16, device=DEV), G.randn(32, 8, device=DEV)) for _ in range(5)]
-    static_x, static_y = data[0][0].clone(), data[0][1].clone()
-    for i, (x, y) in enumerate(data[:2]):  # warm-up
-        G.manual_seed(100 + i)
-        _train_step(G, graphed, opt_g, x, y)
-        G.manual_seed(100 + i)
-        _train_step(G, eager, opt_e, x, y)
-    g = G.cuda.CUDAGraph()
-    opt_g.zero_grad(set_to_none=True)
-    with G.cuda.graph(g):
-        static_loss = _train_step(G, graphed, opt_g, static_x, static_y)
-    for i, (x, y) in enumerate(data[2:]):
-        static_x.copy_(x)
-        static_y.copy_(y)
-        G.manual_seed(200 + i)
-        g.replay()
-        G.manual_seed(200 + i)
-        loss = _train_step(G, eager, opt_e, x, y)
-        same(static_loss, loss)
-        for pg, pe in zip(graphed.parameters(), eager.parameters()):
-            same(pg, pe)
 
 
 def test_training_step_capture_mlp(G):

@@ -3,13 +3,11 @@ capture-state errors, and the API surface of ``genesis_cuda.graphs``."""
 
 from __future__ import annotations
 
-import contextlib
 from types import SimpleNamespace
 
 import pytest
 from fake_cuda_driver import FakeOOM, FakeOps
 
-from genesis import dtypes as D
 from genesis_cuda import capture, graphs
 from genesis_cuda.allocator import SMALL_SEGMENT, CachingAllocator
 from genesis_cuda.capture import GraphCaptureError
@@ -251,51 +249,3 @@ def test_make_graphed_callables_argument_errors():
         make_graphed_callables(lambda t: t, (x,))
     with pytest.raises(ValueError, match="2 callables but 1 sample_args"):
         make_graphed_callables((abs, abs), ((x,),))
-
-
-# ------------------------------------------------------------------ random numbers
-def test_reserve_outside_capture_is_next_offset():
-    gen = PhiloxGenerator(0, seed=1)
-    gen.offset = 40
-    assert gen.reserve(10) == (None, 40) and gen.offset == 50
-
-
-def test_captured_random_state_is_written_and_advanced_at_each_replay(monkeypatch):
-    # During capture the counters are counted within the graph (the host offset stays);
-    # each replay writes [seed, offset] as four 32-bit words, then advances the offset.
-    from genesis_cuda import array, driver, streams
-
-    states = []
-
-    def fake_empty(shape, dtype, device):
-        states.append(SimpleNamespace(shape=shape, dtype=dtype, ptr=0x1000 * (len(states) + 1)))
-        states[-1].data_ptr = lambda s=states[-1]: s.ptr
-        return states[-1]
-
-    writes = []
-    fake_cu = SimpleNamespace(
-        cuMemsetD32Async=lambda ptr, word, n, stream: (writes.append((ptr, word, n)) or (0,)))
-    monkeypatch.setattr(array, "empty", fake_empty)
-    monkeypatch.setattr(driver, "driver", lambda: fake_cu)
-    monkeypatch.setattr(driver, "using_device", lambda index: contextlib.nullcontext())
-    monkeypatch.setattr(streams, "current_handle", lambda device: 7)
-
-    g = graphs.CUDAGraph()
-    g._device = 0
-    gen = PhiloxGenerator(0, seed=(5 << 32) | 3)
-    gen.offset = (1 << 32) + 9
-    capture._capturing[0] = g
-    try:
-        first = gen.reserve(100)
-        second = gen.reserve(28)
-    finally:
-        capture._capturing.pop(0, None)
-    assert first == (states[0], 0) and second == (states[0], 100) and len(states) == 1
-    assert states[0].shape == (2,) and states[0].dtype is D.int64
-    assert gen.offset == (1 << 32) + 9  # not advanced by the capture
-    g._advance_random()
-    assert writes == [(0x1000, 3, 1), (0x1004, 5, 1), (0x1008, 9, 1), (0x100C, 1, 1)]
-    assert gen.offset == (1 << 32) + 9 + 128
-    g._advance_random()
-    assert writes[-2:] == [(0x1008, 9 + 128, 1), (0x100C, 1, 1)]
-    assert gen.offset == (1 << 32) + 9 + 256

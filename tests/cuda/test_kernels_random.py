@@ -125,32 +125,3 @@ def test_randperm_dtype():
 
     p = to_torch(random.randperm(100, D.int32, 0, _gen()))
     assert p.dtype == torch.int32 and sorted(p.tolist()) == list(range(100))
-
-
-def _draw(out, seed, base, state):
-    """Uniform draws into the contiguous torch tensor ``out`` by the kernel directly (runs
-    under the Triton interpreter too)."""
-    from genesis_cuda.kernels import random
-
-    for n, s6, ((p, ds),), _big in random.plan(tuple(out.shape), [(out.data_ptr(), 4,
-                                                                   out.stride())]):
-        assert p == out.data_ptr()
-        random._random_kernel[random.grid1(n)](
-            out, n, seed, base, state, 0.0, 1.0, 1, 0, *s6[1:], *ds, KIND=0, F64=False,
-            FROM_STATE=state is not None, BLOCK=random.BLOCK)
-    if out.is_cuda:
-        torch.cuda.synchronize()
-    return out
-
-
-def test_kernel_reads_seed_and_offset_from_a_device_state():
-    # A captured random kernel reads [seed, offset] from device memory and adds its own
-    # counter offset within the graph: the same numbers as passing seed and offset + base.
-    dev = "cuda" if torch.cuda.is_available() else "cpu"
-    seed, offset, base = 1234567890123, 5000, 77
-    want = _draw(torch.empty(3000, device=dev), seed, offset + base, None)
-    state = torch.tensor([seed, offset], dtype=torch.int64, device=dev)
-    got = _draw(torch.empty(3000, device=dev), 0, base, state)
-    torch.testing.assert_close(got, want, rtol=0, atol=0)
-    shifted = _draw(torch.empty(3000, device=dev), seed, offset + base + 1, None)
-    assert not torch.equal(shifted, want)

@@ -45,35 +45,17 @@ class PhiloxGenerator:
     def next_offset(self, n: int) -> int:
         """Reserve ``n`` counter values; returns the first. The next call gets fresh ones.
 
-        For kernels that take the offset by value (the flash-attention dropout); the random
-        fills use ``reserve``, which also works under CUDA graph capture. Raises
-        ``GraphCaptureError`` during capture: a replay would repeat the captured numbers.
+        Raises ``GraphCaptureError`` during CUDA graph capture: the seed and offset are
+        passed to kernels as host values, so a replay would repeat the captured numbers.
         """
         capture.check_not_capturing(
-            "draw random numbers for attention dropout (scaled_dot_product_attention with "
-            "dropout_p > 0): its kernels take the Philox offset as a host value, so every "
-            "replay would repeat the captured numbers. Capture attention with dropout_p=0.0 "
-            "(as in eval mode); dropout, rand and randn themselves can be captured",
-            self.device)
+            "draw random numbers (rand, randn, dropout, SDPA's dropout_p, random_ ...): "
+            "genesis passes the Philox offset to kernels as a host value, so every replay "
+            "would repeat the captured numbers. A model with dropout can be captured in "
+            "eval() mode or with p=0 (no random numbers are drawn then)", self.device)
         offset = self.offset
         self.offset = (offset + int(n)) & _MASK64
         return offset
-
-    def reserve(self, n: int):
-        """Reserve ``n`` counter values for a kernel that can read the state from device
-        memory; returns ``(state, offset)``.
-
-        Outside a CUDA graph capture ``state`` is ``None`` and ``offset`` the first counter
-        (as ``next_offset``). During capture ``state`` is the capturing graph's int64 device
-        array ``[seed, offset]``, which the graph rewrites with this generator's seed and
-        offset before every replay (advancing the offset by what one replay draws), and
-        ``offset`` counts from it: each replay draws the numbers the same calls would draw
-        eagerly at that point, never the captured ones again.
-        """
-        graph = capture._capturing.get(self.device)
-        if graph is None:
-            return None, self.next_offset(n)
-        return graph.reserve_random(self, n)
 
     def get_state(self) -> np.ndarray:
         """The state as 16 uint8 values (seed then offset, little-endian uint64s)."""

@@ -24,17 +24,11 @@ How it works:
   ``item()``/``float()``/``bool()`` of a tensor, ``numpy()``/``tolist()``/``cpu()``,
   ``synchronize`` (device, stream, event), ``Stream.query``/
   ``Event.query``, ``nonzero`` and boolean-mask indexing, ``empty_cache``, the first matmul
-  of a new shape (its autotuning times kernels), and attention dropout (its kernels take
-  the Philox offset as a host value, so a replay would repeat the captured numbers; this is
-  refused rather than replayed wrongly). Host data copied to the device during capture
-  (``genesis.tensor(..., device="cuda")``) is a constant of the graph: it is copied from a
-  pinned buffer the graph owns at every replay.
-* Random numbers (``rand``, ``randn``, ``normal_``, dropout ...): a captured random kernel
-  reads its generator's seed and offset from a small device array of the graph
-  (``reserve_random``), which ``replay`` rewrites with the generator's current values
-  before launching, then advances the generator's offset by what one replay draws, as
-  torch's graph-safe Philox does: each replay draws fresh numbers, those the same calls
-  would draw eagerly at that point.
+  of a new shape (its autotuning times kernels), and random numbers (``rand``, ``randn``,
+  dropout: genesis's Philox offset is a host value, so a replay would repeat the captured
+  numbers; this is refused rather than replayed wrongly). Host data copied to the device
+  during capture (``genesis.tensor(..., device="cuda")``) is a constant of the graph: it is
+  copied from a pinned buffer the graph owns at every replay.
 
 Example:
     >>> g = genesis.cuda.CUDAGraph()
@@ -57,7 +51,6 @@ from genesis_cuda.capture import GraphCaptureError
 _POOL_TAG = "genesis_graph_pool"
 _pool_ids = itertools.count(1)
 _MODES = ("global", "thread_local", "relaxed")
-_MASK64 = (1 << 64) - 1
 
 
 def graph_pool_handle():
@@ -120,9 +113,6 @@ class CUDAGraph:
         self._stream = None  # the stream captured on (during capture)
         self._alloc = None
         self._host_buffers: list[int] = []  # pinned constants copied from by the graph
-        # generator -> [its int64 device [seed, offset] read by the random kernels, the
-        # counters one replay draws]
-        self._random: dict = {}
 
     def capture_begin(self, pool=None, capture_error_mode: str = "global") -> None:
         """Start recording the work queued on the current stream (which must not be the
@@ -212,43 +202,11 @@ class CUDAGraph:
         ``cuMemFreeHost`` by ``reset``)."""
         self._host_buffers.append(ptr)
 
-    def reserve_random(self, gen, n: int):
-        """``gen.reserve(n)`` during this graph's capture: ``(state, offset)``, ``state``
-        the graph's int64 device ``[seed, offset]`` of ``gen`` (made on first use, in the
-        graph's pool) and ``offset`` the first of ``n`` counters counted from it."""
-        entry = self._random.get(gen)
-        if entry is None:
-            from genesis import dtypes
-            from genesis_cuda.array import empty
-
-            entry = self._random[gen] = [empty((2,), dtypes.int64, self._device), 0]
-        first = entry[1]
-        entry[1] = first + int(n)
-        return entry[0], first
-
-    def _advance_random(self) -> None:
-        """Before a replay: write each generator's seed and offset into the graph's device
-        copy (queued on the current stream, values taken now), then move the generator past
-        the counters the replay draws, as the same calls made eagerly would."""
-        cu = driver.driver()
-        stream = streams.current_handle(self._device)
-        with driver.using_device(self._device):
-            for gen, (state, count) in self._random.items():
-                seed, offset = gen.seed & _MASK64, gen.offset & _MASK64
-                words = (seed, seed >> 32, offset, offset >> 32)  # little-endian int64s
-                for k, word in enumerate(words):
-                    driver.check(cu.cuMemsetD32Async(state.data_ptr() + 4 * k,
-                                                     word & 0xFFFFFFFF, 1, stream),
-                                 "cuMemsetD32Async")
-                gen.offset = (gen.offset + count) & _MASK64
-
     def replay(self) -> None:
         """Run the captured work on the current stream."""
         if self._exec is None:
             raise RuntimeError("replay() needs a captured graph: capture it first with "
                                "genesis.cuda.graph(g) (or capture_begin/capture_end)")
-        if self._random:
-            self._advance_random()
         cu = driver.driver()
         with driver.using_device(self._device):
             driver.check(cu.cuGraphLaunch(self._exec, streams.current_handle(self._device)),
@@ -274,7 +232,6 @@ class CUDAGraph:
                         _free_orphan_host_buffers(cu)
         finally:
             self._exec = self._graph = None
-            self._random = {}
             if self._pool is not None:
                 pool, self._pool = self._pool, None
                 self._alloc.release_pool(pool)

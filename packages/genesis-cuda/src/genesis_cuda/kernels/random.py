@@ -4,9 +4,7 @@ Element ``i`` (C order of the array's shape, whatever its strides) of a call dra
 32-bit words of ``philox(key=seed, counter=offset + i)``, where ``offset`` comes from
 ``gen.next_offset(numel)``: each call reserves its own counters, so successive calls are
 independent streams and a run is a pure function of ``genesis.manual_seed``. Nothing is
-stored on the device and no host synchronisation happens. During CUDA graph capture the
-kernel reads the seed and the offset from the graph's device copy instead (see
-``generator.PhiloxGenerator.reserve``), so every replay draws fresh numbers.
+stored on the device and no host synchronisation happens.
 
 * uniform: 24 random bits per float32 (53 per float64) scaled into [low, high).
 * normal: Box-Muller on two uniforms (float64 uses four words for two 53-bit uniforms).
@@ -19,7 +17,6 @@ import triton
 import triton.language as tl
 
 from genesis import dtypes as D
-from genesis_cuda import capture
 
 from ._launch import Ptr, empty
 from .layout import BLOCK, clone, grid1, offset6, plan, unravel6
@@ -55,17 +52,11 @@ def _narrow(v, dtype: tl.constexpr, F64: tl.constexpr):
 
 
 @triton.jit(do_not_specialize=["seed", "base", "span", "low"])
-def _random_kernel(out, n, seed, base, state, p0: tl.float64, p1: tl.float64, span,
-                   low: tl.int64, n1, n2, n3, n4, n5, d0, d1, d2, d3, d4, d5,
-                   KIND: tl.constexpr, F64: tl.constexpr, FROM_STATE: tl.constexpr,
-                   BLOCK: tl.constexpr):
+def _random_kernel(out, n, seed, base, p0: tl.float64, p1: tl.float64, span, low: tl.int64,
+                   n1, n2, n3, n4, n5, d0, d1, d2, d3, d4, d5,
+                   KIND: tl.constexpr, F64: tl.constexpr, BLOCK: tl.constexpr):
     """KIND 0: uniform [p0, p1); 1: normal (mean p0, std p1); 2: integers [low, low+span);
-    3: raw 64-bit words (int64). ``FROM_STATE`` (a CUDA graph's random kernel): the seed
-    and the offset that ``base`` counts from are read from ``state`` (int64 [seed,
-    offset], rewritten before every replay) instead of passed by value."""
-    if FROM_STATE:
-        seed = tl.load(state)
-        base = tl.load(state + 1) + base
+    3: raw 64-bit words (int64)."""
     lin = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK).to(tl.int64)
     mask = lin < n
     w0, w1, w2, w3 = _words(seed, base, lin)
@@ -110,23 +101,15 @@ def _fill_random(a, gen, kind: int, p0=0.0, p1=0.0, span=1, low=0):
         total *= s
     if total == 0:
         return a
-    state, base = gen.reserve(total)  # state: during capture, the graph's [seed, offset]
-    if state is None:
-        _launch_random(a, int(gen.seed), _signed64(base), None, kind, p0, p1, span, low)
-    else:  # the graph variant is first compiled (and its module loaded) during a capture
-        with capture.relaxed_mode():
-            _launch_random(a, int(gen.seed), _signed64(base), state, kind, p0, p1, span, low)
-    return a
-
-
-def _launch_random(a, seed, base, state, kind, p0, p1, span, low):
+    base = _signed64(gen.next_offset(total))
+    seed = int(gen.seed)
     f64 = a.dtype is D.float64
     for n, s6, ((p, ds),), _big in plan(tuple(a.shape), [(a.data_ptr(), a.dtype.itemsize,
                                                           a.strides)]):
-        _random_kernel[grid1(n)](Ptr(p, a.dtype), n, seed, base, state, float(p0), float(p1),
-                                 span, low, *s6[1:], *ds, KIND=kind, F64=f64,
-                                 FROM_STATE=state is not None, BLOCK=BLOCK)
+        _random_kernel[grid1(n)](Ptr(p, a.dtype), n, seed, base, float(p0), float(p1),
+                                 span, low, *s6[1:], *ds, KIND=kind, F64=f64, BLOCK=BLOCK)
         base = _signed64(base + n)  # host-split launches walk consecutive C-order ranges
+    return a
 
 
 def uniform_(a, low: float, high: float, gen):
