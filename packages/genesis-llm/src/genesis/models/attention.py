@@ -62,13 +62,11 @@ class KVCache:
     def update(self, layer: int, k: Tensor, v: Tensor, slots: Tensor) -> tuple[Tensor, Tensor]:
         """Write ``k``, ``v`` ``(B, Hkv, S, D)`` at ``slots (S,)``; return the whole buffers.
 
-        The write is a scatter at slots held in a tensor, so a decode step has the same
-        shapes (and addresses) every time.
+        The write is an in-place ``index_put_`` (one kernel per buffer) at slots held in a
+        tensor, so a decode step has the same shapes (and addresses) every time.
         """
-        b, h, s, d = k.shape
-        index = slots.reshape(1, 1, s, 1).expand(b, h, s, d)
-        self.keys[layer].scatter_(2, index, k)
-        self.values[layer].scatter_(2, index, v)
+        self.keys[layer][:, :, slots] = k
+        self.values[layer][:, :, slots] = v
         return self.keys[layer], self.values[layer]
 
 
