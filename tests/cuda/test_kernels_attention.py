@@ -260,6 +260,23 @@ def test_decode_splits_a_long_cache_across_programs(monkeypatch):
     _close(out, _decode_reference(q, kc, vc, lens, starts, True), dtype, "split decode")
 
 
+@pytest.mark.parametrize("n_q", [1, 4])
+def test_decode_kernel_matches_the_contract_composite(n_q):
+    """The kernel against ``Backend.attention_decode``'s composite default (run by the CPU
+    backend on the same values)."""
+    from genesis.backends import get_backend
+
+    b, hq, hk, s_max, d = 2, 6, 2, 90, 32
+    g = torch.Generator().manual_seed(11)
+    q, kc, vc = (torch.randn(b, h, n, d, generator=g).to(torch.bfloat16)
+                 for h, n in ((hq, n_q), (hk, s_max), (hk, s_max)))
+    lens, starts = torch.tensor([90, 40]), torch.tensor([3, 0])
+    want = get_backend("cpu").attention_decode(q, kc, vc, lens, starts, d ** -0.5)
+    got = host(A.attention_decode(*(dev(t.to(DEV)) for t in (q, kc, vc, lens)),
+                                  key_starts=dev(starts.to(DEV))))
+    _close(got, want.to(DEV), torch.bfloat16, "kernel vs composite")
+
+
 def test_decode_splits_only_when_the_gpu_would_idle():
     sms = A._launch.sm_count(0)
     assert A._decode_splits(4 * sms, 4096, 64, 0) == 1  # enough (batch, head) programs

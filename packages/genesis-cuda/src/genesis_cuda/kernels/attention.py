@@ -537,6 +537,13 @@ def _decode_splits(programs: int, s_max: int, bn: int, device) -> int:
     return max(1, min(cdiv(want, programs), cdiv(s_max, 2 * bn), 64))
 
 
+def decode_supported(q, k_cache, v_cache) -> bool:
+    """Whether ``attention_decode`` covers these operands (the backend's composite runs
+    otherwise): half precision, head dims of ``HEAD_DIMS``, at most 16 new tokens."""
+    return (q.dtype in HALF and k_cache.dtype is q.dtype and v_cache.dtype is q.dtype
+            and q.shape[-1] in HEAD_DIMS and 1 <= q.shape[2] <= 16 and k_cache.shape[2] > 0)
+
+
 def attention_decode(q, k_cache, v_cache, cache_lens, scale=None, causal=True, key_starts=None):
     """Attention of a few new query rows per sequence over a preallocated KV cache.
 
