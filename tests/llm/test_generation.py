@@ -248,3 +248,73 @@ def test_a_failed_graph_capture_warns_and_runs_eagerly(qwen3, monkeypatch):
         out = model.generate(ids, max_new_tokens=6, eos_token_id=None, use_cuda_graph=True)
     assert len(tries) == 1  # tried once (second decode step), then eager
     assert out.tolist() == eager.tolist()
+
+
+def test_decode_attention_gives_the_masked_steps_tokens(pair, monkeypatch):
+    """Decode steps through F.attention_decode (slot ranges) and through a mask over the
+    whole cache choose the same greedy tokens, for every family (sliding window included)."""
+    _, model = pair
+    ids, mask = left_padded_batch(model.config.vocab_size, [7, 2, 5], seed=3)
+    ids, mask = to_genesis(ids), to_genesis(mask)
+    _, starts = model._prompt_padding(ids, mask)
+    assert to_numpy(starts).tolist() == [0, 5, 2]
+    ranged = model.generate(ids, attention_mask=mask, max_new_tokens=20, eos_token_id=None)
+    monkeypatch.setattr(model, "decode_attention", False)
+    assert model._prompt_padding(ids, mask)[1] is None
+    masked = model.generate(ids, attention_mask=mask, max_new_tokens=20, eos_token_id=None)
+    np.testing.assert_array_equal(to_numpy(ranged), to_numpy(masked))
+
+
+def test_a_mask_with_a_hole_takes_the_masked_steps(qwen3, monkeypatch):
+    _, model = qwen3
+    ids = genesis.tensor([[5, 6, 7, 8], [9, 10, 11, 12]])
+    mask = genesis.tensor([[1, 0, 1, 1], [1, 1, 1, 1]])  # no single range of slots in row 0
+    assert model._prompt_padding(ids, mask)[1] is None
+    out = model.generate(ids, attention_mask=mask, max_new_tokens=8, eos_token_id=None)
+    monkeypatch.setattr(model, "decode_attention", False)
+    again = model.generate(ids, attention_mask=mask, max_new_tokens=8, eos_token_id=None)
+    np.testing.assert_array_equal(to_numpy(out), to_numpy(again))
+
+
+def test_fused_qkv_follows_weight_edits_in_place(tmp_path):
+    """Inference runs q/k/v as one matmul over a kept concatenated weight; an in-place edit of
+    a projection (new version) rewrites it, in the same memory (a CUDA graph may read it)."""
+    make_checkpoint("qwen2", tmp_path)  # q/k/v with bias
+    model = AutoModelForCausalLM.from_pretrained(tmp_path).eval()
+    ids = genesis.tensor([[3, 1, 4, 1, 5]])
+    attn = model.model.layers[0].self_attn
+    with genesis.no_grad():
+        model(ids)  # builds the fused weight
+        weight, bias = attn.fused_qkv()
+        attn.k_proj.bias.add_(0.5)
+        attn.v_proj.weight.mul_(2.0)
+        fused = model(ids).logits
+        assert attn.fused_qkv()[0] is weight and attn.fused_qkv()[1] is bias
+    unfused = model(ids).logits  # grad mode: three projections
+    np.testing.assert_allclose(to_numpy(fused), to_numpy(unfused), atol=1e-5, rtol=0)
+
+
+def test_graphed_decoders_are_kept_per_shape_and_dropped_on_change(qwen3):
+    """Which decode step a graphed generate reuses (the capture itself needs a GPU: see
+    test_generation_cuda.py): one per batch size and capacity bucket, dropped by train(),
+    to() and release_decode_graphs()."""
+    import types
+
+    _, model = qwen3
+    fake_cuda = types.SimpleNamespace()
+    first = model._decoder(2, 40, True, fake_cuda)
+    assert model._decoder(2, 60, True, fake_cuda) is first  # both fit 64 slots
+    assert first.cache.max_length == 64
+    assert model._decoder(2, 65, True, fake_cuda) is not first
+    assert model._decoder(3, 40, True, fake_cuda) is not first
+    assert model._decoder(2, 40, False, fake_cuda) is not first
+    assert model._decoder(2, 40, True, fake_cuda) is first
+    assert len(model.__dict__["_decoders"][1]) == model._KEPT_GRAPHS
+    model.train()
+    model.eval()
+    assert model._decoder(2, 40, True, fake_cuda) is not first
+    again = model._decoder(2, 40, True, fake_cuda)
+    model.to(genesis.float32)
+    assert model._decoder(2, 40, True, fake_cuda) is not again
+    model.release_decode_graphs()
+    assert "_decoders" not in model.__dict__

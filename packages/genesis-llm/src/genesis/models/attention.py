@@ -5,9 +5,19 @@ index in the sequence / cache, as transformers' ``cache_position``) rather than 
 position ids, so left padding changes which keys are valid but not the causal order:
 
     allowed[b, q, k] = key_valid[b, k] and k <= slot[q] (and k > slot[q] - window)
+
+A decode step whose valid keys are one range of slots per row (left padding, a sliding
+window) describes them as a ``CacheSpan`` instead: ``F.attention_decode`` then reads only
+those slots, with their bounds in device tensors.
+
+In inference (not training, no gradient) the q/k/v projections run as one matmul over a
+concatenated weight kept on the module (``Attention.fused_qkv``), rebuilt in place when a
+projection's weight or bias changes (their version counters).
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import genesis
 import genesis.nn as nn
@@ -15,7 +25,7 @@ import genesis.nn.functional as F
 from genesis import Tensor
 from genesis.models.config import Qwen2Config
 
-__all__ = ["Attention", "KVCache", "attention_mask"]
+__all__ = ["Attention", "CacheSpan", "KVCache", "attention_mask"]
 
 
 def attention_mask(query_slots: Tensor, key_valid: Tensor, window: int | None) -> Tensor:
@@ -35,6 +45,19 @@ def attention_mask(query_slots: Tensor, key_valid: Tensor, window: int | None) -
     if window is not None:
         allowed = allowed & (key_slots.unsqueeze(0) > q - window)
     return allowed.unsqueeze(0).unsqueeze(0) & key_valid.unsqueeze(1).unsqueeze(1)
+
+
+@dataclass(frozen=True)
+class CacheSpan:
+    """The cache slots ``[starts[b], lens[b])`` that row ``b``'s new token attends to.
+
+    Attributes:
+        starts: ``(B,)`` int64, the first valid slot (after left padding, inside the window).
+        lens: ``(B,)`` int64, one past the new token's slot.
+    """
+
+    starts: Tensor
+    lens: Tensor
 
 
 class KVCache:
@@ -92,6 +115,7 @@ class Attention(nn.Module):
             self.k_norm = nn.RMSNorm(self.head_dim, eps=config.rms_norm_eps, **kw)
         else:
             self.q_norm = self.k_norm = None
+        self._qkv = None  # fused_qkv's (key, weight, bias): plain tensors, not in state_dict
 
     def forward(self, x: Tensor, cos: Tensor, sin: Tensor, mask: Tensor | None,
                 cache: KVCache | None = None, slots: Tensor | None = None,
@@ -101,15 +125,17 @@ class Attention(nn.Module):
         Args:
             x: ``(B, S, hidden)``.
             cos, sin: RoPE tables ``(B, S, D)``.
-            mask: ``(B, 1, S, K)`` bool, or None for plain causal attention.
+            mask: ``(B, 1, S, K)`` bool, None for plain causal attention, or a
+                ``CacheSpan`` (a decode step, ``S == 1``, with ``cache``).
             cache: write this step's keys/values there and attend over the cache.
             slots: ``(S,)`` cache slots of the tokens in ``x`` (with ``cache``).
             kv_len: attend to the first ``kv_len`` cache slots only (None: all of them).
         """
         b, s, _ = x.shape
-        q = self.q_proj(x).reshape(b, s, self.num_heads, self.head_dim)
-        k = self.k_proj(x).reshape(b, s, self.num_kv_heads, self.head_dim)
-        v = self.v_proj(x).reshape(b, s, self.num_kv_heads, self.head_dim)
+        q, k, v = self._project(x)
+        q = q.reshape(b, s, self.num_heads, self.head_dim)
+        k = k.reshape(b, s, self.num_kv_heads, self.head_dim)
+        v = v.reshape(b, s, self.num_kv_heads, self.head_dim)
         if self.q_norm is not None:
             q, k = self.q_norm(q), self.k_norm(k)
         q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)  # (B, H, S, D)
@@ -118,7 +144,52 @@ class Attention(nn.Module):
             k, v = cache.update(self.layer_idx, k, v, slots)  # (B, Hkv, L, D)
             if kv_len is not None:
                 k, v = k[:, :, :kv_len], v[:, :, :kv_len]
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=mask is None,
-                                             enable_gqa=True)  # (B, H, S, D)
+        if isinstance(mask, CacheSpan):  # a decode step: only the valid slots are read
+            out = F.attention_decode(q, k, v, mask.lens, mask.starts)  # (B, H, 1, D)
+        else:
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask,
+                                                 is_causal=mask is None,
+                                                 enable_gqa=True)  # (B, H, S, D)
         out = out.transpose(1, 2).reshape(b, s, self.num_heads * self.head_dim)
         return self.o_proj(out)
+
+    def _project(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """q, k, v projections ``(B, S, H * D)``: one matmul in inference, three otherwise."""
+        if self.training or genesis.is_grad_enabled():
+            return self.q_proj(x), self.k_proj(x), self.v_proj(x)
+        weight, bias = self.fused_qkv()
+        qkv = F.linear(x, weight, bias)  # (B, S, (Hq + 2 Hkv) * D)
+        q_out, kv_out = self.q_proj.out_features, self.k_proj.out_features
+        return (qkv[..., :q_out], qkv[..., q_out:q_out + kv_out],
+                qkv[..., q_out + kv_out:])
+
+    def fused_qkv(self) -> tuple[Tensor, Tensor | None]:
+        """The q, k and v projections' weights (and biases) concatenated, for inference.
+
+        Kept between calls and rewritten in place (the same memory, so a captured CUDA
+        graph still reads it) when a projection's weight or bias has changed since: a new
+        version (an optimizer step, ``load_state_dict``) or new memory (``to()``).
+        """
+        parts = [m.weight for m in (self.q_proj, self.k_proj, self.v_proj)]
+        if self.q_proj.bias is not None:
+            parts += [m.bias for m in (self.q_proj, self.k_proj, self.v_proj)]
+        key = tuple((t.data_ptr(), t._version, t.dtype) for t in parts)
+        cached = self._qkv
+        if cached is not None and cached[0] == key:
+            return cached[1], cached[2]
+        with genesis.no_grad():
+            weight = genesis.cat(parts[:3], dim=0)  # (out_q + 2 out_kv, hidden)
+            bias = genesis.cat(parts[3:], dim=0) if len(parts) > 3 else None
+            if cached is not None and _same_layout(cached[1], weight) and (
+                    bias is None or _same_layout(cached[2], bias)):
+                cached[1].copy_(weight)  # in place: its address may be in a CUDA graph
+                if bias is not None:
+                    cached[2].copy_(bias)
+                weight, bias = cached[1], cached[2]
+        self._qkv = (key, weight, bias)
+        return weight, bias
+
+
+def _same_layout(old: Tensor | None, new: Tensor) -> bool:
+    return (old is not None and old.shape == new.shape and old.dtype is new.dtype
+            and old.device == new.device)

@@ -15,7 +15,7 @@ import genesis
 import genesis.nn as nn
 import genesis.nn.functional as F
 from genesis import Tensor
-from genesis.models.attention import Attention, KVCache, attention_mask
+from genesis.models.attention import Attention, CacheSpan, KVCache, attention_mask
 from genesis.models.checkpoint import CheckpointMixin
 from genesis.models.config import Qwen2Config
 from genesis.models.generation import GenerationMixin
@@ -86,6 +86,22 @@ class QwenModel(nn.Module):
                 valid = key_valid if key_valid is not None else genesis.ones(
                     (1, query_slots.shape[0]), dtype=genesis.bool, device=query_slots.device)
                 out[window] = attention_mask(query_slots, valid, window)
+        return out
+
+    def spans(self, cache_position: Tensor, key_starts: Tensor) -> dict:
+        """A decode step's keys for every window size in use, as ``CacheSpan``s (the
+        alternative to ``masks`` when each row's valid keys are one range of slots).
+
+        Args:
+            cache_position: ``(1,)`` int64, the slot of the new tokens.
+            key_starts: ``(B,)`` int64, each row's first real slot (its left padding).
+        """
+        lens = (cache_position + 1).expand(key_starts.shape[0]).contiguous()  # (B,)
+        out = {}
+        for window in {layer.self_attn.window for layer in self.layers}:
+            starts = key_starts if window is None else genesis.maximum(key_starts,
+                                                                       lens - window)
+            out[window] = CacheSpan(starts, lens)
         return out
 
     def forward(self, input_ids: Tensor, position_ids: Tensor, masks: dict,
