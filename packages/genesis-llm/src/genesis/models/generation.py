@@ -1,7 +1,7 @@
 """Text generation: a prefill over the prompt, then one decode step per new token.
 
-The KV cache is preallocated for prompt + ``max_new_tokens`` slots (rounded up to a power
-of two for a graphed step, so one capture serves many calls). The decode step
+The KV cache is preallocated for prompt + ``max_new_tokens`` slots, rounded up to a power
+of two (so one captured step serves many calls). The decode step
 (``decode_step``) has the same shapes every time and takes its slot and positions as
 tensors; that is what lets a CUDA graph capture it. Its keys are described in one of two
 ways: with left padding only (the usual batch), each row's valid keys are one range of
@@ -197,8 +197,10 @@ class GenerationMixin:
     def _decoder(self, batch: int, length: int, spans: bool, cuda) -> _Decoder:
         """The decode step for ``batch`` rows of ``length`` slots: a new eager one, or
         (with ``cuda``) the graphed one kept for this shape, made on first use."""
+        # Eager steps get the same capacity as graphed ones: the decode kernel's split of
+        # the cache follows the capacity, so both then add up the same numbers in one order.
         if cuda is None:
-            return _Decoder(self, None, batch, length, spans)
+            return _Decoder(self, None, batch, _capacity_bucket(length), spans)
         kept = self.__dict__.get("_decoders")
         signature = self._weights_signature()
         if kept is None or kept[0] != signature:  # new weights, dtype or device
