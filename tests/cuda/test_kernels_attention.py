@@ -270,10 +270,19 @@ def test_decode_kernel_matches_the_contract_composite(n_q):
     g = torch.Generator().manual_seed(11)
     q, kc, vc = (torch.randn(b, h, n, d, generator=g).to(torch.bfloat16)
                  for h, n in ((hq, n_q), (hk, s_max), (hk, s_max)))
+    k_new, v_new = (torch.randn(b, hk, n_q, d, generator=g).to(torch.bfloat16)
+                    for _ in range(2))
     lens, starts = torch.tensor([90, 40]), torch.tensor([3, 0])
-    want = get_backend("cpu").attention_decode(q, kc, vc, lens, starts, d ** -0.5)
-    got = host(A.attention_decode(*(dev(t.to(DEV)) for t in (q, kc, vc, lens)),
-                                  key_starts=dev(starts.to(DEV))))
+    ref_k, ref_v = kc.clone(), vc.clone()
+    want = get_backend("cpu").attention_decode(q, ref_k, ref_v, lens, starts, k_new, v_new,
+                                               d ** -0.5)
+    kc, vc = kc.to(DEV), vc.to(DEV)
+    got = host(A.attention_decode(*(dev(t.to(DEV)) for t in (q,)), dev(kc), dev(vc),
+                                  dev(lens.to(DEV)), key_starts=dev(starts.to(DEV)),
+                                  k_new=dev(k_new.to(DEV)),
+                                  v_new=dev(v_new.to(DEV).transpose(2, 3).contiguous()
+                                            .transpose(2, 3))))
+    assert torch.equal(kc.cpu(), ref_k) and torch.equal(vc.cpu(), ref_v)  # the same writes
     _close(got, want.to(DEV), torch.bfloat16, "kernel vs composite")
 
 

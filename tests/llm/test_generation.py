@@ -296,25 +296,26 @@ def test_fused_qkv_follows_weight_edits_in_place(tmp_path):
 
 def test_graphed_decoders_are_kept_per_shape_and_dropped_on_change(qwen3):
     """Which decode step a graphed generate reuses (the capture itself needs a GPU: see
-    test_generation_cuda.py): one per batch size and capacity bucket, dropped by train(),
-    to() and release_decode_graphs()."""
+    test_generation_cuda.py): one per batch size, capacity bucket, kind of key bounds and
+    greedy or not, dropped by train(), to() and release_decode_graphs()."""
     import types
 
     _, model = qwen3
     fake_cuda = types.SimpleNamespace()
-    first = model._decoder(2, 40, True, fake_cuda)
-    assert model._decoder(2, 60, True, fake_cuda) is first  # both fit 64 slots
+    first = model._decoder(2, 40, True, True, fake_cuda)
+    assert model._decoder(2, 60, True, True, fake_cuda) is first  # both fit 64 slots
     assert first.cache.max_length == 64
-    assert model._decoder(2, 65, True, fake_cuda) is not first
-    assert model._decoder(3, 40, True, fake_cuda) is not first
-    assert model._decoder(2, 40, False, fake_cuda) is not first
-    assert model._decoder(2, 40, True, fake_cuda) is first
+    assert model._decoder(2, 65, True, True, fake_cuda) is not first
+    assert model._decoder(3, 40, True, True, fake_cuda) is not first
+    assert model._decoder(2, 40, False, True, fake_cuda) is not first
+    assert model._decoder(2, 40, True, True, fake_cuda) is first
+    assert model._decoder(2, 40, True, False, fake_cuda) is not first  # sampling
     assert len(model.__dict__["_decoders"][1]) == model._KEPT_GRAPHS
     model.train()
     model.eval()
-    assert model._decoder(2, 40, True, fake_cuda) is not first
-    again = model._decoder(2, 40, True, fake_cuda)
+    assert model._decoder(2, 40, True, True, fake_cuda) is not first
+    again = model._decoder(2, 40, True, True, fake_cuda)
     model.to(genesis.float32)
-    assert model._decoder(2, 40, True, fake_cuda) is not again
+    assert model._decoder(2, 40, True, True, fake_cuda) is not again
     model.release_decode_graphs()
     assert "_decoders" not in model.__dict__

@@ -55,6 +55,27 @@ def test_matches_attention_over_the_valid_slots(device, dtype, n_q, with_starts)
     assert_close(to_torch(out), cpu(_reference(q, kc, vc, lens, starts)))
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_key_and_value_are_written_to_their_slots_first(device, dtype):
+    q, kc, vc = _case(dtype, n_q=2)
+    g = torch.Generator().manual_seed(5)
+    k_new, v_new = (torch.randn(3, 2, 2, 16, generator=g).to(dtype) for _ in range(2))
+    lens, starts = torch.tensor([2, 13, 24]), torch.tensor([0, 3, 9])
+    gk, gv = to_genesis(kc, device), to_genesis(vc, device)
+    before = gk._version
+    # the values as a strided view (as a fused q/k/v projection hands them over)
+    v_arg = to_genesis(v_new.transpose(1, 2).contiguous(), device).transpose(1, 2)
+    out = F.attention_decode(to_genesis(q, device), gk, gv, to_genesis(lens, device),
+                             to_genesis(starts, device), key=to_genesis(k_new, device),
+                             value=v_arg)
+    for row, n in enumerate(lens.tolist()):
+        kc[row, :, n - 2:n], vc[row, :, n - 2:n] = k_new[row], v_new[row]
+    assert_close(to_torch(gk), kc)
+    assert_close(to_torch(gv), vc)
+    assert gk._version > before
+    assert_close(to_torch(out), cpu(_reference(q, kc, vc, lens, starts)))
+
+
 def test_a_query_with_no_slot_gets_zeros(device):
     q, kc, vc = _case(torch.float32, b=2)
     lens, starts = torch.tensor([10, 10]), torch.tensor([10, 3])  # row 0: [10, 10) is empty
@@ -72,5 +93,7 @@ def test_errors_name_the_shapes():
         F.attention_decode(q, kc, vc, lens.to(genesis.float32))
     with pytest.raises(RuntimeError, match="one floating dtype"):
         F.attention_decode(q, kc.to(genesis.float64), vc, lens)
+    with pytest.raises(RuntimeError, match="key and value must both be given"):
+        F.attention_decode(q, kc, vc, lens, key=kc[:, :, :1])
     with pytest.raises(RuntimeError, match="no gradient"):
         F.attention_decode(q.requires_grad_(), kc, vc, lens)

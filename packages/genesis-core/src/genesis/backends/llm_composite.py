@@ -151,10 +151,14 @@ def _rotary_one(b, x: Array, cos: Array, sin: Array, inverse: bool) -> Array:
 
 
 def attention_decode(b, q: Array, k_cache: Array, v_cache: Array, cache_lens: Array,
-                     key_starts: Array | None, scale: float) -> Array:
-    """The composite ``Backend.attention_decode`` (see its docstring): the query heads of
-    each KV group as the rows of one matmul against the whole cache, the slots outside
-    ``[start, len)`` (and after each query's own slot) masked, a softmax, a matmul."""
+                     key_starts: Array | None, k_new: Array | None, v_new: Array | None,
+                     scale: float) -> Array:
+    """The composite ``Backend.attention_decode`` (see its docstring): the new keys and
+    values written with ``index_put_``, then the query heads of each KV group as the rows of
+    one matmul against the whole cache, the slots outside ``[start, len)`` (and after each
+    query's own slot) masked, a softmax, a matmul."""
+    if k_new is not None:
+        _write_new_slots(b, k_cache, v_cache, cache_lens, k_new, v_new)
     dt = b.dtype_of(q)
     acc = _acc_dtype(dt)
     nb, hq, n_q, d = q.shape
@@ -191,6 +195,22 @@ def attention_decode(b, q: Array, k_cache: Array, v_cache: Array, cache_lens: Ar
     out = b.contiguous(b.cast(b.matmul(weights, b.cast(v_cache, acc)), dt))  # (B, Hk, rows, D)
     return b.as_strided(out, (nb, hq, n_q, d), (hq * n_q * d, n_q * d, d, 1),
                         b.storage_offset_of(out))
+
+
+def _write_new_slots(b, k_cache: Array, v_cache: Array, cache_lens: Array, k_new: Array,
+                     v_new: Array) -> None:
+    """``cache[b, h, len[b] - n_q + i] = new[b, h, i]`` for the keys and the values."""
+    nb, hk, n_q, _ = k_new.shape
+    idx = b.device_index_of(k_cache)
+    rows = b.arange(0, nb, 1, int64, idx)
+    rows = b.as_strided(rows, (nb, 1, 1), (1, 0, 0), b.storage_offset_of(rows))
+    heads = b.arange(0, hk, 1, int64, idx)
+    heads = b.as_strided(heads, (1, hk, 1), (0, 1, 0), b.storage_offset_of(heads))
+    lens = _per_row(b, b.cast(cache_lens, int64), (nb, 1, n_q))
+    back = _expand_to_shape(b, b.arange(-n_q, 0, 1, int64, idx), (nb, 1, n_q))
+    slots = b.binary("add", lens, back)  # (B, 1, n_q)
+    b.index_put_(k_cache, [rows, heads, slots], k_new, False)
+    b.index_put_(v_cache, [rows, heads, slots], v_new, False)
 
 
 def _per_row(b, vector: Array, shape) -> Array:

@@ -526,6 +526,24 @@ def _attn_decode_combine(PO, PM, PL, O, n_split, HEAD_DIM: tl.constexpr, BS: tl.
     tl.store(O + row * HEAD_DIM + offs_d, out.to(O.dtype.element_ty))
 
 
+@triton.jit(do_not_specialize=["n_q", "hkv"])
+def _kv_append(KN, VN, KC, VC, LENS, snb, snh, snm, svnb, svnh, svnm, skb, skh, skn, svb, svh,
+               svn, n_q, hkv, HEAD_DIM: tl.constexpr):
+    """One program per (batch, KV head, new token): its key and value rows written to the
+    caches at slot ``len - n_q + i``."""
+    pid = tl.program_id(0).to(tl.int64)  # ((b * Hk) + hk) * n_q + i
+    i = pid % n_q
+    bh = pid // n_q
+    b = bh // hkv
+    hk = bh % hkv
+    slot = tl.load(LENS + b).to(tl.int64) - n_q + i
+    d = tl.arange(0, HEAD_DIM)
+    k = tl.load(KN + b * snb + hk * snh + i * snm + d)
+    v = tl.load(VN + b * svnb + hk * svnh + i * svnm + d)
+    tl.store(KC + b * skb + hk * skh + slot * skn + d, k)
+    tl.store(VC + b * svb + hk * svh + slot * svn + d, v)
+
+
 def _decode_splits(programs: int, s_max: int, bn: int, device) -> int:
     """How many parts to cut each row's cache into so that about two programs per
     multiprocessor run (flash-decoding): 1 when the (batch, KV head) programs fill the GPU
@@ -537,6 +555,15 @@ def _decode_splits(programs: int, s_max: int, bn: int, device) -> int:
     return max(1, min(cdiv(want, programs), cdiv(s_max, 2 * bn), 64))
 
 
+def _contiguous_1d(a):
+    """A (B,) array with unit stride (the kernels index it by row)."""
+    if a.strides[0] == 1 or a.shape[0] == 1:
+        return a
+    from .elementwise import contiguous
+
+    return contiguous(a)
+
+
 def decode_supported(q, k_cache, v_cache) -> bool:
     """Whether ``attention_decode`` covers these operands (the backend's composite runs
     otherwise): half precision, head dims of ``HEAD_DIMS``, at most 16 new tokens."""
@@ -544,7 +571,8 @@ def decode_supported(q, k_cache, v_cache) -> bool:
             and q.shape[-1] in HEAD_DIMS and 1 <= q.shape[2] <= 16 and k_cache.shape[2] > 0)
 
 
-def attention_decode(q, k_cache, v_cache, cache_lens, scale=None, causal=True, key_starts=None):
+def attention_decode(q, k_cache, v_cache, cache_lens, scale=None, causal=True, key_starts=None,
+                     k_new=None, v_new=None):
     """Attention of a few new query rows per sequence over a preallocated KV cache.
 
     Args:
@@ -558,6 +586,9 @@ def attention_decode(q, k_cache, v_cache, cache_lens, scale=None, causal=True, k
             whole valid cache).
         key_starts: (B,) int32/int64 first valid slot of each row (left padding, a sliding
             window), or None for 0.
+        k_new, v_new: (B, Hk, n_q, D), any strides: the new tokens' keys and values, written
+            into the caches at ``[cache_lens[b] - n_q, cache_lens[b])`` first (one kernel for
+            both), or None when they are there already.
 
     Returns:
         (B, Hq, n_q, D) in q's dtype (zeros for a row with no valid key).
@@ -588,7 +619,25 @@ def attention_decode(q, k_cache, v_cache, cache_lens, scale=None, causal=True, k
         if a is not None and (tuple(a.shape) != (b,) or a.dtype not in (D.int32, D.int64)):
             raise TypeError(f"attention_decode: {name} must be int32/int64 of shape ({b},), "
                             f"got {a.dtype} {a.shape}")
+    if (k_new is None) != (v_new is None) or (k_new is not None and (
+            tuple(k_new.shape) != (b, hkv, n_q, d) or tuple(v_new.shape) != (b, hkv, n_q, d)
+            or k_new.dtype is not q.dtype or v_new.dtype is not q.dtype)):
+        raise ValueError(f"attention_decode: k_new and v_new must both be given, of shape "
+                         f"{(b, hkv, n_q, d)} and dtype {q.dtype}, got "
+                         f"{None if k_new is None else (k_new.shape, k_new.dtype)} and "
+                         f"{None if v_new is None else (v_new.shape, v_new.dtype)}")
     q, k_cache, v_cache = (_last_dim_unit(a) for a in (q, k_cache, v_cache))
+    cache_lens = _contiguous_1d(cache_lens)
+    key_starts = None if key_starts is None else _contiguous_1d(key_starts)
+    if k_new is not None:
+        k_new, v_new = _last_dim_unit(k_new), _last_dim_unit(v_new)
+        _launcher(_kv_append, 1, 1).launch(
+            (d, aligned(k_new, v_new, k_cache, v_cache, cache_lens),
+             _launch.spec(*k_new.strides[:3], *v_new.strides[:3], *k_cache.strides[:3],
+                          *v_cache.strides[:3])), q.device,
+            (b * hkv * n_q,), (k_new, v_new, k_cache, v_cache, cache_lens, *k_new.strides[:3],
+                               *v_new.strides[:3], *k_cache.strides[:3], *v_cache.strides[:3],
+                               n_q, hkv, d), _big(k_new, v_new, k_cache, v_cache))
     n_rep = h // hkv
     out = _launch.empty((b, h, n_q, d), q.dtype, q.device)
     scale = d ** -0.5 if scale is None else float(scale)

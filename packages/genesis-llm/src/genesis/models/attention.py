@@ -88,8 +88,8 @@ class KVCache:
         The write is an in-place ``index_put_`` (one kernel per buffer) at slots held in a
         tensor, so a decode step has the same shapes (and addresses) every time.
         """
-        self.keys[layer][:, :, slots] = k
-        self.values[layer][:, :, slots] = v
+        self.keys[layer].index_put_((None, None, slots), k)
+        self.values[layer].index_put_((None, None, slots), v)
         return self.keys[layer], self.values[layer]
 
 
@@ -140,13 +140,15 @@ class Attention(nn.Module):
             q, k = self.q_norm(q), self.k_norm(k)
         q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)  # (B, H, S, D)
         q, k = F.apply_rotary_emb(q, k, cos.to(q.dtype), sin.to(q.dtype))  # autocast: bf16 q
-        if cache is not None:
-            k, v = cache.update(self.layer_idx, k, v, slots)  # (B, Hkv, L, D)
-            if kv_len is not None:
-                k, v = k[:, :, :kv_len], v[:, :, :kv_len]
-        if isinstance(mask, CacheSpan):  # a decode step: only the valid slots are read
-            out = F.attention_decode(q, k, v, mask.lens, mask.starts)  # (B, H, 1, D)
+        if isinstance(mask, CacheSpan):  # a decode step: writes k, v, reads the valid slots
+            i = self.layer_idx
+            out = F.attention_decode(q, cache.keys[i], cache.values[i], mask.lens, mask.starts,
+                                     key=k, value=v)  # (B, H, 1, D)
         else:
+            if cache is not None:
+                k, v = cache.update(self.layer_idx, k, v, slots)  # (B, Hkv, L, D)
+                if kv_len is not None:
+                    k, v = k[:, :, :kv_len], v[:, :, :kv_len]
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask,
                                                  is_causal=mask is None,
                                                  enable_gqa=True)  # (B, H, S, D)

@@ -62,66 +62,99 @@ def _capacity_bucket(length: int) -> int:
 
 
 class _Decoder:
-    """The decode step of one shape (batch, cache capacity, kind of key bounds) with its
-    state: the KV cache and the step's inputs at fixed addresses.
+    """The decode step of one shape (batch, cache capacity, kind of key bounds, greedy or
+    not) with its state at fixed addresses: the KV cache, the key bounds, the step's inputs
+    (the last tokens, their positions, their cache slot) and which rows have finished.
 
-    Eager (``cuda`` None) it just runs ``decode_step``. With ``cuda`` the step is replayed
-    from a CUDA graph: the inputs are copied into the static buffers, the graph (captured on
-    the second call; the first runs eagerly and warms the kernels up) reruns every kernel on
-    them, and the output lives in the graph's own static tensor. Graphed decoders are kept
-    on the model between ``generate`` calls (``GenerationMixin._decoder``); the cache, the
-    key bounds and the static inputs are captured by address, so they are refilled in place,
-    never replaced. A step that cannot be captured (a host read: ``GraphCaptureError``)
-    warns and runs eagerly from then on.
+    A step (``_step``) runs ``decode_step`` and advances the positions and the slot in place.
+    Greedy, it also chooses the next tokens itself (``argmax``; the pad token on finished
+    rows), feeds them back as its next input and records them in ``history`` at their slot,
+    so a replayed step needs nothing from the host. Otherwise it returns the logits and the
+    caller feeds its choice back (``step(token)``).
+
+    Eager (``cuda`` None) the step just runs. With ``cuda`` it is replayed from a CUDA graph
+    captured on the second step (the first runs eagerly and warms the kernels up); the
+    graph reruns every kernel on the fixed tensors. Graphed decoders are kept on the model
+    between ``generate`` calls (``GenerationMixin._decoder``), so their state is refilled in
+    place, never replaced (the fused q/k/v weight too: the eager prefill of every call
+    rewrites it in place if the weights changed). A step that cannot be captured (a host
+    read: ``GraphCaptureError``) warns and runs eagerly from then on.
     """
 
-    def __init__(self, model, cuda, batch: int, capacity: int, spans: bool) -> None:
+    def __init__(self, model, cuda, batch: int, capacity: int, spans: bool,
+                 greedy: bool) -> None:
         device = model.device
-        self.model, self.cuda, self.capacity = model, cuda, capacity
+        self.model, self.cuda, self.greedy = model, cuda, greedy
         self.cache = KVCache(model.config, batch, capacity, model.dtype, device)
         # key bounds: (B,) first real slot of each row, or a (B, L) validity mask
         self.key_starts = genesis.zeros(batch, dtype=genesis.int64, device=device) \
             if spans else None
         self.key_valid = None if spans else genesis.ones((batch, capacity), dtype=genesis.bool,
                                                          device=device)
-        self.inputs = (genesis.zeros((batch, 1), dtype=genesis.int64, device=device),
-                       genesis.zeros((batch, 1), dtype=genesis.int64, device=device),
-                       genesis.zeros(1, dtype=genesis.int64, device=device))
+        self.tokens = genesis.zeros((batch, 1), dtype=genesis.int64, device=device)
+        self.positions = genesis.zeros((batch, 1), dtype=genesis.int64, device=device)
+        self.slot = genesis.zeros(1, dtype=genesis.int64, device=device)
+        self.finished = genesis.zeros(batch, dtype=genesis.bool, device=device)
+        self.pad = genesis.zeros((), dtype=genesis.int64, device=device)
+        self.history = genesis.zeros((batch, capacity), dtype=genesis.int64, device=device) \
+            if greedy else None
         self.graph = self.logits = None
         self.warm = self.failed = False
 
-    def start(self, prompt_valid: Tensor, key_starts: Tensor | None) -> None:
-        """Set the key bounds of a new batch of prompts ``(B, P)``."""
+    def start(self, prompt_valid: Tensor, key_starts: Tensor | None, positions: Tensor,
+              pad_token_id: int) -> None:
+        """Set up a new batch of prompts ``(B, P)``: key bounds, the first new tokens'
+        positions ``(B, 1)`` and slot ``P``, no row finished."""
+        p = prompt_valid.shape[1]
         if self.key_starts is not None:
             self.key_starts.copy_(key_starts)
         else:
-            p = prompt_valid.shape[1]
             self.key_valid[:, :p] = prompt_valid
             self.key_valid[:, p:] = True  # new tokens are always real
+        self.positions.copy_(positions)
+        self.slot.fill_(p)
+        self.finished.fill_(False)
+        self.pad.fill_(pad_token_id)
 
-    def _eager(self, tokens, position_ids, cache_position):
-        return self.model.decode_step(tokens, position_ids, cache_position, self.key_valid,
-                                      self.cache, key_starts=self.key_starts)
+    def first(self, token: Tensor) -> None:
+        """Record the prefill's choice ``(B,)``: the first step's input (and, greedy, the
+        history's first new token, at slot ``P``)."""
+        self.tokens.copy_(token.unsqueeze(1))
+        if self.greedy:
+            self.history.index_put_((None, self.slot), self.tokens)
 
-    def __call__(self, tokens, position_ids, cache_position):
-        if self.cuda is None or self.failed:
-            return self._eager(tokens, position_ids, cache_position)
-        for static, new in zip(self.inputs, (tokens, position_ids, cache_position)):
-            static.copy_(new)
-        if not self.warm:
+    def _step(self) -> Tensor | None:
+        logits = self.model.decode_step(self.tokens, self.positions, self.slot, self.key_valid,
+                                        self.cache, key_starts=self.key_starts)
+        self.positions.add_(1)
+        self.slot.add_(1)
+        if not self.greedy:
+            return logits
+        token = genesis.where(self.finished, self.pad, logits.argmax(-1))  # (B,)
+        self.tokens.copy_(token.unsqueeze(1))
+        self.history.index_put_((None, self.slot), self.tokens)
+        return None
+
+    def step(self, token: Tensor | None = None) -> Tensor | None:
+        """One decode step after ``token`` ``(B,)`` (not greedy: the caller's choice);
+        returns the logits ``(B, V)`` (greedy: None, the token is in ``history``)."""
+        if token is not None:
+            self.tokens.copy_(token.unsqueeze(1))
+        if self.cuda is None or self.failed or not self.warm:
             self.warm = True
-            return self._eager(*self.inputs)
+            return self._step()
         if self.graph is None:
-            self.graph = self.cuda.CUDAGraph()
+            graph = self.cuda.CUDAGraph()
             try:
-                with self.cuda.graph(self.graph):
-                    self.logits = self._eager(*self.inputs)
+                with self.cuda.graph(graph):
+                    self.logits = self._step()
             except self.cuda.GraphCaptureError as exc:  # nothing ran: redo the step eagerly
                 warnings.warn(f"generate: the decode step could not be captured as a CUDA "
                               f"graph; running it eagerly ({exc})", RuntimeWarning,
-                              stacklevel=4)
-                self.failed, self.graph = True, None
-                return self._eager(*self.inputs)
+                              stacklevel=3)
+                self.failed = True
+                return self._step()
+            self.graph = graph
         self.graph.replay()
         return self.logits
 
@@ -129,7 +162,7 @@ class _Decoder:
         """Free the graph (its memory pool) and the cache."""
         if self.graph is not None:
             self.graph.reset()
-        self.graph = self.logits = self.cache = None
+        self.graph = self.logits = self.cache = self.history = None
 
 
 def _eos_list(eos_token_id) -> list[int]:
@@ -194,25 +227,25 @@ class GenerationMixin:
         return self.logits_for_last(hidden)
 
     # ------------------------------------------------- decode steps kept between calls
-    def _decoder(self, batch: int, length: int, spans: bool, cuda) -> _Decoder:
+    def _decoder(self, batch: int, length: int, spans: bool, greedy: bool, cuda) -> _Decoder:
         """The decode step for ``batch`` rows of ``length`` slots: a new eager one, or
         (with ``cuda``) the graphed one kept for this shape, made on first use."""
         # Eager steps get the same capacity as graphed ones: the decode kernel's split of
         # the cache follows the capacity, so both then add up the same numbers in one order.
         if cuda is None:
-            return _Decoder(self, None, batch, _capacity_bucket(length), spans)
+            return _Decoder(self, None, batch, _capacity_bucket(length), spans, greedy)
         kept = self.__dict__.get("_decoders")
         signature = self._weights_signature()
         if kept is None or kept[0] != signature:  # new weights, dtype or device
             self.release_decode_graphs()
             kept = self.__dict__["_decoders"] = (signature, {})
         decoders = kept[1]
-        key = (batch, _capacity_bucket(length), spans)
+        key = (batch, _capacity_bucket(length), spans, greedy)
         decoder = decoders.pop(key, None)
         if decoder is None:
             while len(decoders) >= self._KEPT_GRAPHS:
                 decoders.pop(next(iter(decoders))).release()
-            decoder = _Decoder(self, cuda, batch, key[1], spans)
+            decoder = _Decoder(self, cuda, batch, key[1], spans, greedy)
         decoders[key] = decoder  # (re)inserted last: the most recently used
         return decoder
 
@@ -315,40 +348,43 @@ class GenerationMixin:
         eos_ids = genesis.tensor(eos, dtype=genesis.int64, device=device) if eos else None
 
         cuda = _graph_api(device) if use_cuda_graph and self.graphable() else None
-        decode = self._decoder(b, p + max_new_tokens, key_starts is not None, cuda)
-        decode.start(prompt_valid, key_starts)
+        # greedy steps choose their tokens themselves (inside a captured graph)
+        greedy = not do_sample and seen is None
+        decode = self._decoder(b, p + max_new_tokens, key_starts is not None, greedy, cuda)
+        decode.start(prompt_valid, key_starts, position_ids[:, -1:] + 1, pad_token_id)
         logits = self.prefill(input_ids, position_ids,
                               None if attention_mask is None else prompt_valid, decode.cache)
-        next_position = position_ids[:, -1:] + 1  # (B, 1)
-        cache_position = genesis.tensor([p], dtype=genesis.int64, device=device)
-        finished = genesis.zeros(b, dtype=genesis.bool, device=device)
+        finished = decode.finished  # (B,) bool, updated in place (a greedy step reads it)
         new_tokens, all_ended = [], []  # all_ended: (0-d bool) per step, read in batches
         check_every = _eos_check_every(device)
         for step in range(max_new_tokens):
-            if seen is not None:
-                logits = apply_repetition_penalty(logits.to(genesis.float32), seen,
-                                                  repetition_penalty)
-            if do_sample:
-                token = sample_token(warp_logits(logits.to(genesis.float32), temperature,
-                                                 top_k, top_p), generator)
-            else:  # widening is exact and keeps the order: argmax needs no float32 copy
-                token = logits.argmax(-1)  # (B,)
-            token = genesis.where(finished, pad_token_id, token)
+            if step and greedy:
+                token = decode.history[:, p + step]  # (B,) chosen by the step
+            else:
+                if seen is not None:
+                    logits = apply_repetition_penalty(logits.to(genesis.float32), seen,
+                                                      repetition_penalty)
+                if do_sample:
+                    token = sample_token(warp_logits(logits.to(genesis.float32), temperature,
+                                                     top_k, top_p), generator)
+                else:  # widening is exact and keeps the order: no float32 copy to argmax
+                    token = logits.argmax(-1)  # (B,)
+                token = genesis.where(finished, pad_token_id, token)
+                if step == 0:
+                    decode.first(token)
             new_tokens.append(token)
             if streamer is not None:
                 streamer.put(token.cpu())
             if seen is not None:
                 seen = seen.scatter(1, token.unsqueeze(1), True)
             if eos_ids is not None:
-                finished = finished | (token.unsqueeze(1) == eos_ids).any(-1)
+                finished.copy_(finished | (token.unsqueeze(1) == eos_ids).any(-1))
                 all_ended.append(finished.all())
                 checked = streamer is not None or (step + 1) % check_every == 0
                 if checked and all_ended[-1].item():
                     break
             if step + 1 < max_new_tokens:
-                logits = decode(token.unsqueeze(1), next_position, cache_position)
-                next_position = next_position + 1
-                cache_position = cache_position + 1
+                logits = decode.step(None if greedy or step == 0 else token)
         if streamer is not None:
             streamer.end()
         if all_ended:  # stop where every row had ended, as if it had been checked each step

@@ -49,13 +49,16 @@ def _check(q: Tensor, k_cache: Tensor, v_cache: Tensor, cache_lens: Tensor,
 
 
 def attention_decode(query: Tensor, key_cache: Tensor, value_cache: Tensor, cache_lens: Tensor,
-                     key_starts: Tensor | None = None, scale: float | None = None) -> Tensor:
+                     key_starts: Tensor | None = None, scale: float | None = None,
+                     key: Tensor | None = None, value: Tensor | None = None) -> Tensor:
     """Attention of each sequence's newest tokens over its KV cache.
 
     Row ``b``'s keys and values are the cache slots ``[key_starts[b], cache_lens[b])``; its
-    ``n_q`` new tokens are the last ``n_q`` of them (already written to the cache), and new
-    token ``i`` attends causally, to the slots up to ``cache_lens[b] - n_q + i``. Grouped
-    query heads share their key/value head (query head ``h`` uses ``h // (Hq // Hk)``).
+    ``n_q`` new tokens are the last ``n_q`` of them, and new token ``i`` attends causally, to
+    the slots up to ``cache_lens[b] - n_q + i``. The new tokens' keys and values are either
+    in the cache already or given as ``key``/``value``, which are then written there first
+    (in place, as ``flash_attn_with_kvcache`` does). Grouped query heads share their
+    key/value head (query head ``h`` uses ``h // (Hq // Hk)``).
 
     Args:
         query: ``(B, Hq, n_q, D)``, the new tokens' queries.
@@ -65,18 +68,36 @@ def attention_decode(query: Tensor, key_cache: Tensor, value_cache: Tensor, cach
         key_starts: ``(B,)`` int32/int64, each row's first valid slot (left padding, a
             sliding window); None: slot 0.
         scale: score scale; default ``1 / sqrt(D)``.
+        key, value: ``(B, Hk, n_q, D)``, the new tokens' keys and values to write into the
+            caches at their slots (both or neither).
 
     Returns:
         ``(B, Hq, n_q, D)`` in the query's dtype; zeros for a query with no slot to see.
 
     Example::
 
-        >>> cache_k[:, :, slot] = k; cache_v[:, :, slot] = v     # the new token's k and v
-        >>> out = F.attention_decode(q, cache_k, cache_v, lens)  # lens = slot + 1 per row
+        >>> # lens = slot + 1 per row; k, v (B, Hk, 1, D) go to the caches at the slot
+        >>> out = F.attention_decode(q, cache_k, cache_v, lens, key=k, value=v)
     """
     _check(query, key_cache, value_cache, cache_lens, key_starts)
+    if key is not None or value is not None:
+        _check_new(query, key_cache, key, value)
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
     out = query._backend.attention_decode(
         query._data, key_cache._data, value_cache._data, cache_lens._data,
-        None if key_starts is None else key_starts._data, scale)
+        None if key_starts is None else key_starts._data,
+        None if key is None else key._data, None if value is None else value._data, scale)
+    if key is not None:  # written in place
+        key_cache._version_box[0] += 1
+        value_cache._version_box[0] += 1
     return wrap(out, query.device)
+
+
+def _check_new(q: Tensor, k_cache: Tensor, key: Tensor | None, value: Tensor | None) -> None:
+    b, hk, n_q, d = q.shape[0], k_cache.shape[1], q.shape[2], q.shape[3]
+    for name, t in (("key", key), ("value", value)):
+        if t is None or tuple(t.shape) != (b, hk, n_q, d) or t.dtype is not q.dtype:
+            raise RuntimeError(f"attention_decode: key and value must both be given, of size "
+                               f"{[b, hk, n_q, d]} and dtype {q.dtype}; got {name} "
+                               f"{None if t is None else (list(t.shape), t.dtype)}")
+    check_same_device("attention_decode", q, key, value)
