@@ -463,7 +463,9 @@ def _attn_decode(Q, KC, VC, LENS, STARTS, O, PM, PL, sqb, sqh, sqm, skb, skh, sk
     q = tl.load(Q + b * sqb + h[:, None] * sqh + qi[:, None] * sqm + offs_d[None, :],
                 mask=rows[:, None], other=0.0)
     n_k = tl.load(LENS + b).to(tl.int32)
-    lo = tl.load(STARTS + b).to(tl.int32) if HAS_STARTS else 0
+    lo = n_k * 0
+    if HAS_STARTS:
+        lo = tl.load(STARTS + b).to(tl.int32)
     hi = n_k
     if SPLIT:
         split = tl.program_id(2)

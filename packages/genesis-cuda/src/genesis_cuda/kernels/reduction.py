@@ -203,8 +203,8 @@ def _arg_kernel(x_ptr, out_ptr, val_ptr, K, R, RCH, ka, kb, ksa, ksb, ksc, rs,
         tl.store(out_ptr + k, best_idx, mask=kmask)
 
 
-@triton.jit(do_not_specialize=["K", "S"])
-def _arg_combine_kernel(val_ptr, idx_ptr, out_ptr, K, S, IS_MAX: tl.constexpr,
+@triton.jit(do_not_specialize=["K", "S", "R"])
+def _arg_combine_kernel(val_ptr, idx_ptr, out_ptr, K, S, R, IS_MAX: tl.constexpr,
                         CT: tl.constexpr, FILL: tl.constexpr, BK: tl.constexpr,
                         BS: tl.constexpr):
     """The first max/min of BK rows from their S chunks' partials: a NaN chunk first, else
@@ -223,7 +223,7 @@ def _arg_combine_kernel(val_ptr, idx_ptr, out_ptr, K, S, IS_MAX: tl.constexpr,
     else:
         m = tl.min(vv, 1).to(CT)
     cand = tl.where(has_nan[:, None], isn, (vv == m[:, None]) & mask)
-    best = tl.min(tl.where(cand, i, 9223372036854775807), 1)
+    best = tl.min(tl.where(cand, i, R), 1)  # every index is below R
     tl.store(out_ptr + k, best, mask=k < K)
 
 
@@ -540,7 +540,8 @@ def _argreduce(is_max, a, dim, keepdim):
         bkc = max(1, min(next_pow2(K), 1024 // bs))
         _arg_combine.launch((is_max, ct.name, bkc, bs, aligned(val, idx, out)), a.device,
                             (cdiv(K, bkc),),
-                            (val, idx, out, K, splits, is_max, tl_dtype(ct), fill, bkc, bs))
+                            (val, idx, out, K, splits, R, is_max, tl_dtype(ct), fill, bkc,
+                             bs))
     return out
 
 
