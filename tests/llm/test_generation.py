@@ -303,9 +303,9 @@ def test_graphed_decoders_are_kept_per_shape_and_dropped_on_change(qwen3):
     _, model = qwen3
     fake_cuda = types.SimpleNamespace()
     first = model._decoder(2, 40, True, True, fake_cuda)
-    assert model._decoder(2, 60, True, True, fake_cuda) is first  # both fit 64 slots
-    assert first.cache.max_length == 64
-    assert model._decoder(2, 65, True, True, fake_cuda) is not first
+    assert model._decoder(2, 300, True, True, fake_cuda) is first  # both fit 512 slots
+    assert first.cache.max_length == 512
+    assert model._decoder(2, 513, True, True, fake_cuda) is not first
     assert model._decoder(3, 40, True, True, fake_cuda) is not first
     assert model._decoder(2, 40, False, True, fake_cuda) is not first
     assert model._decoder(2, 40, True, True, fake_cuda) is first

@@ -78,7 +78,7 @@ def test_kept_graph_is_reused_across_calls(tmp_path, graph_api, monkeypatch):
         assert graphed.tolist() == eager.tolist()
 
     both([12, 7, 9], 24, 0)
-    both([10, 10, 3], 40, 1)  # 50 slots: the same 64-slot bucket, other padding
+    both([10, 10, 3], 40, 1)  # 50 slots: the same 512-slot bucket, other padding
     assert len(captures) == 1
     with genesis.no_grad():
         model.model.layers[0].self_attn.k_proj.bias.add_(0.25)

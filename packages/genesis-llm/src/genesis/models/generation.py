@@ -56,9 +56,11 @@ def _graph_api(device):
 
 
 def _capacity_bucket(length: int) -> int:
-    """KV-cache slots of a kept graph: ``length`` rounded up to a power of two (at least 64),
-    so calls with other prompt lengths or ``max_new_tokens`` reuse one captured step."""
-    return max(64, 1 << (length - 1).bit_length())
+    """KV-cache slots for ``length`` tokens: rounded up to a power of two, at least 512, so
+    calls with other prompt lengths or ``max_new_tokens`` reuse one captured step (a short
+    warm-up call and a long one included). The decode attention reads only the filled
+    slots, so a roomier cache costs memory, not time."""
+    return max(512, 1 << (length - 1).bit_length())
 
 
 class _Decoder:
