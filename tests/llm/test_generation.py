@@ -276,20 +276,25 @@ def test_a_mask_with_a_hole_takes_the_masked_steps(qwen3, monkeypatch):
     np.testing.assert_array_equal(to_numpy(out), to_numpy(again))
 
 
-def test_fused_qkv_follows_weight_edits_in_place(tmp_path):
-    """Inference runs q/k/v as one matmul over a kept concatenated weight; an in-place edit of
-    a projection (new version) rewrites it, in the same memory (a CUDA graph may read it)."""
+def test_fused_projections_follow_weight_edits_in_place(tmp_path):
+    """Inference runs q/k/v (and gate/up) as one matmul over a kept concatenated weight; an
+    in-place edit of a projection (new version) rewrites it, in the same memory (a CUDA graph
+    may read it)."""
     make_checkpoint("qwen2", tmp_path)  # q/k/v with bias
     model = AutoModelForCausalLM.from_pretrained(tmp_path).eval()
     ids = genesis.tensor([[3, 1, 4, 1, 5]])
     attn = model.model.layers[0].self_attn
+    mlp = model.model.layers[1].mlp
     with genesis.no_grad():
-        model(ids)  # builds the fused weight
-        weight, bias = attn.fused_qkv()
+        model(ids)  # builds the fused weights
+        weight, bias = attn.qkv.refresh()
+        gate_up = mlp.gate_up.refresh()[0]
         attn.k_proj.bias.add_(0.5)
         attn.v_proj.weight.mul_(2.0)
+        mlp.up_proj.weight.mul_(0.5)
         fused = model(ids).logits
-        assert attn.fused_qkv()[0] is weight and attn.fused_qkv()[1] is bias
+        assert attn.qkv.weight is weight and attn.qkv.bias is bias
+        assert mlp.gate_up.weight is gate_up
     unfused = model(ids).logits  # grad mode: three projections
     np.testing.assert_allclose(to_numpy(fused), to_numpy(unfused), atol=1e-5, rtol=0)
 

@@ -438,8 +438,9 @@ class Backend(ABC):
                                                     ignore_index, label_smoothing)
 
     def swiglu(self, gate: Array, up: Array) -> Array:
-        """*Optional.* ``silu(gate) * up`` (same shape and dtype), in ``gate``'s dtype,
-        computed in float32 (float64 stays) and rounded once."""
+        """*Optional.* ``silu(gate) * up`` (same shape and dtype, any strides), in
+        ``gate``'s dtype, computed in float32 (float64 stays) and rounded once; a new
+        contiguous array."""
         return llm_composite.swiglu(self, gate, up)
 
     def swiglu_backward(self, grad: Array, gate: Array, up: Array) -> tuple[Array, Array]:

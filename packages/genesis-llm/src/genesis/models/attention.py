@@ -10,9 +10,8 @@ A decode step whose valid keys are one range of slots per row (left padding, a s
 window) describes them as a ``CacheSpan`` instead: ``F.attention_decode`` then reads only
 those slots, with their bounds in device tensors.
 
-In inference (not training, no gradient) the q/k/v projections run as one matmul over a
-concatenated weight kept on the module (``Attention.fused_qkv``), rebuilt in place when a
-projection's weight or bias changes (their version counters).
+In inference (not training, no gradient) the q/k/v projections run as one matmul
+(``FusedLinear``).
 """
 
 from __future__ import annotations
@@ -24,6 +23,7 @@ import genesis.nn as nn
 import genesis.nn.functional as F
 from genesis import Tensor
 from genesis.models.config import Qwen2Config
+from genesis.models.fused_weights import FusedLinear
 
 __all__ = ["Attention", "CacheSpan", "KVCache", "attention_mask"]
 
@@ -115,7 +115,8 @@ class Attention(nn.Module):
             self.k_norm = nn.RMSNorm(self.head_dim, eps=config.rms_norm_eps, **kw)
         else:
             self.q_norm = self.k_norm = None
-        self._qkv = None  # fused_qkv's (key, weight, bias): plain tensors, not in state_dict
+        # inference: q/k/v as one matmul (a kept copy, not a parameter: not in state_dict)
+        self.qkv = FusedLinear([self.q_proj, self.k_proj, self.v_proj])
 
     def forward(self, x: Tensor, cos: Tensor, sin: Tensor, mask: Tensor | None,
                 cache: KVCache | None = None, slots: Tensor | None = None,
@@ -159,39 +160,4 @@ class Attention(nn.Module):
         """q, k, v projections ``(B, S, H * D)``: one matmul in inference, three otherwise."""
         if self.training or genesis.is_grad_enabled():
             return self.q_proj(x), self.k_proj(x), self.v_proj(x)
-        weight, bias = self.fused_qkv()
-        qkv = F.linear(x, weight, bias)  # (B, S, (Hq + 2 Hkv) * D)
-        q_out, kv_out = self.q_proj.out_features, self.k_proj.out_features
-        return (qkv[..., :q_out], qkv[..., q_out:q_out + kv_out],
-                qkv[..., q_out + kv_out:])
-
-    def fused_qkv(self) -> tuple[Tensor, Tensor | None]:
-        """The q, k and v projections' weights (and biases) concatenated, for inference.
-
-        Kept between calls and rewritten in place (the same memory, so a captured CUDA
-        graph still reads it) when a projection's weight or bias has changed since: a new
-        version (an optimizer step, ``load_state_dict``) or new memory (``to()``).
-        """
-        parts = [m.weight for m in (self.q_proj, self.k_proj, self.v_proj)]
-        if self.q_proj.bias is not None:
-            parts += [m.bias for m in (self.q_proj, self.k_proj, self.v_proj)]
-        key = tuple((t.data_ptr(), t._version, t.dtype) for t in parts)
-        cached = self._qkv
-        if cached is not None and cached[0] == key:
-            return cached[1], cached[2]
-        with genesis.no_grad():
-            weight = genesis.cat(parts[:3], dim=0)  # (out_q + 2 out_kv, hidden)
-            bias = genesis.cat(parts[3:], dim=0) if len(parts) > 3 else None
-            if cached is not None and _same_layout(cached[1], weight) and (
-                    bias is None or _same_layout(cached[2], bias)):
-                cached[1].copy_(weight)  # in place: its address may be in a CUDA graph
-                if bias is not None:
-                    cached[2].copy_(bias)
-                weight, bias = cached[1], cached[2]
-        self._qkv = (key, weight, bias)
-        return weight, bias
-
-
-def _same_layout(old: Tensor | None, new: Tensor) -> bool:
-    return (old is not None and old.shape == new.shape and old.dtype is new.dtype
-            and old.device == new.device)
+        return tuple(self.qkv(x))
