@@ -279,26 +279,33 @@ def test_a_mask_with_a_hole_takes_the_masked_steps(qwen3, monkeypatch):
 
 
 def test_fused_projections_follow_weight_edits_in_place(tmp_path):
-    """Inference runs q/k/v (and gate/up) as one matmul over a kept concatenated weight; an
-    in-place edit of a projection (new version) rewrites it, in the same memory (a CUDA graph
-    may read it)."""
+    """Inference runs q/k/v (and gate/up) as one matmul over the stacked weights, which the
+    layers' parameters are views of: in-place edits show at once, at the same address. Once
+    ``to()`` gives the parameters memory of their own, q/k/v use a stacked copy and gate/up
+    run one by one; the logits stay the unfused ones."""
     make_checkpoint("qwen2", tmp_path)  # q/k/v with bias
     model = AutoModelForCausalLM.from_pretrained(tmp_path).eval()
     ids = genesis.tensor([[3, 1, 4, 1, 5]])
-    attn = model.model.layers[0].self_attn
-    mlp = model.model.layers[1].mlp
+    attn, mlp = model.model.layers[0].self_attn, model.model.layers[1].mlp
+    weight, bias = attn.qkv.refresh()
+    assert attn.k_proj.weight.data_ptr() == weight[attn.q_proj.out_features:].data_ptr()
+    assert mlp.gate_up.refresh() is mlp.gate_up.shared
     with genesis.no_grad():
-        model(ids)  # builds the fused weights
-        weight, bias = attn.qkv.refresh()
-        gate_up = mlp.gate_up.refresh()[0]
         attn.k_proj.bias.add_(0.5)
         attn.v_proj.weight.mul_(2.0)
         mlp.up_proj.weight.mul_(0.5)
         fused = model(ids).logits
-        assert attn.qkv.weight is weight and attn.qkv.bias is bias
-        assert mlp.gate_up.weight is gate_up
-    unfused = model(ids).logits  # grad mode: three projections
+        again = attn.qkv.refresh()
+        assert again[0] is weight and again[1] is bias
+    unfused = model(ids).logits  # grad mode: the layers one by one
     np.testing.assert_allclose(to_numpy(fused), to_numpy(unfused), atol=1e-5, rtol=0)
+    model.to(genesis.float64)
+    with genesis.no_grad():
+        fused = model(ids).logits
+        assert attn.qkv.shared is None and attn.qkv.refresh()[0].dtype is genesis.float64
+        assert mlp.gate_up.refresh() is None
+    np.testing.assert_allclose(to_numpy(fused), to_numpy(model(ids).logits), atol=1e-9,
+                               rtol=0)
 
 
 def test_graphed_decoders_are_kept_per_shape_and_dropped_on_change(qwen3):

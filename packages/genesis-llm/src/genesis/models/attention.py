@@ -115,8 +115,8 @@ class Attention(nn.Module):
             self.k_norm = nn.RMSNorm(self.head_dim, eps=config.rms_norm_eps, **kw)
         else:
             self.q_norm = self.k_norm = None
-        # inference: q/k/v as one matmul (a kept copy, not a parameter: not in state_dict)
-        self.qkv = FusedLinear([self.q_proj, self.k_proj, self.v_proj])
+        # inference: q/k/v as one matmul (their parameters become views of one buffer)
+        self.qkv = FusedLinear([self.q_proj, self.k_proj, self.v_proj], copy=True)
 
     def forward(self, x: Tensor, cos: Tensor, sin: Tensor, mask: Tensor | None,
                 cache: KVCache | None = None, slots: Tensor | None = None,

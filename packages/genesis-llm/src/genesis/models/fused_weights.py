@@ -1,18 +1,24 @@
-"""Concatenated projection weights for inference: several linears of one input as one matmul.
+"""Several linears of one input as one matmul, for inference.
 
 The q/k/v projections of attention and the gate/up projections of the MLP read the same
 input; in inference (not training, no gradient) running them as one matmul over their
 weights stacked along the output dim launches one kernel instead of three (two) and keeps
-the bias in the matmul's epilogue. The parameters themselves stay separate (the checkpoint
-names, training and its gradients are untouched); the stacked copy is kept between calls
-and rewritten *in place* when a part changes (a new version from an optimizer step or
-``load_state_dict``, or new memory from ``to()``), so a captured CUDA graph that reads it
-stays valid.
+the bias in the matmul's epilogue.
+
+The layers keep their own parameters (the checkpoint names, training and its gradients are
+untouched), but ``FusedLinear`` makes them *views of one buffer* when it is built: the
+stacked weight then costs no memory and always holds the current values (an optimizer step
+or ``load_state_dict`` writes into it), and its address never changes, so a captured CUDA
+graph that reads it stays valid. Should the layers get memory of their own later
+(``Module.to`` replaces each parameter's data), the fused call either keeps a stacked copy,
+rewritten in place when a part changes (``copy=True``: q/k/v, whose weights are small), or
+runs the layers one by one (``copy=False``: gate/up, too big to double).
 """
 
 from __future__ import annotations
 
 import genesis
+import genesis.nn as nn
 import genesis.nn.functional as F
 from genesis import Tensor
 
@@ -20,57 +26,97 @@ __all__ = ["FusedLinear"]
 
 
 class FusedLinear:
-    """The kept concatenation of some ``nn.Linear`` layers of one input.
+    """Linears of one input, run as one matmul (see the module docstring).
 
     Args:
-        linears: the layers, in output order; all with or all without bias.
+        linears: ``nn.Linear`` layers of one input size, in output order; all with or all
+            without bias. Their parameters are made views of one buffer.
+        copy: whether to keep a stacked copy when the parameters no longer share memory.
 
     Example::
 
-        >>> qkv = FusedLinear([attn.q_proj, attn.k_proj, attn.v_proj])
-        >>> q, k, v = qkv(x)          # under genesis.no_grad(), views of one output
+        >>> qkv = FusedLinear([attn.q_proj, attn.k_proj, attn.v_proj], copy=True)
+        >>> q, k, v = qkv(x)          # under genesis.no_grad(): views of one output
     """
 
-    def __init__(self, linears) -> None:
+    def __init__(self, linears, copy: bool) -> None:
         self.linears = list(linears)
         self.splits = [m.out_features for m in self.linears]
-        self._key = self.weight = self.bias = None
+        self.copy = copy
+        self.shared = _share_storage(self.linears)  # (weight, bias): what the layers view
+        self._key = self._copy = None
 
-    def parts(self) -> list[Tensor]:
-        weights = [m.weight for m in self.linears]
-        biases = [m.bias for m in self.linears if m.bias is not None]
-        return weights + biases
+    def _parts(self) -> tuple[list[Tensor], list[Tensor]]:
+        return ([m.weight for m in self.linears],
+                [m.bias for m in self.linears if m.bias is not None])
 
-    def refresh(self) -> tuple[Tensor, Tensor | None]:
-        """The stacked ``(weight, bias)``, rebuilt (in place when the layout allows) if a
-        part's memory, version or dtype has changed since the last call."""
-        parts = self.parts()
-        key = tuple((t.data_ptr(), t._version, t.dtype) for t in parts)
-        if key == self._key:
-            return self.weight, self.bias
-        n = len(self.linears)
-        with genesis.no_grad():
-            weight = genesis.cat(parts[:n], dim=0)  # (sum of outputs, in_features)
-            bias = genesis.cat(parts[n:], dim=0) if len(parts) > n else None
-            if _same_layout(self.weight, weight) and (bias is None
-                                                      or _same_layout(self.bias, bias)):
-                self.weight.copy_(weight)  # in place: its address may be in a CUDA graph
-                if bias is not None:
-                    self.bias.copy_(bias)
-            else:
-                self.weight, self.bias = weight, bias
-        self._key = key
-        return self.weight, self.bias
+    def refresh(self) -> tuple[Tensor, Tensor | None] | None:
+        """The stacked ``(weight, bias)``: the shared buffers while the layers still view
+        them, else the kept copy (made or rewritten as needed), else None (``copy=False``:
+        run the layers one by one)."""
+        weights, biases = self._parts()
+        if self.shared is not None:
+            if _views_of(self.shared[0], weights) and (
+                    not biases or _views_of(self.shared[1], biases)):
+                return self.shared
+            self.shared = None  # the layers have memory of their own now
+        if not self.copy:
+            return None
+        key = tuple((t.data_ptr(), t._version, t.dtype) for t in weights + biases)
+        if key != self._key:
+            with genesis.no_grad():
+                weight = genesis.cat(weights, dim=0)  # (sum of outputs, in_features)
+                bias = genesis.cat(biases, dim=0) if biases else None
+                old = self._copy
+                if old is not None and _same_layout(old[0], weight) and (
+                        bias is None or _same_layout(old[1], bias)):
+                    old[0].copy_(weight)  # in place: its address may be in a CUDA graph
+                    if bias is not None:
+                        old[1].copy_(bias)
+                else:
+                    self._copy = (weight, bias)
+            self._key = key
+        return self._copy
 
     def __call__(self, x: Tensor) -> list[Tensor]:
-        """Every layer's output for ``x`` (*, in): views of one ``(*, sum of outputs)``."""
-        weight, bias = self.refresh()
-        out = F.linear(x, weight, bias)
+        """Every layer's output for ``x`` (*, in): views of one ``(*, sum of outputs)``, or
+        the layers' own outputs where they cannot be fused."""
+        stacked = self.refresh()
+        if stacked is None:
+            return [m(x) for m in self.linears]
+        out = F.linear(x, stacked[0], stacked[1])
         views, start = [], 0
         for n in self.splits:
             views.append(out[..., start:start + n])
             start += n
         return views
+
+
+def _share_storage(linears) -> tuple[Tensor, Tensor | None]:
+    """Re-make the layers' weights (and biases) as row slices of one new buffer each, with
+    their current values; returns the buffers."""
+    with genesis.no_grad():
+        weight = genesis.cat([m.weight for m in linears], dim=0)
+        has_bias = linears[0].bias is not None
+        bias = genesis.cat([m.bias for m in linears], dim=0) if has_bias else None
+        start = 0
+        for m in linears:
+            n = m.out_features
+            m.weight = nn.Parameter(weight[start:start + n], m.weight.requires_grad)
+            if has_bias:
+                m.bias = nn.Parameter(bias[start:start + n], m.bias.requires_grad)
+            start += n
+    return weight, bias
+
+
+def _views_of(buffer: Tensor, parts: list[Tensor]) -> bool:
+    """Whether ``parts`` are still consecutive row slices of ``buffer``."""
+    address, row = buffer.data_ptr(), buffer.stride(0) * buffer.element_size()
+    for t in parts:
+        if t.data_ptr() != address or t.dtype is not buffer.dtype or t.device != buffer.device:
+            return False
+        address += t.shape[0] * row
+    return True
 
 
 def _same_layout(old: Tensor | None, new: Tensor) -> bool:

@@ -30,8 +30,8 @@ class MLP(nn.Module):
         self.gate_proj = nn.Linear(hidden_size, intermediate_size, **kw)
         self.up_proj = nn.Linear(hidden_size, intermediate_size, **kw)
         self.down_proj = nn.Linear(intermediate_size, hidden_size, **kw)
-        # inference: gate and up as one matmul (a kept copy, not a parameter)
-        self.gate_up = FusedLinear([self.gate_proj, self.up_proj])
+        # inference: gate and up as one matmul (their parameters become views of one buffer)
+        self.gate_up = FusedLinear([self.gate_proj, self.up_proj], copy=False)
 
     def forward(self, x: Tensor) -> Tensor:
         if self.training or genesis.is_grad_enabled():
