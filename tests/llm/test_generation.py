@@ -280,9 +280,9 @@ def test_a_mask_with_a_hole_takes_the_masked_steps(qwen3, monkeypatch):
 
 def test_fused_projections_follow_weight_edits_in_place(tmp_path):
     """Inference runs q/k/v (and gate/up) as one matmul over the stacked weights, which the
-    layers' parameters are views of: in-place edits show at once, at the same address. Once
-    ``to()`` gives the parameters memory of their own, q/k/v use a stacked copy and gate/up
-    run one by one; the logits stay the unfused ones."""
+    layers' parameters are views of: in-place edits show at once, at the same address;
+    ``to()`` shares them again. Parameters given memory of their own by hand: q/k/v use a
+    stacked copy and gate/up run one by one; the logits stay the unfused ones."""
     make_checkpoint("qwen2", tmp_path)  # q/k/v with bias
     model = AutoModelForCausalLM.from_pretrained(tmp_path).eval()
     ids = genesis.tensor([[3, 1, 4, 1, 5]])
@@ -299,8 +299,14 @@ def test_fused_projections_follow_weight_edits_in_place(tmp_path):
         assert again[0] is weight and again[1] is bias
     unfused = model(ids).logits  # grad mode: the layers one by one
     np.testing.assert_allclose(to_numpy(fused), to_numpy(unfused), atol=1e-5, rtol=0)
+    params = list(model.parameters())
     model.to(genesis.float64)
+    assert all(a is b for a, b in zip(model.parameters(), params))  # the same objects
+    assert attn.qkv.refresh()[0] is attn.qkv.shared[0]
+    assert attn.qkv.shared[0].dtype is genesis.float64
     with genesis.no_grad():
+        for m in (attn.k_proj, mlp.gate_proj):
+            m.weight.data = m.weight.detach().clone()
         fused = model(ids).logits
         assert attn.qkv.shared is None and attn.qkv.refresh()[0].dtype is genesis.float64
         assert mlp.gate_up.refresh() is None

@@ -6,11 +6,12 @@ weights stacked along the output dim launches one kernel instead of three (two) 
 the bias in the matmul's epilogue.
 
 The layers keep their own parameters (the checkpoint names, training and its gradients are
-untouched), but ``FusedLinear`` makes them *views of one buffer* when it is built: the
-stacked weight then costs no memory and always holds the current values (an optimizer step
-or ``load_state_dict`` writes into it), and its address never changes, so a captured CUDA
-graph that reads it stays valid. Should the layers get memory of their own later
-(``Module.to`` replaces each parameter's data), the fused call either keeps a stacked copy,
+untouched), but ``FusedLinear`` makes them *views of one buffer* (``share``): the stacked
+weight then costs no memory and always holds the current values (an optimizer step or
+``load_state_dict`` writes into it), and its address never changes, so a captured CUDA
+graph that reads it stays valid. ``Module.to`` replaces each parameter's data;
+``QwenForCausalLM`` shares them again afterwards. Should the layers have memory of their own
+anyway (a parameter's ``data`` set by hand), the fused call either keeps a stacked copy,
 rewritten in place when a part changes (``copy=True``: q/k/v, whose weights are small), or
 runs the layers one by one (``copy=False``: gate/up, too big to double).
 """
@@ -18,11 +19,10 @@ runs the layers one by one (``copy=False``: gate/up, too big to double).
 from __future__ import annotations
 
 import genesis
-import genesis.nn as nn
 import genesis.nn.functional as F
 from genesis import Tensor
 
-__all__ = ["FusedLinear"]
+__all__ = ["FusedLinear", "share_all"]
 
 
 class FusedLinear:
@@ -43,8 +43,26 @@ class FusedLinear:
         self.linears = list(linears)
         self.splits = [m.out_features for m in self.linears]
         self.copy = copy
-        self.shared = _share_storage(self.linears)  # (weight, bias): what the layers view
+        self.shared = None  # (weight, bias): the buffers the layers' parameters view
         self._key = self._copy = None
+        self.share()
+
+    def share(self) -> None:
+        """Make the layers' weights (and biases) row slices of one new buffer each, with
+        their current values (the parameters keep their identity: their data is swapped).
+        Done when built; ``QwenForCausalLM.to()`` does it again after moving them."""
+        with genesis.no_grad():
+            weights, biases = self._parts()
+            weight = genesis.cat(weights, dim=0)
+            bias = genesis.cat(biases, dim=0) if biases else None
+            start = 0
+            for m in self.linears:
+                n = m.out_features
+                m.weight.data = weight[start:start + n]
+                if bias is not None:
+                    m.bias.data = bias[start:start + n]
+                start += n
+        self.shared, self._key, self._copy = (weight, bias), None, None
 
     def _parts(self) -> tuple[list[Tensor], list[Tensor]]:
         return ([m.weight for m in self.linears],
@@ -92,23 +110,6 @@ class FusedLinear:
         return views
 
 
-def _share_storage(linears) -> tuple[Tensor, Tensor | None]:
-    """Re-make the layers' weights (and biases) as row slices of one new buffer each, with
-    their current values; returns the buffers."""
-    with genesis.no_grad():
-        weight = genesis.cat([m.weight for m in linears], dim=0)
-        has_bias = linears[0].bias is not None
-        bias = genesis.cat([m.bias for m in linears], dim=0) if has_bias else None
-        start = 0
-        for m in linears:
-            n = m.out_features
-            m.weight = nn.Parameter(weight[start:start + n], m.weight.requires_grad)
-            if has_bias:
-                m.bias = nn.Parameter(bias[start:start + n], m.bias.requires_grad)
-            start += n
-    return weight, bias
-
-
 def _views_of(buffer: Tensor, parts: list[Tensor]) -> bool:
     """Whether ``parts`` are still consecutive row slices of ``buffer``."""
     address, row = buffer.data_ptr(), buffer.stride(0) * buffer.element_size()
@@ -122,3 +123,11 @@ def _views_of(buffer: Tensor, parts: list[Tensor]) -> bool:
 def _same_layout(old: Tensor | None, new: Tensor) -> bool:
     return (old is not None and old.shape == new.shape and old.dtype is new.dtype
             and old.device == new.device)
+
+
+def share_all(model) -> None:
+    """``share()`` every ``FusedLinear`` held by ``model``'s modules (after ``to()``)."""
+    for module in model.modules():
+        for value in vars(module).values():
+            if isinstance(value, FusedLinear):
+                value.share()

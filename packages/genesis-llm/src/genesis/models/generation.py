@@ -29,6 +29,7 @@ import warnings
 import genesis
 from genesis import Tensor
 from genesis.models.attention import KVCache
+from genesis.models.fused_weights import share_all
 from genesis.models.sampling import apply_repetition_penalty, sample_token, warp_logits
 
 __all__ = ["GenerationMixin"]
@@ -272,7 +273,9 @@ class GenerationMixin:
 
     def _apply(self, fn):
         self.release_decode_graphs()
-        return super()._apply(fn)
+        out = super()._apply(fn)
+        share_all(self)  # the moved parameters: views of one buffer again (fused_weights)
+        return out
 
     def generate(self, input_ids: Tensor, attention_mask: Tensor | None = None,
                  max_new_tokens: int = 20, do_sample: bool = False, temperature: float = 1.0,
