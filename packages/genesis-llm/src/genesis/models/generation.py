@@ -79,9 +79,10 @@ class _Decoder:
     captured on the second step (the first runs eagerly and warms the kernels up); the
     graph reruns every kernel on the fixed tensors. Graphed decoders are kept on the model
     between ``generate`` calls (``GenerationMixin._decoder``), so their state is refilled in
-    place, never replaced (the fused q/k/v weight too: the eager prefill of every call
-    rewrites it in place if the weights changed). A step that cannot be captured (a host
-    read: ``GraphCaptureError``) warns and runs eagerly from then on.
+    place, never replaced (the stacked projection weights of ``fused_weights`` are the
+    parameters' own memory, or a copy that every call's eager prefill rewrites in place). A
+    step that cannot be captured (a host read: ``GraphCaptureError``) warns and runs eagerly
+    from then on.
     """
 
     def __init__(self, model, cuda, batch: int, capacity: int, spans: bool,
