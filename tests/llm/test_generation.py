@@ -339,3 +339,23 @@ def test_graphed_decoders_are_kept_per_shape_and_dropped_on_change(qwen3):
     assert model._decoder(2, 40, True, True, fake_cuda) is not again
     model.release_decode_graphs()
     assert "_decoders" not in model.__dict__
+
+
+def test_a_model_with_kept_decoders_is_freed_without_a_collection(qwen3):
+    """Kept decoders refer to their model weakly: dropping the model frees it (and the
+    graphs' memory) at once, not at the next cyclic garbage collection."""
+    import gc
+    import types
+    import weakref
+
+    from genesis.models.qwen import QwenForCausalLM
+
+    model = QwenForCausalLM(qwen3[1].config)
+    model._decoder(1, 10, True, True, types.SimpleNamespace())
+    ref = weakref.ref(model)
+    gc.disable()
+    try:
+        del model
+        assert ref() is None
+    finally:
+        gc.enable()

@@ -25,6 +25,7 @@ generation loop around it reads back only a streamer's tokens and, every
 from __future__ import annotations
 
 import warnings
+import weakref
 
 import genesis
 from genesis import Tensor
@@ -88,7 +89,10 @@ class _Decoder:
     def __init__(self, model, cuda, batch: int, capacity: int, spans: bool,
                  greedy: bool) -> None:
         device = model.device
-        self.model, self.cuda, self.greedy = model, cuda, greedy
+        # a weak reference: a kept decoder lives in the model's __dict__, and a cycle would
+        # keep a dropped model and its graphs' memory until the next garbage collection
+        self.model = weakref.ref(model)
+        self.cuda, self.greedy = cuda, greedy
         self.cache = KVCache(model.config, batch, capacity, model.dtype, device)
         # key bounds: (B,) first real slot of each row, or a (B, L) validity mask
         self.key_starts = genesis.zeros(batch, dtype=genesis.int64, device=device) \
@@ -128,7 +132,7 @@ class _Decoder:
             self.history.index_put_((None, self.slot), self.tokens)
 
     def _step(self) -> Tensor | None:
-        logits = self.model.decode_step(self.tokens, self.positions, self.slot, self.key_valid,
+        logits = self.model().decode_step(self.tokens, self.positions, self.slot, self.key_valid,
                                         self.cache, key_starts=self.key_starts)
         self.positions.add_(1)
         self.slot.add_(1)
