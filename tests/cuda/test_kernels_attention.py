@@ -255,9 +255,25 @@ def test_declines_what_it_does_not_cover():
 
 
 # ------------------------------------------------------------------------ decode
+def _decode_reference(q, kc, vc, lens, starts, causal):
+    """Row by row: torch over the valid slots ``[start, len)`` of each cache row."""
+    n_q = q.shape[2]
+    outs = []
+    for i, n in enumerate(lens.tolist()):
+        lo = 0 if starts is None else int(starts[i])
+        slots = torch.arange(lo, n, device=DEV)
+        mask = torch.ones(n_q, n - lo, dtype=torch.bool, device=DEV)
+        if causal:  # query row r sits at position n - n_q + r
+            mask = slots[None, :] <= (n - n_q + torch.arange(n_q, device=DEV))[:, None]
+        ref, _ = _reference(q[i:i + 1], kc[i:i + 1, :, lo:n], vc[i:i + 1, :, lo:n], mask=mask)
+        outs.append(ref)
+    return torch.cat(outs)
+
+
 @pytest.mark.parametrize("n_q", [1, 3, 16])
 @pytest.mark.parametrize("causal", [False, True])
-def test_decode_reads_the_cache(n_q, causal):
+@pytest.mark.parametrize("with_starts", [False, True])
+def test_decode_reads_the_cache(n_q, causal, with_starts):
     b, hq, hk, s_max, d = 3, 4, 2, 80, 64
     dtype = torch.bfloat16
     g = torch.Generator().manual_seed(n_q)
@@ -265,14 +281,59 @@ def test_decode_reads_the_cache(n_q, causal):
     kc = torch.randn(b, hk, s_max, d, generator=g).to(dtype).to(DEV)
     vc = torch.randn(b, hk, s_max, d, generator=g).to(dtype).to(DEV)
     lens = torch.tensor([n_q, 45, 80], dtype=torch.int32, device=DEV)
-    out = host(A.attention_decode(dev(q), dev(kc), dev(vc), dev(lens), causal=causal))
-    for i, n in enumerate(lens.tolist()):
-        mask = torch.ones(n_q, n, dtype=torch.bool, device=DEV)
-        if causal:  # query row r sits at position n - n_q + r
-            mask = torch.arange(n, device=DEV)[None, :] <= (n - n_q + torch.arange(
-                n_q, device=DEV))[:, None]
-        ref, _ = _reference(q[i:i + 1], kc[i:i + 1, :, :n], vc[i:i + 1, :, :n], mask=mask)
-        _close(out[i:i + 1], ref, dtype, f"row {i}")
+    starts = torch.tensor([0, 7, 70], dtype=torch.int64, device=DEV) if with_starts else None
+    out = host(A.attention_decode(dev(q), dev(kc), dev(vc), dev(lens), causal=causal,
+                                  key_starts=None if starts is None else dev(starts)))
+    _close(out, _decode_reference(q, kc, vc, lens, starts, causal), dtype, "decode")
+
+
+def test_decode_splits_a_long_cache_across_programs(monkeypatch):
+    """One row, one KV head: the cache is cut into parts merged by the combine kernel
+    (forced to 5 parts: part 4 is past every length, so empty parts are merged too)."""
+    monkeypatch.setattr(A, "_decode_splits", lambda *a: 5)
+    b, hq, hk, s_max, d = 2, 2, 1, 320, 32
+    dtype = torch.float16
+    g = torch.Generator().manual_seed(7)
+    q = torch.randn(b, hq, 1, d, generator=g).to(dtype).to(DEV)
+    kc = torch.randn(b, hk, s_max, d, generator=g).to(dtype).to(DEV)
+    vc = torch.randn(b, hk, s_max, d, generator=g).to(dtype).to(DEV)
+    lens = torch.tensor([200, 9], dtype=torch.int64, device=DEV)
+    starts = torch.tensor([70, 0], dtype=torch.int64, device=DEV)
+    out = host(A.attention_decode(dev(q), dev(kc), dev(vc), dev(lens), key_starts=dev(starts)))
+    _close(out, _decode_reference(q, kc, vc, lens, starts, True), dtype, "split decode")
+
+
+@pytest.mark.parametrize("n_q", [1, 4])
+def test_decode_kernel_matches_the_contract_composite(n_q):
+    """The kernel against ``Backend.attention_decode``'s composite default (run by the CPU
+    backend on the same values)."""
+    from genesis.backends import get_backend
+
+    b, hq, hk, s_max, d = 2, 6, 2, 90, 32
+    g = torch.Generator().manual_seed(11)
+    q, kc, vc = (torch.randn(b, h, n, d, generator=g).to(torch.bfloat16)
+                 for h, n in ((hq, n_q), (hk, s_max), (hk, s_max)))
+    k_new, v_new = (torch.randn(b, hk, n_q, d, generator=g).to(torch.bfloat16)
+                    for _ in range(2))
+    lens, starts = torch.tensor([90, 40]), torch.tensor([3, 0])
+    ref_k, ref_v = kc.clone(), vc.clone()
+    want = get_backend("cpu").attention_decode(q, ref_k, ref_v, lens, starts, k_new, v_new,
+                                               d ** -0.5)
+    kc, vc = kc.to(DEV), vc.to(DEV)
+    got = host(A.attention_decode(*(dev(t.to(DEV)) for t in (q,)), dev(kc), dev(vc),
+                                  dev(lens.to(DEV)), key_starts=dev(starts.to(DEV)),
+                                  k_new=dev(k_new.to(DEV)),
+                                  v_new=dev(v_new.to(DEV).transpose(2, 3).contiguous()
+                                            .transpose(2, 3))))
+    assert torch.equal(kc.cpu(), ref_k) and torch.equal(vc.cpu(), ref_v)  # the same writes
+    _close(got, want.to(DEV), torch.bfloat16, "kernel vs composite")
+
+
+def test_decode_splits_only_when_the_gpu_would_idle():
+    sms = A._launch.sm_count(0)
+    assert A._decode_splits(4 * sms, 4096, 64, 0) == 1  # enough (batch, head) programs
+    assert A._decode_splits(2, 64, 64, 0) == 1  # a short cache
+    assert A._decode_splits(2, 4096, 64, 0) > 1
 
 
 def test_decode_errors_name_the_shapes():

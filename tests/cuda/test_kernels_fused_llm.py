@@ -46,6 +46,22 @@ def test_swiglu(dtype):
     check(sw.swiglu(dev(t.t()), dev(t.t())), (TF.silu(_acc(t.t())) * _acc(t.t())).to(t.dtype))
 
 
+@pytest.mark.parametrize("dtype", [D.float32, D.bfloat16], ids=str)
+def test_swiglu_reads_the_halves_of_one_projection_in_place(dtype):
+    """gate and up as the two halves of a fused gate/up output (row-strided views)."""
+    for shape in [(5, 2 * 70), (2, 3, 2 * 32), (1, 1, 2 * 16)]:
+        t = make(shape, dtype, seed=7)
+        half = shape[-1] // 2
+        g, u = t[..., :half], t[..., half:]
+        if shape[0] * shape[-2] > 1:  # (one row: any stride does)
+            assert sw._row_stride(dev(g)) == shape[-1]
+        check(sw.swiglu(dev(g), dev(u)), (TF.silu(_acc(g)) * _acc(u)).to(t.dtype))
+    t = make((4, 6, 8), dtype, seed=8)  # leading dims that do not merge: copied first
+    g = t.transpose(0, 1)
+    assert sw._row_stride(dev(g)) is None
+    check(sw.swiglu(dev(g), dev(g)), (TF.silu(_acc(g)) * _acc(g)).to(t.dtype))
+
+
 @pytest.mark.parametrize("dtype", FLOATS, ids=str)
 @pytest.mark.parametrize("with_weight", [True, False])
 def test_add_rms_norm(dtype, with_weight):

@@ -179,6 +179,23 @@ def test_argmax_ties_nan_long():
     check(red.argmax(dev(t.t()), 0, True), torch.argmax(t.t(), 0, keepdim=True))
 
 
+@pytest.mark.parametrize("dtype", [D.float32, D.bfloat16], ids=str)
+def test_argmax_of_few_long_rows_splits_them(dtype):
+    """Rows too few to fill the GPU are cut into chunks (two kernels): ties, NaNs and
+    all-equal rows across chunk boundaries still give the first index, as torch."""
+    splits, chunk = red._arg_splits(2, 1, 9000, 2048, 0)
+    assert splits > 1 and chunk % 2048 == 0
+    t = torch.full((4, 9000), float("-inf"), device=DEV)
+    t[0, [1000, 8000]] = 5.0  # a tie in two chunks
+    t[1, [8500, 300]] = float("nan")
+    t[1, 5] = 7.0
+    t[3] = torch.arange(9000, device=DEV) % 7  # many ties, in every chunk
+    t = t.to(TORCH[dtype])
+    for op in (torch.argmax, torch.argmin):
+        fn = red.argmax if op is torch.argmax else red.argmin
+        check(fn(dev(t), 1, False), op(t, 1))  # row 2: all -inf
+
+
 # ------------------------------------------------------------------ cumsum
 @pytest.mark.parametrize("dtype", [D.float32, D.bfloat16, D.float64, D.int32, D.int64,
                                    D.bool_], ids=str)

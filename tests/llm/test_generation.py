@@ -185,9 +185,9 @@ def test_bad_attention_masks(qwen3):
 
 def test_dense_decode_step_reads_nothing_back_to_the_host(qwen3, monkeypatch):
     """A CUDA graph cannot capture a host read: a dense model's decode step makes none of its
-    own (counted at the backend contract's host-value methods, on the CPU backend). The index
-    bound checks of core's ``ops/indexing.py`` (embedding lookup, KV-cache scatter) still read
-    their index back; they are allowed here until they go (their removal is its own task)."""
+    own (counted at the backend contract's host-value methods, on the CPU backend), with a
+    mask or with slot ranges as its keys. The index bound check of core's ``ops/indexing.py``
+    (the embedding lookup) reads its index back on the CPU only; it is allowed here."""
     import traceback
 
     _, model = qwen3
@@ -211,6 +211,8 @@ def test_dense_decode_step_reads_nothing_back_to_the_host(qwen3, monkeypatch):
     with genesis.no_grad():
         model.decode_step(genesis.tensor([[5], [6]]), genesis.tensor([[0], [0]]),
                           genesis.tensor([0]), valid, cache)
+        model.decode_step(genesis.tensor([[5], [6]]), genesis.tensor([[1], [1]]),
+                          genesis.tensor([1]), None, cache, key_starts=genesis.tensor([0, 1]))
     assert reads == []
 
 
@@ -248,3 +250,112 @@ def test_a_failed_graph_capture_warns_and_runs_eagerly(qwen3, monkeypatch):
         out = model.generate(ids, max_new_tokens=6, eos_token_id=None, use_cuda_graph=True)
     assert len(tries) == 1  # tried once (second decode step), then eager
     assert out.tolist() == eager.tolist()
+
+
+def test_decode_attention_gives_the_masked_steps_tokens(pair, monkeypatch):
+    """Decode steps through F.attention_decode (slot ranges) and through a mask over the
+    whole cache choose the same greedy tokens, for every family (sliding window included)."""
+    _, model = pair
+    ids, mask = left_padded_batch(model.config.vocab_size, [7, 2, 5], seed=3)
+    ids, mask = to_genesis(ids), to_genesis(mask)
+    _, starts = model._prompt_padding(ids, mask)
+    assert to_numpy(starts).tolist() == [0, 5, 2]
+    ranged = model.generate(ids, attention_mask=mask, max_new_tokens=20, eos_token_id=None)
+    monkeypatch.setattr(model, "decode_attention", False)
+    assert model._prompt_padding(ids, mask)[1] is None
+    masked = model.generate(ids, attention_mask=mask, max_new_tokens=20, eos_token_id=None)
+    np.testing.assert_array_equal(to_numpy(ranged), to_numpy(masked))
+
+
+def test_a_mask_with_a_hole_takes_the_masked_steps(qwen3, monkeypatch):
+    _, model = qwen3
+    ids = genesis.tensor([[5, 6, 7, 8], [9, 10, 11, 12]])
+    mask = genesis.tensor([[1, 0, 1, 1], [1, 1, 1, 1]])  # no single range of slots in row 0
+    assert model._prompt_padding(ids, mask)[1] is None
+    out = model.generate(ids, attention_mask=mask, max_new_tokens=8, eos_token_id=None)
+    monkeypatch.setattr(model, "decode_attention", False)
+    again = model.generate(ids, attention_mask=mask, max_new_tokens=8, eos_token_id=None)
+    np.testing.assert_array_equal(to_numpy(out), to_numpy(again))
+
+
+def test_fused_projections_follow_weight_edits_in_place(tmp_path):
+    """Inference runs q/k/v (and gate/up) as one matmul over the stacked weights, which the
+    layers' parameters are views of: in-place edits show at once, at the same address;
+    ``to()`` shares them again. Parameters given memory of their own by hand: q/k/v use a
+    stacked copy and gate/up run one by one; the logits stay the unfused ones."""
+    make_checkpoint("qwen2", tmp_path)  # q/k/v with bias
+    model = AutoModelForCausalLM.from_pretrained(tmp_path).eval()
+    ids = genesis.tensor([[3, 1, 4, 1, 5]])
+    attn, mlp = model.model.layers[0].self_attn, model.model.layers[1].mlp
+    weight, bias = attn.qkv.refresh()
+    assert attn.k_proj.weight.data_ptr() == weight[attn.q_proj.out_features:].data_ptr()
+    assert mlp.gate_up.refresh() is mlp.gate_up.shared
+    with genesis.no_grad():
+        attn.k_proj.bias.add_(0.5)
+        attn.v_proj.weight.mul_(2.0)
+        mlp.up_proj.weight.mul_(0.5)
+        fused = model(ids).logits
+        again = attn.qkv.refresh()
+        assert again[0] is weight and again[1] is bias
+    unfused = model(ids).logits  # grad mode: the layers one by one
+    np.testing.assert_allclose(to_numpy(fused), to_numpy(unfused), atol=1e-5, rtol=0)
+    params = list(model.parameters())
+    model.to(genesis.float64)
+    assert all(a is b for a, b in zip(model.parameters(), params))  # the same objects
+    assert attn.qkv.refresh()[0] is attn.qkv.shared[0]
+    assert attn.qkv.shared[0].dtype is genesis.float64
+    with genesis.no_grad():
+        for m in (attn.k_proj, mlp.gate_proj):
+            m.weight.data = m.weight.detach().clone()
+        fused = model(ids).logits
+        assert attn.qkv.shared is None and attn.qkv.refresh()[0].dtype is genesis.float64
+        assert mlp.gate_up.refresh() is None
+    np.testing.assert_allclose(to_numpy(fused), to_numpy(model(ids).logits), atol=1e-9,
+                               rtol=0)
+
+
+def test_graphed_decoders_are_kept_per_shape_and_dropped_on_change(qwen3):
+    """Which decode step a graphed generate reuses (the capture itself needs a GPU: see
+    test_generation_cuda.py): one per batch size, capacity bucket, kind of key bounds and
+    greedy or not, dropped by train(), to() and release_decode_graphs()."""
+    import types
+
+    _, model = qwen3
+    fake_cuda = types.SimpleNamespace()
+    first = model._decoder(2, 40, True, True, fake_cuda)
+    assert model._decoder(2, 300, True, True, fake_cuda) is first  # both fit 512 slots
+    assert first.cache.max_length == 512
+    assert model._decoder(2, 513, True, True, fake_cuda) is not first
+    assert model._decoder(3, 40, True, True, fake_cuda) is not first
+    assert model._decoder(2, 40, False, True, fake_cuda) is not first
+    assert model._decoder(2, 40, True, True, fake_cuda) is first
+    assert model._decoder(2, 40, True, False, fake_cuda) is not first  # sampling
+    assert len(model.__dict__["_decoders"][1]) == model._KEPT_GRAPHS
+    model.train()
+    model.eval()
+    assert model._decoder(2, 40, True, True, fake_cuda) is not first
+    again = model._decoder(2, 40, True, True, fake_cuda)
+    model.to(genesis.float32)
+    assert model._decoder(2, 40, True, True, fake_cuda) is not again
+    model.release_decode_graphs()
+    assert "_decoders" not in model.__dict__
+
+
+def test_a_model_with_kept_decoders_is_freed_without_a_collection(qwen3):
+    """Kept decoders refer to their model weakly: dropping the model frees it (and the
+    graphs' memory) at once, not at the next cyclic garbage collection."""
+    import gc
+    import types
+    import weakref
+
+    from genesis.models.qwen import QwenForCausalLM
+
+    model = QwenForCausalLM(qwen3[1].config)
+    model._decoder(1, 10, True, True, types.SimpleNamespace())
+    ref = weakref.ref(model)
+    gc.disable()
+    try:
+        del model
+        assert ref() is None
+    finally:
+        gc.enable()

@@ -21,7 +21,8 @@ Sections (each prints genesis/transformers ratios and goes into the JSON):
   tokens/s and step time (median of synchronised steps), peak device memory (each
   framework's own allocator, reset after the warm-up steps), MFU (FLOPs per token as in
   ``tools/bench/train.py``, against the GPU's dense bf16 peak) and the losses; with
-  ``--profile``, kernel launches and kernel time of one step (train.py's ``profile_step``).
+  ``--profile``, kernel launches and kernel time of one step (train.py's ``profile_step``);
+  for decode, of one more ``generate`` call at the first batch size (and launches per token).
 * **decode** -- ``generate`` of ``--new-tokens`` greedy tokens after a ``--prompt``-token
   prompt, for each batch size in ``--decode-batches``, first model only: tokens/s
   (batch x new tokens / wall time of the call, prefill included, as a user sees it). genesis
@@ -279,6 +280,15 @@ def bench_decode(fw, path: str, cfg: dict, args) -> dict:
                        "ms": statistics.median(times) * 1e3}
         if getattr(fw, "graph", False):
             out[str(b)]["graph_fallback"] = fw.graph_fallback
+        if args.profile and b == args.decode_batches[0]:  # kernels of one more call
+            print(f"  decode {fw.name} batch {b}: kernels of one generate call", flush=True)
+            prof = profile_step(lambda ids=ids: fw.generate(model, ids, args.new_tokens),
+                                args.device, True)
+            if prof["launches"] is not None:
+                prof["launches_per_token"] = prof["launches"] / args.new_tokens
+                print(f"  {prof['launches_per_token']:.1f} kernel launches per new token",
+                      flush=True)
+            out[str(b)]["profile"] = prof
     return out
 
 
@@ -317,7 +327,8 @@ def parse_args(argv=None):
     ap.add_argument("--gpu", choices=sorted(PEAK_BF16), default="h200",
                     help="GPU whose dense bf16 peak the MFU is taken against")
     ap.add_argument("--profile", action="store_true",
-                    help="profile one more training step per framework (GPU: kernel table)")
+                    help="profile one more training step, and one more generate call at the "
+                         "first decode batch size, per framework (GPU: kernel table)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=None,
                     help="write the results as JSON here (and the table next to it as .md)")

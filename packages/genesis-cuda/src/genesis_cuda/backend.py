@@ -303,6 +303,14 @@ class CUDABackend(Backend):
     def rotary(self, q, k, cos, sin, inverse):
         return kernels.rotary.rotary(q, k, cos, sin, inverse)
 
+    def attention_decode(self, q, k_cache, v_cache, cache_lens, key_starts, k_new, v_new,
+                         scale):
+        if not kernels.attention.decode_supported(q, k_cache, v_cache):
+            return super().attention_decode(q, k_cache, v_cache, cache_lens, key_starts, k_new,
+                                            v_new, scale)
+        return kernels.attention.attention_decode(q, k_cache, v_cache, cache_lens, scale,
+                                                  True, key_starts, k_new, v_new)
+
     def adam_step(self, params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, step, lr,
                   beta1, beta2, eps, weight_decay, decoupled, maximize):
         return kernels.optim.adam_step(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs,

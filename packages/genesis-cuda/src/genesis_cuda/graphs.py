@@ -41,7 +41,6 @@ Example:
 
 from __future__ import annotations
 
-import gc
 import itertools
 
 from genesis_cuda import capture, driver, kernel_errors, memory, streams
@@ -261,7 +260,7 @@ _side_streams: dict[int, streams.Stream] = {}
 class graph:  # noqa: N801 - used like torch.cuda.graph
     """Context manager: capture the enclosed genesis work into ``cuda_graph``.
 
-    The device is synchronised and garbage collected first; capture runs on a side stream
+    The device is synchronised first; capture runs on a side stream
     (``stream``, or one kept per device), which is current inside the block.
 
     Args:
@@ -299,7 +298,10 @@ class graph:  # noqa: N801 - used like torch.cuda.graph
             if s is None:
                 s = _side_streams[index] = streams.Stream(index)
         _device.synchronize(index)  # work queued before the capture has finished
-        gc.collect()  # so stale tensors are freed now, not in the middle of the capture
+        # No gc.collect() here (torch's graph() runs one to free memory for the graph): a
+        # full collection costs up to hundreds of ms in a big process, and nothing needs
+        # it. Garbage collected during the capture is safe: the allocator holds back frees
+        # of ordinary memory and pool dissolves until the capture ends.
         self._ctx = streams.stream(s)
         self._ctx.__enter__()
         try:

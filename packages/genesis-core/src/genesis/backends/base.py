@@ -446,8 +446,9 @@ class Backend(ABC):
                                                     ignore_index, label_smoothing)
 
     def swiglu(self, gate: Array, up: Array) -> Array:
-        """*Optional.* ``silu(gate) * up`` (same shape and dtype), in ``gate``'s dtype,
-        computed in float32 (float64 stays) and rounded once."""
+        """*Optional.* ``silu(gate) * up`` (same shape and dtype, any strides), in
+        ``gate``'s dtype, computed in float32 (float64 stays) and rounded once; a new
+        contiguous array."""
         return llm_composite.swiglu(self, gate, up)
 
     def swiglu_backward(self, grad: Array, gate: Array, up: Array) -> tuple[Array, Array]:
@@ -471,6 +472,24 @@ class Backend(ABC):
         ``inverse`` the transpose (the backward): ``x * cos - rotate_half(x * sin)``.
         Returns new contiguous arrays."""
         return llm_composite.rotary(self, q, k, cos, sin, inverse)
+
+    def attention_decode(self, q: Array, k_cache: Array, v_cache: Array, cache_lens: Array,
+                         key_starts: Array | None, k_new: Array | None, v_new: Array | None,
+                         scale: float) -> Array:
+        """*Optional.* Attention of the last ``n_q`` tokens of each sequence over its KV
+        cache (decoding, inference only). ``q`` (B, Hq, n_q, D); ``k_cache``/``v_cache``
+        (B, Hk, S_max, D), Hq a multiple of Hk (query head h uses KV head h // (Hq // Hk)),
+        any strides; one floating dtype throughout. Row b attends to the cache slots
+        ``[key_starts[b], cache_lens[b])`` (``cache_lens``/``key_starts`` (B,) int32/int64
+        device arrays, ``key_starts`` None for 0), its new tokens being the last ``n_q`` of
+        them: query i sees the slots up to ``cache_lens[b] - n_q + i``. ``k_new``/``v_new``
+        (B, Hk, n_q, D) or None: the new tokens' keys and values, written into the caches
+        (in place) at those last ``n_q`` slots first. Scores are scaled by ``scale``.
+        Returns (B, Hq, n_q, D) in q's dtype, computed in float32 (float64 stays); a query
+        with no slot to see gives zeros. Reads the lengths on the device, never on the
+        host, so it can be captured in a CUDA graph."""
+        return llm_composite.attention_decode(self, q, k_cache, v_cache, cache_lens,
+                                              key_starts, k_new, v_new, scale)
 
     def adam_step(self, params: Sequence[Array], grads: Sequence[Array],
                   exp_avgs: Sequence[Array], exp_avg_sqs: Sequence[Array],

@@ -1,6 +1,7 @@
 """Composite defaults of the contract's optional LLM-training kernels (issue 9).
 
-``Backend.cross_entropy``, ``swiglu``, ``add_rms_norm``, ``rotary``, ``adam_step``,
+``Backend.cross_entropy``, ``swiglu``, ``add_rms_norm``, ``rotary``, ``attention_decode``,
+``adam_step``,
 ``sgd_step``, ``multi_tensor_norm``, ``multi_tensor_scale_`` and ``amp_unscale_`` call
 these, so every backend runs the fused ops; a backend with kernels of its own overrides the
 methods. Each function takes the backend first (``b``), then the method's arguments, and
@@ -17,7 +18,7 @@ from collections.abc import Sequence
 from genesis.backends.composite import expand as _expand
 from genesis.backends.composite import expand_to as _expand_to_shape
 from genesis.backends.composite import norm_acc_dtype as _acc_dtype
-from genesis.dtypes import float32, float64
+from genesis.dtypes import float32, float64, int64
 
 Array = object  # a backend's array type (see genesis.backends.base)
 
@@ -147,6 +148,76 @@ def _rotary_one(b, x: Array, cos: Array, sin: Array, inverse: bool) -> Array:
         o1 = b.binary("sub", b.binary("mul", x1, c1), b.binary("mul", x2, s1))
         o2 = b.binary("add", b.binary("mul", x2, c2), b.binary("mul", x1, s2))
     return b.cat([b.cast(o1, dt), b.cast(o2, dt)], 3)
+
+
+def attention_decode(b, q: Array, k_cache: Array, v_cache: Array, cache_lens: Array,
+                     key_starts: Array | None, k_new: Array | None, v_new: Array | None,
+                     scale: float) -> Array:
+    """The composite ``Backend.attention_decode`` (see its docstring): the new keys and
+    values written with ``index_put_``, then the query heads of each KV group as the rows of
+    one matmul against the whole cache, the slots outside ``[start, len)`` (and after each
+    query's own slot) masked, a softmax, a matmul."""
+    if k_new is not None:
+        _write_new_slots(b, k_cache, v_cache, cache_lens, k_new, v_new)
+    dt = b.dtype_of(q)
+    acc = _acc_dtype(dt)
+    nb, hq, n_q, d = q.shape
+    hk, s_max = k_cache.shape[1], k_cache.shape[2]
+    rows = hq // hk * n_q  # row r of a group: head r // n_q, query r % n_q
+    idx = b.device_index_of(q)
+    qg = b.contiguous(b.cast(q, acc))  # (B, Hq, n_q, D) = (B, Hk, rows, D)
+    qg = b.as_strided(qg, (nb, hk, rows, d), (hk * rows * d, rows * d, d, 1),
+                      b.storage_offset_of(qg))
+    ks = b.strides_of(k_cache)
+    kt = b.as_strided(k_cache, (nb, hk, d, s_max), (ks[0], ks[1], ks[3], ks[2]),
+                      b.storage_offset_of(k_cache))  # (B, Hk, D, S)
+    scores = b.binary("mul", b.matmul(qg, b.cast(kt, acc)), float(scale))  # (B, Hk, rows, S)
+    shape = scores.shape
+    # allowed: start <= slot and slot - len <= i - n_q (query i sits at len - n_q + i)
+    slots = _expand_to_shape(b, b.arange(0, s_max, 1, int64, idx), shape)
+    lens = _per_row(b, b.cast(cache_lens, int64), shape)
+    offset = b.binary("sub", slots, lens)
+    query_at = b.arange(-n_q, 0, 1, int64, idx)  # (n_q,): i - n_q for each query i
+    query_at = b.contiguous(b.as_strided(query_at, (rows // n_q, n_q), (0, 1),
+                                         b.storage_offset_of(query_at)))  # one per row
+    query_at = b.as_strided(query_at, (rows, 1), (1, 1), b.storage_offset_of(query_at))
+    allowed = b.binary("le", offset, _expand_to_shape(b, query_at, shape))
+    if key_starts is not None:
+        starts = _per_row(b, b.cast(key_starts, int64), shape)
+        allowed = b.binary("logical_and", allowed, b.binary("ge", slots, starts))
+    scores = b.where(allowed, scores, float("-inf"))
+    row_max = b.amax(scores, (3,), True)  # (B, Hk, rows, 1)
+    row_max = b.where(b.binary("eq", row_max, float("-inf")), 0.0, row_max)
+    weights = b.unary("exp", b.binary("sub", scores, _expand(b, row_max, scores)))
+    total = b.sum(weights, (3,), True, acc)
+    total = b.where(b.binary("eq", total, 0.0), 1.0, total)  # a row with no key: zeros
+    weights = b.binary("div", weights, _expand(b, total, weights))
+    out = b.contiguous(b.cast(b.matmul(weights, b.cast(v_cache, acc)), dt))  # (B, Hk, rows, D)
+    return b.as_strided(out, (nb, hq, n_q, d), (hq * n_q * d, n_q * d, d, 1),
+                        b.storage_offset_of(out))
+
+
+def _write_new_slots(b, k_cache: Array, v_cache: Array, cache_lens: Array, k_new: Array,
+                     v_new: Array) -> None:
+    """``cache[b, h, len[b] - n_q + i] = new[b, h, i]`` for the keys and the values."""
+    nb, hk, n_q, _ = k_new.shape
+    idx = b.device_index_of(k_cache)
+    rows = b.arange(0, nb, 1, int64, idx)
+    rows = b.as_strided(rows, (nb, 1, 1), (1, 0, 0), b.storage_offset_of(rows))
+    heads = b.arange(0, hk, 1, int64, idx)
+    heads = b.as_strided(heads, (1, hk, 1), (0, 1, 0), b.storage_offset_of(heads))
+    lens = _per_row(b, b.cast(cache_lens, int64), (nb, 1, n_q))
+    back = _expand_to_shape(b, b.arange(-n_q, 0, 1, int64, idx), (nb, 1, n_q))
+    slots = b.binary("add", lens, back)  # (B, 1, n_q)
+    b.index_put_(k_cache, [rows, heads, slots], k_new, False)
+    b.index_put_(v_cache, [rows, heads, slots], v_new, False)
+
+
+def _per_row(b, vector: Array, shape) -> Array:
+    """The (B,) ``vector`` viewed along dim 0 of ``shape`` (stride 0 elsewhere)."""
+    vector = b.contiguous(vector)
+    strides = (1,) + (0,) * (len(shape) - 1)
+    return b.as_strided(vector, tuple(shape), strides, b.storage_offset_of(vector))
 
 
 # ------------------------------------------------------------------ optimizer steps

@@ -201,7 +201,17 @@ def index_put_(t: Tensor, indices: tuple, values, accumulate: bool = False) -> T
         else:
             flat.append(i)
     indices = tuple(flat) + (None,) * (t.ndim - len(flat))
-    return apply_inplace(t, lambda s: I.IndexPut.apply(s, indices, values, accumulate), values)
+    if _records(t, (values,)):
+        return apply_inplace(t, lambda s: I.IndexPut.apply(s, indices, values, accumulate),
+                             values)
+    # nothing to record: one kernel straight into t's memory (no snapshot, no write-back)
+    if accumulate and any(i is None for i in indices):
+        values = values.expand(I._indexed_shape(t, indices))
+        indices = tuple(I.full_indices(t.shape, list(indices)))
+    arrays = [None if i is None else i._data for i in indices]
+    t._backend.index_put_(t._data, arrays, values._data, accumulate)
+    t._version_box[0] += 1
+    return t
 
 
 def scatter_(t: Tensor, dim, index, src=None, *, value=None, reduce=None) -> Tensor:

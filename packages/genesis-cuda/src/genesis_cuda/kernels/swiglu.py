@@ -2,8 +2,9 @@
 
 Forward reads gate and up once and writes the product; backward reads grad, gate and up
 once and writes both gradients. float32 math (float64 stays), rounded once to the inputs'
-dtype. Non-contiguous inputs are copied contiguous first (the activations of a linear layer
-are contiguous).
+dtype. The forward also reads rows of a wider array in place (``ROWS``: gate and up as the
+two halves of one fused gate/up projection's output); other non-contiguous inputs are
+copied contiguous first (the activations of a linear layer are contiguous).
 """
 
 from __future__ import annotations
@@ -19,12 +20,20 @@ from ._launch import Launcher, aligned, cdiv, is_contiguous, numel
 BLOCK = 1024
 
 
-@triton.jit(do_not_specialize=["n"])
-def _swiglu_fwd(g_ptr, u_ptr, o_ptr, n, CT: tl.constexpr, BLOCK: tl.constexpr):
+@triton.jit(do_not_specialize=["n", "cols", "gs", "us"])
+def _swiglu_fwd(g_ptr, u_ptr, o_ptr, n, cols, gs, us, CT: tl.constexpr, ROWS: tl.constexpr,
+                BLOCK: tl.constexpr):
     offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
-    g = tl.load(g_ptr + offs, mask=mask, other=0.0).to(CT)
-    u = tl.load(u_ptr + offs, mask=mask, other=0.0).to(CT)
+    g_offs = offs
+    u_offs = offs
+    if ROWS:  # (rows, cols) operands with row strides gs, us and unit column stride
+        row = offs // cols
+        col = offs - row * cols
+        g_offs = row * gs + col
+        u_offs = row * us + col
+    g = tl.load(g_ptr + g_offs, mask=mask, other=0.0).to(CT)
+    u = tl.load(u_ptr + u_offs, mask=mask, other=0.0).to(CT)
     s = 1.0 / (1.0 + tl.exp(-g))
     tl.store(o_ptr + offs, (g * s * u).to(o_ptr.dtype.element_ty), mask=mask)
 
@@ -59,14 +68,39 @@ def _ct(dtype):
     return tl.float64 if dtype is D.float64 else tl.float32
 
 
+def _row_stride(a):
+    """The row stride of ``a`` seen as (rows, last dim) with a unit column stride, or None
+    when its leading dims do not merge into one strided row index."""
+    if a.shape[-1] != 1 and a.strides[-1] != 1:
+        return None
+    stride = expected = None
+    for size, st in zip(reversed(a.shape[:-1]), reversed(a.strides[:-1])):
+        if size == 1:
+            continue
+        if expected is not None and st != expected:
+            return None
+        stride = st if stride is None else stride
+        expected = st * size
+    return a.shape[-1] if stride is None else stride
+
+
 def swiglu(gate, up):
     """``silu(gate) * up`` in ``gate``'s dtype (a new contiguous array)."""
-    gate, up = _dense(gate), _dense(up)
+    cols = gate.shape[-1] if gate.shape else 1
+    strides = None
+    if not (is_contiguous(gate) and is_contiguous(up)) and gate.shape:
+        strides = (_row_stride(gate), _row_stride(up))
+        if None in strides:
+            gate, up, strides = _dense(gate), _dense(up), None
     out = _launch.empty(gate.shape, gate.dtype, gate.device)
     n = numel(gate.shape)
     if n:
-        _fwd.launch((gate.dtype.name, aligned(gate, up, out)), gate.device, (cdiv(n, BLOCK),),
-                    (gate, up, out, n, _ct(gate.dtype), BLOCK), n >= 2**31)
+        gs, us = strides or (cols, cols)
+        _fwd.launch((gate.dtype.name, strides is not None, aligned(gate, up, out)),
+                    gate.device, (cdiv(n, BLOCK),),
+                    (gate, up, out, n, cols, gs, us, _ct(gate.dtype), strides is not None,
+                     BLOCK),
+                    n >= 2**31 or (strides is not None and n // cols * max(gs, us) >= 2**31))
     return out
 
 

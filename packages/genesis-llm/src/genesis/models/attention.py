@@ -5,17 +5,27 @@ index in the sequence / cache, as transformers' ``cache_position``) rather than 
 position ids, so left padding changes which keys are valid but not the causal order:
 
     allowed[b, q, k] = key_valid[b, k] and k <= slot[q] (and k > slot[q] - window)
+
+A decode step whose valid keys are one range of slots per row (left padding, a sliding
+window) describes them as a ``CacheSpan`` instead: ``F.attention_decode`` then reads only
+those slots, with their bounds in device tensors.
+
+In inference (not training, no gradient) the q/k/v projections run as one matmul
+(``FusedLinear``).
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import genesis
 import genesis.nn as nn
 import genesis.nn.functional as F
 from genesis import Tensor
 from genesis.models.config import Qwen2Config
+from genesis.models.fused_weights import FusedLinear
 
-__all__ = ["Attention", "KVCache", "attention_mask"]
+__all__ = ["Attention", "CacheSpan", "KVCache", "attention_mask"]
 
 
 def attention_mask(query_slots: Tensor, key_valid: Tensor, window: int | None) -> Tensor:
@@ -35,6 +45,19 @@ def attention_mask(query_slots: Tensor, key_valid: Tensor, window: int | None) -
     if window is not None:
         allowed = allowed & (key_slots.unsqueeze(0) > q - window)
     return allowed.unsqueeze(0).unsqueeze(0) & key_valid.unsqueeze(1).unsqueeze(1)
+
+
+@dataclass(frozen=True)
+class CacheSpan:
+    """The cache slots ``[starts[b], lens[b])`` that row ``b``'s new token attends to.
+
+    Attributes:
+        starts: ``(B,)`` int64, the first valid slot (after left padding, inside the window).
+        lens: ``(B,)`` int64, one past the new token's slot.
+    """
+
+    starts: Tensor
+    lens: Tensor
 
 
 class KVCache:
@@ -62,13 +85,11 @@ class KVCache:
     def update(self, layer: int, k: Tensor, v: Tensor, slots: Tensor) -> tuple[Tensor, Tensor]:
         """Write ``k``, ``v`` ``(B, Hkv, S, D)`` at ``slots (S,)``; return the whole buffers.
 
-        The write is a scatter at slots held in a tensor, so a decode step has the same
-        shapes (and addresses) every time.
+        The write is an in-place ``index_put_`` (one kernel per buffer) at slots held in a
+        tensor, so a decode step has the same shapes (and addresses) every time.
         """
-        b, h, s, d = k.shape
-        index = slots.reshape(1, 1, s, 1).expand(b, h, s, d)
-        self.keys[layer].scatter_(2, index, k)
-        self.values[layer].scatter_(2, index, v)
+        self.keys[layer].index_put_((None, None, slots), k)
+        self.values[layer].index_put_((None, None, slots), v)
         return self.keys[layer], self.values[layer]
 
 
@@ -94,6 +115,8 @@ class Attention(nn.Module):
             self.k_norm = nn.RMSNorm(self.head_dim, eps=config.rms_norm_eps, **kw)
         else:
             self.q_norm = self.k_norm = None
+        # inference: q/k/v as one matmul (their parameters become views of one buffer)
+        self.qkv = FusedLinear([self.q_proj, self.k_proj, self.v_proj], copy=True)
 
     def forward(self, x: Tensor, cos: Tensor, sin: Tensor, mask: Tensor | None,
                 cache: KVCache | None = None, slots: Tensor | None = None,
@@ -103,24 +126,38 @@ class Attention(nn.Module):
         Args:
             x: ``(B, S, hidden)``.
             cos, sin: RoPE tables ``(B, S, D)``.
-            mask: ``(B, 1, S, K)`` bool, or None for plain causal attention.
+            mask: ``(B, 1, S, K)`` bool, None for plain causal attention, or a
+                ``CacheSpan`` (a decode step, ``S == 1``, with ``cache``).
             cache: write this step's keys/values there and attend over the cache.
             slots: ``(S,)`` cache slots of the tokens in ``x`` (with ``cache``).
             kv_len: attend to the first ``kv_len`` cache slots only (None: all of them).
         """
         b, s, _ = x.shape
-        q = self.q_proj(x).reshape(b, s, self.num_heads, self.head_dim)
-        k = self.k_proj(x).reshape(b, s, self.num_kv_heads, self.head_dim)
-        v = self.v_proj(x).reshape(b, s, self.num_kv_heads, self.head_dim)
+        q, k, v = self._project(x)
+        q = q.reshape(b, s, self.num_heads, self.head_dim)
+        k = k.reshape(b, s, self.num_kv_heads, self.head_dim)
+        v = v.reshape(b, s, self.num_kv_heads, self.head_dim)
         if self.q_norm is not None:
             q, k = self.q_norm(q), self.k_norm(k)
         q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)  # (B, H, S, D)
         q, k = F.apply_rotary_emb(q, k, cos.to(q.dtype), sin.to(q.dtype))  # autocast: bf16 q
-        if cache is not None:
-            k, v = cache.update(self.layer_idx, k, v, slots)  # (B, Hkv, L, D)
-            if kv_len is not None:
-                k, v = k[:, :, :kv_len], v[:, :, :kv_len]
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=mask is None,
-                                             enable_gqa=True)  # (B, H, S, D)
+        if isinstance(mask, CacheSpan):  # a decode step: writes k, v, reads the valid slots
+            i = self.layer_idx
+            out = F.attention_decode(q, cache.keys[i], cache.values[i], mask.lens, mask.starts,
+                                     key=k, value=v)  # (B, H, 1, D)
+        else:
+            if cache is not None:
+                k, v = cache.update(self.layer_idx, k, v, slots)  # (B, Hkv, L, D)
+                if kv_len is not None:
+                    k, v = k[:, :, :kv_len], v[:, :, :kv_len]
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask,
+                                                 is_causal=mask is None,
+                                                 enable_gqa=True)  # (B, H, S, D)
         out = out.transpose(1, 2).reshape(b, s, self.num_heads * self.head_dim)
         return self.o_proj(out)
+
+    def _project(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """q, k, v projections ``(B, S, H * D)``: one matmul in inference, three otherwise."""
+        if self.training or genesis.is_grad_enabled():
+            return self.q_proj(x), self.k_proj(x), self.v_proj(x)
+        return tuple(self.qkv(x))

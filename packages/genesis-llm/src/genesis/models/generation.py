@@ -1,30 +1,36 @@
 """Text generation: a prefill over the prompt, then one decode step per new token.
 
-The KV cache is preallocated for prompt + ``max_new_tokens`` slots. The decode step
-(``decode_step``) has the same shapes every time: one token per row, attending over the
-whole cache with a mask that hides padding and not-yet-written slots, and it takes its slot
-and positions as tensors; that is what lets a CUDA graph capture it. Prompts in a batch are
-left-padded; as transformers, a row's position ids count only its real tokens.
+The KV cache is preallocated for prompt + ``max_new_tokens`` slots, rounded up to a power
+of two (so one captured step serves many calls). The decode step
+(``decode_step``) has the same shapes every time and takes its slot and positions as
+tensors; that is what lets a CUDA graph capture it. Its keys are described in one of two
+ways: with left padding only (the usual batch), each row's valid keys are one range of
+slots, ``[first real slot, new token]``, and ``F.attention_decode`` reads just those; for
+any other padding, a mask over the whole cache hides padding and not-yet-written slots.
+Prompts in a batch are left-padded; as transformers, a row's position ids count only its
+real tokens.
 
 ``decode_step`` of a dense model makes no host synchronisation of its own (its inputs are
-tensors, its mask is computed on the device, ``kv_len`` is not used). What may still sync
-inside it is outside this file: dynamic RoPE (``RotaryEmbedding._grow`` reads the longest
-position), the mixture-of-experts block (one ``tolist`` of the per-expert counts), and the
-index bound checks of core's ``ops/indexing.py`` (``_check_index_tensor`` reads the index's
-min and max back: for the embedding lookup, and for the keys' and values' ``scatter_`` into
-the cache in every layer). ``generate(use_cuda_graph=True)`` captures it as a CUDA graph
-(``genesis.cuda.graph``) for dense models without dynamic RoPE; the generation loop around
-it reads back only a streamer's tokens and, every ``_EOS_CHECK_EVERY`` steps (each step on
-the CPU), whether every row has ended.
+tensors, its key bounds are computed on the device). What may still sync inside it is
+outside this file: dynamic RoPE (``RotaryEmbedding._grow`` reads the longest position), the
+mixture-of-experts block (one ``tolist`` of the per-expert counts), and, on the CPU only,
+the index bound checks of core's ``ops/indexing.py``. ``generate(use_cuda_graph=True)``
+captures it as a CUDA graph (``genesis.cuda.graph``) for dense models without dynamic RoPE
+and keeps the graph, with its KV cache, on the model for later calls of the same batch size
+and capacity (``release_decode_graphs`` frees them; ``train()`` and ``to()`` drop them). The
+generation loop around it reads back only a streamer's tokens and, every
+``_EOS_CHECK_EVERY`` steps (each step on the CPU), whether every row has ended.
 """
 
 from __future__ import annotations
 
 import warnings
+import weakref
 
 import genesis
 from genesis import Tensor
 from genesis.models.attention import KVCache
+from genesis.models.fused_weights import share_all
 from genesis.models.sampling import apply_repetition_penalty, sample_token, warp_logits
 
 __all__ = ["GenerationMixin"]
@@ -51,41 +57,120 @@ def _graph_api(device):
     return genesis.cuda if hasattr(genesis.cuda, "graph") else None
 
 
-class _GraphedDecode:
-    """``decode_step`` replayed from a CUDA graph: the inputs are copied into static buffers,
-    the graph (captured on the second call; the first runs eagerly and warms the kernels up)
-    reruns every kernel on them, and the output lives in the graph's own static tensor.
-    The KV cache and ``key_valid`` are captured by address, so they must not be replaced.
-    A step that cannot be captured (a host read: ``GraphCaptureError``) warns and runs
-    eagerly from then on."""
+def _capacity_bucket(length: int) -> int:
+    """KV-cache slots for ``length`` tokens: rounded up to a power of two, at least 512, so
+    calls with other prompt lengths or ``max_new_tokens`` reuse one captured step (a short
+    warm-up call and a long one included). The decode attention reads only the filled
+    slots, so a roomier cache costs memory, not time."""
+    return max(512, 1 << (length - 1).bit_length())
 
-    def __init__(self, model, cuda) -> None:
-        self.model, self.cuda = model, cuda
-        self.graph = self.logits = self.inputs = None
-        self.calls, self.failed = 0, False
 
-    def __call__(self, tokens, position_ids, cache_position, key_valid, cache):
-        self.calls += 1
-        if self.calls == 1 or self.failed:
-            return self.model.decode_step(tokens, position_ids, cache_position, key_valid, cache)
+class _Decoder:
+    """The decode step of one shape (batch, cache capacity, kind of key bounds, greedy or
+    not) with its state at fixed addresses: the KV cache, the key bounds, the step's inputs
+    (the last tokens, their positions, their cache slot) and which rows have finished.
+
+    A step (``_step``) runs ``decode_step`` and advances the positions and the slot in place.
+    Greedy, it also chooses the next tokens itself (``argmax``; the pad token on finished
+    rows), feeds them back as its next input and records them in ``history`` at their slot,
+    so a replayed step needs nothing from the host. Otherwise it returns the logits and the
+    caller feeds its choice back (``step(token)``).
+
+    Eager (``cuda`` None) the step just runs. With ``cuda`` it is replayed from a CUDA graph
+    captured on the second step (the first runs eagerly and warms the kernels up); the
+    graph reruns every kernel on the fixed tensors. Graphed decoders are kept on the model
+    between ``generate`` calls (``GenerationMixin._decoder``), so their state is refilled in
+    place, never replaced (the stacked projection weights of ``fused_weights`` are the
+    parameters' own memory, or a copy that every call's eager prefill rewrites in place). A
+    step that cannot be captured (a host read: ``GraphCaptureError``) warns and runs eagerly
+    from then on.
+    """
+
+    def __init__(self, model, cuda, batch: int, capacity: int, spans: bool,
+                 greedy: bool) -> None:
+        device = model.device
+        # a weak reference: a kept decoder lives in the model's __dict__, and a cycle would
+        # keep a dropped model and its graphs' memory until the next garbage collection
+        self.model = weakref.ref(model)
+        self.cuda, self.greedy = cuda, greedy
+        self.cache = KVCache(model.config, batch, capacity, model.dtype, device)
+        # key bounds: (B,) first real slot of each row, or a (B, L) validity mask
+        self.key_starts = genesis.zeros(batch, dtype=genesis.int64, device=device) \
+            if spans else None
+        self.key_valid = None if spans else genesis.ones((batch, capacity), dtype=genesis.bool,
+                                                         device=device)
+        self.tokens = genesis.zeros((batch, 1), dtype=genesis.int64, device=device)
+        self.positions = genesis.zeros((batch, 1), dtype=genesis.int64, device=device)
+        self.slot = genesis.zeros(1, dtype=genesis.int64, device=device)
+        self.finished = genesis.zeros(batch, dtype=genesis.bool, device=device)
+        self.pad = genesis.zeros((), dtype=genesis.int64, device=device)
+        self.history = genesis.zeros((batch, capacity), dtype=genesis.int64, device=device) \
+            if greedy else None
+        self.graph = self.logits = None
+        self.warm = self.failed = False
+
+    def start(self, prompt_valid: Tensor, key_starts: Tensor | None, positions: Tensor,
+              pad_token_id: int) -> None:
+        """Set up a new batch of prompts ``(B, P)``: key bounds, the first new tokens'
+        positions ``(B, 1)`` and slot ``P``, no row finished."""
+        p = prompt_valid.shape[1]
+        if self.key_starts is not None:
+            self.key_starts.copy_(key_starts)
+        else:
+            self.key_valid[:, :p] = prompt_valid
+            self.key_valid[:, p:] = True  # new tokens are always real
+        self.positions.copy_(positions)
+        self.slot.fill_(p)
+        self.finished.fill_(False)
+        self.pad.fill_(pad_token_id)
+
+    def first(self, token: Tensor) -> None:
+        """Record the prefill's choice ``(B,)``: the first step's input (and, greedy, the
+        history's first new token, at slot ``P``)."""
+        self.tokens.copy_(token.unsqueeze(1))
+        if self.greedy:
+            self.history.index_put_((None, self.slot), self.tokens)
+
+    def _step(self) -> Tensor | None:
+        logits = self.model().decode_step(self.tokens, self.positions, self.slot, self.key_valid,
+                                        self.cache, key_starts=self.key_starts)
+        self.positions.add_(1)
+        self.slot.add_(1)
+        if not self.greedy:
+            return logits
+        token = genesis.where(self.finished, self.pad, logits.argmax(-1))  # (B,)
+        self.tokens.copy_(token.unsqueeze(1))
+        self.history.index_put_((None, self.slot), self.tokens)
+        return None
+
+    def step(self, token: Tensor | None = None) -> Tensor | None:
+        """One decode step after ``token`` ``(B,)`` (not greedy: the caller's choice);
+        returns the logits ``(B, V)`` (greedy: None, the token is in ``history``)."""
+        if token is not None:
+            self.tokens.copy_(token.unsqueeze(1))
+        if self.cuda is None or self.failed or not self.warm:
+            self.warm = True
+            return self._step()
         if self.graph is None:
-            self.inputs = (tokens.clone(), position_ids.clone(), cache_position.clone())
-            self.graph = self.cuda.CUDAGraph()
+            graph = self.cuda.CUDAGraph()
             try:
-                with self.cuda.graph(self.graph):
-                    self.logits = self.model.decode_step(*self.inputs, key_valid, cache)
+                with self.cuda.graph(graph):
+                    self.logits = self._step()
             except self.cuda.GraphCaptureError as exc:  # nothing ran: redo the step eagerly
                 warnings.warn(f"generate: the decode step could not be captured as a CUDA "
                               f"graph; running it eagerly ({exc})", RuntimeWarning,
-                              stacklevel=4)
-                self.failed, self.graph = True, None
-                return self.model.decode_step(tokens, position_ids, cache_position,
-                                              key_valid, cache)
-        else:
-            for static, new in zip(self.inputs, (tokens, position_ids, cache_position)):
-                static.copy_(new)
+                              stacklevel=3)
+                self.failed = True
+                return self._step()
+            self.graph = graph
         self.graph.replay()
         return self.logits
+
+    def release(self) -> None:
+        """Free the graph (its memory pool) and the cache."""
+        if self.graph is not None:
+            self.graph.reset()
+        self.graph = self.logits = self.cache = self.history = None
 
 
 def _eos_list(eos_token_id) -> list[int]:
@@ -97,7 +182,15 @@ def _eos_list(eos_token_id) -> list[int]:
 
 class GenerationMixin:
     """``generate`` for ``QwenForCausalLM`` (needs ``self.model``, ``self.config``,
-    ``logits_for_last``)."""
+    ``logits_for_last``).
+
+    ``decode_attention``: decode steps attend through ``F.attention_decode`` over each row's
+    valid cache slots when the prompts' padding allows it (left padding: one range of slots
+    per row); False: always through a mask over the whole cache.
+    """
+
+    decode_attention = True
+    _KEPT_GRAPHS = 4  # captured decode steps kept between calls (least recently used go)
 
     def prefill(self, input_ids: Tensor, position_ids: Tensor, prompt_valid: Tensor | None,
                 cache: KVCache) -> Tensor:
@@ -117,22 +210,77 @@ class GenerationMixin:
                 and not self.model.rotary_emb.dynamic)
 
     def decode_step(self, tokens: Tensor, position_ids: Tensor, cache_position: Tensor,
-                    key_valid: Tensor, cache: KVCache) -> Tensor:
+                    key_valid: Tensor | None, cache: KVCache,
+                    key_starts: Tensor | None = None) -> Tensor:
         """One new token per row, at a fixed shape.
 
         Args:
             tokens: ``(B, 1)`` int64, the tokens just chosen.
             position_ids: ``(B, 1)`` their positions.
             cache_position: ``(1,)`` int64, the cache slot they go to.
-            key_valid: ``(B, L)`` bool over all cache slots, False at padding.
+            key_valid: ``(B, L)`` bool over all cache slots, False at padding (unused with
+                ``key_starts``).
             cache: the KV cache (``L`` slots).
+            key_starts: ``(B,)`` int64, each row's first real slot: the keys are then the
+                slots from there to the new token (``F.attention_decode``), no mask.
 
         Returns:
             ``(B, V)`` logits for the following token.
         """
-        masks = self.model.masks(cache_position, key_valid)
-        hidden, _ = self.model(tokens, position_ids, masks, cache, cache_position)
+        if key_starts is not None:
+            keys = self.model.spans(cache_position, key_starts)
+        else:
+            keys = self.model.masks(cache_position, key_valid)
+        hidden, _ = self.model(tokens, position_ids, keys, cache, cache_position)
         return self.logits_for_last(hidden)
+
+    # ------------------------------------------------- decode steps kept between calls
+    def _decoder(self, batch: int, length: int, spans: bool, greedy: bool, cuda) -> _Decoder:
+        """The decode step for ``batch`` rows of ``length`` slots: a new eager one, or
+        (with ``cuda``) the graphed one kept for this shape, made on first use."""
+        # Eager steps get the same capacity as graphed ones: the decode kernel's split of
+        # the cache follows the capacity, so both then add up the same numbers in one order.
+        if cuda is None:
+            return _Decoder(self, None, batch, _capacity_bucket(length), spans, greedy)
+        kept = self.__dict__.get("_decoders")
+        signature = self._weights_signature()
+        if kept is None or kept[0] != signature:  # new weights, dtype or device
+            self.release_decode_graphs()
+            kept = self.__dict__["_decoders"] = (signature, {})
+        decoders = kept[1]
+        key = (batch, _capacity_bucket(length), spans, greedy)
+        decoder = decoders.pop(key, None)
+        if decoder is None:
+            while len(decoders) >= self._KEPT_GRAPHS:
+                decoders.pop(next(iter(decoders))).release()
+            decoder = _Decoder(self, cuda, batch, key[1], spans, greedy)
+        decoders[key] = decoder  # (re)inserted last: the most recently used
+        return decoder
+
+    def _weights_signature(self) -> tuple:
+        """What a captured decode step depends on: every parameter's and buffer's memory
+        (and dtype). Values may change in place (the graph reads them at each replay)."""
+        return tuple((t.data_ptr(), t.dtype) for t in (*self.parameters(), *self.buffers()))
+
+    def release_decode_graphs(self) -> None:
+        """Free the CUDA graphs (and their KV caches) that ``generate(use_cuda_graph=True)``
+        keeps between calls. They are also dropped by ``train()`` and ``to()``, and made
+        again by the next call that needs one."""
+        kept = self.__dict__.pop("_decoders", None)
+        if kept is not None:
+            for decoder in kept[1].values():
+                decoder.release()
+
+    def train(self, mode: bool = True):
+        if mode:
+            self.release_decode_graphs()
+        return super().train(mode)
+
+    def _apply(self, fn):
+        self.release_decode_graphs()
+        out = super()._apply(fn)
+        share_all(self)  # the moved parameters: views of one buffer again (fused_weights)
+        return out
 
     def generate(self, input_ids: Tensor, attention_mask: Tensor | None = None,
                  max_new_tokens: int = 20, do_sample: bool = False, temperature: float = 1.0,
@@ -199,20 +347,7 @@ class GenerationMixin:
             if streamer is not None:
                 streamer.end()
             return input_ids
-        if attention_mask is None:
-            prompt_valid = genesis.ones((b, p), dtype=genesis.bool, device=device)
-        else:
-            prompt_valid = attention_mask.to(device, genesis.bool)
-            if tuple(prompt_valid.shape) != (b, p):
-                raise ValueError(f"generate: attention_mask {list(prompt_valid.shape)} must "
-                                 f"have input_ids' shape {[b, p]}")
-            if not prompt_valid[:, -1].all().item():  # one host check per call
-                raise ValueError("generate: prompts must be left-padded (attention_mask 1 at "
-                                 "the last position of every row)")
-        cache = KVCache(self.config, b, p + max_new_tokens, self.dtype, device)
-        key_valid = genesis.cat([prompt_valid, genesis.ones((b, max_new_tokens),
-                                                            dtype=genesis.bool, device=device)],
-                                dim=1)  # (B, L): new tokens are always real
+        prompt_valid, key_starts = self._prompt_padding(input_ids, attention_mask)
         # Positions count real tokens only (padding gets 1, as transformers).
         position_ids = prompt_valid.to(genesis.int64).cumsum(-1) - 1
         position_ids = position_ids.masked_fill(prompt_valid.logical_not(), 1)
@@ -222,45 +357,72 @@ class GenerationMixin:
             seen = seen.scatter(1, input_ids, prompt_valid)  # padding does not count
         eos_ids = genesis.tensor(eos, dtype=genesis.int64, device=device) if eos else None
 
+        cuda = _graph_api(device) if use_cuda_graph and self.graphable() else None
+        # greedy steps choose their tokens themselves (inside a captured graph)
+        greedy = not do_sample and seen is None
+        decode = self._decoder(b, p + max_new_tokens, key_starts is not None, greedy, cuda)
+        decode.start(prompt_valid, key_starts, position_ids[:, -1:] + 1, pad_token_id)
         logits = self.prefill(input_ids, position_ids,
-                              None if attention_mask is None else prompt_valid, cache)
-        next_position = position_ids[:, -1:] + 1  # (B, 1)
-        cache_position = genesis.tensor([p], dtype=genesis.int64, device=device)
-        finished = genesis.zeros(b, dtype=genesis.bool, device=device)
-        decode = self.decode_step
-        cuda = _graph_api(device) if use_cuda_graph else None
-        if cuda is not None and self.graphable():
-            decode = _GraphedDecode(self, cuda)
+                              None if attention_mask is None else prompt_valid, decode.cache)
+        finished = decode.finished  # (B,) bool, updated in place (a greedy step reads it)
         new_tokens, all_ended = [], []  # all_ended: (0-d bool) per step, read in batches
         check_every = _eos_check_every(device)
         for step in range(max_new_tokens):
-            logits = logits.to(genesis.float32)
-            if seen is not None:
-                logits = apply_repetition_penalty(logits, seen, repetition_penalty)
-            if do_sample:
-                token = sample_token(warp_logits(logits, temperature, top_k, top_p), generator)
+            if step and greedy:
+                token = decode.history[:, p + step]  # (B,) chosen by the step
             else:
-                token = logits.argmax(-1)  # (B,)
-            token = genesis.where(finished, pad_token_id, token)
+                if seen is not None:
+                    logits = apply_repetition_penalty(logits.to(genesis.float32), seen,
+                                                      repetition_penalty)
+                if do_sample:
+                    token = sample_token(warp_logits(logits.to(genesis.float32), temperature,
+                                                     top_k, top_p), generator)
+                else:  # widening is exact and keeps the order: no float32 copy to argmax
+                    token = logits.argmax(-1)  # (B,)
+                token = genesis.where(finished, pad_token_id, token)
+                if step == 0:
+                    decode.first(token)
             new_tokens.append(token)
             if streamer is not None:
                 streamer.put(token.cpu())
             if seen is not None:
                 seen = seen.scatter(1, token.unsqueeze(1), True)
             if eos_ids is not None:
-                finished = finished | (token.unsqueeze(1) == eos_ids).any(-1)
+                finished.copy_(finished | (token.unsqueeze(1) == eos_ids).any(-1))
                 all_ended.append(finished.all())
                 checked = streamer is not None or (step + 1) % check_every == 0
                 if checked and all_ended[-1].item():
                     break
             if step + 1 < max_new_tokens:
-                logits = decode(token.unsqueeze(1), next_position, cache_position, key_valid,
-                                cache)
-                next_position = next_position + 1
-                cache_position = cache_position + 1
+                logits = decode.step(None if greedy or step == 0 else token)
         if streamer is not None:
             streamer.end()
         if all_ended:  # stop where every row had ended, as if it had been checked each step
             ended = genesis.stack(all_ended).tolist()
             new_tokens = new_tokens[:ended.index(True) + 1] if True in ended else new_tokens
         return genesis.cat([input_ids, genesis.stack(new_tokens, dim=1)], dim=1)
+
+    def _prompt_padding(self, input_ids: Tensor,
+                        attention_mask: Tensor | None) -> tuple[Tensor, Tensor | None]:
+        """``(prompt_valid (B, P) bool, key_starts)``: ``key_starts`` (B,) int64 is each
+        row's first real slot when decode steps can take their keys as slot ranges
+        (``decode_attention``, padding only on the left), else None (a mask is used). One
+        host read checks the mask."""
+        b, p = input_ids.shape
+        device = input_ids.device
+        if attention_mask is None:
+            prompt_valid = genesis.ones((b, p), dtype=genesis.bool, device=device)
+            starts = genesis.zeros(b, dtype=genesis.int64, device=device)
+            return prompt_valid, starts if self.decode_attention else None
+        prompt_valid = attention_mask.to(device, genesis.bool)
+        if tuple(prompt_valid.shape) != (b, p):
+            raise ValueError(f"generate: attention_mask {list(prompt_valid.shape)} must "
+                             f"have input_ids' shape {[b, p]}")
+        starts = p - prompt_valid.to(genesis.int64).sum(-1)  # (B,) padding tokens per row
+        left = genesis.arange(p, device=device).unsqueeze(0) >= starts.unsqueeze(1)  # (B, P)
+        last_real, one_range = genesis.stack([prompt_valid[:, -1].all(),
+                                              (left == prompt_valid).all()]).tolist()
+        if not last_real:
+            raise ValueError("generate: prompts must be left-padded (attention_mask 1 at "
+                             "the last position of every row)")
+        return prompt_valid, starts if self.decode_attention and one_range else None

@@ -15,6 +15,7 @@ import genesis.nn as nn
 import genesis.nn.functional as F
 from genesis import Tensor
 from genesis.models.config import Qwen2Config
+from genesis.models.fused_weights import FusedLinear
 
 __all__ = ["MLP", "SparseMoeBlock", "load_balancing_loss"]
 
@@ -29,9 +30,15 @@ class MLP(nn.Module):
         self.gate_proj = nn.Linear(hidden_size, intermediate_size, **kw)
         self.up_proj = nn.Linear(hidden_size, intermediate_size, **kw)
         self.down_proj = nn.Linear(intermediate_size, hidden_size, **kw)
+        # inference: gate and up as one matmul (their parameters become views of one buffer)
+        self.gate_up = FusedLinear([self.gate_proj, self.up_proj], copy=False)
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.down_proj(F.swiglu(self.gate_proj(x), self.up_proj(x)))
+        if self.training or genesis.is_grad_enabled():
+            gate, up = self.gate_proj(x), self.up_proj(x)
+        else:
+            gate, up = self.gate_up(x)  # views of one (*, 2 * intermediate) output
+        return self.down_proj(F.swiglu(gate, up))
 
 
 class SparseMoeBlock(nn.Module):

@@ -15,7 +15,7 @@ import genesis
 import genesis.nn as nn
 import genesis.nn.functional as F
 from genesis import Tensor
-from genesis.models.attention import Attention, KVCache, attention_mask
+from genesis.models.attention import Attention, CacheSpan, KVCache, attention_mask
 from genesis.models.checkpoint import CheckpointMixin
 from genesis.models.config import Qwen2Config
 from genesis.models.generation import GenerationMixin
@@ -27,7 +27,14 @@ __all__ = ["QwenForCausalLM", "QwenModel", "CausalLMOutput"]
 
 
 class DecoderLayer(nn.Module):
-    """Pre-norm attention block and MLP block, each with a residual connection."""
+    """Pre-norm attention block and MLP block, each with a residual connection.
+
+    The MLP's output is handed on un-added (``pending``): the next layer's input norm, or
+    the model's final norm, adds it to the residual stream in the same fused pass
+    (``F.add_rms_norm``), as this layer's ``post_attention_layernorm`` does for the attention
+    output. The sums are the same as ``x + attn`` and ``x + mlp``; the fused pass saves a
+    kernel launch and a read of the stream per block.
+    """
 
     def __init__(self, config: Qwen2Config, layer_idx: int, device=None, dtype=None) -> None:
         super().__init__()
@@ -40,18 +47,27 @@ class DecoderLayer(nn.Module):
         self.post_attention_layernorm = nn.RMSNorm(config.hidden_size, eps=config.rms_norm_eps,
                                                    **kw)
 
-    def forward(self, x: Tensor, cos: Tensor, sin: Tensor, mask: Tensor | None,
-                cache: KVCache | None, slots: Tensor | None,
-                kv_len: int | None) -> tuple[Tensor, Tensor | None]:
-        attn = self.self_attn(self.input_layernorm(x), cos, sin, mask, cache, slots, kv_len)
-        # x = x + attn; h = post_attention_layernorm(x), in one fused pass (under autocast
-        # the residual stream stays in its own dtype, as ``x + attn`` would promote it)
-        norm = self.post_attention_layernorm
-        x, h = F.add_rms_norm(attn.to(x.dtype), x, norm.normalized_shape, norm.weight, norm.eps)
+    def forward(self, x: Tensor, pending: Tensor | None, cos: Tensor, sin: Tensor,
+                mask: Tensor | None, cache: KVCache | None, slots: Tensor | None,
+                kv_len: int | None) -> tuple[Tensor, Tensor, Tensor | None]:
+        """``(x, mlp_out, router_logits)``: the residual stream without, and the MLP output
+        to add to it (``pending`` is the previous layer's, None for the first layer)."""
+        x, h = _add_norm(pending, x, self.input_layernorm)
+        attn = self.self_attn(h, cos, sin, mask, cache, slots, kv_len)
+        # under autocast the residual stream stays in its own dtype, as ``x + attn`` would
+        # promote it
+        x, h = _add_norm(attn.to(x.dtype), x, self.post_attention_layernorm)
         if self.sparse:
             h, router_logits = self.mlp(h)
-            return x + h, router_logits
-        return x + self.mlp(h), None
+            return x, h.to(x.dtype), router_logits
+        return x, self.mlp(h).to(x.dtype), None
+
+
+def _add_norm(update: Tensor | None, x: Tensor, norm: nn.RMSNorm) -> tuple[Tensor, Tensor]:
+    """``x = x + update; (x, norm(x))``, in one fused pass (just the norm without update)."""
+    if update is None:
+        return x, norm(x)
+    return F.add_rms_norm(update, x, norm.normalized_shape, norm.weight, norm.eps)
 
 
 class QwenModel(nn.Module):
@@ -88,18 +104,35 @@ class QwenModel(nn.Module):
                 out[window] = attention_mask(query_slots, valid, window)
         return out
 
+    def spans(self, cache_position: Tensor, key_starts: Tensor) -> dict:
+        """A decode step's keys for every window size in use, as ``CacheSpan``s (the
+        alternative to ``masks`` when each row's valid keys are one range of slots).
+
+        Args:
+            cache_position: ``(1,)`` int64, the slot of the new tokens.
+            key_starts: ``(B,)`` int64, each row's first real slot (its left padding).
+        """
+        lens = (cache_position + 1).expand(key_starts.shape[0]).contiguous()  # (B,)
+        out = {}
+        for window in {layer.self_attn.window for layer in self.layers}:
+            starts = key_starts if window is None else genesis.maximum(key_starts,
+                                                                       lens - window)
+            out[window] = CacheSpan(starts, lens)
+        return out
+
     def forward(self, input_ids: Tensor, position_ids: Tensor, masks: dict,
                 cache: KVCache | None = None, slots: Tensor | None = None,
                 kv_len: int | None = None) -> tuple[Tensor, list[Tensor]]:
         """Final hidden states ``(B, S, hidden)`` and the router logits of sparse layers."""
         x = self.embed_tokens(input_ids)  # (B, S, hidden)
         cos, sin = self.rotary_emb(position_ids, x.dtype)  # (B, S, D)
-        router_logits = []
+        router_logits, pending = [], None
         for layer in self.layers:
-            x, logits = layer(x, cos, sin, masks[layer.self_attn.window], cache, slots, kv_len)
+            x, pending, logits = layer(x, pending, cos, sin, masks[layer.self_attn.window],
+                                       cache, slots, kv_len)
             if logits is not None:
                 router_logits.append(logits)
-        return self.norm(x), router_logits
+        return _add_norm(pending, x, self.norm)[1], router_logits
 
 
 @dataclass

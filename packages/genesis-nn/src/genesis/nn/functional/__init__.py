@@ -37,6 +37,7 @@ from genesis.nn.functional.attention import (
     multi_head_attention_forward,
     scaled_dot_product_attention,
 )
+from genesis.nn.functional.attention_decode import attention_decode
 from genesis.nn.functional.conv import conv1d, conv2d
 from genesis.nn.functional.distance import cosine_similarity, pairwise_distance
 from genesis.nn.functional.dropout import (

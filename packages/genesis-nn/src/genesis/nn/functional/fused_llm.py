@@ -59,7 +59,7 @@ def swiglu(gate, up):
         >>> y = down_proj(h)
     """
     _same("swiglu", gate, up, "gate and up")
-    return SwiGLU.apply(gate.contiguous(), up.contiguous())
+    return SwiGLU.apply(gate, up)  # strided operands too (the halves of one projection)
 
 
 # --------------------------------------------------------------- residual add + RMSNorm

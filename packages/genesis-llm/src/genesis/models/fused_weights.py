@@ -1,0 +1,133 @@
+"""Several linears of one input as one matmul, for inference.
+
+The q/k/v projections of attention and the gate/up projections of the MLP read the same
+input; in inference (not training, no gradient) running them as one matmul over their
+weights stacked along the output dim launches one kernel instead of three (two) and keeps
+the bias in the matmul's epilogue.
+
+The layers keep their own parameters (the checkpoint names, training and its gradients are
+untouched), but ``FusedLinear`` makes them *views of one buffer* (``share``): the stacked
+weight then costs no memory and always holds the current values (an optimizer step or
+``load_state_dict`` writes into it), and its address never changes, so a captured CUDA
+graph that reads it stays valid. ``Module.to`` replaces each parameter's data;
+``QwenForCausalLM`` shares them again afterwards. Should the layers have memory of their own
+anyway (a parameter's ``data`` set by hand), the fused call either keeps a stacked copy,
+rewritten in place when a part changes (``copy=True``: q/k/v, whose weights are small), or
+runs the layers one by one (``copy=False``: gate/up, too big to double).
+"""
+
+from __future__ import annotations
+
+import genesis
+import genesis.nn.functional as F
+from genesis import Tensor
+
+__all__ = ["FusedLinear", "share_all"]
+
+
+class FusedLinear:
+    """Linears of one input, run as one matmul (see the module docstring).
+
+    Args:
+        linears: ``nn.Linear`` layers of one input size, in output order; all with or all
+            without bias. Their parameters are made views of one buffer.
+        copy: whether to keep a stacked copy when the parameters no longer share memory.
+
+    Example::
+
+        >>> qkv = FusedLinear([attn.q_proj, attn.k_proj, attn.v_proj], copy=True)
+        >>> q, k, v = qkv(x)          # under genesis.no_grad(): views of one output
+    """
+
+    def __init__(self, linears, copy: bool) -> None:
+        self.linears = list(linears)
+        self.splits = [m.out_features for m in self.linears]
+        self.copy = copy
+        self.shared = None  # (weight, bias): the buffers the layers' parameters view
+        self._key = self._copy = None
+        self.share()
+
+    def share(self) -> None:
+        """Make the layers' weights (and biases) row slices of one new buffer each, with
+        their current values (the parameters keep their identity: their data is swapped).
+        Done when built; ``QwenForCausalLM.to()`` does it again after moving them."""
+        with genesis.no_grad():
+            weights, biases = self._parts()
+            weight = genesis.cat(weights, dim=0)
+            bias = genesis.cat(biases, dim=0) if biases else None
+            start = 0
+            for m in self.linears:
+                n = m.out_features
+                m.weight.data = weight[start:start + n]
+                if bias is not None:
+                    m.bias.data = bias[start:start + n]
+                start += n
+        self.shared, self._key, self._copy = (weight, bias), None, None
+
+    def _parts(self) -> tuple[list[Tensor], list[Tensor]]:
+        return ([m.weight for m in self.linears],
+                [m.bias for m in self.linears if m.bias is not None])
+
+    def refresh(self) -> tuple[Tensor, Tensor | None] | None:
+        """The stacked ``(weight, bias)``: the shared buffers while the layers still view
+        them, else the kept copy (made or rewritten as needed), else None (``copy=False``:
+        run the layers one by one)."""
+        weights, biases = self._parts()
+        if self.shared is not None:
+            if _views_of(self.shared[0], weights) and (
+                    not biases or _views_of(self.shared[1], biases)):
+                return self.shared
+            self.shared = None  # the layers have memory of their own now
+        if not self.copy:
+            return None
+        key = tuple((t.data_ptr(), t._version, t.dtype) for t in weights + biases)
+        if key != self._key:
+            with genesis.no_grad():
+                weight = genesis.cat(weights, dim=0)  # (sum of outputs, in_features)
+                bias = genesis.cat(biases, dim=0) if biases else None
+                old = self._copy
+                if old is not None and _same_layout(old[0], weight) and (
+                        bias is None or _same_layout(old[1], bias)):
+                    old[0].copy_(weight)  # in place: its address may be in a CUDA graph
+                    if bias is not None:
+                        old[1].copy_(bias)
+                else:
+                    self._copy = (weight, bias)
+            self._key = key
+        return self._copy
+
+    def __call__(self, x: Tensor) -> list[Tensor]:
+        """Every layer's output for ``x`` (*, in): views of one ``(*, sum of outputs)``, or
+        the layers' own outputs where they cannot be fused."""
+        stacked = self.refresh()
+        if stacked is None:
+            return [m(x) for m in self.linears]
+        out = F.linear(x, stacked[0], stacked[1])
+        views, start = [], 0
+        for n in self.splits:
+            views.append(out[..., start:start + n])
+            start += n
+        return views
+
+
+def _views_of(buffer: Tensor, parts: list[Tensor]) -> bool:
+    """Whether ``parts`` are still consecutive row slices of ``buffer``."""
+    address, row = buffer.data_ptr(), buffer.stride(0) * buffer.element_size()
+    for t in parts:
+        if t.data_ptr() != address or t.dtype is not buffer.dtype or t.device != buffer.device:
+            return False
+        address += t.shape[0] * row
+    return True
+
+
+def _same_layout(old: Tensor | None, new: Tensor) -> bool:
+    return (old is not None and old.shape == new.shape and old.dtype is new.dtype
+            and old.device == new.device)
+
+
+def share_all(model) -> None:
+    """``share()`` every ``FusedLinear`` held by ``model``'s modules (after ``to()``)."""
+    for module in model.modules():
+        for value in vars(module).values():
+            if isinstance(value, FusedLinear):
+                value.share()

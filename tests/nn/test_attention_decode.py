@@ -1,0 +1,99 @@
+"""F.attention_decode against torch's masked attention over each row's valid cache slots.
+
+float32/float64 on the CPU (the contract's composite) compare at torch's default
+tolerances; bfloat16 (the CUDA kernel) at bfloat16's: both round once, from float32.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as TF
+from device_params import cpu, to_genesis, to_torch
+from torch.testing import assert_close
+
+import genesis
+import genesis.nn.functional as F
+
+
+def _reference(q, kc, vc, lens, starts):
+    """Row by row and query by query: torch's attention over slots [start, len - n_q + i]."""
+    b, hq, n_q, d = q.shape
+    rep = hq // kc.shape[1]
+    out = torch.zeros(q.shape, dtype=torch.float64)
+    for row in range(b):
+        k = kc[row].double().repeat_interleave(rep, 0)  # (Hq, S, D)
+        v = vc[row].double().repeat_interleave(rep, 0)
+        for i in range(n_q):
+            lo, hi = int(starts[row]), int(lens[row]) - n_q + i + 1
+            if hi <= lo:
+                continue  # nothing to see: zeros
+            out[row, :, i] = TF.scaled_dot_product_attention(
+                q[row, :, i:i + 1].double(), k[:, lo:hi], v[:, lo:hi])[:, 0]
+    return out.to(q.dtype)
+
+
+def _case(dtype, b=3, hq=4, hk=2, n_q=1, s_max=24, d=16, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    q = torch.randn(b, hq, n_q, d, generator=g).to(dtype)
+    kc = torch.randn(b, hk, s_max, d, generator=g).to(dtype)
+    vc = torch.randn(b, hk, s_max, d, generator=g).to(dtype)
+    return q, kc, vc
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("n_q", [1, 3])
+@pytest.mark.parametrize("with_starts", [False, True])
+def test_matches_attention_over_the_valid_slots(device, dtype, n_q, with_starts):
+    q, kc, vc = _case(dtype, n_q=n_q)
+    lens = torch.tensor([n_q, 13, 24])
+    starts = torch.tensor([0, 5, 20]) if with_starts else torch.zeros(3, dtype=torch.long)
+    gq, gk, gv = (to_genesis(t, device) for t in (q, kc, vc))
+    out = F.attention_decode(gq, gk, gv, to_genesis(lens, device),
+                             to_genesis(starts, device) if with_starts else None)
+    assert out.dtype is gq.dtype and tuple(out.shape) == tuple(q.shape)
+    assert_close(to_torch(out), cpu(_reference(q, kc, vc, lens, starts)))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_key_and_value_are_written_to_their_slots_first(device, dtype):
+    q, kc, vc = _case(dtype, n_q=2)
+    g = torch.Generator().manual_seed(5)
+    k_new, v_new = (torch.randn(3, 2, 2, 16, generator=g).to(dtype) for _ in range(2))
+    lens, starts = torch.tensor([2, 13, 24]), torch.tensor([0, 3, 9])
+    gk, gv = to_genesis(kc, device), to_genesis(vc, device)
+    before = gk._version
+    # the values as a strided view (as a fused q/k/v projection hands them over)
+    v_arg = to_genesis(v_new.transpose(1, 2).contiguous(), device).transpose(1, 2)
+    out = F.attention_decode(to_genesis(q, device), gk, gv, to_genesis(lens, device),
+                             to_genesis(starts, device), key=to_genesis(k_new, device),
+                             value=v_arg)
+    for row, n in enumerate(lens.tolist()):
+        kc[row, :, n - 2:n], vc[row, :, n - 2:n] = k_new[row], v_new[row]
+    assert_close(to_torch(gk), kc)
+    assert_close(to_torch(gv), vc)
+    assert gk._version > before
+    assert_close(to_torch(out), cpu(_reference(q, kc, vc, lens, starts)))
+
+
+def test_a_query_with_no_slot_gets_zeros(device):
+    q, kc, vc = _case(torch.float32, b=2)
+    lens, starts = torch.tensor([10, 10]), torch.tensor([10, 3])  # row 0: [10, 10) is empty
+    out = F.attention_decode(*(to_genesis(t, device) for t in (q, kc, vc, lens, starts)))
+    assert (to_torch(out)[0] == 0).all()
+    assert_close(to_torch(out)[1], _reference(q, kc, vc, lens, starts)[1])
+
+
+def test_errors_name_the_shapes():
+    q, kc, vc = (to_genesis(t, "cpu") for t in _case(torch.float32))
+    lens = genesis.tensor([1, 2, 3])
+    with pytest.raises(RuntimeError, match=r"Hk dividing 4"):
+        F.attention_decode(q, kc[:, :, :, :8], vc[:, :, :, :8], lens)
+    with pytest.raises(RuntimeError, match="cache_lens must be an int32/int64"):
+        F.attention_decode(q, kc, vc, lens.to(genesis.float32))
+    with pytest.raises(RuntimeError, match="one floating dtype"):
+        F.attention_decode(q, kc.to(genesis.float64), vc, lens)
+    with pytest.raises(RuntimeError, match="key and value must both be given"):
+        F.attention_decode(q, kc, vc, lens, key=kc[:, :, :1])
+    with pytest.raises(RuntimeError, match="no gradient"):
+        F.attention_decode(q.requires_grad_(), kc, vc, lens)
