@@ -6,7 +6,7 @@ method here is the function of the same name in ``genesis.ops`` with ``self`` fi
 
 from __future__ import annotations
 
-from genesis import creation, ops
+from genesis import creation, ops, sampling
 from genesis import op_declarations as decl
 from genesis.ops import conversion, elementwise, indexing, inplace, joining, reduction, views
 from genesis.tensor import Tensor
@@ -95,9 +95,9 @@ def _install() -> None:
     Tensor.addcmul_ = inplace.addcmul_
     Tensor.addcdiv_ = inplace.addcdiv_
     Tensor.lerp_ = inplace.lerp_
-    Tensor.uniform_ = creation.uniform_
-    Tensor.normal_ = creation.normal_
-    Tensor.random_ = creation.random_
+    Tensor.uniform_ = sampling.uniform_
+    Tensor.normal_ = sampling.normal_
+    Tensor.random_ = sampling.random_
     Tensor.index_put = lambda self, indices, values, accumulate=False: inplace.index_put_(
         self.clone(), indices, values, accumulate)
 
