@@ -10,7 +10,7 @@ from genesis import creation
 from genesis.autograd import grad_mode
 from genesis.autograd.function import Function
 from genesis.ops.common import normalize_dim, wrap
-from genesis.ops.views import geometry, make_view
+from genesis.ops.views import _geometry, make_view
 from genesis.tensor import Tensor, is_contiguous_geometry
 
 
@@ -48,7 +48,7 @@ class SliceBackward(Function):
 
 def slice_geometry(x: Tensor, key: tuple):
     """Shape, strides and offset of ``x[key]`` for a normalised basic-index ``key``."""
-    strides, offset = geometry(x)
+    strides, offset = _geometry(x)
     shape_out, strides_out = [], []
     dim = 0
     for k in key:
@@ -133,7 +133,7 @@ def unbind(x: Tensor, dim: int = 0) -> tuple:
 class AsStrided(Function):
     @staticmethod
     def forward(ctx, x, shape, strides, offset):
-        in_strides, in_offset = geometry(x)
+        in_strides, in_offset = _geometry(x)
         ctx.geom = (x.shape, in_strides, in_offset, shape, strides, offset)
         return make_view(x, shape, strides, offset)
 
@@ -188,7 +188,7 @@ def unfold(x: Tensor, dimension: int, size: int, step: int) -> Tensor:
         raise RuntimeError(f"maximum size for tensor at dimension {d} is {n} but size is {size}")
     if step <= 0:
         raise RuntimeError(f"step is {step} but must be > 0")
-    strides, offset = geometry(x)
+    strides, offset = _geometry(x)
     if x.ndim == 0:
         return AsStrided.apply(x, (size,), (1,), offset)
     count = (n - size) // step + 1
@@ -220,11 +220,11 @@ class CopySlices(Function):
 
 def rebase_view_history(base: Tensor, view_t: Tensor) -> None:
     """After an in-place op recorded on ``view_t``, route ``base``'s history through it."""
-    base_strides, base_offset = geometry(base)
+    base_strides, base_offset = _geometry(base)
     if not is_contiguous_geometry(base.shape, base_strides):
         raise RuntimeError("in-place ops on views of a non-contiguous base tensor that needs "
                            "gradients are not supported; call .contiguous() on the base first")
-    strides, offset = geometry(view_t)
+    strides, offset = _geometry(view_t)
     region = (view_t.shape, strides, offset - base_offset)
     before = Tensor._wrap(base._data, base.device)
     before.requires_grad, before.grad_fn, before._out_idx = \

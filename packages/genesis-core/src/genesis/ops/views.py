@@ -17,8 +17,7 @@ from genesis.ops.common import normalize_dim, shape_arg, sum_to_shape, wrap
 from genesis.tensor import Tensor, interned_size
 
 
-def geometry(x: Tensor) -> tuple:
-    """``(strides, storage offset)`` of ``x``, as its backend describes them."""
+def _geometry(x: Tensor):
     b = x._backend
     return tuple(b.strides_of(x._data)), b.storage_offset_of(x._data)
 
@@ -103,7 +102,7 @@ def _cached_view_strides(old_shape, old_strides, new_shape):
 class View(Function):
     @staticmethod
     def forward(ctx, x, shape):
-        strides, offset = geometry(x)
+        strides, offset = _geometry(x)
         new_strides = _cached_view_strides(x.shape, strides, shape)
         if new_strides is None:
             raise RuntimeError(
@@ -167,7 +166,7 @@ def reshape(x: Tensor, *shape) -> Tensor:
         A view when the strides allow, otherwise a copy.
     """
     shape = _infer_shape(shape_arg(shape, True), x.numel())
-    strides, _ = geometry(x)
+    strides, _ = _geometry(x)
     if _cached_view_strides(x.shape, strides, shape) is not None:
         return View.apply(x, shape)
     return View.apply(contiguous(x), shape)
@@ -200,7 +199,7 @@ def contiguous(x: Tensor) -> Tensor:
 class Permute(Function):
     @staticmethod
     def forward(ctx, x, dims):
-        strides, offset = geometry(x)
+        strides, offset = _geometry(x)
         ctx.dims = dims
         return make_view(x, [x.shape[d] for d in dims], [strides[d] for d in dims], offset)
 
@@ -294,7 +293,7 @@ moveaxis = movedim
 class Expand(Function):
     @staticmethod
     def forward(ctx, x, shape):
-        strides, offset = geometry(x)
+        strides, offset = _geometry(x)
         pad = len(shape) - x.ndim
         new_strides = [0] * pad
         for i, (n, s) in enumerate(zip(x.shape, strides)):
@@ -386,7 +385,7 @@ def unsqueeze(x: Tensor, dim: int) -> Tensor:
     """
     d = normalize_dim(dim, x.ndim + 1)
     shape = x.shape[:d] + (1,) + x.shape[d:]
-    strides, offset = geometry(x)
+    strides, offset = _geometry(x)
     inner = strides[d] * x.shape[d] if d < x.ndim else 1
     new_strides = strides[:d] + (inner,) + strides[d:]
     return _GeometryView.apply(x, shape, new_strides, offset)
