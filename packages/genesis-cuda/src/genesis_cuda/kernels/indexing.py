@@ -53,7 +53,8 @@ def _in_range(j, lo, mask, size, err, OP: tl.constexpr):
         worst = tl.max(tl.where(bad, j.to(tl.int64), -(2**62)), axis=0)  # a bad index
         if tl.atomic_cas(err, tl.full([], 0, tl.int64), tl.full([], OP, tl.int64)) == 0:
             tl.store(err + 1, worst)
-            tl.store(err + 2, tl.cast(size, tl.int64))  # (size may be a constexpr: 1)
+            # size is an int constexpr when it equals 1 (Triton specialises it): no .to()
+            tl.store(err + 2, size + tl.zeros([], tl.int64))
     return ok
 
 
