@@ -11,7 +11,8 @@ parent edges are not counted (every module would then depend on ``genesis/__init
 That is why a function-local import can still hide a circle at run time (``genesis/__init__``
 imports the whole API, so a backend importing ``genesis.random`` closes a loop through it):
 ``test_backends_import_only_the_contract`` checks the layer rule itself, with function-local
-imports counted too.
+imports counted too, and ``test_function_local_imports_are_lazy_by_design`` allows a
+function-local import of our own modules only where it is listed (or ruled) lazy, with why.
 """
 
 from __future__ import annotations
@@ -194,3 +195,63 @@ def test_backends_import_only_the_contract():
     bad = layer_violations(import_graph())
     assert not bad, "backend-side modules importing genesis above the contract:\n" + \
         "\n".join(bad)
+
+
+# Function-local imports of the repository's own modules that are lazy by design, and why.
+# Any other one fails below: import at module level instead (and if that makes a circle, the
+# code sits in the wrong layer). (importer, imported) -> reason.
+_LAZY = {
+    ("genesis", "genesis.serialization"): "genesis.save/load: checkpoint code on first use",
+    ("genesis.autograd", "genesis.testing"):
+        "gradcheck is genesis.testing's (above autograd), reached as torch.autograd.gradcheck",
+    ("genesis_cuda.backend", "genesis_cuda.api"): "genesis.cuda's module imports the runtime",
+    ("genesis_cuda.backend", "genesis_cuda.dlpack"): "ctypes structures, for DLPack users only",
+    ("genesis.models.apps.model_dir", "genesis.models"):
+        "the CLIs check a model directory before loading the model stack",
+}
+
+
+def _lazy_by_rule(importer: str, imported: str) -> bool:
+    # genesis-cuda's kernel families import each other on first use (kernels/__init__.py),
+    # and another distribution's optional package is imported only when used.
+    if importer.startswith("genesis_cuda.kernels.") and imported.startswith("genesis_cuda."):
+        return True
+    return imported.startswith("genesis.distributed") and \
+        not importer.startswith("genesis.distributed")
+
+
+def function_local_imports() -> list[tuple[str, str]]:
+    """(importer, imported) for each import of a repository module inside a function."""
+    files = _module_files()
+    found = []
+    for mod, path in files.items():
+        with open(path, encoding="utf-8") as f:
+            tree = ast.parse(f.read(), path)
+        is_pkg = os.path.basename(path) == "__init__.py"
+        package = mod if is_pkg else mod.rpartition(".")[0]
+        for fn in ast.walk(tree):
+            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for node in ast.walk(fn):
+                if isinstance(node, ast.Import):
+                    names = [a.name for a in node.names]
+                elif isinstance(node, ast.ImportFrom):
+                    base = node.module or ""
+                    if node.level:
+                        parts = package.split(".")
+                        parts = parts[:len(parts) - (node.level - 1)]
+                        base = ".".join(parts + ([node.module] if node.module else []))
+                    names = [f"{base}.{a.name}" if f"{base}.{a.name}" in files else base
+                             for a in node.names]
+                else:
+                    continue
+                found += [(mod, n) for n in names if n in files or n.startswith("genesis")]
+    return sorted(set(found))
+
+
+def test_function_local_imports_are_lazy_by_design():
+    stray = [f"{a} imports {b} inside a function"
+             for a, b in function_local_imports()
+             if (a, b) not in _LAZY and not _lazy_by_rule(a, b)]
+    assert not stray, "\n".join(stray)
+

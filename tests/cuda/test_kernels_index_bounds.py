@@ -190,3 +190,18 @@ def test_index_put_accumulate_in_a_widened_copy():
     assert a.tolist() == [0, 0, 4]
     assert torch.all(buf[:PAD] == 100) and torch.all(buf[PAD + 3:] == 100)
     assert "index_put_: index -4 is out of bounds for dimension with size 3" in _raised()
+
+
+def test_zero_dim_inputs_index_like_one_element():
+    """A 0-d tensor has one element at index 0 (as torch): anything else is out of range."""
+    a = torch.tensor(5.0, device=DEV)
+    i0 = torch.tensor(0, device=DEV)
+    assert host(indexing.gather(dev(a), 0, dev(i0))).item() == 5.0
+    assert host(indexing.index_select(dev(a), 0, dev(_index([0])))).item() == 5.0
+    out = indexing.index_add(dev(a), 0, dev(_index([0])), dev(torch.tensor([2.0], device=DEV)))
+    assert host(out).item() == 7.0
+    assert _raised() is None
+    assert host(indexing.gather(dev(a), 0, dev(torch.tensor(1, device=DEV)))).item() == 0.0
+    assert "gather: index 1 is out of bounds for dimension with size 1" in _raised()
+    indexing.scatter(dev(a), 0, dev(torch.tensor(-1, device=DEV)), 1.0, None)
+    assert "scatter: index -1 is out of bounds for dimension with size 1" in _raised()

@@ -65,7 +65,7 @@ def _stage_cases(device):
     """Per op: (launch, forward without graph, public call, public call recording a graph);
     None where a stage does not exist for the op."""
     from genesis.autograd.function import _NO_GRAD_CTX as nog
-    from genesis.ops import elementwise, linalg, reduction, views
+    from genesis.ops import elementwise, linalg, reduction, strided, views
 
     a = genesis.ones(16, device=device)
     b = genesis.ones(16, device=device)
@@ -96,7 +96,7 @@ def _stage_cases(device):
                          lambda: views.View.forward(nog, a, (4, 4)),
                          lambda: a.view(4, 4), lambda: w.view(4, 4)),
         "slice a[2:10]": (lambda: be.as_strided(ad, (8,), (1,), 2),
-                          lambda: views.Slice.forward(nog, a, (slice(2, 10),)),
+                          lambda: strided.Slice.forward(nog, a, (slice(2, 10),)),
                           lambda: a[2:10], lambda: w[2:10]),
         "in-place add_": (lambda: k_add(ad, bd, out=ad), None, lambda: a.add_(b), None),
     }

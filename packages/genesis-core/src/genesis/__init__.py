@@ -24,7 +24,6 @@ from genesis.autograd import (  # noqa: E402
 from genesis.creation import (  # noqa: E402
     arange,
     as_tensor,
-    bernoulli,
     empty,
     empty_like,
     eye,
@@ -33,16 +32,8 @@ from genesis.creation import (  # noqa: E402
     full,
     full_like,
     linspace,
-    normal,
     ones,
     ones_like,
-    rand,
-    rand_like,
-    randint,
-    randint_like,
-    randn,
-    randn_like,
-    randperm,
     tensor,
     zeros,
     zeros_like,
@@ -83,6 +74,17 @@ from genesis.random import (  # noqa: E402
     manual_seed,
     seed,
     set_rng_state,
+)
+from genesis.sampling import (  # noqa: E402
+    bernoulli,
+    normal,
+    rand,
+    rand_like,
+    randint,
+    randint_like,
+    randn,
+    randn_like,
+    randperm,
 )
 from genesis.tensor import Size, Tensor  # noqa: E402
 

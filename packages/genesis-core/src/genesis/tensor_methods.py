@@ -6,9 +6,18 @@ method here is the function of the same name in ``genesis.ops`` with ``self`` fi
 
 from __future__ import annotations
 
-from genesis import creation, ops
+from genesis import creation, ops, sampling
 from genesis import op_declarations as decl
-from genesis.ops import conversion, elementwise, indexing, inplace, joining, reduction, views
+from genesis.ops import (
+    conversion,
+    elementwise,
+    indexing,
+    inplace,
+    joining,
+    reduction,
+    strided,
+    views,
+)
 from genesis.tensor import Tensor
 
 _SAME_NAME = (
@@ -76,9 +85,9 @@ def _install() -> None:
         setattr(Tensor, name, getattr(ops, name))
     Tensor.repeat = joining.repeat
     Tensor.expand_as = views.expand_as
-    Tensor.unfold = views.unfold
+    Tensor.unfold = strided.unfold
     # what autograd reaches through the tensor (autograd sits below the ops)
-    Tensor._rebase_view_history = views.rebase_view_history
+    Tensor._rebase_view_history = strided.rebase_view_history
     Tensor.where = lambda self, condition, other: ops.where(condition, self, other)
     Tensor.view_as = lambda self, other: ops.view(self, other.shape)
     Tensor.reshape_as = lambda self, other: ops.reshape(self, other.shape)
@@ -95,9 +104,9 @@ def _install() -> None:
     Tensor.addcmul_ = inplace.addcmul_
     Tensor.addcdiv_ = inplace.addcdiv_
     Tensor.lerp_ = inplace.lerp_
-    Tensor.uniform_ = creation.uniform_
-    Tensor.normal_ = creation.normal_
-    Tensor.random_ = creation.random_
+    Tensor.uniform_ = sampling.uniform_
+    Tensor.normal_ = sampling.normal_
+    Tensor.random_ = sampling.random_
     Tensor.index_put = lambda self, indices, values, accumulate=False: inplace.index_put_(
         self.clone(), indices, values, accumulate)
 

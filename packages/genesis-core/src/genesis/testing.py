@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
-from genesis import creation
+from genesis import creation, sampling
 from genesis import dtypes as D
 from genesis.autograd.engine import grad
 from genesis.autograd.grad_mode import no_grad
@@ -326,7 +326,7 @@ def gradcheck(fn: Callable, inputs, *, eps: float = 1e-6, atol: float = 1e-5,
         True when every gradient matches.
 
     Example:
-        >>> x = creation.randn(3, dtype=genesis.float64, requires_grad=True)
+        >>> x = genesis.randn(3, dtype=genesis.float64, requires_grad=True)
         >>> genesis.testing.gradcheck(lambda t: (t * t).sin(), (x,))
         True
     """
@@ -376,7 +376,7 @@ def gradgradcheck(fn: Callable, inputs, grad_outputs=None, *, eps: float = 1e-6,
     diff_idx = [i for i, x in enumerate(inputs) if _is_genesis_tensor(x) and x.requires_grad]
     outs = [o for o in _differentiable_outputs(_as_tuple(fn(*inputs))) if o.requires_grad]
     if grad_outputs is None:
-        grad_outputs = [creation.randn(o.shape, dtype=D.float64, device=o.device) for o in outs]
+        grad_outputs = [sampling.randn(o.shape, dtype=D.float64, device=o.device) for o in outs]
     grad_outputs = tuple(g.detach().to(D.float64).requires_grad_(True)
                          for g in _as_tuple(grad_outputs))
     n = len(inputs)

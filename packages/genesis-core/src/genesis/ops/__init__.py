@@ -77,25 +77,22 @@ from genesis.ops.reduction import (
 )
 from genesis.ops.sorting import argsort, kthvalue, msort, sort, topk
 from genesis.ops.special import erfinv
+from genesis.ops.strided import as_strided, narrow, select, unbind
 from genesis.ops.views import (
-    as_strided,
     broadcast_to,
     contiguous,
     expand,
     flatten,
     moveaxis,
     movedim,
-    narrow,
     permute,
     ravel,
     reshape,
-    select,
     squeeze,
     swapaxes,
     swapdims,
     t,
     transpose,
-    unbind,
     unflatten,
     unsqueeze,
     view,

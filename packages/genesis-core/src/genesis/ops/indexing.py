@@ -15,7 +15,7 @@ from genesis.ops.common import (
     wrap,
 )
 from genesis.ops.elementwise import _scalar_for, where
-from genesis.ops.views import Slice
+from genesis.ops.strided import Slice
 from genesis.tensor import Tensor
 
 

@@ -17,7 +17,7 @@ from genesis.ops import elementwise as E
 from genesis.ops import indexing as I
 from genesis.ops.common import broadcast_shapes, check_same_device, expand_array
 from genesis.ops.special import erfinv
-from genesis.ops.views import Slice, rebase_view_history
+from genesis.ops.strided import Slice, rebase_view_history
 from genesis.tensor import Tensor
 
 

@@ -9,7 +9,7 @@ from genesis import creation
 from genesis import dtypes as D
 from genesis.autograd.function import Function
 from genesis.ops.common import check_same_device, normalize_dim, normalize_dims, wrap
-from genesis.ops.views import narrow
+from genesis.ops.strided import narrow
 from genesis.tensor import Tensor
 
 

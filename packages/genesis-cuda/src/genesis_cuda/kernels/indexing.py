@@ -262,8 +262,14 @@ def _scatter_walk(shape, dst, dst_strides, idx, idx_strides, scale: int, size: i
 
 
 # ----------------------------------------------------------------------------- public
-def _dim_size(a, dim: int) -> int:
-    return a.shape[dim] if a.shape else 1  # a 0-d array indexes like one of size 1
+def _along(a, dim: int, ndim: int):
+    """(``a``'s strides over an ``ndim`` walk with ``dim`` zeroed, ``dim``'s stride, its
+    size); a 0-d ``a`` indexes like one element of a dim of size 1."""
+    if not a.shape:
+        return [0] * ndim, 0, 1
+    strides = list(a.strides)
+    scale, strides[dim] = strides[dim], 0
+    return strides, scale, a.shape[dim]
 
 
 def gather(a, dim: int, index):
@@ -271,20 +277,16 @@ def gather(a, dim: int, index):
     out = _launch.empty(index.shape, a.dtype, a.device)
     if numel(index.shape) == 0:
         return out
-    sstr = list(a.strides)
-    sstr[dim] = 0
-    _gather_walk(out, a, sstr, index, index.strides, a.strides[dim], _dim_size(a, dim),
-                 "gather")
+    sstr, scale, size = _along(a, dim, len(index.shape))
+    _gather_walk(out, a, sstr, index, index.strides, scale, size, "gather")
     return out
 
 
 def _scatter_into(out, dim, index, src, add):
-    dstr = list(out.strides)
-    scale = dstr[dim]
-    dstr[dim] = 0
+    dstr, scale, size = _along(out, dim, len(index.shape))
     sstr = None if not hasattr(src, "data_ptr") else src.strides
-    _scatter_walk(index.shape, out, dstr, index, index.strides, scale, _dim_size(out, dim),
-                  "scatter", src, sstr, add)
+    _scatter_walk(index.shape, out, dstr, index, index.strides, scale, size, "scatter", src,
+                  sstr, add)
 
 
 def scatter(a, dim: int, index, src, reduce):
@@ -314,13 +316,9 @@ def index_select(a, dim: int, index):
     out = _launch.empty(tuple(shape), a.dtype, a.device)
     if numel(shape) == 0:
         return out
-    if not a.shape:  # 0-d: the only element, at index 0
-        _gather_walk(out, a, [0] * len(shape), index, [0] * len(shape), 0, 1, "index_select")
-        return out
-    sstr = list(a.strides)
-    sstr[dim] = 0
-    _gather_walk(out, a, sstr, index, _index_view_strides(index, len(shape), dim),
-                 a.strides[dim], a.shape[dim], "index_select")
+    sstr, scale, size = _along(a, dim, len(shape))
+    istr = _index_view_strides(index, len(shape), dim) if shape else []
+    _gather_walk(out, a, sstr, index, istr, scale, size, "index_select")
     return out
 
 
@@ -330,16 +328,11 @@ def index_add(a, dim: int, index, src):
     out = clone(a)
     if numel(src.shape) == 0:
         return out
-    if not a.shape:
-        idx_strides = [0] * len(src.shape)
-        _scatter_walk(src.shape, out, [0] * len(src.shape), index, idx_strides, 0, 1,
-                      "index_add", src, src.strides, True)
-        return out
-    dstr = list(out.strides)
-    scale = dstr[dim]
-    dstr[dim] = 0
-    _scatter_walk(src.shape, out, dstr, index, _index_view_strides(index, len(src.shape), dim),
-                  scale, a.shape[dim], "index_add", src, src.strides, True)
+    nd = len(src.shape)
+    dstr, scale, size = _along(out, dim, nd)
+    istr = _index_view_strides(index, nd, dim) if a.shape else [0] * nd
+    _scatter_walk(src.shape, out, dstr, index, istr, scale, size, "index_add", src,
+                  src.strides, True)
     return out
 
 

@@ -12,7 +12,7 @@ import datetime
 import torch
 from torch import distributed as tdist
 
-from genesis.distributed.reduce_op import ReduceOp
+from genesis.distributed.reduce_op import DistBackendError, ReduceOp
 from genesis.distributed.work import Work
 
 _TORCH_OPS = {
@@ -40,8 +40,6 @@ class GlooBackend:
         try:
             self._pg = tdist.ProcessGroupGloo(store, rank, size, timeout)
         except RuntimeError as exc:
-            from genesis.distributed.reduce_op import DistBackendError
-
             raise DistBackendError(f"{describe}: Gloo could not connect the ranks within "
                                    f"{timeout.total_seconds():g} s: {exc}") from exc
 

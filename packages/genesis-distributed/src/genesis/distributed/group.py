@@ -13,6 +13,9 @@ import pickle
 
 from torch import distributed as tdist
 
+import genesis
+from genesis.distributed.backend_gloo import GlooBackend
+from genesis.distributed.backend_nccl import NcclBackend  # (CuPy is imported on first use)
 from genesis.distributed.rendezvous import rendezvous
 
 DEFAULT_TIMEOUT = datetime.timedelta(minutes=30)
@@ -80,12 +83,8 @@ class ProcessGroup:
                 "backend='cpu:gloo,cuda:nccl' to use both")
         store = tdist.PrefixStore(f"{name}/", self._store)
         if name == "gloo":
-            from genesis.distributed.backend_gloo import GlooBackend
-
             backend = GlooBackend(store, self._rank, self.size(), self.timeout, self.describe())
         else:
-            from genesis.distributed.backend_nccl import NcclBackend
-
             # NCCL's own init waits forever for a missing rank: meet through the store first
             self.exchange_objects(None, "creating the NCCL communicator")
             backend = NcclBackend(store, self._rank, self.size(), self.timeout, self.describe(),
@@ -166,8 +165,6 @@ def parse_backend(backend: str | None) -> dict[str, str]:
 
 
 def _cuda_available() -> bool:
-    import genesis
-
     return genesis.cuda.is_available()
 
 
@@ -206,8 +203,6 @@ def init_process_group(backend: str | None = None, init_method: str | None = Non
     where = rendezvous(init_method, rank, world_size, timeout, store)
     device_index = None
     if "cuda" in table:
-        import genesis
-
         device_index = where.local_rank if device_id is None else _device_index(device_id)
         genesis.cuda.set_device(device_index)
     _state.generation += 1

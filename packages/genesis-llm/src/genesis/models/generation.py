@@ -52,8 +52,6 @@ def _graph_api(device):
     """``genesis.cuda`` when it can capture CUDA graphs on ``device``, else None."""
     if device.type != "cuda":
         return None
-    import genesis.cuda
-
     return genesis.cuda if hasattr(genesis.cuda, "graph") else None
 
 

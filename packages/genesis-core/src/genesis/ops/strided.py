@@ -1,0 +1,240 @@
+"""Views at explicit positions: basic indexing (``x[1:3, None, 2]``: ``Slice``), ``narrow``,
+``select``, ``unbind``, ``as_strided``, ``unfold``; and the history of a base tensor after an
+in-place op wrote into one of its views (``CopySlices``, ``rebase_view_history``). The
+geometry helpers are those of ``genesis.ops.views``.
+"""
+
+from __future__ import annotations
+
+from genesis import creation
+from genesis.autograd import grad_mode
+from genesis.autograd.function import Function
+from genesis.ops.common import normalize_dim, wrap
+from genesis.ops.views import _geometry, make_view
+from genesis.tensor import Tensor, is_contiguous_geometry
+
+
+class Slice(Function):
+    """Basic indexing (ints, slices with steps, None, Ellipsis) as a strided view."""
+
+    @staticmethod
+    def forward(ctx, x, key):
+        shape, strides, offset = slice_geometry(x, key)
+        ctx.in_shape, ctx.key = x.shape, key
+        return make_view(x, shape, strides, offset)
+
+    @staticmethod
+    def backward(ctx, g):
+        # A Function (not a raw copy) so that double backward sees it
+        return SliceBackward.apply(g, ctx.in_shape, ctx.key), None
+
+
+class SliceBackward(Function):
+    """The gradient of ``x[key]``: ``g`` written into zeros of ``x``'s shape."""
+
+    @staticmethod
+    def forward(ctx, g, in_shape, key):
+        ctx.key = key
+        gx = creation.zeros(in_shape, dtype=g.dtype, device=g.device)
+        shape, strides, offset = slice_geometry(gx, key)
+        region = make_view(gx, shape, strides, offset)
+        region._backend.copy_(region._data, g._data)
+        return gx
+
+    @staticmethod
+    def backward(ctx, gg):
+        return Slice.apply(gg, ctx.key), None, None
+
+
+def slice_geometry(x: Tensor, key: tuple):
+    """Shape, strides and offset of ``x[key]`` for a normalised basic-index ``key``."""
+    strides, offset = _geometry(x)
+    shape_out, strides_out = [], []
+    dim = 0
+    for k in key:
+        if k is None:
+            shape_out.append(1)
+            strides_out.append(0)
+        elif isinstance(k, int):
+            n = x.shape[dim]
+            if not -n <= k < n:
+                raise IndexError(
+                    f"index {k} is out of bounds for dimension {dim} with size {n}")
+            offset += (k % n) * strides[dim]
+            dim += 1
+        else:  # slice
+            n = x.shape[dim]
+            start, stop, step = k.indices(n)
+            if step <= 0:
+                raise ValueError("step must be greater than zero")
+            length = max(0, (stop - start + step - 1) // step)
+            if length:
+                offset += start * strides[dim]
+            shape_out.append(length)
+            strides_out.append(strides[dim] * step)
+            dim += 1
+    shape_out.extend(x.shape[dim:])
+    strides_out.extend(strides[dim:])
+    return tuple(shape_out), tuple(strides_out), offset
+
+
+def narrow(x: Tensor, dim: int, start: int, length: int) -> Tensor:
+    """The slice ``start:start+length`` of dim ``dim`` (a view).
+
+    Args:
+        x: the input tensor.
+        dim: the dim to slice.
+        start: the first index.
+        length: the number of elements.
+
+    Returns:
+        A view.
+    """
+    d = normalize_dim(dim, x.ndim)
+    n = x.shape[d]
+    if start < 0:
+        start += n
+    if not 0 <= start <= n or length < 0 or start + length > n:
+        raise RuntimeError(f"narrow: start ({start}) + length ({length}) exceeds dimension size "
+                         f"({n}) of dim {d}")
+    key = (slice(None),) * d + (slice(start, start + length),)
+    return Slice.apply(x, key)
+
+
+def select(x: Tensor, dim: int, index: int) -> Tensor:
+    """``x`` indexed at ``index`` along ``dim`` (that dim removed; a view).
+
+    Args:
+        x: the input tensor.
+        dim: the dim to index.
+        index: the position along it.
+
+    Returns:
+        A view with one dim fewer.
+    """
+    d = normalize_dim(dim, x.ndim)
+    return Slice.apply(x, (slice(None),) * d + (int(index),))
+
+
+def unbind(x: Tensor, dim: int = 0) -> tuple:
+    """All slices along ``dim`` as a tuple of views.
+
+    Args:
+        x: the input tensor.
+        dim: the dim to slice along.
+
+    Returns:
+        A tuple of views, each without ``dim``.
+    """
+    d = normalize_dim(dim, x.ndim)
+    return tuple(select(x, d, i) for i in range(x.shape[d]))
+
+
+class AsStrided(Function):
+    @staticmethod
+    def forward(ctx, x, shape, strides, offset):
+        in_strides, in_offset = _geometry(x)
+        ctx.geom = (x.shape, in_strides, in_offset, shape, strides, offset)
+        return make_view(x, shape, strides, offset)
+
+    @staticmethod
+    def backward(ctx, g):
+        in_shape, in_strides, in_offset, shape, strides, offset = ctx.geom
+        # Scatter-add the gradient into a flat buffer covering the memory both geometries
+        # touch, then read it back with the input's geometry (handles overlapping views).
+        extent = 1 + max(_last_index(in_shape, in_strides, in_offset),
+                         _last_index(shape, strides, offset))
+        flat = creation.zeros(extent, dtype=g.dtype, device=g.device)
+        positions = make_view(creation.arange(extent, device=g.device), shape, strides, offset)
+        if grad_mode.is_grad_enabled():  # create_graph: differentiable ops (double backward)
+            flat = flat.index_add(0, positions.reshape(-1), g.reshape(-1))
+            return AsStrided.apply(flat, in_shape, in_strides, in_offset), None, None, None
+        # positions are in range by construction: call the kernel without index checks
+        b = flat._backend
+        summed = b.index_add(flat._data, 0, positions.reshape(-1)._data, g.reshape(-1)._data)
+        return make_view(wrap(summed, g.device), in_shape, in_strides, in_offset), None, None, None
+
+
+def _last_index(shape, strides, offset) -> int:
+    return offset + sum((n - 1) * s for n, s in zip(shape, strides) if n > 0)
+
+
+def as_strided(x: Tensor, size, stride, storage_offset: int | None = None) -> Tensor:
+    """A view of ``x``'s storage with explicit geometry (offset defaults to ``x``'s).
+
+    Args:
+        x: the input tensor.
+        size: the view's shape.
+        stride: the view's strides, in elements.
+        storage_offset: the first element's offset in the storage; ``x``'s when None.
+
+    Returns:
+        A view sharing ``x``'s storage.
+    """
+    size, stride = tuple(int(s) for s in size), tuple(int(s) for s in stride)
+    if len(size) != len(stride):
+        raise RuntimeError(f"mismatch in length of strides {stride} and shape {size}")
+    if storage_offset is None:
+        storage_offset = x.storage_offset()
+    return AsStrided.apply(x, size, stride, storage_offset)
+
+
+def unfold(x: Tensor, dimension: int, size: int, step: int) -> Tensor:
+    """Windows of length ``size`` every ``step`` along ``dimension``, as a new last dim
+    (a view; overlapping windows share memory)."""
+    d = normalize_dim(dimension, x.ndim)
+    n = x.shape[d] if x.ndim else 1
+    if size > n or size < 0:
+        raise RuntimeError(f"maximum size for tensor at dimension {d} is {n} but size is {size}")
+    if step <= 0:
+        raise RuntimeError(f"step is {step} but must be > 0")
+    strides, offset = _geometry(x)
+    if x.ndim == 0:
+        return AsStrided.apply(x, (size,), (1,), offset)
+    count = (n - size) // step + 1
+    shape = x.shape[:d] + (count,) + x.shape[d + 1:] + (size,)
+    new_strides = strides[:d] + (strides[d] * step,) + strides[d + 1:] + (strides[d],)
+    return AsStrided.apply(x, shape, new_strides, offset)
+
+
+class CopySlices(Function):
+    """History of a base tensor after an in-place op wrote into one of its views."""
+
+    @staticmethod
+    def forward(ctx, base_before, view_after, region):
+        ctx.region = region
+        return wrap(base_before._data, base_before.device)
+
+    @staticmethod
+    def backward(ctx, g):
+        # Written with differentiable ops (AsStrided, mul) so that double backward works.
+        shape, strides, offset = ctx.region
+        g = g.clone()  # contiguous at offset 0: the base's geometry
+        g_view = AsStrided.apply(g, shape, strides, offset)
+        keep = creation.ones(g.shape, dtype=g.dtype, device=g.device)  # 0 where overwritten
+        region = make_view(keep, shape, strides, offset)
+        region._backend.copy_(region._data, region._backend.full(shape, 0, g.dtype,
+                                                                 g.device.index))
+        return g * keep, g_view, None
+
+
+def rebase_view_history(base: Tensor, view_t: Tensor) -> None:
+    """After an in-place op recorded on ``view_t``, route ``base``'s history through it."""
+    base_strides, base_offset = _geometry(base)
+    if not is_contiguous_geometry(base.shape, base_strides):
+        raise RuntimeError("in-place ops on views of a non-contiguous base tensor that needs "
+                           "gradients are not supported; call .contiguous() on the base first")
+    strides, offset = _geometry(view_t)
+    region = (view_t.shape, strides, offset - base_offset)
+    before = Tensor._wrap(base._data, base.device)
+    before.requires_grad, before.grad_fn, before._out_idx = \
+        base.requires_grad, base.grad_fn, base._out_idx
+    before._accumulator = base._accumulator
+    after = Tensor._wrap(view_t._data, view_t.device)
+    after.requires_grad, after.grad_fn, after._out_idx = True, view_t.grad_fn, view_t._out_idx
+    with grad_mode.enable_grad():
+        new_base = CopySlices.apply(before, after, region)
+        base.requires_grad, base.grad_fn, base._out_idx = True, new_base.grad_fn, 0
+        new_view = AsStrided.apply(base, view_t.shape, strides, offset)
+    view_t.grad_fn, view_t._out_idx = new_view.grad_fn, 0
+    view_t._view_version = view_t._version_box[0]
