@@ -213,7 +213,9 @@ def _call_node(node: Node, grads_in: dict, retain_graph: bool) -> tuple:
         for obs in _op_observers:
             obs(node.name(), start, end)
     else:
-        result = node.apply_backward(grads)
+        result = node._fn.backward(node, *grads)  # Node.apply_backward, inlined
+        if not isinstance(result, tuple):
+            result = (result,)
     edges = node.next_functions
     if len(result) != len(edges):
         if len(result) < len(edges):
@@ -233,7 +235,7 @@ def _call_node(node: Node, grads_in: dict, retain_graph: bool) -> tuple:
                 f"function {node.name()} returned a gradient of shape {tuple(g.shape)} "
                 f"for an input of shape {tuple(child.variable.shape)}")
         checked.append(g)
-    if not retain_graph:
+    if not retain_graph and node._saved is not None:
         node.release()
     return checked
 

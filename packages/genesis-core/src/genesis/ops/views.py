@@ -119,6 +119,24 @@ class View(Function):
 _VIEW_SHAPES: dict = {}  # (input shape, shape arguments of ints) -> resolved shape
 
 
+def _resolved_shape(x: Tensor, shape: tuple):
+    """The shape that ``view``/``reshape`` arguments name for ``x`` (one ``-1`` inferred),
+    remembered per (input shape, arguments); None for ``view(dtype)``."""
+    key = (x.shape, shape)
+    try:
+        resolved = _VIEW_SHAPES.get(key)
+    except TypeError:  # not hashable (a list of sizes)
+        resolved = None
+    if resolved is None:
+        if len(shape) == 1 and isinstance(shape[0], DType):
+            return None
+        resolved = _infer_shape(shape_arg(shape, True) if shape else (), x.numel())
+        sizes = shape[0] if len(shape) == 1 and type(shape[0]) is tuple else shape
+        if all(type(s) is int for s in sizes) and len(_VIEW_SHAPES) < 4096:
+            _VIEW_SHAPES[key] = resolved
+    return resolved
+
+
 def view(x: Tensor, *shape) -> Tensor:
     """The same memory seen with another shape (one ``-1`` is inferred); errors if the
     strides do not allow it (use ``reshape``).
@@ -130,17 +148,9 @@ def view(x: Tensor, *shape) -> Tensor:
     Returns:
         A view.
     """
-    key = (x.shape, shape)
-    try:
-        resolved = _VIEW_SHAPES.get(key)
-    except TypeError:  # not hashable (a list of sizes)
-        resolved = None
+    resolved = _resolved_shape(x, shape)
     if resolved is None:
-        if len(shape) == 1 and isinstance(shape[0], DType):
-            return view_dtype(x, shape[0])
-        resolved = _infer_shape(shape_arg(shape, True) if shape else (), x.numel())
-        if all(type(s) is int for s in shape) and len(_VIEW_SHAPES) < 4096:
-            _VIEW_SHAPES[key] = resolved
+        return view_dtype(x, shape[0])
     return View.apply(x, resolved)
 
 
@@ -182,11 +192,13 @@ def reshape(x: Tensor, *shape) -> Tensor:
     Returns:
         A view when the strides allow, otherwise a copy.
     """
-    shape = _infer_shape(shape_arg(shape, True), x.numel())
+    resolved = _resolved_shape(x, shape)
+    if resolved is None:  # a dtype: reshape takes none
+        raise TypeError(f"a shape must be ints, got {shape!r}")
     strides, _ = _geometry(x)
-    if _cached_view_strides(x.shape, strides, shape) is not None:
-        return View.apply(x, shape)
-    return View.apply(contiguous(x), shape)
+    if _cached_view_strides(x.shape, strides, resolved) is not None:
+        return View.apply(x, resolved)
+    return View.apply(contiguous(x), resolved)
 
 
 class Contiguous(Function):
