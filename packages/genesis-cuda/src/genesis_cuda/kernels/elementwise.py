@@ -28,7 +28,7 @@ from genesis import dtypes as D
 
 from . import _launch
 from ._elementwise_math import _compute
-from ._launch import Launcher, aligned, cdiv, collapse, numel, tl_dtype
+from ._launch import Launcher, Site, aligned, cdiv, collapse, numel, tl_dtype
 
 UNARY_BOOL_OUT = frozenset(("logical_not", "isnan", "isinf", "isfinite"))
 BINARY_BOOL_OUT = frozenset(("eq", "ne", "lt", "le", "gt", "ge",
@@ -215,7 +215,7 @@ _IS_SCALAR = (int, float, bool)
 # Launch plans of the general entry point, keyed on everything but the operands' addresses
 # and scalar values: (op, operand count, compute dtype, device, out's shape, strides, dtype
 # and alignment, then per operand x/y/z: None, a scalar's tag, or dtype, strides, alignment).
-# A plan is (launcher, launcher key, grid, the arguments after the pointers and scalars), or
+# A plan is (launch site, grid, the arguments after the pointers and scalars), or
 # (None, ...) for the rare geometries launched without a cache (see _plan).
 _plans: dict = {}
 _MAX_PLANS = 8192  # bound the cache for programs with ever-changing shapes
@@ -252,10 +252,9 @@ def launch(op, out, x=None, y=None, z=None, nin=1, ct=None):
         if len(_plans) >= _MAX_PLANS:
             _plans.clear()
         _plans[key] = plan
-    launcher, lkey, grid, rest = plan
-    if launcher is not None:
-        launcher.launch_ptrs(lkey, out.device, grid,
-                             (*ptrs, scalars[1], scalars[2], *rest), objs)
+    site, grid, rest = plan
+    if site is not None:
+        site.launch(out.device, grid, (*ptrs, scalars[1], scalars[2], *rest), objs)
     elif grid:  # an uncached geometry (int64 indexing or over five dims after collapsing)
         rest(out, (x, y, z), scalars)
     return out
@@ -267,7 +266,7 @@ def _plan(op, out, operands, nin, ct):
     shape = out.shape
     n = numel(shape)
     if n == 0:
-        return None, None, (), None
+        return None, (), None
     odt = out.dtype
     # Each operand gets a mode (_NONE, _TENSOR, _BCAST, _SCALAR). A Python scalar travels as
     # a kernel argument (ys, zs) and its integer/float class goes into the launcher's key.
@@ -313,7 +312,7 @@ def _plan(op, out, operands, nin, ct):
         def walk(out, operands, scalars):
             _walk_tiled(keyed, out.device, out, operands, scalars, sizes, strides, modes,
                         any_block, ct, odt)
-        return None, None, True, walk
+        return None, True, walk
     return plan
 
 
@@ -336,8 +335,8 @@ def _plan_flat(keyed, out, ptrs, n, any_block, ct, odt):
             nbits, any_block, block, big)
     grid = (cdiv(n, block),)
     if big:
-        return None, None, True, _big_launch(launcher, grid, rest)
-    return launcher, (keyed, block, aligned(out, *ptrs)), grid, rest
+        return None, True, _big_launch(launcher, grid, rest)
+    return Site(launcher, (keyed, block, aligned(out, *ptrs))), grid, rest
 
 
 def _big_launch(launcher, grid, rest):
@@ -405,10 +404,10 @@ def _plan_tiled(keyed, out, ptrs, sizes, strides, modes, any_block, ct, odt):
             any_block, max(nb, 1), unit, br, bc, big)
     launcher = _tiled[warps]
     if big:
-        return None, None, True, _big_launch(launcher, grid, rest)
+        return None, True, _big_launch(launcher, grid, rest)
     key = (keyed, aligned(out, *ptrs), nb, unit, br, bc,
            _launch.spec(rows, cols, *fo, *fx, *fy, *fz))
-    return launcher, key, grid, rest
+    return Site(launcher, key), grid, rest
 
 
 def _walk_tiled(keyed, device, out, operands, scalars, sizes, strides, modes, any_block, ct,
@@ -436,13 +435,13 @@ def _walk_tiled(keyed, device, out, operands, scalars, sizes, strides, modes, an
             _walk_tiled(keyed, device, o2, p2, scalars, list(rest_sizes),
                         [list(s) for s in sub_strides], modes, any_block, ct, odt)
             continue
-        launcher, lkey, grid, rest = plan
-        if launcher is None:
+        site, grid, rest = plan
+        if site is None:
             rest(o2, p2, scalars)
             continue
         objs = (o2, *arrays)
         ptrs = [None if a is None else a.data_ptr() for a in objs]
-        launcher.launch_ptrs(lkey, device, grid, (*ptrs, scalars[1], scalars[2], *rest), objs)
+        site.launch(device, grid, (*ptrs, scalars[1], scalars[2], *rest), objs)
 
 
 # ------------------------------------------------------------------- contract functions
