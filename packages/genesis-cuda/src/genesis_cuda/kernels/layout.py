@@ -17,7 +17,8 @@ import math
 import triton
 import triton.language as tl
 
-from ._launch import Ptr, cdiv, collapse, contiguous_strides, empty, numel
+from . import elementwise
+from ._launch import Ptr, View, cdiv, collapse, contiguous_strides, empty, numel
 
 MAXD = 6  # dims a strided kernel addresses directly; more are split on the host
 BLOCK = 1024
@@ -209,8 +210,10 @@ def cat(arrays, dim: int):
     for x in arrays:
         if numel(x.shape) == 0:
             continue
-        copy_strided(base + pos * ostr[dim] * out.dtype.itemsize, out.dtype, ostr,
-                     x.data_ptr(), x.dtype, x.strides, tuple(x.shape))
+        # each part through the elementwise copy: its launch plans are cached per geometry
+        part = View(base + pos * ostr[dim] * out.dtype.itemsize, x.shape, ostr, out.dtype,
+                    out.device)
+        elementwise.copy_(part, x)
         pos += x.shape[dim]
     return out
 
