@@ -222,30 +222,21 @@ _MAX_PLANS = 8192  # bound the cache for programs with ever-changing shapes
 
 
 def launch(op, out, x=None, y=None, z=None, nin=1, ct=None):
-    """Run ``op`` writing ``out`` from operands ``x``, ``y``, ``z`` (arrays of ``out``'s shape,
-    Python scalars or None); ``ct`` is the genesis compute dtype. The general entry point of
-    this module: a geometry seen before costs one plan lookup."""
+    """Run ``op`` writing ``out`` from operands ``x`` (an array of ``out``'s shape, or None),
+    ``y`` and ``z`` (arrays of ``out``'s shape, Python scalars or None); ``ct`` is the
+    genesis compute dtype. The general entry point of this module: a geometry seen before
+    costs one plan lookup."""
     if ct is None:
         ct = _ct((x if x is not None else out).dtype)
     po = out.data_ptr()
-    key = [op, nin, ct, out.device, out.shape, out.strides, out.dtype, po & 15 == 0]
-    ptrs = [po, None, None, None]
-    objs = [out, None, None, None]
-    scalars = [0, 0, 0]
-    k = 1
-    for v in (x, y, z):
-        if v is None:
-            key.append(None)
-        elif v.__class__ in _IS_SCALAR:
-            scalars[k - 1], tag, _ = _scalar_arg(v, ct)
-            key.append(tag)
-        else:
-            p = v.data_ptr()
-            key += (v.dtype, v.strides, p & 15 == 0)
-            ptrs[k] = p
-            objs[k] = v
-        k += 1
-    key = tuple(key)
+    px = kx = None
+    if x is not None:
+        px = x.data_ptr()
+        kx = (x.dtype, x.strides, px & 15 == 0)
+    py, ky, ys = _operand(y, ct) if y is not None else _ABSENT
+    pz, kz, zs = _operand(z, ct) if z is not None else _ABSENT
+    key = (op, nin, ct, out.device, out.shape, out.strides, out.dtype, po & 15 == 0, kx, ky,
+           kz)
     plan = _plans.get(key)
     if plan is None:
         plan = _plan(op, out, (x, y, z), nin, ct)
@@ -254,10 +245,24 @@ def launch(op, out, x=None, y=None, z=None, nin=1, ct=None):
         _plans[key] = plan
     site, grid, rest = plan
     if site is not None:
-        site.launch(out.device, grid, (*ptrs, scalars[1], scalars[2], *rest), objs)
+        site.launch(out.device, grid, (po, px, py, pz, ys, zs, *rest),
+                    (out, x, None if py is None else y, None if pz is None else z))
     elif grid:  # an uncached geometry (int64 indexing or over five dims after collapsing)
-        rest(out, (x, y, z), scalars)
+        rest(out, (x, y, z), (0, ys, zs))
     return out
+
+
+_ABSENT = (None, None, 0)
+
+
+def _operand(v, ct) -> tuple:
+    """(address or None, plan-key part, scalar argument) of operand ``y`` or ``z``: an
+    array's dtype, strides and alignment, or a Python scalar's class tag."""
+    if v.__class__ in _IS_SCALAR:
+        arg, tag, _ = _scalar_arg(v, ct)
+        return None, tag, arg
+    p = v.data_ptr()
+    return p, (v.dtype, v.strides, p & 15 == 0), 0
 
 
 def _plan(op, out, operands, nin, ct):
