@@ -84,7 +84,9 @@ class Linear(Function):
     def backward(ctx, g):
         x, weight = ctx.saved_tensors
         needs = ctx.needs_input_grad
-        if is_grad_enabled():  # create_graph: differentiable ops, so double backward works
+        # create_graph needs differentiable ops (double backward); a gradient of another
+        # dtype than the output gets matmul's checks
+        if is_grad_enabled() or g.dtype is not x.dtype:
             gx = gw = gb = None
             if needs[0]:
                 gx = matmul(g, weight)
