@@ -121,20 +121,24 @@ _VIEW_SHAPES: dict = {}  # (input shape, shape arguments of ints) -> resolved sh
 
 def _resolved_shape(x: Tensor, shape: tuple):
     """The shape that ``view``/``reshape`` arguments name for ``x`` (one ``-1`` inferred),
-    remembered per (input shape, arguments); None for ``view(dtype)``."""
+    remembered per (input shape, int arguments); None for ``view(dtype)``."""
+    ints = _all_ints(shape)  # (2.0 == 2 as a key: only int sizes use the cache)
     key = (x.shape, shape)
-    try:
-        resolved = _VIEW_SHAPES.get(key)
-    except TypeError:  # not hashable (a list of sizes)
-        resolved = None
+    resolved = _VIEW_SHAPES.get(key) if ints else None
     if resolved is None:
         if len(shape) == 1 and isinstance(shape[0], DType):
             return None
         resolved = _infer_shape(shape_arg(shape, True) if shape else (), x.numel())
-        sizes = shape[0] if len(shape) == 1 and type(shape[0]) is tuple else shape
-        if all(type(s) is int for s in sizes) and len(_VIEW_SHAPES) < 4096:
+        if ints and len(_VIEW_SHAPES) < 4096:
             _VIEW_SHAPES[key] = resolved
     return resolved
+
+
+def _all_ints(args: tuple) -> bool:
+    for a in args:
+        if type(a) is not int:
+            return False
+    return True
 
 
 def view(x: Tensor, *shape) -> Tensor:
