@@ -152,6 +152,18 @@ def test_dlpack_round_trip_with_torch(dtype):
     torch.testing.assert_close(back, t)
 
 
+def test_view_and_reshape_refuse_float_sizes_after_int_ones():
+    """Resolved shapes are cached per (shape, sizes); 2.0 == 2 must not reach that cache."""
+    x = genesis.zeros(2, 3)
+    assert x.view(3, 2).shape == (3, 2) and x.reshape(3, 2).shape == (3, 2)
+    for make in (lambda: x.view(3.0, 2), lambda: x.reshape(3.0, 2),
+                 lambda: x.reshape((3, 2.0))):
+        with pytest.raises(TypeError):
+            make()
+    with pytest.raises(TypeError):  # as torch
+        torch.zeros(2, 3).reshape(3.0, 2)
+
+
 def test_dlpack_with_numpy_and_views():
     a = np.arange(12, dtype=np.float32).reshape(3, 4)
     g = genesis.from_dlpack(a)

@@ -318,6 +318,39 @@ def test_fill(dtype):
     torch.testing.assert_close(z, torch.tensor(v, dtype=TORCH[dtype], device=DEV))
 
 
+def test_plan_reused_with_new_data_scalars_and_alignment():
+    """A geometry's launch plan is cached: later calls with other arrays, other scalar
+    values and a differently aligned first element must still be right."""
+    for seed in (30, 31):
+        a = make((33, 70), D.float32, seed=seed)
+        b = make((70,), D.bfloat16, seed=seed + 1).expand(33, 70)
+        check(ew.launch("add", dev(torch.empty(33, 70, device=DEV)), dev(a), dev(b), None, 2),
+              a + b.float())
+        for s in (0.5, -3.25):
+            check(ew.where(dev(a > 0), dev(a.t().contiguous().t()), s),
+                  torch.where(a > 0, a, torch.tensor(s, device=DEV)))
+    big = make((2, 33 * 70 + 1), D.float32, seed=32)
+    for off in (0, 1):  # the same geometry at an address 4 bytes past a 16-byte boundary
+        src = big[0, off:off + 33 * 70].view(33, 70)
+        dst = torch.empty(70, 33, device=DEV).t()
+        ew.copy_(dev(dst), dev(src))
+        sync()
+        torch.testing.assert_close(dst, src)
+
+
+def test_over_five_dims_after_collapsing():
+    """Geometries that stay over five dims are walked on the host, one launch per leading
+    index; a broadcast operand before a strided one keeps each operand's own strides."""
+    shape = (2, 3, 2, 3, 2, 3, 2)
+    t = make(shape, D.float32, seed=33).permute(6, 4, 2, 0, 1, 3, 5)
+    c = make((1,) * 6 + (3,), D.bool_, seed=34).expand(t.shape)
+    one = make((1,) * 7, D.float32, seed=35).expand(t.shape)
+    out = ew.where(dev(c), dev(one), dev(t))
+    check(out, torch.where(c, one, t))
+    check(ew.where(dev(c), dev(one), dev(t)), torch.where(c, one, t))  # the cached plan
+    check(ew.binary("mul", dev(t), 3.0), t * 3.0)
+
+
 @pytest.mark.parametrize("direct", ["1", "0"])
 def test_direct_launch_switch_gives_the_same_results(direct):
     """``GENESIS_DIRECT_LAUNCH=0`` sends every launch through Triton's JIT (nothing cached

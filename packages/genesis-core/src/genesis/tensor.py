@@ -70,7 +70,7 @@ class Tensor:
         off the array (the host path's most frequent backend calls)."""
         t = _new(cls)
         t._data = data
-        backend = t._backend = device.backend
+        backend = t._backend = device._backend or device.backend  # (property: first use)
         t.shape = shape if shape is not None else interned_size(data.shape)
         t.dtype = dtype if dtype is not None else backend.dtype_of(data)
         t.device = device

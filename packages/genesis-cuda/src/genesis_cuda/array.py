@@ -128,6 +128,9 @@ def numel(a: CudaArray) -> int:
 
 def is_contiguous(a: CudaArray) -> bool:
     """Whether ``a`` is C-contiguous (size-1 dims may have any stride, as in torch)."""
+    geo = _geometry.get(a.shape)
+    if geo is not None and a.strides == geo[0]:  # the common case: one lookup
+        return True
     expected = 1
     for size, stride in zip(reversed(a.shape), reversed(a.strides)):
         if size != 1 and stride != expected:

@@ -6,6 +6,7 @@ inputs instead. Both free saved tensors unless ``retain_graph`` is set.
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Sequence
 
@@ -134,7 +135,9 @@ def run_backward(outputs, grad_outputs=None, retain_graph=None, create_graph=Fal
                         results[pos] = g if results[pos] is None else results[pos] + g
             if type(node) is AccumulateGrad:
                 if accumulate and (not capture or (id(node), 0) in capture) and 0 in grads_in:
-                    _accumulate(node.variable, grads_in[0], create_graph)
+                    g = grads_in.pop(0)  # the engine's last reference (see _accumulate)
+                    _accumulate(node.variable, g, create_graph)
+                    del g
                     for hook in node._post_accumulate_hooks:
                         hook(node.variable)
                 continue
@@ -210,7 +213,9 @@ def _call_node(node: Node, grads_in: dict, retain_graph: bool) -> tuple:
         for obs in _op_observers:
             obs(node.name(), start, end)
     else:
-        result = node.apply_backward(grads)
+        result = node._fn.backward(node, *grads)  # Node.apply_backward, inlined
+        if not isinstance(result, tuple):
+            result = (result,)
     edges = node.next_functions
     if len(result) != len(edges):
         if len(result) < len(edges):
@@ -230,7 +235,7 @@ def _call_node(node: Node, grads_in: dict, retain_graph: bool) -> tuple:
                 f"function {node.name()} returned a gradient of shape {tuple(g.shape)} "
                 f"for an input of shape {tuple(child.variable.shape)}")
         checked.append(g)
-    if not retain_graph:
+    if not retain_graph and node._saved is not None:
         node.release()
     return checked
 
@@ -239,12 +244,56 @@ def _accumulate(leaf, g, create_graph: bool) -> None:
     if g.dtype is not leaf.dtype:
         g = g.to(leaf.dtype)
     if leaf.grad is None:
-        # A fresh tensor: the graph's intermediate may be shared or a view (e.g. expand).
-        leaf.grad = g if create_graph else (g.detach() if g.requires_grad else g).clone()
+        # The first gradient becomes .grad without a copy when nothing else can see it (as
+        # torch's AccumulateGrad steals it); otherwise a fresh copy: the graph's intermediate
+        # may be shared or a view (e.g. expand).
+        if create_graph:
+            leaf.grad = g
+        elif _unshared(g, leaf):
+            leaf.grad = g
+        else:
+            leaf.grad = (g.detach() if g.requires_grad else g).clone()
     elif create_graph:
         leaf.grad = leaf.grad + g
     else:
         leaf.grad.add_(g.detach())
+
+
+def _unshared(g, leaf) -> bool:
+    """Whether gradient ``g`` can become ``leaf.grad`` as it is: no other reference to the
+    tensor (the engine handed over its last one) or to its array, not a view, not
+    recording, and laid out as the leaf (torch's gradient layout contract)."""
+    if sys.getrefcount(g) > _OWNED_REFS or g._base is not None or g.requires_grad:
+        return False
+    if sys.getrefcount(g._data) > _OWNED_ARRAY_REFS:
+        return False
+    b = g._backend
+    return tuple(b.strides_of(g._data)) == tuple(b.strides_of(leaf._data))
+
+
+def _probe_accumulate(g) -> int:
+    return _probe_unshared(g)
+
+
+def _probe_unshared(g) -> int:
+    return sys.getrefcount(g)
+
+
+class _Probe:
+    __slots__ = ("_data",)
+
+
+def _probe_refs() -> tuple[int, int]:
+    """References to a gradient that only the engine held, as ``_unshared`` sees them (the
+    engine's local, ``_accumulate``'s and ``_unshared``'s arguments, getrefcount's own), and
+    to an array only its tensor holds: measured once on the same chain of calls, so the
+    check follows the running interpreter's counting rules."""
+    g = _Probe()
+    g._data = object()
+    return _probe_accumulate(g), sys.getrefcount(g._data)
+
+
+_OWNED_REFS, _OWNED_ARRAY_REFS = _probe_refs()
 
 
 def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,

@@ -16,7 +16,7 @@ class Cast(Function):
     @staticmethod
     def forward(ctx, x, dtype):
         ctx.in_dtype = x.dtype
-        return wrap(x._backend.cast(x._data, dtype), x.device)
+        return wrap(x._backend.cast(x._data, dtype), x.device, None, x.shape, dtype)
 
     @staticmethod
     def backward(ctx, g):
@@ -51,7 +51,7 @@ class Clone(Function):
     def forward(ctx, x):
         b = x._backend
         out = b.empty(x.shape, x.dtype, x.device.index)
-        return wrap(b.copy_(out, x._data), x.device)
+        return wrap(b.copy_(out, x._data), x.device, None, x.shape, x.dtype)
 
     @staticmethod
     def backward(ctx, g):
@@ -127,6 +127,10 @@ def to(input: Tensor, *args, non_blocking: bool = False, copy: bool = False,
     Example:
         >>> x.to('cuda', genesis.bfloat16)
     """
+    if not kwargs and not copy and len(args) == 1 and type(args[0]) is D.DType:
+        # the common call (autocast's casts, .float(), .to(dtype)): no argument parsing
+        dtype = args[0]
+        return input if dtype is input.dtype else Cast.apply(input, dtype)
     device, dtype = _parse_to_args(input, args, kwargs)
     if kwargs:
         raise TypeError(f"to() got unexpected keyword arguments {sorted(kwargs)}")

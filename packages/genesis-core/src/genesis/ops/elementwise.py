@@ -6,6 +6,8 @@ stated here once for every elementwise op; erfinv is in ``special``.
 
 from __future__ import annotations
 
+from operator import itemgetter
+
 from genesis import dtypes as D
 from genesis import op_declarations as decl
 from genesis.autograd.function import Function, Node
@@ -71,8 +73,8 @@ def _operands(op: str, a, b, dtype: D.DType | None = None):
     if a_t:
         if not isinstance(b, (int, float, bool)):
             raise TypeError(f"{op}(): unsupported operand type {type(b).__name__}")
-        if dtype is None:
-            dtype = D.result_type(a, b)
+        if dtype is None:  # a Python number never raises a floating tensor's dtype
+            dtype = a.dtype if a.dtype.is_floating_point else D.result_type(a, b)
         backend = a._backend
         x = a._data if a.dtype is dtype else backend.cast(a._data, dtype)
         return backend, a.device, x, _scalar_for(b, dtype), dtype, a.shape
@@ -105,12 +107,30 @@ def result_dtype(op: decl.Op, a, b) -> D.DType | None:
     return dtype if dtype.is_floating_point else D.get_default_dtype()
 
 
+def _formula(op: decl.Op, i: int, names: tuple):
+    """``(formula, pick)`` for input ``i``'s gradient of ``op``, where ``pick(values)``
+    selects the formula's arguments (``g`` first, then what it reads) from ``values``, laid
+    out as ``names``; None when that input has no gradient."""
+    f = op.grads[i] if i < len(op.grads) else None
+    if f is None:
+        return None
+    pos = [names.index(n) for n in ("g",) + op.reads(i)]
+    if len(pos) == 1:
+        return f, _first
+    return f, itemgetter(*pos)
+
+
+def _first(values: tuple) -> tuple:
+    return values[:1]
+
+
 # --------------------------------------------------------------------- unary
 class _Unary(Function):
     """``y = f(x)`` for one declared unary op (``decl``); made by ``_unary_function``."""
 
     decl: decl.Op
     save_x = save_y = False
+    grad: tuple  # (formula, picker of its arguments from (g, x, y)): see _formula
 
     @classmethod
     def forward(cls, ctx, x):
@@ -125,8 +145,8 @@ class _Unary(Function):
     @classmethod
     def backward(cls, ctx, g):
         x, y = ctx.saved_tensors
-        env = {"g": g, "x": x, "y": y}
-        return cls.decl.grads[0](*(env[n] for n in ("g",) + cls.decl.reads(0)))
+        f, pick = cls.grad
+        return f(*pick((g, x, y)))
 
 
 _RESULT_DTYPE = {  # by ``Op.ints``: what the docstrings say of the result's dtype
@@ -152,6 +172,7 @@ def _unary_function(op: decl.Op):
         reads = op.reads(0)
         cls = type(op.name.capitalize(), (_Unary,), {
             "decl": op, "autocast": op.autocast, "save_x": "x" in reads, "save_y": "y" in reads,
+            "grad": _formula(op, 0, ("g", "x", "y")),
             "__doc__": f"Autograd Function of ``{op.name}`` (declared in op_declarations)."})
 
         def fn(input: Tensor) -> Tensor:
@@ -179,6 +200,7 @@ class _Binary(Function):
 
     decl: decl.Op
     reads: tuple = ((), ())  # per input: the names its gradient formula reads
+    grads: tuple = (None, None)  # per input: (formula, picker from (g, a, b, z)) or None
 
     @classmethod
     def forward(cls, ctx, a, b):
@@ -194,16 +216,16 @@ class _Binary(Function):
     @classmethod
     def backward(cls, ctx, g):
         a, b, z = ctx.saved_tensors
-        env = {"g": g, "a": a if a is not None else ctx.a_scalar,
-               "b": b if b is not None else ctx.b_scalar, "z": z}
-        out = []
-        for i in (0, 1):
-            f = cls.decl.grads[i]
-            if f is None or not ctx.needs_input_grad[i] or ctx.metas[i] is None:
-                out.append(None)
-                continue
-            out.append(_fit(f(*(env[n] for n in ("g",) + cls.reads[i])), ctx.metas[i]))
-        return tuple(out)
+        vals = (g, a if a is not None else ctx.a_scalar, b if b is not None else ctx.b_scalar,
+                z)
+        needs, metas = ctx.needs_input_grad, ctx.metas
+        ga = gb = None
+        grad_a, grad_b = cls.grads
+        if grad_a is not None and needs[0] and metas[0] is not None:
+            ga = _fit(grad_a[0](*grad_a[1](vals)), metas[0])
+        if grad_b is not None and needs[1] and metas[1] is not None:
+            gb = _fit(grad_b[0](*grad_b[1](vals)), metas[1])
+        return ga, gb
 
 
 def _save_binary(cls, ctx: Node, a, b, z) -> None:
@@ -222,7 +244,8 @@ def _save_binary(cls, ctx: Node, a, b, z) -> None:
 
 def _fit(g, meta):
     """Reduce a gradient to an input's ``(shape, dtype)``."""
-    g = sum_to_shape(g, meta[0])
+    if g.shape != meta[0]:
+        g = sum_to_shape(g, meta[0])
     if g.dtype is not meta[1]:
         g = g.to(meta[1])
     return g
@@ -233,6 +256,7 @@ def _binary_function(op: decl.Op):
     if op.differentiable:
         cls = type(op.name.capitalize(), (_Binary,), {
             "decl": op, "autocast": op.autocast, "reads": (op.reads(0), op.reads(1)),
+            "grads": tuple(_formula(op, i, ("g", "a", "b", "z")) for i in (0, 1)),
             "__doc__": f"Autograd Function of ``{op.name}`` (declared in op_declarations)."})
         apply = cls.apply
     else:

@@ -95,6 +95,8 @@ def _flatten_norm_input(op: str, x: Tensor, normalized_shape, params) -> tuple:
                 raise RuntimeError(f"{op}: Expected {name} to be of shape "
                                    f"{list(normalized_shape)}, but got {list(p.shape)}")
     n = math.prod(normalized_shape)
+    if k == 1:  # already (..., N): no view nodes, and the parameters' gradients stay fresh
+        return x, [p for _, p in params]  # tensors the engine hands to .grad uncopied
     flat_params = [None if p is None else p.reshape(n) for _, p in params]
     return x.reshape(x.shape[:x.ndim - k] + (n,)), flat_params
 
@@ -160,7 +162,8 @@ def layer_norm(input: Tensor, normalized_shape, weight: Tensor | None = None,
                                     (("weight", weight), ("bias", bias)))
     if w is None and b is not None:
         w = creation.ones_like(b)
-    return LayerNorm.apply(x, w, b, float(eps)).reshape(input.shape)
+    y = LayerNorm.apply(x, w, b, float(eps))
+    return y if x is input else y.reshape(input.shape)
 
 
 class RMSNorm(Function):
@@ -209,4 +212,5 @@ def rms_norm(input: Tensor, normalized_shape, weight: Tensor | None = None,
         eps = {D.float16: 0.0009765625, D.bfloat16: 0.0078125,
                D.float64: 2.220446049250313e-16}.get(input.dtype, 1.1920928955078125e-07)
     x, (w,) = _flatten_norm_input("rms_norm", input, normalized_shape, (("weight", weight),))
-    return RMSNorm.apply(x, w, float(eps)).reshape(input.shape)
+    y = RMSNorm.apply(x, w, float(eps))
+    return y if x is input else y.reshape(input.shape)

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import math
+
 from genesis.autograd.function import Function
+from genesis.autograd.grad_mode import is_grad_enabled
+from genesis.backends.composite import contiguous_strides
 from genesis.ops.common import (
     broadcast_size,
     check_same_device,
     sum_to_shape,
     wrap,
 )
-from genesis.tensor import Tensor, interned_size
+from genesis.tensor import Tensor, interned_size, is_contiguous_geometry
 
 
 def _check(op: str, a: Tensor, b: Tensor) -> None:
@@ -79,15 +83,48 @@ class Linear(Function):
     @staticmethod
     def backward(ctx, g):
         x, weight = ctx.saved_tensors
+        needs = ctx.needs_input_grad
+        # create_graph needs differentiable ops (double backward); a gradient of another
+        # dtype than the output gets matmul's checks
+        if is_grad_enabled() or g.dtype is not x.dtype:
+            gx = gw = gb = None
+            if needs[0]:
+                gx = matmul(g, weight)
+            g2 = g.reshape(-1, g.shape[-1])  # (N, out)
+            if needs[1]:
+                gw = Matmul.apply(g2.mT, x.reshape(-1, x.shape[-1]))  # (out, in)
+            if ctx.has_bias and needs[2]:
+                gb = g2.sum(0)
+            return gx, gw, gb
+        # The same products on the arrays: no view or graph bookkeeping per backward
+        b, device, dtype = g._backend, g.device, g.dtype
+        g2, rows, out = _rows(g)  # (N, out)
         gx = gw = gb = None
-        if ctx.needs_input_grad[0]:
-            gx = matmul(g, weight)
-        g2 = g.reshape(-1, g.shape[-1])  # (N, out)
-        if ctx.needs_input_grad[1]:
-            gw = Matmul.apply(g2.mT, x.reshape(-1, x.shape[-1]))  # (out, in)
-        if ctx.has_bias and ctx.needs_input_grad[2]:
-            gb = g2.sum(0)
+        if needs[0]:
+            gx = b.matmul(g2, weight._data)  # (N, in)
+            if x.ndim != 2:
+                gx = b.as_strided(gx, x.shape, contiguous_strides(x.shape),
+                                  b.storage_offset_of(gx))  # (*, in)
+            gx = wrap(gx, device, None, x.shape, dtype)
+        if needs[1]:
+            g2t = b.as_strided(g2, (out, rows), (1, out), b.storage_offset_of(g2))  # (out, N)
+            gw = wrap(b.matmul(g2t, _rows(x)[0]), device, None, weight.shape, dtype)
+        if ctx.has_bias and needs[2]:
+            gb = wrap(g2, device, None, interned_size((rows, out)), dtype).sum(0)
         return gx, gw, gb
+
+
+def _rows(t: Tensor) -> tuple:
+    """``(array, rows, cols)``: ``t``'s array as a contiguous matrix whose rows are all its
+    leading dims (a view; of a contiguous copy when ``t``'s memory is not in C order)."""
+    b, data, shape = t._backend, t._data, t.shape
+    if not is_contiguous_geometry(shape, b.strides_of(data)):
+        data = b.contiguous(data)
+    cols = shape[-1]
+    rows = math.prod(shape[:-1])
+    if len(shape) == 2 and (rows < 2 or b.strides_of(data)[0] == cols):
+        return data, rows, cols
+    return b.as_strided(data, (rows, cols), (cols, 1), b.storage_offset_of(data)), rows, cols
 
 
 def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:

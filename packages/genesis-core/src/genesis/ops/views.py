@@ -120,6 +120,28 @@ class View(Function):
 _VIEW_SHAPES: dict = {}  # (input shape, shape arguments of ints) -> resolved shape
 
 
+def _resolved_shape(x: Tensor, shape: tuple):
+    """The shape that ``view``/``reshape`` arguments name for ``x`` (one ``-1`` inferred),
+    remembered per (input shape, int arguments); None for ``view(dtype)``."""
+    ints = _all_ints(shape)  # (2.0 == 2 as a key: only int sizes use the cache)
+    key = (x.shape, shape)
+    resolved = _VIEW_SHAPES.get(key) if ints else None
+    if resolved is None:
+        if len(shape) == 1 and isinstance(shape[0], DType):
+            return None
+        resolved = _infer_shape(shape_arg(shape, True) if shape else (), x.numel())
+        if ints and len(_VIEW_SHAPES) < 4096:
+            _VIEW_SHAPES[key] = resolved
+    return resolved
+
+
+def _all_ints(args: tuple) -> bool:
+    for a in args:
+        if type(a) is not int:
+            return False
+    return True
+
+
 def view(x: Tensor, *shape) -> Tensor:
     """The same memory seen with another shape (one ``-1`` is inferred); errors if the
     strides do not allow it (use ``reshape``).
@@ -131,17 +153,9 @@ def view(x: Tensor, *shape) -> Tensor:
     Returns:
         A view.
     """
-    key = (x.shape, shape)
-    try:
-        resolved = _VIEW_SHAPES.get(key)
-    except TypeError:  # not hashable (a list of sizes)
-        resolved = None
+    resolved = _resolved_shape(x, shape)
     if resolved is None:
-        if len(shape) == 1 and isinstance(shape[0], DType):
-            return view_dtype(x, shape[0])
-        resolved = _infer_shape(shape_arg(shape, True) if shape else (), x.numel())
-        if all(type(s) is int for s in shape) and len(_VIEW_SHAPES) < 4096:
-            _VIEW_SHAPES[key] = resolved
+        return view_dtype(x, shape[0])
     return View.apply(x, resolved)
 
 
@@ -165,11 +179,13 @@ def reshape(x: Tensor, *shape) -> Tensor:
     Returns:
         A view when the strides allow, otherwise a copy.
     """
-    shape = _infer_shape(shape_arg(shape, True), x.numel())
+    resolved = _resolved_shape(x, shape)
+    if resolved is None:  # a dtype: reshape takes none
+        raise TypeError(f"a shape must be ints, got {shape!r}")
     strides, _ = _geometry(x)
-    if _cached_view_strides(x.shape, strides, shape) is not None:
-        return View.apply(x, shape)
-    return View.apply(contiguous(x), shape)
+    if _cached_view_strides(x.shape, strides, resolved) is not None:
+        return View.apply(x, resolved)
+    return View.apply(contiguous(x), resolved)
 
 
 class Contiguous(Function):

@@ -143,6 +143,30 @@ def run(kernel, grid, *args, **constexprs) -> None:
     kernel[grid](*args, **constexprs)
 
 
+class Site:
+    """One fixed specialisation of a ``Launcher``'s kernel, for callers that plan a launch
+    once and repeat it: ``key`` is the full ``launch_ptrs`` key (device and alignments
+    included). After the first launch the compiled entry is kept here, so a repeat neither
+    builds nor hashes the key."""
+
+    __slots__ = ("launcher", "key", "entry")
+
+    def __init__(self, launcher: Launcher, key):
+        self.launcher = launcher
+        self.key = key
+        self.entry = None
+
+    def launch(self, device, grid, args, objs):
+        """``Launcher.launch_ptrs`` for this key (see there for ``args`` and ``objs``)."""
+        e = self.entry
+        if e is not None:
+            e[0](grid[0], grid[1] if len(grid) > 1 else 1, 1, _stream_handle(device),
+                 e[1], e[2], None, None, None, *args)
+            return
+        self.launcher.launch_ptrs(self.key, device, grid, args, objs)
+        self.entry = self.launcher.cache.get(self.key)  # None under the interpreter
+
+
 def aligned(*arrays) -> tuple:
     """What Triton specialises a pointer argument on: its element type and whether its
     first element is 16-byte aligned (None for absent operands). Part of every cache key."""

@@ -28,7 +28,7 @@ from genesis import dtypes as D
 
 from . import _launch
 from ._elementwise_math import _compute
-from ._launch import Launcher, aligned, cdiv, collapse, numel, tl_dtype
+from ._launch import Launcher, Site, aligned, cdiv, collapse, numel, tl_dtype
 
 UNARY_BOOL_OUT = frozenset(("logical_not", "isnan", "isinf", "isfinite"))
 BINARY_BOOL_OUT = frozenset(("eq", "ne", "lt", "le", "gt", "ge",
@@ -212,26 +212,77 @@ def _scalar_arg(value, dtype):
 
 _IS_SCALAR = (int, float, bool)
 
+# Launch plans of the general entry point, keyed on everything but the operands' addresses
+# and scalar values: (op, operand count, compute dtype, device, out's shape, strides, dtype
+# and alignment, then per operand x/y/z: None, a scalar's tag, or dtype, strides, alignment).
+# A plan is (launch site, grid, the arguments after the pointers and scalars), or
+# (None, ...) for the rare geometries launched without a cache (see _plan).
+_plans: dict = {}
+_MAX_PLANS = 8192  # bound the cache for programs with ever-changing shapes
+
 
 def launch(op, out, x=None, y=None, z=None, nin=1, ct=None):
-    """Run ``op`` writing ``out`` from operands ``x``, ``y``, ``z`` (arrays, Python scalars or
-    None); ``ct`` is the genesis compute dtype. The general entry point of this module."""
-    n = numel(out.shape)
-    if n == 0:
-        return out
-    odt = out.dtype
+    """Run ``op`` writing ``out`` from operands ``x`` (an array of ``out``'s shape, or None),
+    ``y`` and ``z`` (arrays of ``out``'s shape, Python scalars or None); ``ct`` is the
+    genesis compute dtype. The general entry point of this module: a geometry seen before
+    costs one plan lookup."""
     if ct is None:
         ct = _ct((x if x is not None else out).dtype)
+    po = out.data_ptr()
+    px = kx = None
+    if x is not None:
+        px = x.data_ptr()
+        kx = (x.dtype, x.strides, px & 15 == 0)
+    py, ky, ys = _operand(y, ct) if y is not None else _ABSENT
+    pz, kz, zs = _operand(z, ct) if z is not None else _ABSENT
+    key = (op, nin, ct, out.device, out.shape, out.strides, out.dtype, po & 15 == 0, kx, ky,
+           kz)
+    plan = _plans.get(key)
+    if plan is None:
+        plan = _plan(op, out, (x, y, z), nin, ct)
+        if len(_plans) >= _MAX_PLANS:
+            _plans.clear()
+        _plans[key] = plan
+    site, grid, rest = plan
+    if site is not None:
+        site.launch(out.device, grid, (po, px, py, pz, ys, zs, *rest),
+                    (out, x, None if py is None else y, None if pz is None else z))
+    elif grid:  # an uncached geometry (int64 indexing or over five dims after collapsing)
+        rest(out, (x, y, z), (0, ys, zs))
+    return out
+
+
+_ABSENT = (None, None, 0)
+
+
+def _operand(v, ct) -> tuple:
+    """(address or None, plan-key part, scalar argument) of operand ``y`` or ``z``: an
+    array's dtype, strides and alignment, or a Python scalar's class tag."""
+    if v.__class__ in _IS_SCALAR:
+        arg, tag, _ = _scalar_arg(v, ct)
+        return None, tag, arg
+    p = v.data_ptr()
+    return p, (v.dtype, v.strides, p & 15 == 0), 0
+
+
+def _plan(op, out, operands, nin, ct):
+    """The launch plan of ``launch`` for this geometry (see ``_plans``); operands' values
+    and addresses are not part of it."""
+    shape = out.shape
+    n = numel(shape)
+    if n == 0:
+        return None, (), None
+    odt = out.dtype
     # Each operand gets a mode (_NONE, _TENSOR, _BCAST, _SCALAR). A Python scalar travels as
-    # a kernel argument (ys, zs) and its integer/float class goes into the cache key (skey).
-    modes, arrays, scalars, skey, sbits = [], [], [0, 0, 0], [], False
-    for k, v in enumerate((x, y, z)):
+    # a kernel argument (ys, zs) and its integer/float class goes into the launcher's key.
+    modes, arrays, skey, sbits = [], [], [], False
+    for v in operands:
         if v is None:
             modes.append(_NONE)
             arrays.append(None)
             skey.append(None)
         elif v.__class__ in _IS_SCALAR:
-            scalars[k], tag, bits = _scalar_arg(v, ct)
+            _, tag, bits = _scalar_arg(v, ct)
             sbits = sbits or bits
             modes.append(_SCALAR)
             arrays.append(None)
@@ -240,9 +291,7 @@ def launch(op, out, x=None, y=None, z=None, nin=1, ct=None):
             modes.append(_TENSOR)
             arrays.append(v)
             skey.append(None)
-    ys, zs = scalars[1], scalars[2]
     # geometry: dims in the order of out's strides (outer first), then collapsed
-    shape = out.shape
     tens = [out] + [a for a in arrays if a is not None]
     ostr = out.strides
     order = sorted(range(len(shape)), key=lambda i: -ostr[i])
@@ -257,24 +306,26 @@ def launch(op, out, x=None, y=None, z=None, nin=1, ct=None):
             ti += 1
     any_block = _TENSOR in modes  # else the result is one value, broadcast over the block
     modes = tuple(modes)
-    ptrs = arrays
     nbits = _NBITS.get(ct.name, 0)
     common = (op, modes, ct.name, odt.name, sbits, nin, nbits)
+    keyed = (common, tuple(skey), out.device)
     if len(sizes) <= 1 and (not strides[0] or strides[0][0] == 1) and all(
             not st or st[0] in (0, 1) for st in strides[1:]):
-        _launch_flat(common, tuple(skey), out, ptrs, ys, zs, n, any_block, ct, odt)
-        return out
-    _launch_tiled(common, tuple(skey), out, ptrs, ys, zs, sizes, strides, modes, any_block,
-                  ct, odt)
-    return out
+        return _plan_flat(keyed, out, arrays, n, any_block, ct, odt)
+    plan = _plan_tiled(keyed, out, arrays, sizes, strides, modes, any_block, ct, odt)
+    if plan is None:  # over five dims: walk the leading ones on the host, each launch planned
+        def walk(out, operands, scalars):
+            _walk_tiled(keyed, out.device, out, operands, scalars, sizes, strides, modes,
+                        any_block, ct, odt)
+        return None, True, walk
+    return plan
 
 
 def _flat_block(itemsize_max):
     return max(FLAT_BYTES // itemsize_max, 256)
 
 
-def _launch_flat(common, skey, out, ptrs, ys, zs, n, any_block, ct, odt):
-    big = n > 2**31 - 2**20
+def _plan_flat(keyed, out, ptrs, n, any_block, ct, odt):
     if n <= SMALL_BLOCK:
         block, launcher = SMALL_BLOCK, _flat_small
     else:
@@ -283,34 +334,29 @@ def _launch_flat(common, skey, out, ptrs, ys, zs, n, any_block, ct, odt):
         launcher = _flat_by_warps.get(FLAT_WARPS)
         if launcher is None:
             launcher = _flat_by_warps[FLAT_WARPS] = Launcher(_ew_flat, num_warps=FLAT_WARPS)
-    op, modes, _, _, sbits, nin, nbits = common
-    args = (out, ptrs[0], ptrs[1], ptrs[2], ys, zs, n, op, modes[0], modes[1], modes[2],
-            tl_dtype(ct), tl_dtype(odt), sbits, nin, nbits, any_block, block, big)
-    key = (common, skey, block, aligned(out, *ptrs))
-    launcher.launch(key, out.device, (cdiv(n, block),), args, big)
+    op, modes, _, _, sbits, nin, nbits = keyed[0]
+    big = n > 2**31 - 2**20
+    rest = (n, op, modes[0], modes[1], modes[2], tl_dtype(ct), tl_dtype(odt), sbits, nin,
+            nbits, any_block, block, big)
+    grid = (cdiv(n, block),)
+    if big:
+        return None, True, _big_launch(launcher, grid, rest)
+    return Site(launcher, (keyed, block, aligned(out, *ptrs))), grid, rest
 
 
-def _launch_tiled(common, skey, out, ptrs, ys, zs, sizes, strides, modes, any_block, ct, odt,
-                  device=None):
-    if device is None:
-        device = out.device
-    if len(sizes) > 5:  # walk the leading dims on the host; rare
-        lead, rest = sizes[0], sizes[1:]
-        sub_strides = [st[1:] for st in strides]
-        for i in range(lead):
-            o2 = _launch.Ptr(out.data_ptr() + i * strides[0][0] * odt.itemsize, odt)
-            p2 = []
-            ti = 1
-            for p, m in zip(ptrs, modes):
-                if m == _TENSOR:
-                    p2.append(_launch.Ptr(p.data_ptr() + i * strides[ti][0] * p.dtype.itemsize,
-                                          p.dtype))
-                    ti += 1
-                else:
-                    p2.append(p)
-            _launch_tiled(common, skey, o2, p2, ys, zs, rest, sub_strides, modes, any_block,
-                          ct, odt, device)
-        return
+def _big_launch(launcher, grid, rest):
+    """Launches through Triton's own fully keyed path (i64 integer arguments)."""
+    def go(out, operands, scalars):
+        objs = [None if v is None or v.__class__ in _IS_SCALAR else v for v in operands]
+        launcher.launch(None, out.device, grid, (out, *objs, scalars[1], scalars[2], *rest),
+                        big=True)
+    return go
+
+
+def _plan_tiled(keyed, out, ptrs, sizes, strides, modes, any_block, ct, odt):
+    """The tiled kernel's plan for collapsed ``sizes``/``strides`` (None over five dims)."""
+    if len(sizes) > 5:
+        return None
     while len(sizes) < 2:
         sizes.insert(0, 1)
         for st in strides:
@@ -356,15 +402,51 @@ def _launch_tiled(common, skey, out, ptrs, ys, zs, sizes, strides, modes, any_bl
     big = grid[0] * br * bc >= 2**31 or span >= 2**31 or extent >= 2**31
     nb1 = sizes[1] if nb >= 2 else 1
     nb2 = sizes[2] if nb >= 3 else 1
-    op, modes_, _, _, sbits, nin, nbits = common
+    op, modes_, _, _, sbits, nin, nbits = keyed[0]
     fo, fx, fy, fz = full
-    args = (out, ptrs[0], ptrs[1], ptrs[2], ys, zs, nb1, nb2, rows, cols, tr, tcn,
-            *fo, *fx, *fy, *fz,
+    rest = (nb1, nb2, rows, cols, tr, tcn, *fo, *fx, *fy, *fz,
             op, modes_[0], modes_[1], modes_[2], tl_dtype(ct), tl_dtype(odt), sbits, nin, nbits,
             any_block, max(nb, 1), unit, br, bc, big)
-    key = (common, skey, aligned(out, *ptrs), nb, unit, br, bc,
+    launcher = _tiled[warps]
+    if big:
+        return None, True, _big_launch(launcher, grid, rest)
+    key = (keyed, aligned(out, *ptrs), nb, unit, br, bc,
            _launch.spec(rows, cols, *fo, *fx, *fy, *fz))
-    _tiled[warps].launch(key, device, grid, args, big)
+    return Site(launcher, key), grid, rest
+
+
+def _walk_tiled(keyed, device, out, operands, scalars, sizes, strides, modes, any_block, ct,
+                odt):
+    """Over five collapsed dims (rare): one tiled launch per index of the leading dim."""
+    rest_sizes, sub_strides = sizes[1:], [st[1:] for st in strides]
+    for i in range(sizes[0]):
+        o2 = _launch.Ptr(out.data_ptr() + i * strides[0][0] * odt.itemsize, odt)
+        p2 = []
+        ti = 1
+        for p, m in zip(operands, modes):
+            if m == _TENSOR:
+                p2.append(_launch.Ptr(p.data_ptr() + i * strides[ti][0] * p.dtype.itemsize,
+                                      p.dtype))
+                ti += 1
+            elif m == _BCAST:
+                p2.append(p)
+                ti += 1
+            else:
+                p2.append(None if m == _NONE else p)
+        arrays = [None if m == _SCALAR else p for p, m in zip(p2, modes)]
+        plan = _plan_tiled(keyed, o2, arrays, list(rest_sizes), [list(s) for s in sub_strides],
+                           modes, any_block, ct, odt)
+        if plan is None:
+            _walk_tiled(keyed, device, o2, p2, scalars, list(rest_sizes),
+                        [list(s) for s in sub_strides], modes, any_block, ct, odt)
+            continue
+        site, grid, rest = plan
+        if site is None:
+            rest(o2, p2, scalars)
+            continue
+        objs = (o2, *arrays)
+        ptrs = [None if a is None else a.data_ptr() for a in objs]
+        site.launch(device, grid, (*ptrs, scalars[1], scalars[2], *rest), objs)
 
 
 # ------------------------------------------------------------------- contract functions

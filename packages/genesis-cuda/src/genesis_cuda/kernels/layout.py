@@ -17,8 +17,8 @@ import math
 import triton
 import triton.language as tl
 
-from . import _launch
-from ._launch import Ptr, cdiv, collapse, contiguous_strides, numel, run
+from . import _launch, elementwise
+from ._launch import Ptr, View, cdiv, collapse, contiguous_strides, numel, run
 
 MAXD = 6  # dims a strided kernel addresses directly; more are split on the host
 BLOCK = 1024
@@ -211,8 +211,10 @@ def cat(arrays, dim: int):
     for x in arrays:
         if numel(x.shape) == 0:
             continue
-        copy_strided(base + pos * ostr[dim] * out.dtype.itemsize, out.dtype, ostr,
-                     x.data_ptr(), x.dtype, x.strides, tuple(x.shape))
+        # each part through the elementwise copy: its launch plans are cached per geometry
+        part = View(base + pos * ostr[dim] * out.dtype.itemsize, x.shape, ostr, out.dtype,
+                    out.device)
+        elementwise.copy_(part, x)
         pos += x.shape[dim]
     return out
 
