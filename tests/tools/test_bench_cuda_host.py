@@ -19,7 +19,7 @@ def test_cuda_host_reports_every_phase_without_a_gpu(tmp_path):
     out = tmp_path / "cuda_host.json"
     proc = subprocess.run(
         [sys.executable, os.path.join(ROOT, "tools", "bench", "cuda_host.py"), "--steps", "2",
-         "--seq", "8", "--autocast", "--json", str(out)],
+         "--seq", "64", "--autocast", "--json", str(out)],  # 64 x batch: autotuned matmuls
         capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     res = json.loads(out.read_text())
