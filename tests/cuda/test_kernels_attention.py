@@ -167,9 +167,10 @@ def test_masks(kind):
 
 
 # (forward, dK/dV, dQ) tiles that make the small shapes span many blocks, with BM != BN both
-# ways round: every loop (left of the diagonal, on it, the ragged end) and its masking runs
-TILES = [((16, 32, 4, 2), (16, 32, 4, 2), (32, 16, 4, 2)),
-         ((32, 16, 4, 2), (32, 16, 4, 2), (16, 32, 4, 2))]
+# ways round: every loop (left of the diagonal, on it, the ragged end) and its masking runs;
+# each kernel both through TMA descriptors and through pointers
+TILES = [((16, 32, 4, 2, True), (16, 32, 4, 2, False), (32, 16, 4, 2, True)),
+         ((32, 16, 4, 2, False), (32, 16, 4, 2, True), (16, 32, 4, 2, False))]
 
 
 @pytest.mark.parametrize("case", ["causal", "causal_L<S", "full_L>S", "bool_mask", "float_mask",

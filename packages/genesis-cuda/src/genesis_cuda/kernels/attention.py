@@ -74,15 +74,41 @@ else:
 
 # ============================================================================ forward
 @triton.jit
-def _scores(q, k_ptrs, offs_m, offs_n, L, S, qk_scale, mask_ptrs, bh, seed, rng_base, p_drop,
-            CAUSAL: tl.constexpr, BOUNDS: tl.constexpr, MASK: tl.constexpr,
-            DROPOUT: tl.constexpr):
-    """Scores of a (BM, BN) tile in log2 units, -inf where attention is not allowed, and
-    the dropout keep decisions (True everywhere without dropout)."""
-    if BOUNDS:
-        k = tl.load(k_ptrs, mask=(offs_n < S)[:, None], other=0.0)
+def _rows(ptrs, desc, start, offs, n, BOUNDS: tl.constexpr, TMA: tl.constexpr):
+    """A block of rows (of K, V, Q or dO) starting at row ``start``: through its TMA
+    descriptor (rows past the end read as zeros) or through its pointers, masked only where
+    ``BOUNDS`` says the block may run past row ``n``."""
+    if TMA:
+        return desc.load([start, 0])
+    elif BOUNDS:
+        return tl.load(ptrs, mask=(offs < n)[:, None], other=0.0)
     else:
-        k = tl.load(k_ptrs)
+        return tl.load(ptrs)
+
+
+@triton.jit
+def _operand(base, n, stride, rows, HEAD_DIM: tl.constexpr, BLOCK: tl.constexpr,
+             TMA: tl.constexpr):
+    """(pointers to the first BLOCK rows, TMA descriptor) of one head's (n, HEAD_DIM) rows;
+    without TMA the descriptor slot holds ``base`` (never read)."""
+    ptrs = base + rows[:, None] * stride + tl.arange(0, HEAD_DIM)[None, :]
+    if TMA:
+        desc = tl.make_tensor_descriptor(base, shape=[n, HEAD_DIM], strides=[stride, 1],
+                                         block_shape=[BLOCK, HEAD_DIM])
+    else:
+        desc = base
+    return ptrs, desc
+
+
+@triton.jit
+def _fwd_block(acc, m_i, l_i, q, k_ptrs, k_desc, v_ptrs, v_desc, mask_ptrs, start_n, offs_m,
+               offs_n, L, S, qk_scale, bh, seed, rng_base, p_drop, CAUSAL: tl.constexpr,
+               BOUNDS: tl.constexpr, MASK: tl.constexpr, DROPOUT: tl.constexpr,
+               TMA: tl.constexpr):
+    """One key block of the online softmax: returns the updated (acc, m, l). Scores are in
+    log2 units, -inf where attention is not allowed. ``BOUNDS``: the block crosses the
+    causal diagonal or the end of the keys and needs those masks; other blocks need none."""
+    k = _rows(k_ptrs, k_desc, start_n, offs_n, S, BOUNDS, TMA)
     s = _mma(q, tl.trans(k)) * qk_scale
     if MASK != 0:
         inside = (offs_m < L)[:, None] & (offs_n < S)[None, :]
@@ -95,21 +121,6 @@ def _scores(q, k_ptrs, offs_m, offs_n, L, S, qk_scale, mask_ptrs, bh, seed, rng_
         s = tl.where((offs_n < S)[None, :], s, float("-inf"))
         if CAUSAL:
             s = tl.where(offs_n[None, :] <= offs_m[:, None], s, float("-inf"))
-    if DROPOUT:
-        ctr = (bh * L + offs_m.to(tl.int64))[:, None] * S + offs_n[None, :] + rng_base
-        keep = tl.rand(seed, ctr) >= p_drop
-    else:
-        keep = s == s  # unused
-    return s, keep
-
-
-@triton.jit
-def _fwd_block(acc, m_i, l_i, q, k_ptrs, v_ptrs, mask_ptrs, offs_m, offs_n, L, S, qk_scale,
-               bh, seed, rng_base, p_drop, CAUSAL: tl.constexpr, BOUNDS: tl.constexpr,
-               MASK: tl.constexpr, DROPOUT: tl.constexpr):
-    """One key block of the online softmax: returns the updated (acc, m, l)."""
-    s, keep = _scores(q, k_ptrs, offs_m, offs_n, L, S, qk_scale, mask_ptrs, bh, seed,
-                      rng_base, p_drop, CAUSAL, BOUNDS, MASK, DROPOUT)
     m_new = tl.maximum(m_i, tl.max(s, 1))
     if BOUNDS or MASK != 0:  # a row may have nothing allowed yet (m_new = -inf)
         m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
@@ -119,11 +130,9 @@ def _fwd_block(acc, m_i, l_i, q, k_ptrs, v_ptrs, mask_ptrs, offs_m, offs_n, L, S
     alpha = tl.math.exp2(m_i - m_safe)
     l_i = l_i * alpha + tl.sum(p, 1)
     if DROPOUT:  # the normaliser counts every key; the output only the kept ones
-        p = tl.where(keep, p, 0.0)
-    if BOUNDS:
-        v = tl.load(v_ptrs, mask=(offs_n < S)[:, None], other=0.0)
-    else:
-        v = tl.load(v_ptrs)
+        ctr = (bh * L + offs_m.to(tl.int64))[:, None] * S + offs_n[None, :] + rng_base
+        p = tl.where(tl.rand(seed, ctr) >= p_drop, p, 0.0)
+    v = _rows(v_ptrs, v_desc, start_n, offs_n, S, BOUNDS, TMA)
     acc = _mma_acc(p.to(v.dtype), v, acc * alpha[:, None])
     return acc, m_new, l_i
 
@@ -133,7 +142,8 @@ def _attn_fwd(Q, K, V, M, O, LSE,
               sqb, sqh, sqm, skb, skh, skn, svb, svh, svn, smb, smh, smm, smn,
               L, S, H, n_rep, qk_scale, seed: tl.int64, rng_base: tl.int64, p_drop,
               inv_keep, HEAD_DIM: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
-              CAUSAL: tl.constexpr, MASK: tl.constexpr, DROPOUT: tl.constexpr):
+              CAUSAL: tl.constexpr, MASK: tl.constexpr, DROPOUT: tl.constexpr,
+              TMA: tl.constexpr):
     bh = tl.program_id(0).to(tl.int64)  # b * H + h (axis 0: no 65535 limit)
     # last query block first: under a causal mask it has the most keys (a shorter tail)
     start_m = (tl.num_programs(1) - 1 - tl.program_id(1)) * BM
@@ -143,10 +153,10 @@ def _attn_fwd(Q, K, V, M, O, LSE,
     offs_m = start_m + tl.arange(0, BM)
     offs_n = tl.arange(0, BN)
     offs_d = tl.arange(0, HEAD_DIM)
-    q = tl.load(Q + b * sqb + h * sqh + offs_m[:, None] * sqm + offs_d[None, :],
-                mask=(offs_m < L)[:, None], other=0.0)
-    k_ptrs = K + b * skb + hk * skh + offs_n[:, None] * skn + offs_d[None, :]
-    v_ptrs = V + b * svb + hk * svh + offs_n[:, None] * svn + offs_d[None, :]
+    q_ptrs, q_desc = _operand(Q + b * sqb + h * sqh, L, sqm, offs_m, HEAD_DIM, BM, TMA)
+    q = _rows(q_ptrs, q_desc, start_m, offs_m, L, True, TMA)
+    k_ptrs, k_desc = _operand(K + b * skb + hk * skh, S, skn, offs_n, HEAD_DIM, BN, TMA)
+    v_ptrs, v_desc = _operand(V + b * svb + hk * svh, S, svn, offs_n, HEAD_DIM, BN, TMA)
     mask_ptrs = M + b * smb + h * smh + offs_m[:, None] * smm + offs_n[None, :] * smn
     m_i = tl.full([BM], float("-inf"), tl.float32)
     l_i = tl.zeros([BM], tl.float32)
@@ -158,15 +168,15 @@ def _attn_fwd(Q, K, V, M, O, LSE,
         hi = S
         full = (S // BN) * BN
     for start_n in range(0, full, BN):
-        acc, m_i, l_i = _fwd_block(acc, m_i, l_i, q, k_ptrs + start_n * skn,
-                                   v_ptrs + start_n * svn, mask_ptrs + start_n * smn, offs_m,
-                                   start_n + offs_n, L, S, qk_scale, bh, seed, rng_base,
-                                   p_drop, CAUSAL, False, MASK, DROPOUT)
+        acc, m_i, l_i = _fwd_block(acc, m_i, l_i, q, k_ptrs + start_n * skn, k_desc,
+                                   v_ptrs + start_n * svn, v_desc, mask_ptrs + start_n * smn,
+                                   start_n, offs_m, start_n + offs_n, L, S, qk_scale, bh, seed,
+                                   rng_base, p_drop, CAUSAL, False, MASK, DROPOUT, TMA)
     for start_n in range(full, hi, BN):
-        acc, m_i, l_i = _fwd_block(acc, m_i, l_i, q, k_ptrs + start_n * skn,
-                                   v_ptrs + start_n * svn, mask_ptrs + start_n * smn, offs_m,
-                                   start_n + offs_n, L, S, qk_scale, bh, seed, rng_base,
-                                   p_drop, CAUSAL, True, MASK, DROPOUT)
+        acc, m_i, l_i = _fwd_block(acc, m_i, l_i, q, k_ptrs + start_n * skn, k_desc,
+                                   v_ptrs + start_n * svn, v_desc, mask_ptrs + start_n * smn,
+                                   start_n, offs_m, start_n + offs_n, L, S, qk_scale, bh, seed,
+                                   rng_base, p_drop, CAUSAL, True, MASK, DROPOUT, TMA)
     dead = l_i == 0.0
     l_safe = tl.where(dead, 1.0, l_i)
     out = acc * (inv_keep / l_safe)[:, None]
@@ -195,17 +205,18 @@ def _attn_bwd_delta(O, DO, DELTA, sdob, sdoh, sdom, L, H, HEAD_DIM: tl.constexpr
 
 
 @triton.jit
-def _dkdv_block(dk, dv, k, v, q_ptrs, do_ptrs, lse_ptr, delta_ptr, mask_ptrs, offs_m, offs_n,
-                L, S, qk_scale, bh, seed, rng_base, p_drop, inv_keep, DIAG: tl.constexpr,
-                MASK: tl.constexpr, DROPOUT: tl.constexpr):
+def _dkdv_block(dk, dv, k, v, q_ptrs, q_desc, do_ptrs, do_desc, lse_ptr, delta_ptr, mask_ptrs,
+                start_m, offs_m, offs_n, L, S, qk_scale, bh, seed, rng_base, p_drop, inv_keep,
+                DIAG: tl.constexpr, MASK: tl.constexpr, DROPOUT: tl.constexpr,
+                TMA: tl.constexpr):
     """One query block of the dK/dV kernel, written transposed (keys along rows) so that
     P^T and dS^T come out of their products already in the layout the next product takes
     (no transpose of a register tile). Rows past L load as zeros (and lse as +inf), so they
     add nothing; keys past S only touch dK/dV rows that are never stored. ``DIAG``: the
     block crosses the causal diagonal and needs the mask."""
     rows = offs_m < L
-    q = tl.load(q_ptrs, mask=rows[:, None], other=0.0)
-    do = tl.load(do_ptrs, mask=rows[:, None], other=0.0)
+    q = _rows(q_ptrs, q_desc, start_m, offs_m, L, True, TMA)
+    do = _rows(do_ptrs, do_desc, start_m, offs_m, L, True, TMA)
     lse2 = tl.load(lse_ptr + offs_m, mask=rows, other=float("inf")) * 1.4426950408889634
     delta = tl.load(delta_ptr + offs_m, mask=rows, other=0.0)
     st = _mma(k, tl.trans(q)) * qk_scale  # (BN, BM) scores in log2 units
@@ -238,8 +249,8 @@ def _attn_bwd_dkdv(Q, K, V, M, DO, LSE, DELTA, DK, DV,
                    sqb, sqh, sqm, skb, skh, skn, svb, svh, svn, smb, smh, smm, smn,
                    sdob, sdoh, sdom, L, S, H, n_rep, qk_scale, scale, seed: tl.int64,
                    rng_base: tl.int64, p_drop, inv_keep, HEAD_DIM: tl.constexpr,
-                   BM: tl.constexpr, BN: tl.constexpr,
-                   CAUSAL: tl.constexpr, MASK: tl.constexpr, DROPOUT: tl.constexpr):
+                   BM: tl.constexpr, BN: tl.constexpr, CAUSAL: tl.constexpr,
+                   MASK: tl.constexpr, DROPOUT: tl.constexpr, TMA: tl.constexpr):
     bhk = tl.program_id(0).to(tl.int64)  # b * Hk + hk
     start_n = tl.program_id(1) * BN  # the first key blocks (most queries, causal) first
     hkv = H // n_rep
@@ -261,47 +272,42 @@ def _attn_bwd_dkdv(Q, K, V, M, DO, LSE, DELTA, DK, DV,
     else:
         lo = 0
         mid = 0
-    q_off = offs_m0[:, None] * sqm + offs_d[None, :]
-    do_off = offs_m0[:, None] * sdom + offs_d[None, :]
     m_off = offs_m0[None, :] * smm + offs_n[:, None] * smn
     for h in range(hk * n_rep, hk * n_rep + n_rep):
         bh = b * H + h
-        q_base = Q + b * sqb + h * sqh
-        do_base = DO + b * sdob + h * sdoh
+        q_ptrs, q_desc = _operand(Q + b * sqb + h * sqh, L, sqm, offs_m0, HEAD_DIM, BM, TMA)
+        do_ptrs, do_desc = _operand(DO + b * sdob + h * sdoh, L, sdom, offs_m0, HEAD_DIM, BM,
+                                    TMA)
         m_base = M + b * smb + h * smh
         lse_ptr = LSE + bh * L
         delta_ptr = DELTA + bh * L
         for start_m in range(lo, mid, BM):  # blocks on the causal diagonal
-            dk, dv = _dkdv_block(dk, dv, k, v, q_base + start_m * sqm + q_off,
-                                 do_base + start_m * sdom + do_off, lse_ptr, delta_ptr,
-                                 m_base + start_m * smm + m_off, start_m + offs_m0, offs_n, L,
-                                 S, qk_scale, bh, seed, rng_base, p_drop, inv_keep, True,
-                                 MASK, DROPOUT)
+            dk, dv = _dkdv_block(dk, dv, k, v, q_ptrs + start_m * sqm, q_desc,
+                                 do_ptrs + start_m * sdom, do_desc, lse_ptr, delta_ptr,
+                                 m_base + start_m * smm + m_off, start_m, start_m + offs_m0,
+                                 offs_n, L, S, qk_scale, bh, seed, rng_base, p_drop, inv_keep,
+                                 True, MASK, DROPOUT, TMA)
         for start_m in range(mid, L, BM):
-            dk, dv = _dkdv_block(dk, dv, k, v, q_base + start_m * sqm + q_off,
-                                 do_base + start_m * sdom + do_off, lse_ptr, delta_ptr,
-                                 m_base + start_m * smm + m_off, start_m + offs_m0, offs_n, L,
-                                 S, qk_scale, bh, seed, rng_base, p_drop, inv_keep, False,
-                                 MASK, DROPOUT)
+            dk, dv = _dkdv_block(dk, dv, k, v, q_ptrs + start_m * sqm, q_desc,
+                                 do_ptrs + start_m * sdom, do_desc, lse_ptr, delta_ptr,
+                                 m_base + start_m * smm + m_off, start_m, start_m + offs_m0,
+                                 offs_n, L, S, qk_scale, bh, seed, rng_base, p_drop, inv_keep,
+                                 False, MASK, DROPOUT, TMA)
     out = bhk * S * HEAD_DIM + offs_n[:, None] * HEAD_DIM + offs_d[None, :]
     tl.store(DK + out, (dk * scale).to(DK.dtype.element_ty), mask=kv_rows)
     tl.store(DV + out, dv.to(DV.dtype.element_ty), mask=kv_rows)
 
 
 @triton.jit
-def _dq_block(dq, q, do, lse2, delta, k_ptrs, v_ptrs, mask_ptrs, offs_m, offs_n, L, S,
-              qk_scale, bh, seed, rng_base, p_drop, inv_keep, CAUSAL: tl.constexpr,
-              BOUNDS: tl.constexpr, MASK: tl.constexpr, DROPOUT: tl.constexpr):
+def _dq_block(dq, q, do, lse2, delta, k_ptrs, k_desc, v_ptrs, v_desc, mask_ptrs, start_n,
+              offs_m, offs_n, L, S, qk_scale, bh, seed, rng_base, p_drop, inv_keep,
+              CAUSAL: tl.constexpr, BOUNDS: tl.constexpr, MASK: tl.constexpr,
+              DROPOUT: tl.constexpr, TMA: tl.constexpr):
     """One key block of the dQ kernel. ``BOUNDS``: the block crosses the causal diagonal or
     the end of the keys (masked loads and scores); other blocks need neither. Query rows
     past L have zero dO and +inf lse, and are never stored."""
-    if BOUNDS:
-        kv_rows = (offs_n < S)[:, None]
-        k = tl.load(k_ptrs, mask=kv_rows, other=0.0)
-        v = tl.load(v_ptrs, mask=kv_rows, other=0.0)
-    else:
-        k = tl.load(k_ptrs)
-        v = tl.load(v_ptrs)
+    k = _rows(k_ptrs, k_desc, start_n, offs_n, S, BOUNDS, TMA)
+    v = _rows(v_ptrs, v_desc, start_n, offs_n, S, BOUNDS, TMA)
     s = _mma(q, tl.trans(k)) * qk_scale
     if MASK != 0:
         inside = (offs_m < L)[:, None] & (offs_n < S)[None, :]
@@ -330,8 +336,8 @@ def _attn_bwd_dq(Q, K, V, M, DO, LSE, DELTA, DQ,
                  sqb, sqh, sqm, skb, skh, skn, svb, svh, svn, smb, smh, smm, smn,
                  sdob, sdoh, sdom, L, S, H, n_rep, qk_scale, scale, seed: tl.int64,
                  rng_base: tl.int64, p_drop, inv_keep, HEAD_DIM: tl.constexpr,
-                 BM: tl.constexpr, BN: tl.constexpr,
-                 CAUSAL: tl.constexpr, MASK: tl.constexpr, DROPOUT: tl.constexpr):
+                 BM: tl.constexpr, BN: tl.constexpr, CAUSAL: tl.constexpr,
+                 MASK: tl.constexpr, DROPOUT: tl.constexpr, TMA: tl.constexpr):
     bh = tl.program_id(0).to(tl.int64)
     start_m = (tl.num_programs(1) - 1 - tl.program_id(1)) * BM  # longest rows first
     b = bh // H
@@ -341,15 +347,15 @@ def _attn_bwd_dq(Q, K, V, M, DO, LSE, DELTA, DQ,
     offs_n = tl.arange(0, BN)
     offs_d = tl.arange(0, HEAD_DIM)
     rows = (offs_m < L)[:, None]
-    q = tl.load(Q + b * sqb + h * sqh + offs_m[:, None] * sqm + offs_d[None, :], mask=rows,
-                other=0.0)
-    do = tl.load(DO + b * sdob + h * sdoh + offs_m[:, None] * sdom + offs_d[None, :],
-                 mask=rows, other=0.0)
+    q_ptrs, q_desc = _operand(Q + b * sqb + h * sqh, L, sqm, offs_m, HEAD_DIM, BM, TMA)
+    q = _rows(q_ptrs, q_desc, start_m, offs_m, L, True, TMA)
+    do_ptrs, do_desc = _operand(DO + b * sdob + h * sdoh, L, sdom, offs_m, HEAD_DIM, BM, TMA)
+    do = _rows(do_ptrs, do_desc, start_m, offs_m, L, True, TMA)
     lse2 = tl.load(LSE + bh * L + offs_m, mask=offs_m < L, other=float("inf")) \
         * 1.4426950408889634
     delta = tl.load(DELTA + bh * L + offs_m, mask=offs_m < L, other=0.0)
-    k_ptrs = K + b * skb + hk * skh + offs_n[:, None] * skn + offs_d[None, :]
-    v_ptrs = V + b * svb + hk * svh + offs_n[:, None] * svn + offs_d[None, :]
+    k_ptrs, k_desc = _operand(K + b * skb + hk * skh, S, skn, offs_n, HEAD_DIM, BN, TMA)
+    v_ptrs, v_desc = _operand(V + b * svb + hk * svh, S, svn, offs_n, HEAD_DIM, BN, TMA)
     mask_ptrs = M + b * smb + h * smh + offs_m[:, None] * smm + offs_n[None, :] * smn
     dq = tl.zeros([BM, HEAD_DIM], tl.float32)
     if CAUSAL:
@@ -359,28 +365,30 @@ def _attn_bwd_dq(Q, K, V, M, DO, LSE, DELTA, DQ,
         hi = S
         full = (S // BN) * BN
     for start_n in range(0, full, BN):
-        dq = _dq_block(dq, q, do, lse2, delta, k_ptrs + start_n * skn, v_ptrs + start_n * svn,
-                       mask_ptrs + start_n * smn, offs_m, start_n + offs_n, L, S, qk_scale, bh,
-                       seed, rng_base, p_drop, inv_keep, CAUSAL, False, MASK, DROPOUT)
+        dq = _dq_block(dq, q, do, lse2, delta, k_ptrs + start_n * skn, k_desc,
+                       v_ptrs + start_n * svn, v_desc, mask_ptrs + start_n * smn, start_n,
+                       offs_m, start_n + offs_n, L, S, qk_scale, bh, seed, rng_base, p_drop,
+                       inv_keep, CAUSAL, False, MASK, DROPOUT, TMA)
     for start_n in range(full, hi, BN):
-        dq = _dq_block(dq, q, do, lse2, delta, k_ptrs + start_n * skn, v_ptrs + start_n * svn,
-                       mask_ptrs + start_n * smn, offs_m, start_n + offs_n, L, S, qk_scale, bh,
-                       seed, rng_base, p_drop, inv_keep, CAUSAL, True, MASK, DROPOUT)
+        dq = _dq_block(dq, q, do, lse2, delta, k_ptrs + start_n * skn, k_desc,
+                       v_ptrs + start_n * svn, v_desc, mask_ptrs + start_n * smn, start_n,
+                       offs_m, start_n + offs_n, L, S, qk_scale, bh, seed, rng_base, p_drop,
+                       inv_keep, CAUSAL, True, MASK, DROPOUT, TMA)
     tl.store(DQ + bh * L * HEAD_DIM + offs_m[:, None] * HEAD_DIM + offs_d[None, :],
              (dq * scale).to(DQ.dtype.element_ty), mask=rows)
 
 
 # ============================================================================ launchers
-# Tiles per head dim, (BM query rows, BN keys, warps, stages) of each kernel; any pair of
+# Tiles per head dim, (BM query rows, BN keys, warps, stages, TMA) of each kernel; any pair of
 # powers of two from 16 up works (the dK/dV kernel holds BN keys and walks BM-row query
 # blocks, the forward and dQ kernels hold BM rows and walk BN-key blocks). Chosen by
 # ``tools/bench/ops.py --attention-only --sweep`` on an H100.
-FWD_TILES = {16: (64, 32, 4, 3), 32: (64, 32, 4, 3), 64: (128, 64, 8, 3),
-             128: (128, 64, 8, 3)}
-DKDV_TILES = {16: (32, 32, 4, 2), 32: (32, 32, 4, 2), 64: (64, 64, 4, 3),
-              128: (64, 64, 4, 2)}
-DQ_TILES = {16: (32, 32, 4, 2), 32: (32, 32, 4, 2), 64: (64, 64, 4, 3),
-            128: (64, 64, 4, 2)}
+FWD_TILES = {16: (64, 32, 4, 3, False), 32: (64, 32, 4, 3, False),
+             64: (128, 64, 8, 3, False), 128: (128, 64, 8, 3, False)}
+DKDV_TILES = {16: (32, 32, 4, 2, False), 32: (32, 32, 4, 2, False),
+              64: (64, 64, 4, 3, False), 128: (64, 64, 4, 2, False)}
+DQ_TILES = {16: (32, 32, 4, 2, False), 32: (32, 32, 4, 2, False),
+            64: (64, 64, 4, 3, False), 128: (64, 64, 4, 2, False)}
 _launchers: dict = {}
 
 
@@ -413,6 +421,12 @@ def _big(*arrays) -> bool:
     """Whether an element offset inside any of ``arrays`` can reach 2**31."""
     return any(sum((n - 1) * abs(s) for n, s in zip(a.shape, a.strides)) + a.shape[-1]
                >= 2**31 for a in arrays if a is not None)
+
+
+def _tma_ready(arrays, strides) -> bool:
+    """Whether TMA descriptors can read these half-precision operands: each starts on a
+    16-byte boundary and every stride but the last (unit) one is a multiple of 16 bytes."""
+    return all(a.data_ptr() % 16 == 0 for a in arrays) and all(s % 8 == 0 for s in strides)
 
 
 def supported(q, k, v, mask) -> bool:
@@ -457,12 +471,13 @@ def scaled_dot_product_attention(q, k, v, mask, dropout_p, is_causal, scale, gen
         seed, base = _signed64(int(gen.seed)), _signed64(gen.next_offset(b * h * n_q * n_k))
         rng = (seed, base)
     mask, kind, ms = _mask_args(mask, q)
-    bm, bn, warps, stages = FWD_TILES[d]
+    bm, bn, warps, stages, tma = FWD_TILES[d]
+    tma = tma and _tma_ready((q, k, v), (*q.strides[:3], *k.strides[:3], *v.strides[:3]))
     args = (q, k, v, mask, out, lse, *q.strides[:3], *k.strides[:3], *v.strides[:3], *ms,
             n_q, n_k, h, h // k.shape[1], float(scale) * LOG2E, seed, base, float(dropout_p),
             1.0 / (1.0 - dropout_p) if dropout_p < 1.0 else 0.0, d, bm, bn, bool(is_causal),
-            kind, dropout_p > 0.0)
-    key = (d, bm, bn, bool(is_causal), kind, dropout_p > 0.0,
+            kind, dropout_p > 0.0, tma)
+    key = (d, bm, bn, bool(is_causal), kind, dropout_p > 0.0, tma,
            aligned(q, k, v, mask, out, lse),
            _launch.spec(*q.strides[:3], *k.strides[:3], *v.strides[:3], *ms))
     _launcher(_attn_fwd, warps, stages).launch(key, q.device, (b * h, cdiv(n_q, bm)), args,
@@ -494,14 +509,18 @@ def scaled_dot_product_attention_backward(grad, q, k, v, out, lse, mask, dropout
               float(dropout_p), inv_keep, d)
     flags = (bool(is_causal), kind, dropout)
     key = (d, *flags, aligned(q, k, v, mask, grad, lse, dk), _launch.spec(*strides))
-    bm, bn, warps, stages = DKDV_TILES[d]
+    ready = _tma_ready((q, k, v, grad), (*q.strides[:3], *k.strides[:3], *v.strides[:3],
+                                         *grad.strides[:3]))
+    bm, bn, warps, stages, tma = DKDV_TILES[d]
+    tma = tma and ready
     _launcher(_attn_bwd_dkdv, warps, stages).launch(
-        (bm, bn, *key), q.device, (b * hk, cdiv(n_k, bn)),
-        (q, k, v, mask, grad, lse, delta, dk, dv, *strides, *common, bm, bn, *flags), big)
-    bm, bn, warps, stages = DQ_TILES[d]
+        (bm, bn, tma, *key), q.device, (b * hk, cdiv(n_k, bn)),
+        (q, k, v, mask, grad, lse, delta, dk, dv, *strides, *common, bm, bn, *flags, tma), big)
+    bm, bn, warps, stages, tma = DQ_TILES[d]
+    tma = tma and ready
     _launcher(_attn_bwd_dq, warps, stages).launch(
-        (bm, bn, *key), q.device, (b * h, cdiv(n_q, bm)),
-        (q, k, v, mask, grad, lse, delta, dq, *strides, *common, bm, bn, *flags), big)
+        (bm, bn, tma, *key), q.device, (b * h, cdiv(n_q, bm)),
+        (q, k, v, mask, grad, lse, delta, dq, *strides, *common, bm, bn, *flags, tma), big)
     return dq, dk, dv
 
 
