@@ -210,6 +210,26 @@ def test_tile_shapes(tiles, case, monkeypatch):
         _close(got, want, dtype, f"d{name}")
 
 
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("d", [64, 128])
+def test_tma_path_at_the_table_tiles(d, causal, monkeypatch):
+    """The shipped tiles of each head dim with every kernel reading through TMA, on
+    (B, S, H, D) projections seen as (B, H, S, D) (row stride H * D) with ragged lengths."""
+    for table in (A.FWD_TILES, A.DKDV_TILES, A.DQ_TILES):
+        monkeypatch.setitem(table, d, (*table[d][:4], True))
+    b, hq, hk, n = (1, 2, 1, 45) if INTERPRET else (2, 8, 2, 1000)
+    g = torch.Generator().manual_seed(d)
+    q, grad = (torch.randn(b, n, hq, d, generator=g).to(torch.bfloat16).to(DEV).transpose(1, 2)
+               for _ in range(2))
+    k, v = (torch.randn(b, n, hk, d, generator=g).to(torch.bfloat16).to(DEV).transpose(1, 2)
+            for _ in range(2))
+    out, _, grads = _run(q, k, v, causal=causal, grad=grad)
+    ref, ref_grads = _reference(q, k, v, causal=causal, grad=grad)
+    _close(out, ref, torch.bfloat16, "out")
+    for name, got, want in zip("qkv", grads, ref_grads):
+        _close(got, want, torch.bfloat16, f"d{name}")
+
+
 @triton.jit
 def _keep_mask(out, seed, base, p, n):
     """The documented dropout stream: keep (b, h, i, j) iff philox(seed, base + flat index)

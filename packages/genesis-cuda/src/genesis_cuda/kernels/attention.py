@@ -5,17 +5,24 @@ Read top to bottom like a Triton tutorial:
 1. **Forward kernel** (``_attn_fwd``). One program owns ``BM`` query rows of one (batch,
    head) and streams the keys and values past them in blocks of ``BN``, keeping a running
    row maximum ``m``, row sum ``l`` and un-normalised output ``acc`` (the online softmax of
-   FlashAttention-2). Scores live in registers in log2 units (``exp2`` is one instruction);
-   the output is ``acc / l`` and the row's ``logsumexp`` is kept for the backward. Causal
-   attention is top-left aligned as in torch (row ``i`` sees keys ``j <= i``): a program
-   stops at its diagonal, and only the blocks on the diagonal or past the end of the keys
-   pay for masking (the ``BOUNDS`` pass of ``_fwd_block``).
+   FlashAttention-2). Scores live in registers in log2 units (the scale is folded with
+   log2(e), and ``exp2`` is one instruction); the output is ``acc / l`` and the row's
+   ``logsumexp`` is kept for the backward. Causal attention is top-left aligned as in torch
+   (row ``i`` sees keys ``j <= i``): a program stops at its diagonal, and only the blocks on
+   the diagonal or past the end of the keys pay for masking (the ``BOUNDS`` pass of
+   ``_fwd_block``); the blocks left of it run with no mask and no bounds checks.
 2. **Backward kernels**. ``_attn_bwd_dkdv``: one program per block of keys of one (batch,
    KV head) walks every query block of every query head in its group and accumulates dK and
-   dV in registers, so grouped-query heads need no repeated K/V and no atomics.
-   ``_attn_bwd_dq``: one program per query block walks the keys for dQ. Both recompute the
-   probabilities from the saved logsumexp: ``P = exp(S - lse)``, ``dS = P * (dP - delta)``
-   with ``delta = rowsum(dO * O)``.
+   dV in registers, so grouped-query heads need no repeated K/V and no atomics. It works
+   transposed (``S^T = K Q^T``), so ``P^T`` and ``dS^T`` come out of one product already in
+   the layout the next one takes. ``_attn_bwd_dq``: one program per query block walks the
+   keys for dQ. Both recompute the probabilities from the saved logsumexp: ``P = exp(S -
+   lse)``, ``dS = P * (dP - delta)`` with ``delta = rowsum(dO * O)``; the causal mask is
+   applied only on the blocks that cross the diagonal (rows past the end load as zeros
+   with ``lse = +inf`` and contribute nothing).
+   All three kernels can read their streamed blocks through TMA descriptors made on the
+   device (the ``TMA`` field of the tile tables; zero-filled past the end, so no load
+   masks) when every operand is 16-byte aligned, else through pointers.
 3. **Launchers** (the contract functions ``scaled_dot_product_attention`` and
    ``scaled_dot_product_attention_backward``). They return ``None`` for what the kernels do
    not cover (head dims other than 16/32/64/128, dtypes other than float16/bfloat16, empty
