@@ -273,6 +273,9 @@ def test_declines_what_it_does_not_cover():
                                           None) is None
     assert A.scaled_dot_product_attention(dev(q), dev(k.bfloat16()), dev(v), None, 0.0, False,
                                           1.0, None) is None
+    for scale in (-0.5, float("nan")):  # the kernels take the block max of unscaled scores
+        assert A.scaled_dot_product_attention(dev(q), dev(k), dev(v), None, 0.0, False, scale,
+                                              None) is None
 
 
 # ------------------------------------------------------------------------ decode

@@ -26,7 +26,7 @@ Read top to bottom like a Triton tutorial:
 3. **Launchers** (the contract functions ``scaled_dot_product_attention`` and
    ``scaled_dot_product_attention_backward``). They return ``None`` for what the kernels do
    not cover (head dims other than 16/32/64/128, dtypes other than float16/bfloat16, empty
-   tensors); genesis then runs its composite.
+   tensors, a negative scale); genesis then runs its composite.
 4. **Decode** (``attention_decode``): a few new query rows per sequence against a
    preallocated KV cache with per-row lengths; all query heads of a KV group share one
    program, so each cached key is read once per group.
@@ -116,24 +116,30 @@ def _fwd_block(acc, m_i, l_i, q, k_ptrs, k_desc, v_ptrs, v_desc, mask_ptrs, star
     log2 units, -inf where attention is not allowed. ``BOUNDS``: the block crosses the
     causal diagonal or the end of the keys and needs those masks; other blocks need none."""
     k = _rows(k_ptrs, k_desc, start_n, offs_n, S, BOUNDS, TMA)
-    s = _mma(q, tl.trans(k)) * qk_scale
-    if MASK != 0:
-        inside = (offs_m < L)[:, None] & (offs_n < S)[None, :]
-        if MASK == 1:  # bool: True = may attend
-            allowed = tl.load(mask_ptrs, mask=inside, other=0)
-            s = tl.where(allowed != 0, s, float("-inf"))
-        else:  # float: added to the scores
-            s += tl.load(mask_ptrs, mask=inside, other=0.0).to(tl.float32) * 1.4426950408889634
-    if BOUNDS:
-        s = tl.where((offs_n < S)[None, :], s, float("-inf"))
-        if CAUSAL:
-            s = tl.where(offs_n[None, :] <= offs_m[:, None], s, float("-inf"))
-    m_new = tl.maximum(m_i, tl.max(s, 1))
-    if BOUNDS or MASK != 0:  # a row may have nothing allowed yet (m_new = -inf)
-        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
-    else:  # every score is finite here
+    qk = _mma(q, tl.trans(k))
+    if BOUNDS or MASK != 0:
+        s = qk * qk_scale
+        if MASK != 0:
+            inside = (offs_m < L)[:, None] & (offs_n < S)[None, :]
+            if MASK == 1:  # bool: True = may attend
+                allowed = tl.load(mask_ptrs, mask=inside, other=0)
+                s = tl.where(allowed != 0, s, float("-inf"))
+            else:  # float: added to the scores
+                s += tl.load(mask_ptrs, mask=inside, other=0.0).to(tl.float32) \
+                    * 1.4426950408889634
+        if BOUNDS:
+            s = tl.where((offs_n < S)[None, :], s, float("-inf"))
+            if CAUSAL:
+                s = tl.where(offs_n[None, :] <= offs_m[:, None], s, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(s, 1))
+        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)  # a row with nothing allowed
+        p = tl.math.exp2(s - m_safe[:, None])
+    else:
+        # every score is finite and qk_scale >= 0 (the launcher's contract), so the block's
+        # largest scaled score is its largest score scaled, and each score costs one FMA
+        m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
         m_safe = m_new
-    p = tl.math.exp2(s - m_safe[:, None])
+        p = tl.math.exp2(qk * qk_scale - m_new[:, None])
     alpha = tl.math.exp2(m_i - m_safe)
     l_i = l_i * alpha + tl.sum(p, 1)
     if DROPOUT:  # the normaliser counts every key; the output only the kept ones
@@ -461,9 +467,10 @@ def scaled_dot_product_attention(q, k, v, mask, dropout_p, is_causal, scale, gen
     Returns:
         ``(out (B, Hq, L, D), lse (B, Hq, L) float32, rng)`` where ``rng`` is ``(seed,
         offset)`` of the dropout stream (``None`` without dropout), or ``None`` when these
-        operands are not covered (genesis then runs its composite).
+        operands are not covered or the scale is negative (genesis then runs its
+        composite).
     """
-    if not supported(q, k, v, mask):
+    if not supported(q, k, v, mask) or not scale >= 0.0:  # the kernels need scale >= 0
         return None
     q, k, v = _last_dim_unit(q), _last_dim_unit(k), _last_dim_unit(v)
     b, h, n_q, d = q.shape
