@@ -16,10 +16,10 @@ Read top to bottom like a Triton tutorial:
    dV in registers, so grouped-query heads need no repeated K/V and no atomics. It works
    transposed (``S^T = K Q^T``), so ``P^T`` and ``dS^T`` come out of one product already in
    the layout the next one takes. ``_attn_bwd_dq``: one program per query block walks the
-   keys for dQ. Both recompute the probabilities from the saved logsumexp: ``P = exp(S -
-   lse)``, ``dS = P * (dP - delta)`` with ``delta = rowsum(dO * O)``; the causal mask is
-   applied only on the blocks that cross the diagonal (rows past the end load as zeros
-   with ``lse = +inf`` and contribute nothing).
+   keys for dQ; it runs first and also stores ``delta = rowsum(dO * O)`` of its rows. Both
+   recompute the probabilities from the saved logsumexp: ``P = exp(S - lse)``, ``dS = P *
+   (dP - delta)``; the causal mask is applied only on the blocks that cross the diagonal
+   (rows past the end load as zeros with ``lse = +inf`` and contribute nothing).
    All three kernels can read their streamed blocks through TMA descriptors made on the
    device (the ``TMA`` field of the tile tables; zero-filled past the end, so no load
    masks) when every operand is 16-byte aligned, else through pointers.
@@ -201,22 +201,6 @@ def _attn_fwd(Q, K, V, M, O, LSE,
 
 
 # ============================================================================ backward
-@triton.jit(do_not_specialize=["L", "H"])
-def _attn_bwd_delta(O, DO, DELTA, sdob, sdoh, sdom, L, H, HEAD_DIM: tl.constexpr,
-                    BM: tl.constexpr):
-    """delta = rowsum(dO * O) in float32 for BM query rows of one (b, h) (O is contiguous)."""
-    bh = tl.program_id(0).to(tl.int64)
-    offs_m = tl.program_id(1) * BM + tl.arange(0, BM)
-    offs_d = tl.arange(0, HEAD_DIM)
-    rows = offs_m < L
-    o = tl.load(O + bh * L * HEAD_DIM + offs_m[:, None] * HEAD_DIM + offs_d[None, :],
-                mask=rows[:, None], other=0.0)
-    do = tl.load(DO + (bh // H) * sdob + (bh % H) * sdoh + offs_m[:, None] * sdom
-                 + offs_d[None, :], mask=rows[:, None], other=0.0)
-    tl.store(DELTA + bh * L + offs_m, tl.sum(o.to(tl.float32) * do.to(tl.float32), 1),
-             mask=rows)
-
-
 @triton.jit
 def _dkdv_block(dk, dv, k, v, q_ptrs, q_desc, do_ptrs, do_desc, lse_ptr, delta_ptr, mask_ptrs,
                 start_m, offs_m, offs_n, L, S, qk_scale, bh, seed, rng_base, p_drop, inv_keep,
@@ -345,7 +329,7 @@ def _dq_block(dq, q, do, lse2, delta, k_ptrs, k_desc, v_ptrs, v_desc, mask_ptrs,
 
 
 @triton.jit(do_not_specialize=["L", "S", "H", "n_rep", "seed", "rng_base"])
-def _attn_bwd_dq(Q, K, V, M, DO, LSE, DELTA, DQ,
+def _attn_bwd_dq(Q, K, V, M, DO, O, LSE, DELTA, DQ,
                  sqb, sqh, sqm, skb, skh, skn, svb, svh, svn, smb, smh, smm, smn,
                  sdob, sdoh, sdom, L, S, H, n_rep, qk_scale, scale, seed: tl.int64,
                  rng_base: tl.int64, p_drop, inv_keep, HEAD_DIM: tl.constexpr,
@@ -366,7 +350,11 @@ def _attn_bwd_dq(Q, K, V, M, DO, LSE, DELTA, DQ,
     do = _rows(do_ptrs, do_desc, start_m, offs_m, L, True, TMA)
     lse2 = tl.load(LSE + bh * L + offs_m, mask=offs_m < L, other=float("inf")) \
         * 1.4426950408889634
-    delta = tl.load(DELTA + bh * L + offs_m, mask=offs_m < L, other=0.0)
+    # delta = rowsum(dO * O) of these rows (O is contiguous), also stored for the dK/dV kernel
+    o = tl.load(O + bh * L * HEAD_DIM + offs_m[:, None] * HEAD_DIM + offs_d[None, :], mask=rows,
+                other=0.0)
+    delta = tl.sum(o.to(tl.float32) * do.to(tl.float32), 1)
+    tl.store(DELTA + bh * L + offs_m, delta, mask=offs_m < L)
     k_ptrs, k_desc = _operand(K + b * skb + hk * skh, S, skn, offs_n, HEAD_DIM, BN, TMA)
     v_ptrs, v_desc = _operand(V + b * svb + hk * svh, S, svn, offs_n, HEAD_DIM, BN, TMA)
     mask_ptrs = M + b * smb + h * smh + offs_m[:, None] * smm + offs_n[None, :] * smn
@@ -515,26 +503,25 @@ def scaled_dot_product_attention_backward(grad, q, k, v, out, lse, mask, dropout
     dropout = dropout_p > 0.0
     inv_keep = 1.0 / (1.0 - dropout_p) if dropout_p < 1.0 else 0.0
     big = _big(q, k, v, mask, grad, out)
-    _launcher(_attn_bwd_delta, 4, 1).launch(
-        (d, aligned(out, grad, delta), _launch.spec(*grad.strides[:3])), q.device,
-        (b * h, cdiv(n_q, 64)), (out, grad, delta, *grad.strides[:3], n_q, h, d, 64), big)
     strides = (*q.strides[:3], *k.strides[:3], *v.strides[:3], *ms, *grad.strides[:3])
     common = (n_q, n_k, h, h // hk, float(scale) * LOG2E, float(scale), seed, base,
               float(dropout_p), inv_keep, d)
     flags = (bool(is_causal), kind, dropout)
-    key = (d, *flags, aligned(q, k, v, mask, grad, lse, dk), _launch.spec(*strides))
+    key = (d, *flags, aligned(q, k, v, mask, grad, out, lse, dk), _launch.spec(*strides))
     ready = _tma_ready((q, k, v, grad), (*q.strides[:3], *k.strides[:3], *v.strides[:3],
                                          *grad.strides[:3]))
+    # dQ first: it also writes delta = rowsum(dO * O), which the dK/dV kernel reads
+    bm, bn, warps, stages, tma = DQ_TILES[d]
+    tma = tma and ready
+    _launcher(_attn_bwd_dq, warps, stages).launch(
+        (bm, bn, tma, *key), q.device, (b * h, cdiv(n_q, bm)),
+        (q, k, v, mask, grad, out, lse, delta, dq, *strides, *common, bm, bn, *flags, tma),
+        big)
     bm, bn, warps, stages, tma = DKDV_TILES[d]
     tma = tma and ready
     _launcher(_attn_bwd_dkdv, warps, stages).launch(
         (bm, bn, tma, *key), q.device, (b * hk, cdiv(n_k, bn)),
         (q, k, v, mask, grad, lse, delta, dk, dv, *strides, *common, bm, bn, *flags, tma), big)
-    bm, bn, warps, stages, tma = DQ_TILES[d]
-    tma = tma and ready
-    _launcher(_attn_bwd_dq, warps, stages).launch(
-        (bm, bn, tma, *key), q.device, (b * h, cdiv(n_q, bm)),
-        (q, k, v, mask, grad, lse, delta, dq, *strides, *common, bm, bn, *flags, tma), big)
     return dq, dk, dv
 
 
