@@ -455,35 +455,42 @@ def _overhead(torch, garr, ew, D):
             "shape": [16], "torch_ms": tt, "genesis_ms": gt, "ratio": tt / gt, "target": 0.5}
 
 
-# Candidate tiles (BM, BN, warps, stages, TMA) of the attention sweep per (kernel, head dim):
-# the forward and dQ kernels hold BM query rows and walk BN-key blocks, dK/dV holds BN keys
-# and walks BM-row query blocks (narrow query blocks there, wide ones for dQ); TMA: the
-# streamed operands come through device-side TMA descriptors instead of pointer loads. 14
-# each so that the whole sweep compiles and times in about 3 minutes on an H100.
+# Candidate tiles (BM, BN, warps, stages[, TMA[, TRANS]]) of the attention sweep per (kernel,
+# head dim): the forward and dQ kernels hold BM query rows and walk BN-key blocks, dK/dV
+# holds BN keys and walks BM-row query blocks; TMA: the streamed operands come through
+# device-side TMA descriptors; TRANS (dK/dV): keys-by-queries tiles. Picked among configs that
+# compile for sm_90 without register spills (ptxas), plus the shipped ones; 14 each so that
+# the whole sweep compiles and times in about 3 minutes on an H100.
 _ATTN_CANDIDATES = {
     ("fwd", 64): [(128, 64, 8, 3), (128, 64, 8, 2), (128, 64, 8, 4), (128, 128, 8, 2),
                   (128, 128, 8, 3), (128, 64, 4, 4), (128, 32, 4, 3), (64, 64, 4, 3),
                   (64, 64, 4, 4), (64, 128, 4, 3), (128, 64, 8, 3, True), (128, 64, 8, 2, True),
                   (128, 128, 8, 2, True), (64, 64, 4, 3, True)],
     ("fwd", 128): [(128, 64, 8, 3), (128, 64, 8, 2), (128, 64, 8, 4), (128, 128, 8, 2),
-                   (128, 128, 8, 3), (128, 32, 8, 3), (64, 64, 4, 2), (64, 64, 4, 3),
-                   (64, 128, 4, 2), (64, 32, 4, 3), (128, 64, 8, 3, True), (128, 64, 8, 2, True),
-                   (128, 128, 8, 2, True), (64, 64, 4, 3, True)],
-    ("dkdv", 64): [(64, 64, 4, 3), (64, 64, 4, 2), (32, 64, 4, 3), (32, 64, 4, 4),
-                   (32, 128, 4, 2), (32, 128, 4, 3), (32, 128, 4, 5), (32, 128, 8, 3),
-                   (16, 128, 4, 3), (64, 128, 8, 2), (64, 128, 8, 3), (64, 64, 4, 3, True),
-                   (32, 128, 4, 3, True), (32, 64, 4, 3, True)],
-    ("dkdv", 128): [(64, 64, 4, 2), (64, 64, 4, 3), (32, 64, 4, 2), (32, 64, 4, 3),
-                    (32, 64, 4, 5), (16, 64, 4, 3), (32, 128, 8, 2), (32, 128, 8, 3),
-                    (64, 128, 8, 2), (16, 128, 8, 3), (64, 64, 8, 2), (64, 64, 4, 2, True),
-                    (32, 64, 4, 3, True), (32, 128, 8, 3, True)],
+                   (128, 32, 8, 3), (64, 64, 4, 2), (64, 64, 4, 3), (64, 32, 4, 3),
+                   (64, 32, 4, 4), (128, 64, 8, 3, True), (128, 64, 8, 2, True),
+                   (128, 128, 8, 2, True), (64, 64, 4, 3, True), (128, 32, 8, 3, True)],
+    ("dkdv", 64): [(64, 64, 4, 3), (64, 64, 4, 2), (64, 64, 4, 2, False, True),
+                   (64, 64, 4, 3, False, True), (32, 64, 4, 3, False, True),
+                   (32, 64, 4, 2, False, True), (32, 128, 8, 2, False, True),
+                   (32, 128, 8, 3, False, True), (64, 128, 8, 2, False, True),
+                   (64, 128, 8, 3, False, True), (16, 128, 8, 3, False, True),
+                   (64, 64, 4, 3, True, True), (32, 128, 8, 3, True, True),
+                   (64, 128, 8, 2, True, True)],
+    ("dkdv", 128): [(64, 64, 4, 2), (64, 64, 4, 2, False, True), (32, 64, 4, 2, False, True),
+                    (32, 64, 4, 3, False, True), (16, 64, 4, 3, False, True),
+                    (32, 128, 8, 2, False, True), (32, 128, 8, 3, False, True),
+                    (16, 128, 8, 2, False, True), (16, 128, 8, 3, False, True),
+                    (16, 64, 4, 2, False, True), (32, 128, 8, 2, True, True),
+                    (32, 64, 4, 3, True, True), (16, 128, 8, 3, True, True),
+                    (64, 64, 4, 2, True)],
     ("dq", 64): [(64, 64, 4, 3), (64, 64, 4, 2), (128, 32, 4, 3), (128, 32, 4, 4),
-                 (128, 32, 4, 5), (128, 64, 8, 2), (128, 64, 8, 3), (128, 64, 4, 3),
-                 (64, 32, 4, 3), (64, 32, 4, 5), (128, 16, 4, 4), (64, 64, 4, 3, True),
+                 (128, 32, 4, 5), (128, 64, 8, 2), (128, 64, 8, 3), (64, 32, 4, 3),
+                 (64, 32, 4, 5), (128, 16, 4, 4), (64, 128, 8, 2), (64, 64, 4, 3, True),
                  (128, 32, 4, 3, True), (128, 64, 8, 3, True)],
     ("dq", 128): [(64, 64, 4, 2), (64, 64, 4, 3), (128, 32, 8, 3), (128, 32, 8, 4),
                   (128, 64, 8, 2), (128, 64, 8, 3), (64, 32, 4, 3), (64, 32, 4, 5),
-                  (128, 32, 4, 3), (64, 16, 4, 4), (128, 16, 8, 4), (64, 64, 4, 2, True),
+                  (64, 16, 4, 4), (128, 16, 8, 4), (64, 64, 8, 2), (64, 64, 4, 2, True),
                   (128, 32, 8, 3, True), (128, 64, 8, 3, True)],
 }
 
@@ -538,9 +545,12 @@ def _attention_sweep(torch, to_g, bench):
             table = tables[kernel]
             top = None
             for cand in _ATTN_CANDIDATES[(kernel, d)]:
-                tile = table[d] = (*cand[:4], len(cand) > 4 and cand[4])
+                # missing flags are False; dK/dV's tiles have the sixth (TRANS)
+                flags = (*cand[4:], False, False)[:len(saved[kernel][d]) - 4]
+                tile = table[d] = (*cand[:4], *flags)
                 label = f"  {kernel:4s} d{d} BM {tile[0]:3d} BN {tile[1]:3d} warps {tile[2]} " \
-                        f"stages {tile[3]}{' TMA' if tile[4] else ''}:"
+                        f"stages {tile[3]}{' TMA' if tile[4] else ''}" \
+                        f"{' TRANS' if tile[5:] and tile[5] else ''}:"
                 try:
                     times, ratios = 0.0, []
                     for hk, tf, tb, g_fwd, g_bwd in cases:

@@ -13,12 +13,13 @@ Read top to bottom like a Triton tutorial:
    ``_fwd_block``); the blocks left of it run with no mask and no bounds checks.
 2. **Backward kernels**. ``_attn_bwd_dkdv``: one program per block of keys of one (batch,
    KV head) walks every query block of every query head in its group and accumulates dK and
-   dV in registers, so grouped-query heads need no repeated K/V and no atomics. It works
-   transposed (``S^T = K Q^T``), so ``P^T`` and ``dS^T`` come out of one product already in
-   the layout the next one takes. ``_attn_bwd_dq``: one program per query block walks the
+   dV in registers, so grouped-query heads need no repeated K/V and no atomics. With
+   ``TRANS`` it works transposed (``S^T = K Q^T``), so ``P^T`` and ``dS^T`` come out of one
+   product already in the layout the next one takes (no trip through shared memory, more
+   registers). ``_attn_bwd_dq``: one program per query block walks the
    keys for dQ; it runs first and also stores ``delta = rowsum(dO * O)`` of its rows. Both
    recompute the probabilities from the saved logsumexp: ``P = exp(S - lse)``, ``dS = P *
-   (dP - delta)``; the causal mask is applied only on the blocks that cross the diagonal
+   (dP - delta)``; dQ applies the causal mask only on the blocks that cross the diagonal
    (rows past the end load as zeros with ``lse = +inf`` and contribute nothing).
    All three kernels can read their streamed blocks through TMA descriptors made on the
    device (the ``TMA`` field of the tile tables; zero-filled past the end, so no load
@@ -81,46 +82,53 @@ else:
 
 # ============================================================================ forward
 @triton.jit
-def _rows(ptrs, desc, start, offs, n, BOUNDS: tl.constexpr, TMA: tl.constexpr):
-    """A block of rows (of K, V, Q or dO) starting at row ``start``: through its TMA
-    descriptor (rows past the end read as zeros) or through its pointers, masked only where
-    ``BOUNDS`` says the block may run past row ``n``."""
+def _head(base, n, stride, HEAD_DIM: tl.constexpr, BLOCK: tl.constexpr, TMA: tl.constexpr):
+    """Where one head's (n, HEAD_DIM) rows (of Q, K, V or dO) are read from: a TMA
+    descriptor of BLOCK-row boxes, or (without TMA) the base pointer itself."""
     if TMA:
-        return desc.load([start, 0])
-    elif BOUNDS:
-        return tl.load(ptrs, mask=(offs < n)[:, None], other=0.0)
+        src = tl.make_tensor_descriptor(base, shape=[n, HEAD_DIM], strides=[stride, 1],
+                                        block_shape=[BLOCK, HEAD_DIM])
     else:
-        return tl.load(ptrs)
+        src = base
+    return src
 
 
 @triton.jit
-def _operand(base, n, stride, rows, HEAD_DIM: tl.constexpr, BLOCK: tl.constexpr,
-             TMA: tl.constexpr):
-    """(pointers to the first BLOCK rows, TMA descriptor) of one head's (n, HEAD_DIM) rows;
-    without TMA the descriptor slot holds ``base`` (never read)."""
-    ptrs = base + rows[:, None] * stride + tl.arange(0, HEAD_DIM)[None, :]
+def _rows(src, start, n, stride, HEAD_DIM: tl.constexpr, BLOCK: tl.constexpr,
+          BOUNDS: tl.constexpr, TMA: tl.constexpr):
+    """BLOCK rows from row ``start`` of a ``_head``: through its TMA descriptor (rows past
+    the end read as zeros) or through pointers built here from the row index (a pointer
+    tile held across a loop would cost registers), masked only where ``BOUNDS`` says the
+    block may run past row ``n``."""
     if TMA:
-        desc = tl.make_tensor_descriptor(base, shape=[n, HEAD_DIM], strides=[stride, 1],
-                                         block_shape=[BLOCK, HEAD_DIM])
+        x = src.load([start, 0])
     else:
-        desc = base
-    return ptrs, desc
+        offs = start + tl.arange(0, BLOCK)
+        ptrs = src + offs[:, None] * stride + tl.arange(0, HEAD_DIM)[None, :]
+        if BOUNDS:
+            x = tl.load(ptrs, mask=(offs < n)[:, None], other=0.0)
+        else:
+            x = tl.load(ptrs)
+    return x
 
 
 @triton.jit
-def _fwd_block(acc, m_i, l_i, q, k_ptrs, k_desc, v_ptrs, v_desc, mask_ptrs, start_n, offs_m,
-               offs_n, L, S, qk_scale, bh, seed, rng_base, p_drop, CAUSAL: tl.constexpr,
-               BOUNDS: tl.constexpr, MASK: tl.constexpr, DROPOUT: tl.constexpr,
-               TMA: tl.constexpr):
+def _fwd_block(acc, m_i, l_i, q, k_src, v_src, m_row, start_n, offs_m, L, S, skn, svn, smn,
+               qk_scale, bh, seed, rng_base, p_drop, HEAD_DIM: tl.constexpr, BN: tl.constexpr,
+               CAUSAL: tl.constexpr, BOUNDS: tl.constexpr, MASK: tl.constexpr,
+               DROPOUT: tl.constexpr, TMA: tl.constexpr):
     """One key block of the online softmax: returns the updated (acc, m, l). Scores are in
     log2 units, -inf where attention is not allowed. ``BOUNDS``: the block crosses the
-    causal diagonal or the end of the keys and needs those masks; other blocks need none."""
-    k = _rows(k_ptrs, k_desc, start_n, offs_n, S, BOUNDS, TMA)
+    causal diagonal or the end of the keys and needs those masks; other blocks need none.
+    ``m_row``: the mask's pointers at key 0 of each query row (read only with a mask)."""
+    offs_n = start_n + tl.arange(0, BN)
+    k = _rows(k_src, start_n, S, skn, HEAD_DIM, BN, BOUNDS, TMA)
     qk = _mma(q, tl.trans(k))
     if BOUNDS or MASK != 0:
         s = qk * qk_scale
         if MASK != 0:
             inside = (offs_m < L)[:, None] & (offs_n < S)[None, :]
+            mask_ptrs = m_row + offs_n[None, :] * smn
             if MASK == 1:  # bool: True = may attend
                 allowed = tl.load(mask_ptrs, mask=inside, other=0)
                 s = tl.where(allowed != 0, s, float("-inf"))
@@ -145,7 +153,7 @@ def _fwd_block(acc, m_i, l_i, q, k_ptrs, k_desc, v_ptrs, v_desc, mask_ptrs, star
     if DROPOUT:  # the normaliser counts every key; the output only the kept ones
         ctr = (bh * L + offs_m.to(tl.int64))[:, None] * S + offs_n[None, :] + rng_base
         p = tl.where(tl.rand(seed, ctr) >= p_drop, p, 0.0)
-    v = _rows(v_ptrs, v_desc, start_n, offs_n, S, BOUNDS, TMA)
+    v = _rows(v_src, start_n, S, svn, HEAD_DIM, BN, BOUNDS, TMA)
     acc = _mma_acc(p.to(v.dtype), v, acc * alpha[:, None])
     return acc, m_new, l_i
 
@@ -164,13 +172,12 @@ def _attn_fwd(Q, K, V, M, O, LSE,
     h = bh % H
     hk = h // n_rep
     offs_m = start_m + tl.arange(0, BM)
-    offs_n = tl.arange(0, BN)
     offs_d = tl.arange(0, HEAD_DIM)
-    q_ptrs, q_desc = _operand(Q + b * sqb + h * sqh, L, sqm, offs_m, HEAD_DIM, BM, TMA)
-    q = _rows(q_ptrs, q_desc, start_m, offs_m, L, True, TMA)
-    k_ptrs, k_desc = _operand(K + b * skb + hk * skh, S, skn, offs_n, HEAD_DIM, BN, TMA)
-    v_ptrs, v_desc = _operand(V + b * svb + hk * svh, S, svn, offs_n, HEAD_DIM, BN, TMA)
-    mask_ptrs = M + b * smb + h * smh + offs_m[:, None] * smm + offs_n[None, :] * smn
+    q = _rows(_head(Q + b * sqb + h * sqh, L, sqm, HEAD_DIM, BM, TMA), start_m, L, sqm,
+              HEAD_DIM, BM, True, TMA)
+    k_src = _head(K + b * skb + hk * skh, S, skn, HEAD_DIM, BN, TMA)
+    v_src = _head(V + b * svb + hk * svh, S, svn, HEAD_DIM, BN, TMA)
+    m_row = M + b * smb + h * smh + offs_m[:, None] * smm
     m_i = tl.full([BM], float("-inf"), tl.float32)
     l_i = tl.zeros([BM], tl.float32)
     acc = tl.zeros([BM, HEAD_DIM], tl.float32)
@@ -181,15 +188,13 @@ def _attn_fwd(Q, K, V, M, O, LSE,
         hi = S
         full = (S // BN) * BN
     for start_n in range(0, full, BN):
-        acc, m_i, l_i = _fwd_block(acc, m_i, l_i, q, k_ptrs + start_n * skn, k_desc,
-                                   v_ptrs + start_n * svn, v_desc, mask_ptrs + start_n * smn,
-                                   start_n, offs_m, start_n + offs_n, L, S, qk_scale, bh, seed,
-                                   rng_base, p_drop, CAUSAL, False, MASK, DROPOUT, TMA)
+        acc, m_i, l_i = _fwd_block(acc, m_i, l_i, q, k_src, v_src, m_row, start_n, offs_m, L,
+                                   S, skn, svn, smn, qk_scale, bh, seed, rng_base, p_drop,
+                                   HEAD_DIM, BN, CAUSAL, False, MASK, DROPOUT, TMA)
     for start_n in range(full, hi, BN):
-        acc, m_i, l_i = _fwd_block(acc, m_i, l_i, q, k_ptrs + start_n * skn, k_desc,
-                                   v_ptrs + start_n * svn, v_desc, mask_ptrs + start_n * smn,
-                                   start_n, offs_m, start_n + offs_n, L, S, qk_scale, bh, seed,
-                                   rng_base, p_drop, CAUSAL, True, MASK, DROPOUT, TMA)
+        acc, m_i, l_i = _fwd_block(acc, m_i, l_i, q, k_src, v_src, m_row, start_n, offs_m, L,
+                                   S, skn, svn, smn, qk_scale, bh, seed, rng_base, p_drop,
+                                   HEAD_DIM, BN, CAUSAL, True, MASK, DROPOUT, TMA)
     dead = l_i == 0.0
     l_safe = tl.where(dead, 1.0, l_i)
     out = acc * (inv_keep / l_safe)[:, None]
@@ -202,42 +207,62 @@ def _attn_fwd(Q, K, V, M, O, LSE,
 
 # ============================================================================ backward
 @triton.jit
-def _dkdv_block(dk, dv, k, v, q_ptrs, q_desc, do_ptrs, do_desc, lse_ptr, delta_ptr, mask_ptrs,
-                start_m, offs_m, offs_n, L, S, qk_scale, bh, seed, rng_base, p_drop, inv_keep,
-                DIAG: tl.constexpr, MASK: tl.constexpr, DROPOUT: tl.constexpr,
-                TMA: tl.constexpr):
-    """One query block of the dK/dV kernel, written transposed (keys along rows) so that
-    P^T and dS^T come out of their products already in the layout the next product takes
-    (no transpose of a register tile). Rows past L load as zeros (and lse as +inf), so they
-    add nothing; keys past S only touch dK/dV rows that are never stored. ``DIAG``: the
-    block crosses the causal diagonal and needs the mask."""
+def _dkdv_block(dk, dv, k, v, q_src, do_src, lse_ptr, delta_ptr, m_base, start_m, offs_n, L,
+                S, sqm, sdom, smm, smn, qk_scale, bh, seed, rng_base, p_drop, inv_keep,
+                HEAD_DIM: tl.constexpr, BM: tl.constexpr, CAUSAL: tl.constexpr,
+                MASK: tl.constexpr, DROPOUT: tl.constexpr, TMA: tl.constexpr,
+                TRANS: tl.constexpr):
+    """One query block of the dK/dV kernel. ``TRANS``: the tiles are kept transposed (keys
+    along rows, ``S^T = K Q^T``), so P^T and dS^T feed the next products from registers;
+    otherwise they are (queries, keys) and P, dS are transposed through shared memory
+    (fewer registers). Rows past L load as zeros (and lse as +inf) and add nothing; keys
+    past S only touch dK/dV rows that are never stored."""
+    offs_m = start_m + tl.arange(0, BM)
     rows = offs_m < L
-    q = _rows(q_ptrs, q_desc, start_m, offs_m, L, True, TMA)
-    do = _rows(do_ptrs, do_desc, start_m, offs_m, L, True, TMA)
+    q = _rows(q_src, start_m, L, sqm, HEAD_DIM, BM, True, TMA)
+    do = _rows(do_src, start_m, L, sdom, HEAD_DIM, BM, True, TMA)
     lse2 = tl.load(lse_ptr + offs_m, mask=rows, other=float("inf")) * 1.4426950408889634
     delta = tl.load(delta_ptr + offs_m, mask=rows, other=0.0)
-    st = _mma(k, tl.trans(q)) * qk_scale  # (BN, BM) scores in log2 units
+    if TRANS:  # (BN, BM) tiles
+        qi = offs_m[None, :]
+        kj = offs_n[:, None]
+        s = _mma(k, tl.trans(q))
+        dp = _mma(v, tl.trans(do))
+        lse2 = lse2[None, :]
+        delta = delta[None, :]
+    else:  # (BM, BN) tiles
+        qi = offs_m[:, None]
+        kj = offs_n[None, :]
+        s = _mma(q, tl.trans(k))
+        dp = _mma(do, tl.trans(v))
+        lse2 = lse2[:, None]
+        delta = delta[:, None]
+    s = s * qk_scale  # log2 units
     if MASK != 0:
-        inside = rows[None, :] & (offs_n < S)[:, None]
+        inside = (qi < L) & (kj < S)
+        mask_ptrs = m_base + qi * smm + kj * smn
         if MASK == 1:
             allowed = tl.load(mask_ptrs, mask=inside, other=0)
         else:
-            st += tl.load(mask_ptrs, mask=inside, other=0.0).to(tl.float32) * 1.4426950408889634
-    pt = tl.math.exp2(st - lse2[None, :])
+            s += tl.load(mask_ptrs, mask=inside, other=0.0).to(tl.float32) * 1.4426950408889634
+    p = tl.math.exp2(s - lse2)
     if MASK == 1:
-        pt = tl.where(allowed != 0, pt, 0.0)
-    if DIAG:
-        pt = tl.where(offs_m[None, :] >= offs_n[:, None], pt, 0.0)
-    dpt = _mma(v, tl.trans(do))  # (BN, BM)
+        p = tl.where(allowed != 0, p, 0.0)
+    if CAUSAL:
+        p = tl.where(qi >= kj, p, 0.0)
     if DROPOUT:
-        ctr = (bh * L + offs_m.to(tl.int64))[None, :] * S + offs_n[:, None] + rng_base
-        keep = tl.rand(seed, ctr) >= p_drop
-        dv = _mma_acc(tl.where(keep, pt * inv_keep, 0.0).to(do.dtype), do, dv)
-        dpt = tl.where(keep, dpt * inv_keep, 0.0)
+        keep = tl.rand(seed, (bh * L + qi.to(tl.int64)) * S + kj + rng_base) >= p_drop
+        pd = tl.where(keep, p * inv_keep, 0.0)
+        dp = tl.where(keep, dp * inv_keep, 0.0)
     else:
-        dv = _mma_acc(pt.to(do.dtype), do, dv)
-    dst = pt * (dpt - delta[None, :])
-    dk = _mma_acc(dst.to(q.dtype), q, dk)
+        pd = p
+    ds = p * (dp - delta)
+    if TRANS:
+        dv = _mma_acc(pd.to(do.dtype), do, dv)
+        dk = _mma_acc(ds.to(q.dtype), q, dk)
+    else:
+        dv = _mma_acc(tl.trans(pd.to(do.dtype)), do, dv)
+        dk = _mma_acc(tl.trans(ds.to(q.dtype)), q, dk)
     return dk, dv
 
 
@@ -247,67 +272,54 @@ def _attn_bwd_dkdv(Q, K, V, M, DO, LSE, DELTA, DK, DV,
                    sdob, sdoh, sdom, L, S, H, n_rep, qk_scale, scale, seed: tl.int64,
                    rng_base: tl.int64, p_drop, inv_keep, HEAD_DIM: tl.constexpr,
                    BM: tl.constexpr, BN: tl.constexpr, CAUSAL: tl.constexpr,
-                   MASK: tl.constexpr, DROPOUT: tl.constexpr, TMA: tl.constexpr):
+                   MASK: tl.constexpr, DROPOUT: tl.constexpr, TMA: tl.constexpr,
+                   TRANS: tl.constexpr):
     bhk = tl.program_id(0).to(tl.int64)  # b * Hk + hk
     start_n = tl.program_id(1) * BN  # the first key blocks (most queries, causal) first
     hkv = H // n_rep
     b = bhk // hkv
     hk = bhk % hkv
     offs_n = start_n + tl.arange(0, BN)
-    offs_m0 = tl.arange(0, BM)
     offs_d = tl.arange(0, HEAD_DIM)
-    kv_rows = (offs_n < S)[:, None]
-    k = tl.load(K + b * skb + hk * skh + offs_n[:, None] * skn + offs_d[None, :], mask=kv_rows,
-                other=0.0)
-    v = tl.load(V + b * svb + hk * svh + offs_n[:, None] * svn + offs_d[None, :], mask=kv_rows,
-                other=0.0)
+    k = _rows(K + b * skb + hk * skh, start_n, S, skn, HEAD_DIM, BN, True, False)
+    v = _rows(V + b * svb + hk * svh, start_n, S, svn, HEAD_DIM, BN, True, False)
     dk = tl.zeros([BN, HEAD_DIM], tl.float32)
     dv = tl.zeros([BN, HEAD_DIM], tl.float32)
-    if CAUSAL:
-        lo = (start_n // BM) * BM  # earlier query rows see none of these keys
-        mid = tl.minimum(tl.cdiv(start_n + BN, BM) * BM, L)  # past it: no key after a query
-    else:
-        lo = 0
-        mid = 0
-    m_off = offs_m0[None, :] * smm + offs_n[:, None] * smn
+    # earlier query rows see none of these keys (causal)
+    lo = (start_n // BM) * BM if CAUSAL else 0
     for h in range(hk * n_rep, hk * n_rep + n_rep):
         bh = b * H + h
-        q_ptrs, q_desc = _operand(Q + b * sqb + h * sqh, L, sqm, offs_m0, HEAD_DIM, BM, TMA)
-        do_ptrs, do_desc = _operand(DO + b * sdob + h * sdoh, L, sdom, offs_m0, HEAD_DIM, BM,
-                                    TMA)
+        q_src = _head(Q + b * sqb + h * sqh, L, sqm, HEAD_DIM, BM, TMA)
+        do_src = _head(DO + b * sdob + h * sdoh, L, sdom, HEAD_DIM, BM, TMA)
         m_base = M + b * smb + h * smh
-        lse_ptr = LSE + bh * L
-        delta_ptr = DELTA + bh * L
-        for start_m in range(lo, mid, BM):  # blocks on the causal diagonal
-            dk, dv = _dkdv_block(dk, dv, k, v, q_ptrs + start_m * sqm, q_desc,
-                                 do_ptrs + start_m * sdom, do_desc, lse_ptr, delta_ptr,
-                                 m_base + start_m * smm + m_off, start_m, start_m + offs_m0,
-                                 offs_n, L, S, qk_scale, bh, seed, rng_base, p_drop, inv_keep,
-                                 True, MASK, DROPOUT, TMA)
-        for start_m in range(mid, L, BM):
-            dk, dv = _dkdv_block(dk, dv, k, v, q_ptrs + start_m * sqm, q_desc,
-                                 do_ptrs + start_m * sdom, do_desc, lse_ptr, delta_ptr,
-                                 m_base + start_m * smm + m_off, start_m, start_m + offs_m0,
-                                 offs_n, L, S, qk_scale, bh, seed, rng_base, p_drop, inv_keep,
-                                 False, MASK, DROPOUT, TMA)
+        # one loop, the causal mask on every block: splitting off the diagonal blocks into a
+        # loop of their own (as the forward does) made the compiler spill here
+        for start_m in range(lo, L, BM):
+            dk, dv = _dkdv_block(dk, dv, k, v, q_src, do_src, LSE + bh * L, DELTA + bh * L,
+                                 m_base, start_m, offs_n, L, S, sqm, sdom, smm, smn, qk_scale,
+                                 bh, seed, rng_base, p_drop, inv_keep, HEAD_DIM, BM, CAUSAL,
+                                 MASK, DROPOUT, TMA, TRANS)
     out = bhk * S * HEAD_DIM + offs_n[:, None] * HEAD_DIM + offs_d[None, :]
+    kv_rows = (offs_n < S)[:, None]
     tl.store(DK + out, (dk * scale).to(DK.dtype.element_ty), mask=kv_rows)
     tl.store(DV + out, dv.to(DV.dtype.element_ty), mask=kv_rows)
 
 
 @triton.jit
-def _dq_block(dq, q, do, lse2, delta, k_ptrs, k_desc, v_ptrs, v_desc, mask_ptrs, start_n,
-              offs_m, offs_n, L, S, qk_scale, bh, seed, rng_base, p_drop, inv_keep,
-              CAUSAL: tl.constexpr, BOUNDS: tl.constexpr, MASK: tl.constexpr,
-              DROPOUT: tl.constexpr, TMA: tl.constexpr):
+def _dq_block(dq, q, do, lse2, delta, k_src, v_src, m_row, start_n, offs_m, L, S, skn, svn,
+              smn, qk_scale, bh, seed, rng_base, p_drop, inv_keep, HEAD_DIM: tl.constexpr,
+              BN: tl.constexpr, CAUSAL: tl.constexpr, BOUNDS: tl.constexpr,
+              MASK: tl.constexpr, DROPOUT: tl.constexpr, TMA: tl.constexpr):
     """One key block of the dQ kernel. ``BOUNDS``: the block crosses the causal diagonal or
     the end of the keys (masked loads and scores); other blocks need neither. Query rows
     past L have zero dO and +inf lse, and are never stored."""
-    k = _rows(k_ptrs, k_desc, start_n, offs_n, S, BOUNDS, TMA)
-    v = _rows(v_ptrs, v_desc, start_n, offs_n, S, BOUNDS, TMA)
+    offs_n = start_n + tl.arange(0, BN)
+    k = _rows(k_src, start_n, S, skn, HEAD_DIM, BN, BOUNDS, TMA)
+    v = _rows(v_src, start_n, S, svn, HEAD_DIM, BN, BOUNDS, TMA)
     s = _mma(q, tl.trans(k)) * qk_scale
     if MASK != 0:
         inside = (offs_m < L)[:, None] & (offs_n < S)[None, :]
+        mask_ptrs = m_row + offs_n[None, :] * smn
         if MASK == 1:
             allowed = tl.load(mask_ptrs, mask=inside, other=0)
         else:
@@ -341,13 +353,12 @@ def _attn_bwd_dq(Q, K, V, M, DO, O, LSE, DELTA, DQ,
     h = bh % H
     hk = h // n_rep
     offs_m = start_m + tl.arange(0, BM)
-    offs_n = tl.arange(0, BN)
     offs_d = tl.arange(0, HEAD_DIM)
     rows = (offs_m < L)[:, None]
-    q_ptrs, q_desc = _operand(Q + b * sqb + h * sqh, L, sqm, offs_m, HEAD_DIM, BM, TMA)
-    q = _rows(q_ptrs, q_desc, start_m, offs_m, L, True, TMA)
-    do_ptrs, do_desc = _operand(DO + b * sdob + h * sdoh, L, sdom, offs_m, HEAD_DIM, BM, TMA)
-    do = _rows(do_ptrs, do_desc, start_m, offs_m, L, True, TMA)
+    q = _rows(_head(Q + b * sqb + h * sqh, L, sqm, HEAD_DIM, BM, TMA), start_m, L, sqm,
+              HEAD_DIM, BM, True, TMA)
+    do = _rows(_head(DO + b * sdob + h * sdoh, L, sdom, HEAD_DIM, BM, TMA), start_m, L, sdom,
+               HEAD_DIM, BM, True, TMA)
     lse2 = tl.load(LSE + bh * L + offs_m, mask=offs_m < L, other=float("inf")) \
         * 1.4426950408889634
     # delta = rowsum(dO * O) of these rows (O is contiguous), also stored for the dK/dV kernel
@@ -355,9 +366,9 @@ def _attn_bwd_dq(Q, K, V, M, DO, O, LSE, DELTA, DQ,
                 other=0.0)
     delta = tl.sum(o.to(tl.float32) * do.to(tl.float32), 1)
     tl.store(DELTA + bh * L + offs_m, delta, mask=offs_m < L)
-    k_ptrs, k_desc = _operand(K + b * skb + hk * skh, S, skn, offs_n, HEAD_DIM, BN, TMA)
-    v_ptrs, v_desc = _operand(V + b * svb + hk * svh, S, svn, offs_n, HEAD_DIM, BN, TMA)
-    mask_ptrs = M + b * smb + h * smh + offs_m[:, None] * smm + offs_n[None, :] * smn
+    k_src = _head(K + b * skb + hk * skh, S, skn, HEAD_DIM, BN, TMA)
+    v_src = _head(V + b * svb + hk * svh, S, svn, HEAD_DIM, BN, TMA)
+    m_row = M + b * smb + h * smh + offs_m[:, None] * smm
     dq = tl.zeros([BM, HEAD_DIM], tl.float32)
     if CAUSAL:
         hi = tl.minimum(S, start_m + BM)
@@ -366,28 +377,27 @@ def _attn_bwd_dq(Q, K, V, M, DO, O, LSE, DELTA, DQ,
         hi = S
         full = (S // BN) * BN
     for start_n in range(0, full, BN):
-        dq = _dq_block(dq, q, do, lse2, delta, k_ptrs + start_n * skn, k_desc,
-                       v_ptrs + start_n * svn, v_desc, mask_ptrs + start_n * smn, start_n,
-                       offs_m, start_n + offs_n, L, S, qk_scale, bh, seed, rng_base, p_drop,
-                       inv_keep, CAUSAL, False, MASK, DROPOUT, TMA)
+        dq = _dq_block(dq, q, do, lse2, delta, k_src, v_src, m_row, start_n, offs_m, L, S, skn,
+                       svn, smn, qk_scale, bh, seed, rng_base, p_drop, inv_keep, HEAD_DIM, BN,
+                       CAUSAL, False, MASK, DROPOUT, TMA)
     for start_n in range(full, hi, BN):
-        dq = _dq_block(dq, q, do, lse2, delta, k_ptrs + start_n * skn, k_desc,
-                       v_ptrs + start_n * svn, v_desc, mask_ptrs + start_n * smn, start_n,
-                       offs_m, start_n + offs_n, L, S, qk_scale, bh, seed, rng_base, p_drop,
-                       inv_keep, CAUSAL, True, MASK, DROPOUT, TMA)
+        dq = _dq_block(dq, q, do, lse2, delta, k_src, v_src, m_row, start_n, offs_m, L, S, skn,
+                       svn, smn, qk_scale, bh, seed, rng_base, p_drop, inv_keep, HEAD_DIM, BN,
+                       CAUSAL, True, MASK, DROPOUT, TMA)
     tl.store(DQ + bh * L * HEAD_DIM + offs_m[:, None] * HEAD_DIM + offs_d[None, :],
              (dq * scale).to(DQ.dtype.element_ty), mask=rows)
 
 
 # ============================================================================ launchers
-# Tiles per head dim, (BM query rows, BN keys, warps, stages, TMA) of each kernel; any pair of
-# powers of two from 16 up works (the dK/dV kernel holds BN keys and walks BM-row query
-# blocks, the forward and dQ kernels hold BM rows and walk BN-key blocks). Chosen by
-# ``tools/bench/ops.py --attention-only --sweep`` on an H100.
+# Tiles per head dim, (BM query rows, BN keys, warps, stages, TMA) of each kernel, dK/dV's
+# with a sixth field TRANS (its tiles kept keys-by-queries); any pair of powers of two from
+# 16 up works (the dK/dV kernel holds BN keys and walks BM-row query blocks, the forward and
+# dQ kernels hold BM rows and walk BN-key blocks). Chosen by ``tools/bench/ops.py
+# --attention-only --sweep`` on an H100.
 FWD_TILES = {16: (64, 32, 4, 3, False), 32: (64, 32, 4, 3, False),
              64: (128, 64, 8, 3, False), 128: (128, 64, 8, 3, False)}
-DKDV_TILES = {16: (32, 32, 4, 2, False), 32: (32, 32, 4, 2, False),
-              64: (64, 64, 4, 3, False), 128: (64, 64, 4, 2, False)}
+DKDV_TILES = {16: (32, 32, 4, 2, False, False), 32: (32, 32, 4, 2, False, False),
+              64: (64, 64, 4, 3, False, False), 128: (64, 64, 4, 2, False, False)}
 DQ_TILES = {16: (32, 32, 4, 2, False), 32: (32, 32, 4, 2, False),
             64: (64, 64, 4, 3, False), 128: (64, 64, 4, 2, False)}
 _launchers: dict = {}
@@ -517,11 +527,12 @@ def scaled_dot_product_attention_backward(grad, q, k, v, out, lse, mask, dropout
         (bm, bn, tma, *key), q.device, (b * h, cdiv(n_q, bm)),
         (q, k, v, mask, grad, out, lse, delta, dq, *strides, *common, bm, bn, *flags, tma),
         big)
-    bm, bn, warps, stages, tma = DKDV_TILES[d]
+    bm, bn, warps, stages, tma, trans = DKDV_TILES[d]
     tma = tma and ready
     _launcher(_attn_bwd_dkdv, warps, stages).launch(
-        (bm, bn, tma, *key), q.device, (b * hk, cdiv(n_k, bn)),
-        (q, k, v, mask, grad, lse, delta, dk, dv, *strides, *common, bm, bn, *flags, tma), big)
+        (bm, bn, tma, trans, *key), q.device, (b * hk, cdiv(n_k, bn)),
+        (q, k, v, mask, grad, lse, delta, dk, dv, *strides, *common, bm, bn, *flags, tma,
+         trans), big)
     return dq, dk, dv
 
 
