@@ -434,10 +434,12 @@ def _big(*arrays) -> bool:
                >= 2**31 for a in arrays if a is not None)
 
 
-def _tma_ready(arrays, strides) -> bool:
-    """Whether TMA descriptors can read these half-precision operands: each starts on a
-    16-byte boundary and every stride but the last (unit) one is a multiple of 16 bytes."""
-    return all(a.data_ptr() % 16 == 0 for a in arrays) and all(s % 8 == 0 for s in strides)
+def _tma_ready(*arrays) -> bool:
+    """Whether TMA descriptors can read these (B, H, n, D) half-precision operands: each
+    starts on a 16-byte boundary, its batch, head and row strides are multiples of 16 bytes
+    (so every head's first row is aligned too) and its row stride is positive."""
+    return all(a.data_ptr() % 16 == 0 and all(s % 8 == 0 for s in a.strides[:3])
+               and a.strides[2] > 0 for a in arrays)
 
 
 def supported(q, k, v, mask) -> bool:
@@ -484,7 +486,7 @@ def scaled_dot_product_attention(q, k, v, mask, dropout_p, is_causal, scale, gen
         rng = (seed, base)
     mask, kind, ms = _mask_args(mask, q)
     bm, bn, warps, stages, tma = FWD_TILES[d]
-    tma = tma and _tma_ready((q, k, v), (*q.strides[:3], *k.strides[:3], *v.strides[:3]))
+    tma = tma and _tma_ready(q, k, v)
     args = (q, k, v, mask, out, lse, *q.strides[:3], *k.strides[:3], *v.strides[:3], *ms,
             n_q, n_k, h, h // k.shape[1], float(scale) * LOG2E, seed, base, float(dropout_p),
             1.0 / (1.0 - dropout_p) if dropout_p < 1.0 else 0.0, d, bm, bn, bool(is_causal),
@@ -518,8 +520,7 @@ def scaled_dot_product_attention_backward(grad, q, k, v, out, lse, mask, dropout
               float(dropout_p), inv_keep, d)
     flags = (bool(is_causal), kind, dropout)
     key = (d, *flags, aligned(q, k, v, mask, grad, out, lse, dk), _launch.spec(*strides))
-    ready = _tma_ready((q, k, v, grad), (*q.strides[:3], *k.strides[:3], *v.strides[:3],
-                                         *grad.strides[:3]))
+    ready = _tma_ready(q, k, v, grad)
     # dQ first: it also writes delta = rowsum(dO * O), which the dK/dV kernel reads
     bm, bn, warps, stages, tma = DQ_TILES[d]
     tma = tma and ready
