@@ -169,10 +169,11 @@ def test_masks(kind):
 # (forward, dK/dV, dQ) tiles that make the small shapes span many blocks, with BM != BN both
 # ways round: every loop (left of the diagonal, on it, the ragged end) and its masking runs;
 # each kernel both through TMA descriptors and through pointers, dK/dV in both orientations
-TILES = [((16, 32, 4, 2, True), (16, 32, 4, 2, False, True), (32, 16, 4, 2, True)),
-         ((32, 16, 4, 2, False), (32, 16, 4, 2, True, False), (16, 32, 4, 2, False)),
-         ((32, 16, 4, 2, False), (16, 32, 4, 2, True, True), (16, 32, 4, 2, True)),
-         ((16, 32, 4, 2, True), (32, 16, 4, 2, False, False), (32, 16, 4, 2, False))]
+T = A.Tile
+TILES = [(T(16, 32, 4, 2, tma=True), T(16, 32, 4, 2, trans=True), T(32, 16, 4, 2, tma=True)),
+         (T(32, 16, 4, 2), T(32, 16, 4, 2, tma=True), T(16, 32, 4, 2)),
+         (T(32, 16, 4, 2), T(16, 32, 4, 2, tma=True, trans=True), T(16, 32, 4, 2, tma=True)),
+         (T(16, 32, 4, 2, tma=True, maxnreg=128), T(32, 16, 4, 2), T(32, 16, 4, 2))]
 
 
 @pytest.mark.parametrize("case", ["causal", "causal_L<S", "full_L>S", "bool_mask", "float_mask",
@@ -218,7 +219,7 @@ def test_tma_path_at_the_table_tiles(d, causal, monkeypatch):
     """The shipped tiles of each head dim with every kernel reading through TMA, on
     (B, S, H, D) projections seen as (B, H, S, D) (row stride H * D) with ragged lengths."""
     for table in (A.FWD_TILES, A.DKDV_TILES, A.DQ_TILES):
-        monkeypatch.setitem(table, d, (*table[d][:4], True, *table[d][5:]))
+        monkeypatch.setitem(table, d, table[d]._replace(tma=True))
     b, hq, hk, n = (1, 2, 1, 45) if INTERPRET else (2, 8, 2, 1000)
     g = torch.Generator().manual_seed(d)
     q, grad = (torch.randn(b, n, hq, d, generator=g).to(torch.bfloat16).to(DEV).transpose(1, 2)

@@ -455,12 +455,13 @@ def _overhead(torch, garr, ew, D):
             "shape": [16], "torch_ms": tt, "genesis_ms": gt, "ratio": tt / gt, "target": 0.5}
 
 
-# Candidate tiles (BM, BN, warps, stages[, TMA[, TRANS]]) of the attention sweep per (kernel,
-# head dim): the forward and dQ kernels hold BM query rows and walk BN-key blocks, dK/dV
-# holds BN keys and walks BM-row query blocks; TMA: the streamed operands come through
-# device-side TMA descriptors; TRANS (dK/dV): keys-by-queries tiles. Picked among configs that
-# compile for sm_90 without register spills (ptxas), plus the shipped ones; 14 each so that
-# the whole sweep compiles and times in about 3 minutes on an H100.
+# Candidate ``attention.Tile``s (BM, BN, warps, stages[, tma[, trans[, maxnreg]]]) of the
+# attention sweep per (kernel, head dim): the forward and dQ kernels hold BM query rows and
+# walk BN-key blocks, dK/dV holds BN keys and walks BM-row query blocks; tma: streamed
+# operands through device-side TMA descriptors; trans (dK/dV): keys-by-queries tiles;
+# maxnreg 128: two 8-warp programs per SM. Picked among configs that compile for sm_90
+# without register spills (ptxas), plus the shipped ones; about 14 each, so that the whole
+# sweep compiles and times in about 3 minutes on an H100.
 _ATTN_CANDIDATES = {
     ("fwd", 64): [(128, 64, 8, 3), (128, 64, 8, 2), (128, 64, 8, 4), (128, 128, 8, 2),
                   (128, 128, 8, 3), (128, 64, 4, 4), (128, 32, 4, 3), (64, 64, 4, 3),
@@ -469,7 +470,8 @@ _ATTN_CANDIDATES = {
     ("fwd", 128): [(128, 64, 8, 3), (128, 64, 8, 2), (128, 64, 8, 4), (128, 128, 8, 2),
                    (128, 32, 8, 3), (64, 64, 4, 2), (64, 64, 4, 3), (64, 32, 4, 3),
                    (64, 32, 4, 4), (128, 64, 8, 3, True), (128, 64, 8, 2, True),
-                   (128, 128, 8, 2, True), (64, 64, 4, 3, True), (128, 32, 8, 3, True)],
+                   (128, 128, 8, 2, True), (64, 64, 4, 3, True), (128, 32, 8, 3, True),
+                   (128, 64, 8, 2, True, False, 128), (128, 64, 8, 3, True, False, 128)],
     ("dkdv", 64): [(64, 64, 4, 3), (64, 64, 4, 2), (64, 64, 4, 2, False, True),
                    (64, 64, 4, 3, False, True), (32, 64, 4, 3, False, True),
                    (32, 64, 4, 2, False, True), (32, 128, 8, 2, False, True),
@@ -545,12 +547,11 @@ def _attention_sweep(torch, to_g, bench):
             table = tables[kernel]
             top = None
             for cand in _ATTN_CANDIDATES[(kernel, d)]:
-                # missing flags are False; dK/dV's tiles have the sixth (TRANS)
-                flags = (*cand[4:], False, False)[:len(saved[kernel][d]) - 4]
-                tile = table[d] = (*cand[:4], *flags)
-                label = f"  {kernel:4s} d{d} BM {tile[0]:3d} BN {tile[1]:3d} warps {tile[2]} " \
-                        f"stages {tile[3]}{' TMA' if tile[4] else ''}" \
-                        f"{' TRANS' if tile[5:] and tile[5] else ''}:"
+                tile = table[d] = fa.Tile(*cand)
+                label = f"  {kernel:4s} d{d} BM {tile.bm:3d} BN {tile.bn:3d} warps " \
+                        f"{tile.warps} stages {tile.stages}{' TMA' if tile.tma else ''}" \
+                        f"{' TRANS' if tile.trans else ''}" \
+                        f"{f' maxnreg {tile.maxnreg}' if tile.maxnreg else ''}:"
                 try:
                     times, ratios = 0.0, []
                     for hk, tf, tb, g_fwd, g_bwd in cases:
@@ -570,7 +571,8 @@ def _attention_sweep(torch, to_g, bench):
         t.update(saved[name])
     print("best attention tiles (paste into genesis_cuda/kernels/attention.py):")
     for name, var in (("fwd", "FWD_TILES"), ("dkdv", "DKDV_TILES"), ("dq", "DQ_TILES")):
-        print(f"{var} = {best[name]}", flush=True)
+        print(f"{var} = {{" + "".join(f"\n    {d}: {t!r}," for d, t in best[name].items())
+              + "\n}", flush=True)
 
 
 def _sweep(torch, ew, red, norms, to_g, bench):

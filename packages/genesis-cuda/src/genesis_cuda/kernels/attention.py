@@ -14,7 +14,7 @@ Read top to bottom like a Triton tutorial:
 2. **Backward kernels**. ``_attn_bwd_dkdv``: one program per block of keys of one (batch,
    KV head) walks every query block of every query head in its group and accumulates dK and
    dV in registers, so grouped-query heads need no repeated K/V and no atomics. With
-   ``TRANS`` it works transposed (``S^T = K Q^T``), so ``P^T`` and ``dS^T`` come out of one
+   ``Tile.trans`` it works transposed (``S^T = K Q^T``), so ``P^T`` and ``dS^T`` come out of one
    product already in the layout the next one takes (no trip through shared memory, more
    registers). ``_attn_bwd_dq``: one program per query block walks the
    keys for dQ; it runs first and also stores ``delta = rowsum(dO * O)`` of its rows. Both
@@ -22,8 +22,8 @@ Read top to bottom like a Triton tutorial:
    (dP - delta)``; dQ applies the causal mask only on the blocks that cross the diagonal
    (rows past the end load as zeros with ``lse = +inf`` and contribute nothing).
    All three kernels can read their streamed blocks through TMA descriptors made on the
-   device (the ``TMA`` field of the tile tables; zero-filled past the end, so no load
-   masks) when every operand is 16-byte aligned, else through pointers.
+   device (``Tile.tma`` in the tile tables; zero-filled past the end, so no load masks)
+   when every operand is 16-byte aligned, else through pointers.
 3. **Launchers** (the contract functions ``scaled_dot_product_attention`` and
    ``scaled_dot_product_attention_backward``). They return ``None`` for what the kernels do
    not cover (head dims other than 16/32/64/128, dtypes other than float16/bfloat16, empty
@@ -47,6 +47,8 @@ backward recomputes the same decisions from ``(seed, base)``. No mask is stored.
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import triton
 import triton.language as tl
@@ -389,25 +391,47 @@ def _attn_bwd_dq(Q, K, V, M, DO, O, LSE, DELTA, DQ,
 
 
 # ============================================================================ launchers
-# Tiles per head dim, (BM query rows, BN keys, warps, stages, TMA) of each kernel, dK/dV's
-# with a sixth field TRANS (its tiles kept keys-by-queries); any pair of powers of two from
-# 16 up works (the dK/dV kernel holds BN keys and walks BM-row query blocks, the forward and
-# dQ kernels hold BM rows and walk BN-key blocks). Chosen by ``tools/bench/ops.py
-# --attention-only --sweep`` on an H100.
-FWD_TILES = {16: (64, 32, 4, 3, False), 32: (64, 32, 4, 3, False),
-             64: (128, 64, 8, 3, False), 128: (128, 64, 8, 3, False)}
-DKDV_TILES = {16: (32, 32, 4, 2, False, False), 32: (32, 32, 4, 2, False, False),
-              64: (64, 64, 4, 3, False, False), 128: (64, 64, 4, 2, False, False)}
-DQ_TILES = {16: (32, 32, 4, 2, False), 32: (32, 32, 4, 2, False),
-            64: (64, 64, 4, 3, False), 128: (64, 64, 4, 2, False)}
+class Tile(NamedTuple):
+    """How one attention kernel is launched for one head dim.
+
+    ``bm`` query rows by ``bn`` keys per tile (any powers of two from 16 up; the forward and
+    dQ kernels hold ``bm`` rows and walk ``bn``-key blocks, the dK/dV kernel holds ``bn`` keys
+    and walks ``bm``-row query blocks), ``warps`` and ``stages`` (software pipelining depth);
+    ``tma``: read the streamed blocks through TMA descriptors (where the operands allow);
+    ``trans`` (dK/dV only): keep its tiles keys-by-queries; ``maxnreg``: cap on registers per
+    thread (0: the compiler's choice), e.g. 128 so that two 8-warp programs fit on an SM.
+    """
+
+    bm: int
+    bn: int
+    warps: int
+    stages: int
+    tma: bool = False
+    trans: bool = False
+    maxnreg: int = 0
+
+    def __repr__(self) -> str:  # the shortest form that constructs it
+        flags = "".join(f", {name}={getattr(self, name)!r}" for name in ("tma", "trans", "maxnreg")
+                        if getattr(self, name))
+        return f"Tile({self.bm}, {self.bn}, {self.warps}, {self.stages}{flags})"
+
+
+# Per head dim; chosen by ``tools/bench/ops.py --attention-only --sweep`` on an H100.
+FWD_TILES = {16: Tile(64, 32, 4, 3), 32: Tile(64, 32, 4, 3), 64: Tile(128, 64, 8, 3),
+             128: Tile(128, 64, 8, 3)}
+DKDV_TILES = {16: Tile(32, 32, 4, 2), 32: Tile(32, 32, 4, 2), 64: Tile(64, 64, 4, 3),
+              128: Tile(64, 64, 4, 2)}
+DQ_TILES = {16: Tile(32, 32, 4, 2), 32: Tile(32, 32, 4, 2), 64: Tile(64, 64, 4, 3),
+            128: Tile(64, 64, 4, 2)}
 _launchers: dict = {}
 
 
-def _launcher(fn, warps: int, stages: int) -> Launcher:
-    key = (fn, warps, stages)
+def _launcher(fn, warps: int, stages: int, maxnreg: int = 0) -> Launcher:
+    key = (fn, warps, stages, maxnreg)
     la = _launchers.get(key)
     if la is None:
-        la = _launchers[key] = Launcher(fn, num_warps=warps, num_stages=stages)
+        opts = {"maxnreg": maxnreg} if maxnreg else {}
+        la = _launchers[key] = Launcher(fn, num_warps=warps, num_stages=stages, **opts)
     return la
 
 
@@ -485,17 +509,17 @@ def scaled_dot_product_attention(q, k, v, mask, dropout_p, is_causal, scale, gen
         seed, base = _signed64(int(gen.seed)), _signed64(gen.next_offset(b * h * n_q * n_k))
         rng = (seed, base)
     mask, kind, ms = _mask_args(mask, q)
-    bm, bn, warps, stages, tma = FWD_TILES[d]
-    tma = tma and _tma_ready(q, k, v)
+    t = FWD_TILES[d]
+    tma = t.tma and _tma_ready(q, k, v)
     args = (q, k, v, mask, out, lse, *q.strides[:3], *k.strides[:3], *v.strides[:3], *ms,
             n_q, n_k, h, h // k.shape[1], float(scale) * LOG2E, seed, base, float(dropout_p),
-            1.0 / (1.0 - dropout_p) if dropout_p < 1.0 else 0.0, d, bm, bn, bool(is_causal),
-            kind, dropout_p > 0.0, tma)
-    key = (d, bm, bn, bool(is_causal), kind, dropout_p > 0.0, tma,
+            1.0 / (1.0 - dropout_p) if dropout_p < 1.0 else 0.0, d, t.bm, t.bn,
+            bool(is_causal), kind, dropout_p > 0.0, tma)
+    key = (d, t.bm, t.bn, bool(is_causal), kind, dropout_p > 0.0, tma,
            aligned(q, k, v, mask, out, lse),
            _launch.spec(*q.strides[:3], *k.strides[:3], *v.strides[:3], *ms))
-    _launcher(_attn_fwd, warps, stages).launch(key, q.device, (b * h, cdiv(n_q, bm)), args,
-                                               _big(q, k, v, mask, out))
+    _launcher(_attn_fwd, t.warps, t.stages, t.maxnreg).launch(
+        key, q.device, (b * h, cdiv(n_q, t.bm)), args, _big(q, k, v, mask, out))
     return out, lse, rng
 
 
@@ -522,18 +546,18 @@ def scaled_dot_product_attention_backward(grad, q, k, v, out, lse, mask, dropout
     key = (d, *flags, aligned(q, k, v, mask, grad, out, lse, dk), _launch.spec(*strides))
     ready = _tma_ready(q, k, v, grad)
     # dQ first: it also writes delta = rowsum(dO * O), which the dK/dV kernel reads
-    bm, bn, warps, stages, tma = DQ_TILES[d]
-    tma = tma and ready
-    _launcher(_attn_bwd_dq, warps, stages).launch(
-        (bm, bn, tma, *key), q.device, (b * h, cdiv(n_q, bm)),
-        (q, k, v, mask, grad, out, lse, delta, dq, *strides, *common, bm, bn, *flags, tma),
+    t = DQ_TILES[d]
+    tma = t.tma and ready
+    _launcher(_attn_bwd_dq, t.warps, t.stages, t.maxnreg).launch(
+        (t.bm, t.bn, tma, *key), q.device, (b * h, cdiv(n_q, t.bm)),
+        (q, k, v, mask, grad, out, lse, delta, dq, *strides, *common, t.bm, t.bn, *flags, tma),
         big)
-    bm, bn, warps, stages, tma, trans = DKDV_TILES[d]
-    tma = tma and ready
-    _launcher(_attn_bwd_dkdv, warps, stages).launch(
-        (bm, bn, tma, trans, *key), q.device, (b * hk, cdiv(n_k, bn)),
-        (q, k, v, mask, grad, lse, delta, dk, dv, *strides, *common, bm, bn, *flags, tma,
-         trans), big)
+    t = DKDV_TILES[d]
+    tma = t.tma and ready
+    _launcher(_attn_bwd_dkdv, t.warps, t.stages, t.maxnreg).launch(
+        (t.bm, t.bn, tma, t.trans, *key), q.device, (b * hk, cdiv(n_k, t.bn)),
+        (q, k, v, mask, grad, lse, delta, dk, dv, *strides, *common, t.bm, t.bn, *flags, tma,
+         t.trans), big)
     return dq, dk, dv
 
 
