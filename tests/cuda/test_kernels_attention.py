@@ -167,14 +167,18 @@ def test_masks(kind):
 
 
 # (forward, dK/dV, dQ) tiles that make the small shapes span many blocks, with BM != BN both
-# ways round: every loop (left of the diagonal, on it, the ragged end) and its masking runs
-TILES = [((16, 32, 4, 2), (16, 32, 4, 2), (32, 16, 4, 2)),
-         ((32, 16, 4, 2), (32, 16, 4, 2), (16, 32, 4, 2))]
+# ways round: every loop (left of the diagonal, on it, the ragged end) and its masking runs;
+# each kernel both through TMA descriptors and through pointers, dK/dV in both orientations
+T = A.Tile
+TILES = [(T(16, 32, 4, 2, tma=True), T(16, 32, 4, 2, trans=True), T(32, 16, 4, 2, tma=True)),
+         (T(32, 16, 4, 2), T(32, 16, 4, 2, tma=True), T(16, 32, 4, 2)),
+         (T(32, 16, 4, 2), T(16, 32, 4, 2, tma=True, trans=True), T(16, 32, 4, 2, tma=True)),
+         (T(16, 32, 4, 2, tma=True, maxnreg=128), T(32, 16, 4, 2), T(32, 16, 4, 2))]
 
 
 @pytest.mark.parametrize("case", ["causal", "causal_L<S", "full_L>S", "bool_mask", "float_mask",
                                   "dropout"])
-@pytest.mark.parametrize("tiles", TILES, ids=["BM<BN", "BM>BN"])
+@pytest.mark.parametrize("tiles", TILES, ids=["a", "b", "c", "d"])
 def test_tile_shapes(tiles, case, monkeypatch):
     d = 32
     for table, tile in zip((A.FWD_TILES, A.DKDV_TILES, A.DQ_TILES), tiles):
@@ -207,6 +211,26 @@ def test_tile_shapes(tiles, case, monkeypatch):
     _close(out, ref, dtype, "out")
     for name, got, want in zip("qkv", grads, ref_grads):
         _close(got, want, dtype, f"d{name}")
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("d", [64, 128])
+def test_tma_path_at_the_table_tiles(d, causal, monkeypatch):
+    """The shipped tiles of each head dim with every kernel reading through TMA, on
+    (B, S, H, D) projections seen as (B, H, S, D) (row stride H * D) with ragged lengths."""
+    for table in (A.FWD_TILES, A.DKDV_TILES, A.DQ_TILES):
+        monkeypatch.setitem(table, d, table[d]._replace(tma=True))
+    b, hq, hk, n = (1, 2, 1, 45) if INTERPRET else (2, 8, 2, 1000)
+    g = torch.Generator().manual_seed(d)
+    q, grad = (torch.randn(b, n, hq, d, generator=g).to(torch.bfloat16).to(DEV).transpose(1, 2)
+               for _ in range(2))
+    k, v = (torch.randn(b, n, hk, d, generator=g).to(torch.bfloat16).to(DEV).transpose(1, 2)
+            for _ in range(2))
+    out, _, grads = _run(q, k, v, causal=causal, grad=grad)
+    ref, ref_grads = _reference(q, k, v, causal=causal, grad=grad)
+    _close(out, ref, torch.bfloat16, "out")
+    for name, got, want in zip("qkv", grads, ref_grads):
+        _close(got, want, torch.bfloat16, f"d{name}")
 
 
 @triton.jit
@@ -252,6 +276,9 @@ def test_declines_what_it_does_not_cover():
                                           None) is None
     assert A.scaled_dot_product_attention(dev(q), dev(k.bfloat16()), dev(v), None, 0.0, False,
                                           1.0, None) is None
+    for scale in (-0.5, float("nan")):  # the kernels take the block max of unscaled scores
+        assert A.scaled_dot_product_attention(dev(q), dev(k), dev(v), None, 0.0, False, scale,
+                                              None) is None
 
 
 # ------------------------------------------------------------------------ decode

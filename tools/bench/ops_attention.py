@@ -61,29 +61,45 @@ def attention_rows(ctx):
                     print(f"  attention {label}: {type(exc).__name__}: {exc}", flush=True)
 
 
-# Candidate tiles (BM, BN, warps, stages) of the attention sweep per (kernel, head dim): the
-# forward and dQ kernels hold BM query rows and walk BN-key blocks, dK/dV holds BN keys and
-# walks BM-row query blocks (narrow query blocks there, wide ones for dQ). About 12 each so
-# that the whole sweep compiles and times in under 3 minutes on an H100.
+# Candidate ``attention.Tile``s (BM, BN, warps, stages[, tma[, trans[, maxnreg]]]) of the
+# attention sweep per (kernel, head dim): the forward and dQ kernels hold BM query rows and
+# walk BN-key blocks, dK/dV holds BN keys and walks BM-row query blocks; tma: streamed
+# operands through device-side TMA descriptors; trans (dK/dV): keys-by-queries tiles;
+# maxnreg 128: two 8-warp programs per SM. Picked among configs that compile for sm_90
+# without register spills (ptxas), plus the shipped ones; about 14 each, so that the whole
+# sweep compiles and times in about 3 minutes on an H100.
 _ATTN_CANDIDATES = {
     ("fwd", 64): [(128, 64, 8, 3), (128, 64, 8, 2), (128, 64, 8, 4), (128, 128, 8, 2),
-                  (128, 128, 8, 3), (128, 64, 4, 3), (128, 64, 4, 4), (128, 32, 4, 3),
-                  (64, 64, 4, 3), (64, 64, 4, 4), (64, 128, 4, 3), (64, 32, 4, 5)],
+                  (128, 128, 8, 3), (128, 64, 4, 4), (128, 32, 4, 3), (64, 64, 4, 3),
+                  (64, 64, 4, 4), (64, 128, 4, 3), (128, 64, 8, 3, True), (128, 64, 8, 2, True),
+                  (128, 128, 8, 2, True), (64, 64, 4, 3, True)],
     ("fwd", 128): [(128, 64, 8, 3), (128, 64, 8, 2), (128, 64, 8, 4), (128, 128, 8, 2),
-                   (128, 128, 8, 3), (128, 32, 8, 3), (64, 64, 4, 2), (64, 64, 4, 3),
-                   (64, 64, 4, 4), (64, 128, 4, 2), (64, 32, 4, 3), (64, 32, 4, 5)],
-    ("dkdv", 64): [(64, 64, 4, 3), (64, 64, 4, 2), (32, 64, 4, 3), (32, 64, 4, 4),
-                   (32, 128, 4, 2), (32, 128, 4, 3), (32, 128, 4, 5), (32, 128, 8, 3),
-                   (16, 128, 4, 3), (64, 128, 8, 2), (64, 128, 8, 3), (16, 64, 4, 4)],
-    ("dkdv", 128): [(64, 64, 4, 2), (64, 64, 4, 3), (32, 64, 4, 2), (32, 64, 4, 3),
-                    (32, 64, 4, 5), (16, 64, 4, 3), (32, 128, 8, 2), (32, 128, 8, 3),
-                    (64, 128, 8, 2), (16, 128, 8, 3), (64, 64, 8, 2), (32, 32, 4, 3)],
+                   (128, 32, 8, 3), (64, 64, 4, 2), (64, 64, 4, 3), (64, 32, 4, 3),
+                   (64, 32, 4, 4), (128, 64, 8, 3, True), (128, 64, 8, 2, True),
+                   (128, 128, 8, 2, True), (64, 64, 4, 3, True), (128, 32, 8, 3, True),
+                   (128, 64, 8, 2, True, False, 128), (128, 64, 8, 3, True, False, 128)],
+    ("dkdv", 64): [(64, 64, 4, 3), (64, 64, 4, 2), (64, 64, 4, 2, False, True),
+                   (64, 64, 4, 3, False, True), (32, 64, 4, 3, False, True),
+                   (32, 64, 4, 2, False, True), (32, 128, 8, 2, False, True),
+                   (32, 128, 8, 3, False, True), (64, 128, 8, 2, False, True),
+                   (64, 128, 8, 3, False, True), (16, 128, 8, 3, False, True),
+                   (64, 64, 4, 3, True, True), (32, 128, 8, 3, True, True),
+                   (64, 128, 8, 2, True, True)],
+    ("dkdv", 128): [(64, 64, 4, 2), (64, 64, 4, 2, False, True), (32, 64, 4, 2, False, True),
+                    (32, 64, 4, 3, False, True), (16, 64, 4, 3, False, True),
+                    (32, 128, 8, 2, False, True), (32, 128, 8, 3, False, True),
+                    (16, 128, 8, 2, False, True), (16, 128, 8, 3, False, True),
+                    (16, 64, 4, 2, False, True), (32, 128, 8, 2, True, True),
+                    (32, 64, 4, 3, True, True), (16, 128, 8, 3, True, True),
+                    (16, 64, 4, 2, True, True)],
     ("dq", 64): [(64, 64, 4, 3), (64, 64, 4, 2), (128, 32, 4, 3), (128, 32, 4, 4),
-                 (128, 32, 4, 5), (128, 64, 8, 2), (128, 64, 8, 3), (128, 64, 4, 3),
-                 (64, 32, 4, 3), (64, 32, 4, 5), (128, 16, 4, 4), (64, 128, 8, 2)],
+                 (128, 32, 4, 5), (128, 64, 8, 2), (128, 64, 8, 3), (64, 32, 4, 3),
+                 (64, 32, 4, 5), (128, 16, 4, 4), (64, 128, 8, 2), (64, 64, 4, 3, True),
+                 (128, 32, 4, 3, True), (128, 64, 8, 3, True)],
     ("dq", 128): [(64, 64, 4, 2), (64, 64, 4, 3), (128, 32, 8, 3), (128, 32, 8, 4),
                   (128, 64, 8, 2), (128, 64, 8, 3), (64, 32, 4, 3), (64, 32, 4, 5),
-                  (128, 32, 4, 3), (64, 16, 4, 4), (128, 16, 8, 4), (64, 64, 8, 2)],
+                  (64, 16, 4, 4), (128, 16, 8, 4), (64, 64, 8, 2), (64, 64, 4, 2, True),
+                  (128, 32, 8, 3, True), (128, 64, 8, 3, True)],
 }
 
 
@@ -137,10 +153,12 @@ def attention_sweep(ctx):
         for kernel in ("fwd", "dkdv", "dq"):
             table = tables[kernel]
             top = None
-            for tile in _ATTN_CANDIDATES[(kernel, d)]:
-                table[d] = tile
-                label = f"  {kernel:4s} d{d} BM {tile[0]:3d} BN {tile[1]:3d} warps {tile[2]} " \
-                        f"stages {tile[3]}:"
+            for cand in _ATTN_CANDIDATES[(kernel, d)]:
+                tile = table[d] = fa.Tile(*cand)
+                label = f"  {kernel:4s} d{d} BM {tile.bm:3d} BN {tile.bn:3d} warps " \
+                        f"{tile.warps} stages {tile.stages}{' TMA' if tile.tma else ''}" \
+                        f"{' TRANS' if tile.trans else ''}" \
+                        f"{f' maxnreg {tile.maxnreg}' if tile.maxnreg else ''}:"
                 try:
                     times, ratios = 0.0, []
                     for hk, tf, tb, g_fwd, g_bwd in cases:
@@ -160,4 +178,5 @@ def attention_sweep(ctx):
         t.update(saved[name])
     print("best attention tiles (paste into genesis_cuda/kernels/attention.py):")
     for name, var in (("fwd", "FWD_TILES"), ("dkdv", "DKDV_TILES"), ("dq", "DQ_TILES")):
-        print(f"{var} = {best[name]}", flush=True)
+        print(f"{var} = {{" + "".join(f"\n    {d}: {t!r}," for d, t in best[name].items())
+              + "\n}", flush=True)

@@ -5,21 +5,29 @@ Read top to bottom like a Triton tutorial:
 1. **Forward kernel** (``_attn_fwd``). One program owns ``BM`` query rows of one (batch,
    head) and streams the keys and values past them in blocks of ``BN``, keeping a running
    row maximum ``m``, row sum ``l`` and un-normalised output ``acc`` (the online softmax of
-   FlashAttention-2). Scores live in registers in log2 units (``exp2`` is one instruction);
-   the output is ``acc / l`` and the row's ``logsumexp`` is kept for the backward. Causal
-   attention is top-left aligned as in torch (row ``i`` sees keys ``j <= i``): a program
-   stops at its diagonal, and only the blocks on the diagonal or past the end of the keys
-   pay for masking (the ``BOUNDS`` pass of ``_fwd_block``).
+   FlashAttention-2). Scores live in registers in log2 units (the scale is folded with
+   log2(e), and ``exp2`` is one instruction); the output is ``acc / l`` and the row's
+   ``logsumexp`` is kept for the backward. Causal attention is top-left aligned as in torch
+   (row ``i`` sees keys ``j <= i``): a program stops at its diagonal, and only the blocks on
+   the diagonal or past the end of the keys pay for masking (the ``BOUNDS`` pass of
+   ``_fwd_block``); the blocks left of it run with no mask and no bounds checks.
 2. **Backward kernels**. ``_attn_bwd_dkdv``: one program per block of keys of one (batch,
    KV head) walks every query block of every query head in its group and accumulates dK and
-   dV in registers, so grouped-query heads need no repeated K/V and no atomics.
-   ``_attn_bwd_dq``: one program per query block walks the keys for dQ. Both recompute the
-   probabilities from the saved logsumexp: ``P = exp(S - lse)``, ``dS = P * (dP - delta)``
-   with ``delta = rowsum(dO * O)``.
+   dV in registers, so grouped-query heads need no repeated K/V and no atomics. With
+   ``Tile.trans`` it works transposed (``S^T = K Q^T``), so ``P^T`` and ``dS^T`` come out of one
+   product already in the layout the next one takes (no trip through shared memory, more
+   registers). ``_attn_bwd_dq``: one program per query block walks the
+   keys for dQ; it runs first and also stores ``delta = rowsum(dO * O)`` of its rows. Both
+   recompute the probabilities from the saved logsumexp: ``P = exp(S - lse)``, ``dS = P *
+   (dP - delta)``; dQ applies the causal mask only on the blocks that cross the diagonal
+   (rows past the end load as zeros with ``lse = +inf`` and contribute nothing).
+   All three kernels can read their streamed blocks through TMA descriptors made on the
+   device (``Tile.tma`` in the tile tables; zero-filled past the end, so no load masks)
+   when every operand is 16-byte aligned, else through pointers.
 3. **Launchers** (the contract functions ``scaled_dot_product_attention`` and
    ``scaled_dot_product_attention_backward``). They return ``None`` for what the kernels do
    not cover (head dims other than 16/32/64/128, dtypes other than float16/bfloat16, empty
-   tensors); genesis then runs its composite.
+   tensors, a negative scale); genesis then runs its composite.
 4. **Decode** (``attention_decode``): a few new query rows per sequence against a
    preallocated KV cache with per-row lengths; all query heads of a KV group share one
    program, so each cached key is read once per group.
@@ -39,6 +47,8 @@ backward recomputes the same decisions from ``(seed, base)``. No mask is stored.
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import triton
 import triton.language as tl
@@ -74,56 +84,78 @@ else:
 
 # ============================================================================ forward
 @triton.jit
-def _scores(q, k_ptrs, offs_m, offs_n, L, S, qk_scale, mask_ptrs, bh, seed, rng_base, p_drop,
-            CAUSAL: tl.constexpr, BOUNDS: tl.constexpr, MASK: tl.constexpr,
-            DROPOUT: tl.constexpr):
-    """Scores of a (BM, BN) tile in log2 units, -inf where attention is not allowed, and
-    the dropout keep decisions (True everywhere without dropout)."""
-    if BOUNDS:
-        k = tl.load(k_ptrs, mask=(offs_n < S)[:, None], other=0.0)
+def _head(base, n, stride, HEAD_DIM: tl.constexpr, BLOCK: tl.constexpr, TMA: tl.constexpr):
+    """Where one head's (n, HEAD_DIM) rows (of Q, K, V or dO) are read from: a TMA
+    descriptor of BLOCK-row boxes, or (without TMA) the base pointer itself."""
+    if TMA:
+        src = tl.make_tensor_descriptor(base, shape=[n, HEAD_DIM], strides=[stride, 1],
+                                        block_shape=[BLOCK, HEAD_DIM])
     else:
-        k = tl.load(k_ptrs)
-    s = _mma(q, tl.trans(k)) * qk_scale
-    if MASK != 0:
-        inside = (offs_m < L)[:, None] & (offs_n < S)[None, :]
-        if MASK == 1:  # bool: True = may attend
-            allowed = tl.load(mask_ptrs, mask=inside, other=0)
-            s = tl.where(allowed != 0, s, float("-inf"))
-        else:  # float: added to the scores
-            s += tl.load(mask_ptrs, mask=inside, other=0.0).to(tl.float32) * 1.4426950408889634
-    if BOUNDS:
-        s = tl.where((offs_n < S)[None, :], s, float("-inf"))
-        if CAUSAL:
-            s = tl.where(offs_n[None, :] <= offs_m[:, None], s, float("-inf"))
-    if DROPOUT:
-        ctr = (bh * L + offs_m.to(tl.int64))[:, None] * S + offs_n[None, :] + rng_base
-        keep = tl.rand(seed, ctr) >= p_drop
-    else:
-        keep = s == s  # unused
-    return s, keep
+        src = base
+    return src
 
 
 @triton.jit
-def _fwd_block(acc, m_i, l_i, q, k_ptrs, v_ptrs, mask_ptrs, offs_m, offs_n, L, S, qk_scale,
-               bh, seed, rng_base, p_drop, CAUSAL: tl.constexpr, BOUNDS: tl.constexpr,
-               MASK: tl.constexpr, DROPOUT: tl.constexpr):
-    """One key block of the online softmax: returns the updated (acc, m, l)."""
-    s, keep = _scores(q, k_ptrs, offs_m, offs_n, L, S, qk_scale, mask_ptrs, bh, seed,
-                      rng_base, p_drop, CAUSAL, BOUNDS, MASK, DROPOUT)
-    m_new = tl.maximum(m_i, tl.max(s, 1))
-    if BOUNDS or MASK != 0:  # a row may have nothing allowed yet (m_new = -inf)
-        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
-    else:  # every score is finite here
+def _rows(src, start, n, stride, HEAD_DIM: tl.constexpr, BLOCK: tl.constexpr,
+          BOUNDS: tl.constexpr, TMA: tl.constexpr):
+    """BLOCK rows from row ``start`` of a ``_head``: through its TMA descriptor (rows past
+    the end read as zeros) or through pointers built here from the row index (a pointer
+    tile held across a loop would cost registers), masked only where ``BOUNDS`` says the
+    block may run past row ``n``."""
+    if TMA:
+        x = src.load([start, 0])
+    else:
+        offs = start + tl.arange(0, BLOCK)
+        ptrs = src + offs[:, None] * stride + tl.arange(0, HEAD_DIM)[None, :]
+        if BOUNDS:
+            x = tl.load(ptrs, mask=(offs < n)[:, None], other=0.0)
+        else:
+            x = tl.load(ptrs)
+    return x
+
+
+@triton.jit
+def _fwd_block(acc, m_i, l_i, q, k_src, v_src, m_row, start_n, offs_m, L, S, skn, svn, smn,
+               qk_scale, bh, seed, rng_base, p_drop, HEAD_DIM: tl.constexpr, BN: tl.constexpr,
+               CAUSAL: tl.constexpr, BOUNDS: tl.constexpr, MASK: tl.constexpr,
+               DROPOUT: tl.constexpr, TMA: tl.constexpr):
+    """One key block of the online softmax: returns the updated (acc, m, l). Scores are in
+    log2 units, -inf where attention is not allowed. ``BOUNDS``: the block crosses the
+    causal diagonal or the end of the keys and needs those masks; other blocks need none.
+    ``m_row``: the mask's pointers at key 0 of each query row (read only with a mask)."""
+    offs_n = start_n + tl.arange(0, BN)
+    k = _rows(k_src, start_n, S, skn, HEAD_DIM, BN, BOUNDS, TMA)
+    qk = _mma(q, tl.trans(k))
+    if BOUNDS or MASK != 0:
+        s = qk * qk_scale
+        if MASK != 0:
+            inside = (offs_m < L)[:, None] & (offs_n < S)[None, :]
+            mask_ptrs = m_row + offs_n[None, :] * smn
+            if MASK == 1:  # bool: True = may attend
+                allowed = tl.load(mask_ptrs, mask=inside, other=0)
+                s = tl.where(allowed != 0, s, float("-inf"))
+            else:  # float: added to the scores
+                s += tl.load(mask_ptrs, mask=inside, other=0.0).to(tl.float32) \
+                    * 1.4426950408889634
+        if BOUNDS:
+            s = tl.where((offs_n < S)[None, :], s, float("-inf"))
+            if CAUSAL:
+                s = tl.where(offs_n[None, :] <= offs_m[:, None], s, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(s, 1))
+        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)  # a row with nothing allowed
+        p = tl.math.exp2(s - m_safe[:, None])
+    else:
+        # every score is finite and qk_scale >= 0 (the launcher's contract), so the block's
+        # largest scaled score is its largest score scaled, and each score costs one FMA
+        m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
         m_safe = m_new
-    p = tl.math.exp2(s - m_safe[:, None])
+        p = tl.math.exp2(qk * qk_scale - m_new[:, None])
     alpha = tl.math.exp2(m_i - m_safe)
     l_i = l_i * alpha + tl.sum(p, 1)
     if DROPOUT:  # the normaliser counts every key; the output only the kept ones
-        p = tl.where(keep, p, 0.0)
-    if BOUNDS:
-        v = tl.load(v_ptrs, mask=(offs_n < S)[:, None], other=0.0)
-    else:
-        v = tl.load(v_ptrs)
+        ctr = (bh * L + offs_m.to(tl.int64))[:, None] * S + offs_n[None, :] + rng_base
+        p = tl.where(tl.rand(seed, ctr) >= p_drop, p, 0.0)
+    v = _rows(v_src, start_n, S, svn, HEAD_DIM, BN, BOUNDS, TMA)
     acc = _mma_acc(p.to(v.dtype), v, acc * alpha[:, None])
     return acc, m_new, l_i
 
@@ -133,7 +165,8 @@ def _attn_fwd(Q, K, V, M, O, LSE,
               sqb, sqh, sqm, skb, skh, skn, svb, svh, svn, smb, smh, smm, smn,
               L, S, H, n_rep, qk_scale, seed: tl.int64, rng_base: tl.int64, p_drop,
               inv_keep, HEAD_DIM: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
-              CAUSAL: tl.constexpr, MASK: tl.constexpr, DROPOUT: tl.constexpr):
+              CAUSAL: tl.constexpr, MASK: tl.constexpr, DROPOUT: tl.constexpr,
+              TMA: tl.constexpr):
     bh = tl.program_id(0).to(tl.int64)  # b * H + h (axis 0: no 65535 limit)
     # last query block first: under a causal mask it has the most keys (a shorter tail)
     start_m = (tl.num_programs(1) - 1 - tl.program_id(1)) * BM
@@ -141,13 +174,12 @@ def _attn_fwd(Q, K, V, M, O, LSE,
     h = bh % H
     hk = h // n_rep
     offs_m = start_m + tl.arange(0, BM)
-    offs_n = tl.arange(0, BN)
     offs_d = tl.arange(0, HEAD_DIM)
-    q = tl.load(Q + b * sqb + h * sqh + offs_m[:, None] * sqm + offs_d[None, :],
-                mask=(offs_m < L)[:, None], other=0.0)
-    k_ptrs = K + b * skb + hk * skh + offs_n[:, None] * skn + offs_d[None, :]
-    v_ptrs = V + b * svb + hk * svh + offs_n[:, None] * svn + offs_d[None, :]
-    mask_ptrs = M + b * smb + h * smh + offs_m[:, None] * smm + offs_n[None, :] * smn
+    q = _rows(_head(Q + b * sqb + h * sqh, L, sqm, HEAD_DIM, BM, TMA), start_m, L, sqm,
+              HEAD_DIM, BM, True, TMA)
+    k_src = _head(K + b * skb + hk * skh, S, skn, HEAD_DIM, BN, TMA)
+    v_src = _head(V + b * svb + hk * svh, S, svn, HEAD_DIM, BN, TMA)
+    m_row = M + b * smb + h * smh + offs_m[:, None] * smm
     m_i = tl.full([BM], float("-inf"), tl.float32)
     l_i = tl.zeros([BM], tl.float32)
     acc = tl.zeros([BM, HEAD_DIM], tl.float32)
@@ -158,15 +190,13 @@ def _attn_fwd(Q, K, V, M, O, LSE,
         hi = S
         full = (S // BN) * BN
     for start_n in range(0, full, BN):
-        acc, m_i, l_i = _fwd_block(acc, m_i, l_i, q, k_ptrs + start_n * skn,
-                                   v_ptrs + start_n * svn, mask_ptrs + start_n * smn, offs_m,
-                                   start_n + offs_n, L, S, qk_scale, bh, seed, rng_base,
-                                   p_drop, CAUSAL, False, MASK, DROPOUT)
+        acc, m_i, l_i = _fwd_block(acc, m_i, l_i, q, k_src, v_src, m_row, start_n, offs_m, L,
+                                   S, skn, svn, smn, qk_scale, bh, seed, rng_base, p_drop,
+                                   HEAD_DIM, BN, CAUSAL, False, MASK, DROPOUT, TMA)
     for start_n in range(full, hi, BN):
-        acc, m_i, l_i = _fwd_block(acc, m_i, l_i, q, k_ptrs + start_n * skn,
-                                   v_ptrs + start_n * svn, mask_ptrs + start_n * smn, offs_m,
-                                   start_n + offs_n, L, S, qk_scale, bh, seed, rng_base,
-                                   p_drop, CAUSAL, True, MASK, DROPOUT)
+        acc, m_i, l_i = _fwd_block(acc, m_i, l_i, q, k_src, v_src, m_row, start_n, offs_m, L,
+                                   S, skn, svn, smn, qk_scale, bh, seed, rng_base, p_drop,
+                                   HEAD_DIM, BN, CAUSAL, True, MASK, DROPOUT, TMA)
     dead = l_i == 0.0
     l_safe = tl.where(dead, 1.0, l_i)
     out = acc * (inv_keep / l_safe)[:, None]
@@ -178,58 +208,63 @@ def _attn_fwd(Q, K, V, M, O, LSE,
 
 
 # ============================================================================ backward
-@triton.jit(do_not_specialize=["L", "H"])
-def _attn_bwd_delta(O, DO, DELTA, sdob, sdoh, sdom, L, H, HEAD_DIM: tl.constexpr,
-                    BM: tl.constexpr):
-    """delta = rowsum(dO * O) in float32 for BM query rows of one (b, h) (O is contiguous)."""
-    bh = tl.program_id(0).to(tl.int64)
-    offs_m = tl.program_id(1) * BM + tl.arange(0, BM)
-    offs_d = tl.arange(0, HEAD_DIM)
-    rows = offs_m < L
-    o = tl.load(O + bh * L * HEAD_DIM + offs_m[:, None] * HEAD_DIM + offs_d[None, :],
-                mask=rows[:, None], other=0.0)
-    do = tl.load(DO + (bh // H) * sdob + (bh % H) * sdoh + offs_m[:, None] * sdom
-                 + offs_d[None, :], mask=rows[:, None], other=0.0)
-    tl.store(DELTA + bh * L + offs_m, tl.sum(o.to(tl.float32) * do.to(tl.float32), 1),
-             mask=rows)
-
-
 @triton.jit
-def _dkdv_block(dk, dv, k, v, q_ptrs, do_ptrs, lse_ptr, delta_ptr, mask_ptrs, offs_m, offs_n,
-                L, S, qk_scale, bh, seed, rng_base, p_drop, inv_keep, DIAG: tl.constexpr,
-                MASK: tl.constexpr, DROPOUT: tl.constexpr):
-    """One query block of the dK/dV kernel, written transposed (keys along rows) so that
-    P^T and dS^T come out of their products already in the layout the next product takes
-    (no transpose of a register tile). Rows past L load as zeros (and lse as +inf), so they
-    add nothing; keys past S only touch dK/dV rows that are never stored. ``DIAG``: the
-    block crosses the causal diagonal and needs the mask."""
+def _dkdv_block(dk, dv, k, v, q_src, do_src, lse_ptr, delta_ptr, m_base, start_m, offs_n, L,
+                S, sqm, sdom, smm, smn, qk_scale, bh, seed, rng_base, p_drop, inv_keep,
+                HEAD_DIM: tl.constexpr, BM: tl.constexpr, CAUSAL: tl.constexpr,
+                MASK: tl.constexpr, DROPOUT: tl.constexpr, TMA: tl.constexpr,
+                TRANS: tl.constexpr):
+    """One query block of the dK/dV kernel. ``TRANS``: the tiles are kept transposed (keys
+    along rows, ``S^T = K Q^T``), so P^T and dS^T feed the next products from registers;
+    otherwise they are (queries, keys) and P, dS are transposed through shared memory
+    (fewer registers). Rows past L load as zeros (and lse as +inf) and add nothing; keys
+    past S only touch dK/dV rows that are never stored."""
+    offs_m = start_m + tl.arange(0, BM)
     rows = offs_m < L
-    q = tl.load(q_ptrs, mask=rows[:, None], other=0.0)
-    do = tl.load(do_ptrs, mask=rows[:, None], other=0.0)
+    q = _rows(q_src, start_m, L, sqm, HEAD_DIM, BM, True, TMA)
+    do = _rows(do_src, start_m, L, sdom, HEAD_DIM, BM, True, TMA)
     lse2 = tl.load(lse_ptr + offs_m, mask=rows, other=float("inf")) * 1.4426950408889634
     delta = tl.load(delta_ptr + offs_m, mask=rows, other=0.0)
-    st = _mma(k, tl.trans(q)) * qk_scale  # (BN, BM) scores in log2 units
+    if TRANS:  # (BN, BM) tiles
+        qi = offs_m[None, :]
+        kj = offs_n[:, None]
+        s = _mma(k, tl.trans(q))
+        dp = _mma(v, tl.trans(do))
+        lse2 = lse2[None, :]
+        delta = delta[None, :]
+    else:  # (BM, BN) tiles
+        qi = offs_m[:, None]
+        kj = offs_n[None, :]
+        s = _mma(q, tl.trans(k))
+        dp = _mma(do, tl.trans(v))
+        lse2 = lse2[:, None]
+        delta = delta[:, None]
+    s = s * qk_scale  # log2 units
     if MASK != 0:
-        inside = rows[None, :] & (offs_n < S)[:, None]
+        inside = (qi < L) & (kj < S)
+        mask_ptrs = m_base + qi * smm + kj * smn
         if MASK == 1:
             allowed = tl.load(mask_ptrs, mask=inside, other=0)
         else:
-            st += tl.load(mask_ptrs, mask=inside, other=0.0).to(tl.float32) * 1.4426950408889634
-    pt = tl.math.exp2(st - lse2[None, :])
+            s += tl.load(mask_ptrs, mask=inside, other=0.0).to(tl.float32) * 1.4426950408889634
+    p = tl.math.exp2(s - lse2)
     if MASK == 1:
-        pt = tl.where(allowed != 0, pt, 0.0)
-    if DIAG:
-        pt = tl.where(offs_m[None, :] >= offs_n[:, None], pt, 0.0)
-    dpt = _mma(v, tl.trans(do))  # (BN, BM)
+        p = tl.where(allowed != 0, p, 0.0)
+    if CAUSAL:
+        p = tl.where(qi >= kj, p, 0.0)
     if DROPOUT:
-        ctr = (bh * L + offs_m.to(tl.int64))[None, :] * S + offs_n[:, None] + rng_base
-        keep = tl.rand(seed, ctr) >= p_drop
-        dv = _mma_acc(tl.where(keep, pt * inv_keep, 0.0).to(do.dtype), do, dv)
-        dpt = tl.where(keep, dpt * inv_keep, 0.0)
+        keep = tl.rand(seed, (bh * L + qi.to(tl.int64)) * S + kj + rng_base) >= p_drop
+        pd = tl.where(keep, p * inv_keep, 0.0)
+        dp = tl.where(keep, dp * inv_keep, 0.0)
     else:
-        dv = _mma_acc(pt.to(do.dtype), do, dv)
-    dst = pt * (dpt - delta[None, :])
-    dk = _mma_acc(dst.to(q.dtype), q, dk)
+        pd = p
+    ds = p * (dp - delta)
+    if TRANS:
+        dv = _mma_acc(pd.to(do.dtype), do, dv)
+        dk = _mma_acc(ds.to(q.dtype), q, dk)
+    else:
+        dv = _mma_acc(tl.trans(pd.to(do.dtype)), do, dv)
+        dk = _mma_acc(tl.trans(ds.to(q.dtype)), q, dk)
     return dk, dv
 
 
@@ -238,73 +273,55 @@ def _attn_bwd_dkdv(Q, K, V, M, DO, LSE, DELTA, DK, DV,
                    sqb, sqh, sqm, skb, skh, skn, svb, svh, svn, smb, smh, smm, smn,
                    sdob, sdoh, sdom, L, S, H, n_rep, qk_scale, scale, seed: tl.int64,
                    rng_base: tl.int64, p_drop, inv_keep, HEAD_DIM: tl.constexpr,
-                   BM: tl.constexpr, BN: tl.constexpr,
-                   CAUSAL: tl.constexpr, MASK: tl.constexpr, DROPOUT: tl.constexpr):
+                   BM: tl.constexpr, BN: tl.constexpr, CAUSAL: tl.constexpr,
+                   MASK: tl.constexpr, DROPOUT: tl.constexpr, TMA: tl.constexpr,
+                   TRANS: tl.constexpr):
     bhk = tl.program_id(0).to(tl.int64)  # b * Hk + hk
     start_n = tl.program_id(1) * BN  # the first key blocks (most queries, causal) first
     hkv = H // n_rep
     b = bhk // hkv
     hk = bhk % hkv
     offs_n = start_n + tl.arange(0, BN)
-    offs_m0 = tl.arange(0, BM)
     offs_d = tl.arange(0, HEAD_DIM)
-    kv_rows = (offs_n < S)[:, None]
-    k = tl.load(K + b * skb + hk * skh + offs_n[:, None] * skn + offs_d[None, :], mask=kv_rows,
-                other=0.0)
-    v = tl.load(V + b * svb + hk * svh + offs_n[:, None] * svn + offs_d[None, :], mask=kv_rows,
-                other=0.0)
+    k = _rows(K + b * skb + hk * skh, start_n, S, skn, HEAD_DIM, BN, True, False)
+    v = _rows(V + b * svb + hk * svh, start_n, S, svn, HEAD_DIM, BN, True, False)
     dk = tl.zeros([BN, HEAD_DIM], tl.float32)
     dv = tl.zeros([BN, HEAD_DIM], tl.float32)
-    if CAUSAL:
-        lo = (start_n // BM) * BM  # earlier query rows see none of these keys
-        mid = tl.minimum(tl.cdiv(start_n + BN, BM) * BM, L)  # past it: no key after a query
-    else:
-        lo = 0
-        mid = 0
-    q_off = offs_m0[:, None] * sqm + offs_d[None, :]
-    do_off = offs_m0[:, None] * sdom + offs_d[None, :]
-    m_off = offs_m0[None, :] * smm + offs_n[:, None] * smn
+    # earlier query rows see none of these keys (causal)
+    lo = (start_n // BM) * BM if CAUSAL else 0
     for h in range(hk * n_rep, hk * n_rep + n_rep):
         bh = b * H + h
-        q_base = Q + b * sqb + h * sqh
-        do_base = DO + b * sdob + h * sdoh
+        q_src = _head(Q + b * sqb + h * sqh, L, sqm, HEAD_DIM, BM, TMA)
+        do_src = _head(DO + b * sdob + h * sdoh, L, sdom, HEAD_DIM, BM, TMA)
         m_base = M + b * smb + h * smh
-        lse_ptr = LSE + bh * L
-        delta_ptr = DELTA + bh * L
-        for start_m in range(lo, mid, BM):  # blocks on the causal diagonal
-            dk, dv = _dkdv_block(dk, dv, k, v, q_base + start_m * sqm + q_off,
-                                 do_base + start_m * sdom + do_off, lse_ptr, delta_ptr,
-                                 m_base + start_m * smm + m_off, start_m + offs_m0, offs_n, L,
-                                 S, qk_scale, bh, seed, rng_base, p_drop, inv_keep, True,
-                                 MASK, DROPOUT)
-        for start_m in range(mid, L, BM):
-            dk, dv = _dkdv_block(dk, dv, k, v, q_base + start_m * sqm + q_off,
-                                 do_base + start_m * sdom + do_off, lse_ptr, delta_ptr,
-                                 m_base + start_m * smm + m_off, start_m + offs_m0, offs_n, L,
-                                 S, qk_scale, bh, seed, rng_base, p_drop, inv_keep, False,
-                                 MASK, DROPOUT)
+        # one loop, the causal mask on every block: splitting off the diagonal blocks into a
+        # loop of their own (as the forward does) made the compiler spill here
+        for start_m in range(lo, L, BM):
+            dk, dv = _dkdv_block(dk, dv, k, v, q_src, do_src, LSE + bh * L, DELTA + bh * L,
+                                 m_base, start_m, offs_n, L, S, sqm, sdom, smm, smn, qk_scale,
+                                 bh, seed, rng_base, p_drop, inv_keep, HEAD_DIM, BM, CAUSAL,
+                                 MASK, DROPOUT, TMA, TRANS)
     out = bhk * S * HEAD_DIM + offs_n[:, None] * HEAD_DIM + offs_d[None, :]
+    kv_rows = (offs_n < S)[:, None]
     tl.store(DK + out, (dk * scale).to(DK.dtype.element_ty), mask=kv_rows)
     tl.store(DV + out, dv.to(DV.dtype.element_ty), mask=kv_rows)
 
 
 @triton.jit
-def _dq_block(dq, q, do, lse2, delta, k_ptrs, v_ptrs, mask_ptrs, offs_m, offs_n, L, S,
-              qk_scale, bh, seed, rng_base, p_drop, inv_keep, CAUSAL: tl.constexpr,
-              BOUNDS: tl.constexpr, MASK: tl.constexpr, DROPOUT: tl.constexpr):
+def _dq_block(dq, q, do, lse2, delta, k_src, v_src, m_row, start_n, offs_m, L, S, skn, svn,
+              smn, qk_scale, bh, seed, rng_base, p_drop, inv_keep, HEAD_DIM: tl.constexpr,
+              BN: tl.constexpr, CAUSAL: tl.constexpr, BOUNDS: tl.constexpr,
+              MASK: tl.constexpr, DROPOUT: tl.constexpr, TMA: tl.constexpr):
     """One key block of the dQ kernel. ``BOUNDS``: the block crosses the causal diagonal or
     the end of the keys (masked loads and scores); other blocks need neither. Query rows
     past L have zero dO and +inf lse, and are never stored."""
-    if BOUNDS:
-        kv_rows = (offs_n < S)[:, None]
-        k = tl.load(k_ptrs, mask=kv_rows, other=0.0)
-        v = tl.load(v_ptrs, mask=kv_rows, other=0.0)
-    else:
-        k = tl.load(k_ptrs)
-        v = tl.load(v_ptrs)
+    offs_n = start_n + tl.arange(0, BN)
+    k = _rows(k_src, start_n, S, skn, HEAD_DIM, BN, BOUNDS, TMA)
+    v = _rows(v_src, start_n, S, svn, HEAD_DIM, BN, BOUNDS, TMA)
     s = _mma(q, tl.trans(k)) * qk_scale
     if MASK != 0:
         inside = (offs_m < L)[:, None] & (offs_n < S)[None, :]
+        mask_ptrs = m_row + offs_n[None, :] * smn
         if MASK == 1:
             allowed = tl.load(mask_ptrs, mask=inside, other=0)
         else:
@@ -326,31 +343,34 @@ def _dq_block(dq, q, do, lse2, delta, k_ptrs, v_ptrs, mask_ptrs, offs_m, offs_n,
 
 
 @triton.jit(do_not_specialize=["L", "S", "H", "n_rep", "seed", "rng_base"])
-def _attn_bwd_dq(Q, K, V, M, DO, LSE, DELTA, DQ,
+def _attn_bwd_dq(Q, K, V, M, DO, O, LSE, DELTA, DQ,
                  sqb, sqh, sqm, skb, skh, skn, svb, svh, svn, smb, smh, smm, smn,
                  sdob, sdoh, sdom, L, S, H, n_rep, qk_scale, scale, seed: tl.int64,
                  rng_base: tl.int64, p_drop, inv_keep, HEAD_DIM: tl.constexpr,
-                 BM: tl.constexpr, BN: tl.constexpr,
-                 CAUSAL: tl.constexpr, MASK: tl.constexpr, DROPOUT: tl.constexpr):
+                 BM: tl.constexpr, BN: tl.constexpr, CAUSAL: tl.constexpr,
+                 MASK: tl.constexpr, DROPOUT: tl.constexpr, TMA: tl.constexpr):
     bh = tl.program_id(0).to(tl.int64)
     start_m = (tl.num_programs(1) - 1 - tl.program_id(1)) * BM  # longest rows first
     b = bh // H
     h = bh % H
     hk = h // n_rep
     offs_m = start_m + tl.arange(0, BM)
-    offs_n = tl.arange(0, BN)
     offs_d = tl.arange(0, HEAD_DIM)
     rows = (offs_m < L)[:, None]
-    q = tl.load(Q + b * sqb + h * sqh + offs_m[:, None] * sqm + offs_d[None, :], mask=rows,
-                other=0.0)
-    do = tl.load(DO + b * sdob + h * sdoh + offs_m[:, None] * sdom + offs_d[None, :],
-                 mask=rows, other=0.0)
+    q = _rows(_head(Q + b * sqb + h * sqh, L, sqm, HEAD_DIM, BM, TMA), start_m, L, sqm,
+              HEAD_DIM, BM, True, TMA)
+    do = _rows(_head(DO + b * sdob + h * sdoh, L, sdom, HEAD_DIM, BM, TMA), start_m, L, sdom,
+               HEAD_DIM, BM, True, TMA)
     lse2 = tl.load(LSE + bh * L + offs_m, mask=offs_m < L, other=float("inf")) \
         * 1.4426950408889634
-    delta = tl.load(DELTA + bh * L + offs_m, mask=offs_m < L, other=0.0)
-    k_ptrs = K + b * skb + hk * skh + offs_n[:, None] * skn + offs_d[None, :]
-    v_ptrs = V + b * svb + hk * svh + offs_n[:, None] * svn + offs_d[None, :]
-    mask_ptrs = M + b * smb + h * smh + offs_m[:, None] * smm + offs_n[None, :] * smn
+    # delta = rowsum(dO * O) of these rows (O is contiguous), also stored for the dK/dV kernel
+    o = tl.load(O + bh * L * HEAD_DIM + offs_m[:, None] * HEAD_DIM + offs_d[None, :], mask=rows,
+                other=0.0)
+    delta = tl.sum(o.to(tl.float32) * do.to(tl.float32), 1)
+    tl.store(DELTA + bh * L + offs_m, delta, mask=offs_m < L)
+    k_src = _head(K + b * skb + hk * skh, S, skn, HEAD_DIM, BN, TMA)
+    v_src = _head(V + b * svb + hk * svh, S, svn, HEAD_DIM, BN, TMA)
+    m_row = M + b * smb + h * smh + offs_m[:, None] * smm
     dq = tl.zeros([BM, HEAD_DIM], tl.float32)
     if CAUSAL:
         hi = tl.minimum(S, start_m + BM)
@@ -359,36 +379,59 @@ def _attn_bwd_dq(Q, K, V, M, DO, LSE, DELTA, DQ,
         hi = S
         full = (S // BN) * BN
     for start_n in range(0, full, BN):
-        dq = _dq_block(dq, q, do, lse2, delta, k_ptrs + start_n * skn, v_ptrs + start_n * svn,
-                       mask_ptrs + start_n * smn, offs_m, start_n + offs_n, L, S, qk_scale, bh,
-                       seed, rng_base, p_drop, inv_keep, CAUSAL, False, MASK, DROPOUT)
+        dq = _dq_block(dq, q, do, lse2, delta, k_src, v_src, m_row, start_n, offs_m, L, S, skn,
+                       svn, smn, qk_scale, bh, seed, rng_base, p_drop, inv_keep, HEAD_DIM, BN,
+                       CAUSAL, False, MASK, DROPOUT, TMA)
     for start_n in range(full, hi, BN):
-        dq = _dq_block(dq, q, do, lse2, delta, k_ptrs + start_n * skn, v_ptrs + start_n * svn,
-                       mask_ptrs + start_n * smn, offs_m, start_n + offs_n, L, S, qk_scale, bh,
-                       seed, rng_base, p_drop, inv_keep, CAUSAL, True, MASK, DROPOUT)
+        dq = _dq_block(dq, q, do, lse2, delta, k_src, v_src, m_row, start_n, offs_m, L, S, skn,
+                       svn, smn, qk_scale, bh, seed, rng_base, p_drop, inv_keep, HEAD_DIM, BN,
+                       CAUSAL, True, MASK, DROPOUT, TMA)
     tl.store(DQ + bh * L * HEAD_DIM + offs_m[:, None] * HEAD_DIM + offs_d[None, :],
              (dq * scale).to(DQ.dtype.element_ty), mask=rows)
 
 
 # ============================================================================ launchers
-# Tiles per head dim, (BM query rows, BN keys, warps, stages) of each kernel; any pair of
-# powers of two from 16 up works (the dK/dV kernel holds BN keys and walks BM-row query
-# blocks, the forward and dQ kernels hold BM rows and walk BN-key blocks). Chosen by
-# ``tools/bench/ops.py --attention-only --sweep`` on an H100.
-FWD_TILES = {16: (64, 32, 4, 3), 32: (64, 32, 4, 3), 64: (128, 64, 8, 3),
-             128: (128, 64, 8, 4)}
-DKDV_TILES = {16: (32, 32, 4, 2), 32: (32, 32, 4, 2), 64: (32, 128, 4, 3),
-              128: (64, 128, 8, 2)}
-DQ_TILES = {16: (32, 32, 4, 2), 32: (32, 32, 4, 2), 64: (64, 32, 4, 5),
-            128: (128, 64, 8, 3)}
+class Tile(NamedTuple):
+    """How one attention kernel is launched for one head dim.
+
+    ``bm`` query rows by ``bn`` keys per tile (any powers of two from 16 up; the forward and
+    dQ kernels hold ``bm`` rows and walk ``bn``-key blocks, the dK/dV kernel holds ``bn`` keys
+    and walks ``bm``-row query blocks), ``warps`` and ``stages`` (software pipelining depth);
+    ``tma``: read the streamed blocks through TMA descriptors (where the operands allow);
+    ``trans`` (dK/dV only): keep its tiles keys-by-queries; ``maxnreg``: cap on registers per
+    thread (0: the compiler's choice), e.g. 128 so that two 8-warp programs fit on an SM.
+    """
+
+    bm: int
+    bn: int
+    warps: int
+    stages: int
+    tma: bool = False
+    trans: bool = False
+    maxnreg: int = 0
+
+    def __repr__(self) -> str:  # the shortest form that constructs it
+        flags = "".join(f", {name}={getattr(self, name)!r}" for name in ("tma", "trans", "maxnreg")
+                        if getattr(self, name))
+        return f"Tile({self.bm}, {self.bn}, {self.warps}, {self.stages}{flags})"
+
+
+# Per head dim; chosen by ``tools/bench/ops.py --attention-only --sweep`` on an H100.
+FWD_TILES = {16: Tile(64, 32, 4, 3), 32: Tile(64, 32, 4, 3), 64: Tile(128, 64, 8, 3),
+             128: Tile(128, 64, 8, 4)}
+DKDV_TILES = {16: Tile(32, 32, 4, 2), 32: Tile(32, 32, 4, 2), 64: Tile(32, 128, 4, 3),
+              128: Tile(64, 128, 8, 2)}
+DQ_TILES = {16: Tile(32, 32, 4, 2), 32: Tile(32, 32, 4, 2), 64: Tile(64, 32, 4, 5),
+            128: Tile(128, 64, 8, 3)}
 _launchers: dict = {}
 
 
-def _launcher(fn, warps: int, stages: int) -> Launcher:
-    key = (fn, warps, stages)
+def _launcher(fn, warps: int, stages: int, maxnreg: int = 0) -> Launcher:
+    key = (fn, warps, stages, maxnreg)
     la = _launchers.get(key)
     if la is None:
-        la = _launchers[key] = Launcher(fn, num_warps=warps, num_stages=stages)
+        opts = {"maxnreg": maxnreg} if maxnreg else {}
+        la = _launchers[key] = Launcher(fn, num_warps=warps, num_stages=stages, **opts)
     return la
 
 
@@ -413,6 +456,14 @@ def _big(*arrays) -> bool:
     """Whether an element offset inside any of ``arrays`` can reach 2**31."""
     return any(sum((n - 1) * abs(s) for n, s in zip(a.shape, a.strides)) + a.shape[-1]
                >= 2**31 for a in arrays if a is not None)
+
+
+def _tma_ready(*arrays) -> bool:
+    """Whether TMA descriptors can read these (B, H, n, D) half-precision operands: each
+    starts on a 16-byte boundary, its batch, head and row strides are multiples of 16 bytes
+    (so every head's first row is aligned too) and its row stride is positive."""
+    return all(a.data_ptr() % 16 == 0 and all(s % 8 == 0 for s in a.strides[:3])
+               and a.strides[2] > 0 for a in arrays)
 
 
 def supported(q, k, v, mask) -> bool:
@@ -440,9 +491,10 @@ def scaled_dot_product_attention(q, k, v, mask, dropout_p, is_causal, scale, gen
     Returns:
         ``(out (B, Hq, L, D), lse (B, Hq, L) float32, rng)`` where ``rng`` is ``(seed,
         offset)`` of the dropout stream (``None`` without dropout), or ``None`` when these
-        operands are not covered (genesis then runs its composite).
+        operands are not covered or the scale is negative (genesis then runs its
+        composite).
     """
-    if not supported(q, k, v, mask):
+    if not supported(q, k, v, mask) or not scale >= 0.0:  # the kernels need scale >= 0
         return None
     q, k, v = _last_dim_unit(q), _last_dim_unit(k), _last_dim_unit(v)
     b, h, n_q, d = q.shape
@@ -457,16 +509,17 @@ def scaled_dot_product_attention(q, k, v, mask, dropout_p, is_causal, scale, gen
         seed, base = _signed64(int(gen.seed)), _signed64(gen.next_offset(b * h * n_q * n_k))
         rng = (seed, base)
     mask, kind, ms = _mask_args(mask, q)
-    bm, bn, warps, stages = FWD_TILES[d]
+    t = FWD_TILES[d]
+    tma = t.tma and _tma_ready(q, k, v)
     args = (q, k, v, mask, out, lse, *q.strides[:3], *k.strides[:3], *v.strides[:3], *ms,
             n_q, n_k, h, h // k.shape[1], float(scale) * LOG2E, seed, base, float(dropout_p),
-            1.0 / (1.0 - dropout_p) if dropout_p < 1.0 else 0.0, d, bm, bn, bool(is_causal),
-            kind, dropout_p > 0.0)
-    key = (d, bm, bn, bool(is_causal), kind, dropout_p > 0.0,
+            1.0 / (1.0 - dropout_p) if dropout_p < 1.0 else 0.0, d, t.bm, t.bn,
+            bool(is_causal), kind, dropout_p > 0.0, tma)
+    key = (d, t.bm, t.bn, bool(is_causal), kind, dropout_p > 0.0, tma,
            aligned(q, k, v, mask, out, lse),
            _launch.spec(*q.strides[:3], *k.strides[:3], *v.strides[:3], *ms))
-    _launcher(_attn_fwd, warps, stages).launch(key, q.device, (b * h, cdiv(n_q, bm)), args,
-                                               _big(q, k, v, mask, out))
+    _launcher(_attn_fwd, t.warps, t.stages, t.maxnreg).launch(
+        key, q.device, (b * h, cdiv(n_q, t.bm)), args, _big(q, k, v, mask, out))
     return out, lse, rng
 
 
@@ -486,22 +539,25 @@ def scaled_dot_product_attention_backward(grad, q, k, v, out, lse, mask, dropout
     dropout = dropout_p > 0.0
     inv_keep = 1.0 / (1.0 - dropout_p) if dropout_p < 1.0 else 0.0
     big = _big(q, k, v, mask, grad, out)
-    _launcher(_attn_bwd_delta, 4, 1).launch(
-        (d, aligned(out, grad, delta), _launch.spec(*grad.strides[:3])), q.device,
-        (b * h, cdiv(n_q, 64)), (out, grad, delta, *grad.strides[:3], n_q, h, d, 64), big)
     strides = (*q.strides[:3], *k.strides[:3], *v.strides[:3], *ms, *grad.strides[:3])
     common = (n_q, n_k, h, h // hk, float(scale) * LOG2E, float(scale), seed, base,
               float(dropout_p), inv_keep, d)
     flags = (bool(is_causal), kind, dropout)
-    key = (d, *flags, aligned(q, k, v, mask, grad, lse, dk), _launch.spec(*strides))
-    bm, bn, warps, stages = DKDV_TILES[d]
-    _launcher(_attn_bwd_dkdv, warps, stages).launch(
-        (bm, bn, *key), q.device, (b * hk, cdiv(n_k, bn)),
-        (q, k, v, mask, grad, lse, delta, dk, dv, *strides, *common, bm, bn, *flags), big)
-    bm, bn, warps, stages = DQ_TILES[d]
-    _launcher(_attn_bwd_dq, warps, stages).launch(
-        (bm, bn, *key), q.device, (b * h, cdiv(n_q, bm)),
-        (q, k, v, mask, grad, lse, delta, dq, *strides, *common, bm, bn, *flags), big)
+    key = (d, *flags, aligned(q, k, v, mask, grad, out, lse, dk), _launch.spec(*strides))
+    ready = _tma_ready(q, k, v, grad)
+    # dQ first: it also writes delta = rowsum(dO * O), which the dK/dV kernel reads
+    t = DQ_TILES[d]
+    tma = t.tma and ready
+    _launcher(_attn_bwd_dq, t.warps, t.stages, t.maxnreg).launch(
+        (t.bm, t.bn, tma, *key), q.device, (b * h, cdiv(n_q, t.bm)),
+        (q, k, v, mask, grad, out, lse, delta, dq, *strides, *common, t.bm, t.bn, *flags, tma),
+        big)
+    t = DKDV_TILES[d]
+    tma = t.tma and ready
+    _launcher(_attn_bwd_dkdv, t.warps, t.stages, t.maxnreg).launch(
+        (t.bm, t.bn, tma, t.trans, *key), q.device, (b * hk, cdiv(n_k, t.bn)),
+        (q, k, v, mask, grad, lse, delta, dk, dv, *strides, *common, t.bm, t.bn, *flags, tma,
+         t.trans), big)
     return dq, dk, dv
 
 
