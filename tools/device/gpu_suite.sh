@@ -44,15 +44,19 @@ elif [ "$what" = bench ]; then
         python3 tools/bench/overhead.py --device cpu --json "$out/overhead_cpu.json"
     } 2>&1 | tee "$out/bench.log"
 elif [ "$what" = train ]; then
+    res="$work/results"  # the JSON/markdown results, returned as one archive
+    rm -rf "$res" && mkdir -p "$res"
     {
         for model in 0.2b qwen2.5-0.5b; do
             python3 tools/bench/train.py --model $model --steps 10 --warmup 3 --gpu "$gpu" \
-                --out "$out/train_$model.json"
+                --out "$res/train_$model.json"
             python3 tools/bench/train.py --model $model --steps 10 --warmup 3 --gpu "$gpu" \
-                --frameworks genesis --graph --out "$out/train_${model}_graph.json"
+                --frameworks genesis --graph --out "$res/train_${model}_graph.json"
         done
-        python3 tools/bench/llm.py --gpu "$gpu" --out "$out/llm.json"
-        python3 tools/bench/ops.py --only-llm --out "$out/ops_llm"
-        python3 tools/bench/ops.py --attention-only
+        python3 tools/bench/llm.py --gpu "$gpu" --out "$res/llm.json"
+        python3 tools/bench/ops.py --only-llm --out "$res"
+        python3 tools/bench/ops.py --attention-only --out "$res"
+        python3 tools/bench/ops.py --matmul-training --out "$res"
     } 2>&1 | tee "$out/train.log"
+    tar czf "$out/train_results.tgz" -C "$work" results
 fi
