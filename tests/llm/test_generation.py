@@ -252,6 +252,49 @@ def test_a_failed_graph_capture_warns_and_runs_eagerly(qwen3, monkeypatch):
     assert out.tolist() == eager.tolist()
 
 
+def test_generate_keeps_the_graphed_decoder_of_a_model_in_training_mode(qwen3, monkeypatch):
+    """generate() runs a model in training mode (as from_pretrained leaves it) in eval mode
+    and puts it back; putting it back must not drop the kept decode steps (the user's
+    train() does): a second call reuses the first call's decoder and capture. The capture
+    here refuses (a fake graph API: capturing needs a GPU), so a new decoder would try it
+    again."""
+    import types
+
+    from genesis.models import generation
+    from genesis.models.qwen import QwenForCausalLM
+
+    model = QwenForCausalLM(qwen3[1].config)
+    assert model.training
+
+    class GraphCaptureError(RuntimeError):
+        pass
+
+    tries = []
+
+    def refuse(graph):
+        tries.append(graph)
+        raise GraphCaptureError("item() during capture")
+
+    fake_cuda = types.SimpleNamespace(CUDAGraph=object, graph=refuse,
+                                      GraphCaptureError=GraphCaptureError)
+    ids = genesis.tensor([[3, 1, 4, 1, 5], [2, 7, 1, 8, 2]])
+    eager = model.generate(ids, max_new_tokens=5, eos_token_id=None)
+    monkeypatch.setattr(generation, "_graph_api", lambda device: fake_cuda)
+    with pytest.warns(RuntimeWarning, match="could not be captured"):
+        first = model.generate(ids, max_new_tokens=5, eos_token_id=None, use_cuda_graph=True)
+    assert model.training
+    decoder = model.__dict__["_decoders"][1][(2, 512, True, True)]
+    second = model.generate(ids[:, 1:], max_new_tokens=7, eos_token_id=None,
+                            use_cuda_graph=True)
+    assert len(tries) == 1  # the same decoder: no second capture
+    assert model.__dict__["_decoders"][1][(2, 512, True, True)] is decoder
+    assert first.tolist() == eager.tolist()
+    assert second.tolist() == model.generate(ids[:, 1:], max_new_tokens=7,
+                                             eos_token_id=None).tolist()
+    model.train()
+    assert "_decoders" not in model.__dict__  # the user's train() still drops them
+
+
 def test_decode_attention_gives_the_masked_steps_tokens(pair, monkeypatch):
     """Decode steps through F.attention_decode (slot ranges) and through a mask over the
     whole cache choose the same greedy tokens, for every family (sliding window included)."""

@@ -1,7 +1,7 @@
 """F.attention_decode against torch's masked attention over each row's valid cache slots.
 
-float32/float64 on the CPU (the contract's composite) compare at torch's default
-tolerances; bfloat16 (the CUDA kernel) at bfloat16's: both round once, from float32.
+float32/float64 (the contract's composite, on every device) compare at torch's default
+tolerances; bfloat16 within the bound its arithmetic allows (``_assert_matches``).
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as TF
-from device_params import cpu, to_genesis, to_torch
+from device_params import to_genesis, to_torch
 from torch.testing import assert_close
 
 import genesis
@@ -30,7 +30,37 @@ def _reference(q, kc, vc, lens, starts):
                 continue  # nothing to see: zeros
             out[row, :, i] = TF.scaled_dot_product_attention(
                 q[row, :, i:i + 1].double(), k[:, lo:hi], v[:, lo:hi])[:, 0]
-    return out.to(q.dtype)
+    return out
+
+
+def _assert_matches(out, q, kc, vc, lens, starts):
+    """``out`` against the float64 reference.
+
+    float32/float64: torch's default tolerances (at ``out``'s dtype, the reference rounded
+    to it). Half precision: the CUDA kernel, as flash kernels, rounds the softmax weights p
+    to the value dtype before the p @ V product (the row sum stays float32), and rounds
+    its output once. With u = eps/2 (2^-8 for bfloat16) each weight carries a relative
+    error of at most u, so the sum sum_i w_i v_i is off by at most u * sum_i w_i |v_i|,
+    which is not proportional to the output where the values cancel (1-ulp-of-|v|
+    differences on outputs near 0: ~3% of the elements here); rounding the result and the
+    reference adds at most eps * |reference|. Bound per element:
+    ``(u + 2^-14) * sum_i w_i |v_i| + eps * |reference|``, the 2^-14 covering u^2 and the
+    float32 scores, exponentials and sums (relative errors ~1e-6). A worst case, not a fit:
+    a float32 emulation of the kernel reaches 0.66 of it over 160 random cases of _case."""
+    ref = _reference(q, kc, vc, lens, starts)
+    got = to_torch(out)
+    if q.dtype.itemsize > 2:
+        assert_close(got, ref.to(q.dtype))
+        return
+    eps = torch.finfo(q.dtype).eps
+    weighted_abs = _reference(q, kc, vc.abs(), lens, starts)  # sum_i w_i |v_i|
+    bound = (eps / 2 + 2 ** -14) * weighted_abs + eps * ref.abs()
+    diff = (got.double() - ref.to(q.dtype).double()).abs()
+    worst = (diff - bound).argmax()
+    assert (diff <= bound).all(), (
+        f"{int((diff > bound).sum())} of {diff.numel()} elements past the bound; worst: "
+        f"|{got.flatten()[worst].item()} - {ref.flatten()[worst].item()}| = "
+        f"{diff.flatten()[worst].item():.3g} > {bound.flatten()[worst].item():.3g}")
 
 
 def _case(dtype, b=3, hq=4, hk=2, n_q=1, s_max=24, d=16, seed=0):
@@ -52,7 +82,7 @@ def test_matches_attention_over_the_valid_slots(device, dtype, n_q, with_starts)
     out = F.attention_decode(gq, gk, gv, to_genesis(lens, device),
                              to_genesis(starts, device) if with_starts else None)
     assert out.dtype is gq.dtype and tuple(out.shape) == tuple(q.shape)
-    assert_close(to_torch(out), cpu(_reference(q, kc, vc, lens, starts)))
+    _assert_matches(out, q, kc, vc, lens, starts)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
@@ -73,7 +103,7 @@ def test_key_and_value_are_written_to_their_slots_first(device, dtype):
     assert_close(to_torch(gk), kc)
     assert_close(to_torch(gv), vc)
     assert gk._version > before
-    assert_close(to_torch(out), cpu(_reference(q, kc, vc, lens, starts)))
+    _assert_matches(out, q, kc, vc, lens, starts)
 
 
 def test_a_query_with_no_slot_gets_zeros(device):
@@ -81,7 +111,7 @@ def test_a_query_with_no_slot_gets_zeros(device):
     lens, starts = torch.tensor([10, 10]), torch.tensor([10, 3])  # row 0: [10, 10) is empty
     out = F.attention_decode(*(to_genesis(t, device) for t in (q, kc, vc, lens, starts)))
     assert (to_torch(out)[0] == 0).all()
-    assert_close(to_torch(out)[1], _reference(q, kc, vc, lens, starts)[1])
+    _assert_matches(out, q, kc, vc, lens, starts)
 
 
 def test_errors_name_the_shapes():

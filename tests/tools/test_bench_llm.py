@@ -61,3 +61,33 @@ def test_configs_match_published_parameter_counts():
         with torch.device("meta"):
             model = transformers.AutoModelForCausalLM.from_config(config)
         assert sum(p.numel() for p in model.parameters()) == want, name
+
+
+def test_graphed_decode_runs_count_the_timed_calls_captures(tmp_path, monkeypatch, capsys):
+    """The graph run's warm-up call makes the decode step that the timed calls reuse:
+    ``timed_captures`` 0 (the capture itself needs a GPU; here the graph API is genesis.cuda
+    with a capture that refuses, so each new decode step would try once and warn)."""
+    import argparse
+
+    import genesis
+    from genesis.models import generation
+
+    llm = _load_llm()
+    tries = []
+
+    def refuse(graph):
+        tries.append(graph)
+        raise genesis.cuda.GraphCaptureError("no GPU here")
+
+    monkeypatch.setattr(genesis.cuda, "graph", refuse)
+    monkeypatch.setattr(generation, "_graph_api", lambda device: genesis.cuda)
+    cfg = llm.model_config("qwen2.5-0.5b", tiny=True)
+    path = str(tmp_path / "ckpt")
+    llm.save_checkpoint(cfg, path, 0)
+    args = argparse.Namespace(decode_batches=[2], seed=0, prompt=4, new_tokens=5,
+                              decode_repeats=2, profile=False)
+    fw = llm.Genesis("cpu", graph=True)
+    out = llm.bench_decode(fw, path, cfg, args)["2"]
+    assert len(tries) == 1 and fw.captures == 1  # the warm-up's, kept for the timed calls
+    assert out["timed_captures"] == 0 and out["graph_fallback"]
+    assert genesis.cuda.graph is refuse  # the bench's counter is removed after each call

@@ -25,9 +25,11 @@ Sections (each prints genesis/transformers ratios and goes into the JSON):
   for decode, of one more ``generate`` call at the first batch size (and launches per token).
 * **decode** -- ``generate`` of ``--new-tokens`` greedy tokens after a ``--prompt``-token
   prompt, for each batch size in ``--decode-batches``, first model only: tokens/s
-  (batch x new tokens / wall time of the call, prefill included, as a user sees it). genesis
-  runs eagerly and (unless ``--no-graph``) with the decode step as a CUDA graph
-  (``generate(use_cuda_graph=True)``; a step the capture refuses warns and runs eagerly).
+  (batch x new tokens / wall time of the call, prefill included, as a user sees it), after
+  one untimed call of the same length. genesis runs eagerly and (unless ``--no-graph``) with
+  the decode step as a CUDA graph (``generate(use_cuda_graph=True)``; a step the capture
+  refuses warns and runs eagerly): the untimed call captures it, the timed calls replay the
+  step kept on the model (``timed_captures``: 0).
 * **prefill** -- the prompt pass of generation for one ``--prefill``-token prompt (filling
   the KV cache, logits of the last position): tokens/s.
 
@@ -173,6 +175,7 @@ class Genesis(_Framework):
 
         self.lib, self.device, self.graph = genesis, device, graph
         self.graph_fallback = False
+        self.captures = 0  # CUDA-graph captures made by generate (graph runs)
 
     def load(self, path: str, dtype: str):
         from genesis.models import AutoModelForCausalLM
@@ -190,10 +193,23 @@ class Genesis(_Framework):
         return self.lib.autocast(self.device, dtype=self.lib.bfloat16, enabled=enabled)
 
     def generate(self, model, ids, new_tokens: int):
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always", RuntimeWarning)
-            out = model.generate(ids, max_new_tokens=new_tokens, eos_token_id=None,
-                                 use_cuda_graph=self.graph)
+        cuda = self.lib.cuda if self.graph else None
+        capture = getattr(cuda, "graph", None)
+        if capture is not None:  # count the captures: a kept decode step is replayed instead
+
+            def counted(*a, **kw):
+                self.captures += 1
+                return capture(*a, **kw)
+
+            cuda.graph = counted
+        try:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always", RuntimeWarning)
+                out = model.generate(ids, max_new_tokens=new_tokens, eos_token_id=None,
+                                     use_cuda_graph=self.graph)
+        finally:
+            if capture is not None:
+                cuda.graph = capture
         for w in caught:  # a refused capture: the "graph" run was eager; say so
             self.graph_fallback = True
             print(f"  warning: {w.message}", file=sys.stderr, flush=True)
@@ -267,9 +283,13 @@ def bench_decode(fw, path: str, cfg: dict, args) -> dict:
     out = {}
     for b in args.decode_batches:
         ids = fw.tokens(rng.integers(0, cfg["vocab_size"], (b, args.prompt), dtype=np.int64))
-        if getattr(fw, "graph", False):
+        graph = getattr(fw, "graph", False)
+        if graph:
             fw.graph_fallback = False  # set by generate if a capture is refused
-        fw.generate(model, ids, min(args.new_tokens, 8))  # warm-up: kernels compiled
+        # warm-up at the timed calls' length: kernels compiled for the same KV-cache
+        # capacity and, graphed, the decode step captured for it (kept on the model)
+        fw.generate(model, ids, args.new_tokens)
+        captures = getattr(fw, "captures", 0)
         times, result = _timed(fw, fw.generate, args.decode_repeats, model, ids,
                                args.new_tokens)
         produced = tuple(result.shape)
@@ -278,8 +298,14 @@ def bench_decode(fw, path: str, cfg: dict, args) -> dict:
                                f"{[b, args.prompt + args.new_tokens]}")
         out[str(b)] = {"tok_per_s": b * args.new_tokens / statistics.median(times),
                        "ms": statistics.median(times) * 1e3}
-        if getattr(fw, "graph", False):
+        if graph:
             out[str(b)]["graph_fallback"] = fw.graph_fallback
+            # 0 when the timed calls replayed the warm-up's capture (as they should)
+            out[str(b)]["timed_captures"] = fw.captures - captures
+            if fw.captures != captures:
+                print(f"  warning: decode {fw.name} batch {b}: the timed calls captured "
+                      f"{fw.captures - captures} graphs (the warm-up's was not reused)",
+                      file=sys.stderr, flush=True)
         if args.profile and b == args.decode_batches[0]:  # kernels of one more call
             print(f"  decode {fw.name} batch {b}: kernels of one generate call", flush=True)
             prof = profile_step(lambda ids=ids: fw.generate(model, ids, args.new_tokens),

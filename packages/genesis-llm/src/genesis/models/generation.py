@@ -270,6 +270,9 @@ class GenerationMixin:
                 decoder.release()
 
     def train(self, mode: bool = True):
+        """Set the mode (``nn.Module.train``); training mode also frees the kept decode
+        steps (``release_decode_graphs``). ``generate`` restores a training mode it found
+        without freeing them."""
         if mode:
             self.release_decode_graphs()
         return super().train(mode)
@@ -331,7 +334,10 @@ class GenerationMixin:
                                       temperature, top_k, top_p, repetition_penalty, eos,
                                       pad_token_id, streamer, generator, use_cuda_graph)
         finally:
-            self.train(was_training)
+            # back to the caller's mode without this class's train(): putting a model in
+            # training mode back (as from_pretrained leaves it) must keep the decode steps
+            # kept for the next call; the caller's own train() drops them
+            super().train(was_training)
 
     def _generate(self, input_ids, attention_mask, max_new_tokens, do_sample, temperature,
                   top_k, top_p, repetition_penalty, eos, pad_token_id, streamer, generator,
