@@ -27,6 +27,7 @@ from kernel_arrays import DEV, INTERPRET, dev, host, sync  # noqa: E402
 
 from genesis_cuda.generator import PhiloxGenerator  # noqa: E402
 from genesis_cuda.kernels import attention as A  # noqa: E402
+from genesis_cuda.kernels import attention_decode as AD  # noqa: E402
 
 TOL = {torch.bfloat16: 2e-2, torch.float16: 5e-3}
 TF = torch.nn.functional
@@ -309,7 +310,7 @@ def test_decode_reads_the_cache(n_q, causal, with_starts):
     vc = torch.randn(b, hk, s_max, d, generator=g).to(dtype).to(DEV)
     lens = torch.tensor([n_q, 45, 80], dtype=torch.int32, device=DEV)
     starts = torch.tensor([0, 7, 70], dtype=torch.int64, device=DEV) if with_starts else None
-    out = host(A.attention_decode(dev(q), dev(kc), dev(vc), dev(lens), causal=causal,
+    out = host(AD.attention_decode(dev(q), dev(kc), dev(vc), dev(lens), causal=causal,
                                   key_starts=None if starts is None else dev(starts)))
     _close(out, _decode_reference(q, kc, vc, lens, starts, causal), dtype, "decode")
 
@@ -317,7 +318,7 @@ def test_decode_reads_the_cache(n_q, causal, with_starts):
 def test_decode_splits_a_long_cache_across_programs(monkeypatch):
     """One row, one KV head: the cache is cut into parts merged by the combine kernel
     (forced to 5 parts: part 4 is past every length, so empty parts are merged too)."""
-    monkeypatch.setattr(A, "_decode_splits", lambda *a: 5)
+    monkeypatch.setattr(AD, "_decode_splits", lambda *a: 5)
     b, hq, hk, s_max, d = 2, 2, 1, 320, 32
     dtype = torch.float16
     g = torch.Generator().manual_seed(7)
@@ -326,7 +327,7 @@ def test_decode_splits_a_long_cache_across_programs(monkeypatch):
     vc = torch.randn(b, hk, s_max, d, generator=g).to(dtype).to(DEV)
     lens = torch.tensor([200, 9], dtype=torch.int64, device=DEV)
     starts = torch.tensor([70, 0], dtype=torch.int64, device=DEV)
-    out = host(A.attention_decode(dev(q), dev(kc), dev(vc), dev(lens), key_starts=dev(starts)))
+    out = host(AD.attention_decode(dev(q), dev(kc), dev(vc), dev(lens), key_starts=dev(starts)))
     _close(out, _decode_reference(q, kc, vc, lens, starts, True), dtype, "split decode")
 
 
@@ -347,7 +348,7 @@ def test_decode_kernel_matches_the_contract_composite(n_q):
     want = get_backend("cpu").attention_decode(q, ref_k, ref_v, lens, starts, k_new, v_new,
                                                d ** -0.5)
     kc, vc = kc.to(DEV), vc.to(DEV)
-    got = host(A.attention_decode(*(dev(t.to(DEV)) for t in (q,)), dev(kc), dev(vc),
+    got = host(AD.attention_decode(*(dev(t.to(DEV)) for t in (q,)), dev(kc), dev(vc),
                                   dev(lens.to(DEV)), key_starts=dev(starts.to(DEV)),
                                   k_new=dev(k_new.to(DEV)),
                                   v_new=dev(v_new.to(DEV).transpose(2, 3).contiguous()
@@ -358,9 +359,9 @@ def test_decode_kernel_matches_the_contract_composite(n_q):
 
 def test_decode_splits_only_when_the_gpu_would_idle():
     sms = A._launch.sm_count(0)
-    assert A._decode_splits(4 * sms, 4096, 64, 0) == 1  # enough (batch, head) programs
-    assert A._decode_splits(2, 64, 64, 0) == 1  # a short cache
-    assert A._decode_splits(2, 4096, 64, 0) > 1
+    assert AD._decode_splits(4 * sms, 4096, 64, 0) == 1  # enough (batch, head) programs
+    assert AD._decode_splits(2, 64, 64, 0) == 1  # a short cache
+    assert AD._decode_splits(2, 4096, 64, 0) > 1
 
 
 def test_decode_errors_name_the_shapes():
@@ -368,9 +369,9 @@ def test_decode_errors_name_the_shapes():
     kc = torch.randn(1, 2, 32, 64, dtype=torch.bfloat16, device=DEV)
     lens = torch.tensor([20], dtype=torch.int32, device=DEV)
     with pytest.raises(ValueError, match="1..16"):
-        A.attention_decode(dev(q), dev(kc), dev(kc), dev(lens))
+        AD.attention_decode(dev(q), dev(kc), dev(kc), dev(lens))
     with pytest.raises(TypeError, match="cache_lens"):
-        A.attention_decode(dev(q[:, :, :2]), dev(kc), dev(kc), dev(lens.float()))
+        AD.attention_decode(dev(q[:, :, :2]), dev(kc), dev(kc), dev(lens.float()))
 
 
 # ------------------------------------------------------------------ through genesis (GPU)

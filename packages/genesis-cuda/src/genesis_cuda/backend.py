@@ -305,10 +305,10 @@ class CUDABackend(Backend):
 
     def attention_decode(self, q, k_cache, v_cache, cache_lens, key_starts, k_new, v_new,
                          scale):
-        if not kernels.attention.decode_supported(q, k_cache, v_cache):
+        if not kernels.attention_decode.decode_supported(q, k_cache, v_cache):
             return super().attention_decode(q, k_cache, v_cache, cache_lens, key_starts, k_new,
                                             v_new, scale)
-        return kernels.attention.attention_decode(q, k_cache, v_cache, cache_lens, scale,
+        return kernels.attention_decode.attention_decode(q, k_cache, v_cache, cache_lens, scale,
                                                   True, key_starts, k_new, v_new)
 
     def adam_step(self, params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, step, lr,
