@@ -66,13 +66,28 @@ def test_small_m_gemv_loads_vectors():
     assert ptx.count("ld.global.v4") >= ptx.count("ld.global.b16")
 
 
-def test_split_k_kernel_uses_tma_and_wgmma():
-    bm, bn, bk, gm, st, nw = SPLITK_TILES[0]
+@pytest.mark.parametrize("tile", SPLITK_TILES, ids=str)
+def test_split_k_kernel_uses_tma_and_wgmma(tile):
+    bm, bn, bk, gm, st, nw = tile
     sig = {"a_desc": f"tensordesc<bf16[{bk}, {bm}]>", "b_desc": f"tensordesc<bf16[{bk}, {bn}]>",
-           "ws_ptr": "*fp32", "M": "i32", "N": "i32", "K": "i32", "tiles_per": "i32"}
-    consts = {"A_T": True, "B_T": False, "BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk,
-              "GROUP_M": gm}  # the weight gradient's layout: grad.T @ x
+           "c_desc": f"tensordesc<bf16[{bm}, {bn}]>", "ws_ptr": "*fp32", "M": "i32",
+           "N": "i32", "K": "i32", "whole": "i32", "split": "i32", "tiles_per": "i32",
+           "bias": "*bf16", "sbias": "i32"}
+    consts = {"HAS_BIAS": False, "A_T": True, "B_T": False, "BLOCK_M": bm, "BLOCK_N": bn,
+              "BLOCK_K": bk, "GROUP_M": gm}  # the weight gradient's layout: grad.T @ x
     k = _compile(mm._mm_tma_splitk_kernel, sig, consts, ("ws_ptr", "M", "N", "K"),
                  num_warps=nw, num_stages=st)
     ttgir = k.asm["ttgir"]
     assert "async_tma_copy" in ttgir and "warp_group_dot" in ttgir
+    # the K loop is pipelined: TMA loads run stages ahead of the wgmma that reads them
+    assert k.metadata.shared >= 2 * (bm * bk + bk * bn) * 2
+
+
+def test_tile_reduce_kernel_compiles():
+    sig = {"ws_ptr": "*fp32", "c_ptr": "*bf16", "bias_ptr": "*bf16", "M": "i32", "N": "i32",
+           "whole": "i32", "split": "i32", "scm": "i32", "scn": "i32", "sbias": "i32"}
+    consts = {"scn": 1, "sbias": 1, "HAS_BIAS": True, "BLOCK_M": 128, "BLOCK_N": 256,
+              "GROUP_M": 8, "ROWS": 4}
+    k = _compile(mm._tile_reduce_kernel, sig, consts, ("ws_ptr", "c_ptr", "bias_ptr", "N",
+                                                       "scm"), num_warps=4)
+    assert k.asm["ptx"].count("ld.global.v4") > 0  # partials read in 16-byte vectors

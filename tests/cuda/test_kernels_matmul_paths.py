@@ -179,9 +179,33 @@ def test_training_layouts_split_k(monkeypatch, gpu_132, launched, timed):
     if timed:
         assert len(seen) == 3 and all(seen)
     assert [name for name, _ in launched] == ["_mm_tma_splitk_kernel",
-                                              "_splitk_reduce_kernel"] * 3
+                                              "_tile_reduce_kernel"] * 3
     for M, N in ((256, 136), (128, 136)):  # the rule splits these too
         assert mm.small_config("half", M, N, 1024, 132)[0] == "s"
+
+
+@pytest.mark.parametrize("with_bias", [False, True])
+def test_split_k_after_whole_waves(monkeypatch, launched, with_bias):
+    """Tiles that fill whole waves run unsplit, the tiles left over are split in K: on 4 SMs,
+    5 output tiles of 64x64 are 4 whole tiles and one tile in 4 K-chunks. The three layouts
+    of a linear layer, bias added by the whole tiles' epilogue and by the reduction."""
+    monkeypatch.setattr(mm, "sm_count", lambda device: 4)
+    monkeypatch.setattr(mm, "_TUNE_MIN_FLOPS", 0)
+    cfg = ("s", 1, 64, 64, 64, 8, 2, 4)
+    monkeypatch.setattr(mm, "choose", lambda key, cands, launch, flops: cfg)
+    assert mm.splitk_plan(320, 64, 1024, 4, 1, cfg[2:]) == (4, 1, 4, 4)
+    dt, K = torch.bfloat16, 1024
+    x = _rand((320, 1024), dt, 1, K ** -0.5)
+    w = _rand((64, 1024), dt, 2)
+    b = _rand((64,), dt, 3) if with_bias else None
+    torch.testing.assert_close(_linear(x, w, b), _ref_linear(x, w, b))
+    g = _rand((1024, 320), dt, 4, K ** -0.5)  # g.T @ x: A transposed, (320, 64) over K=1024
+    x2 = _rand((1024, 64), dt, 5)
+    torch.testing.assert_close(_matmul(g.T, x2), (g.T.double() @ x2.double()).to(dt))
+    w3 = _rand((1024, 64), dt, 6)  # g @ W: (320, 1024) @ (1024, 64), both plain
+    torch.testing.assert_close(_matmul(x, w3), (x.double() @ w3.double()).to(dt))
+    assert launched == [("_mm_tma_splitk_kernel", (4 + 1 * 4, 1, 1)),
+                        ("_tile_reduce_kernel", (1, 64 // 16, 1))] * 3
 
 
 def test_rule_fills_the_sms():
@@ -190,7 +214,7 @@ def test_rule_fills_the_sms():
     assert sc("half", 8192, 896, 128, 132)[:2] == (128, 128)  # 448 tiles
     assert sc("half", 8192, 128, 896, 132)[:2] == (64, 128)  # k_proj forward, 8k tokens
     wgrad = sc("half", 128, 896, 8192, 132)  # k_proj weight gradient: 7 tiles over 8k tokens
-    assert wgrad[0] == "s" and wgrad[1] == 16
+    assert wgrad[0] == "s" and mm.splitk_plan(128, 896, 8192, 132, 1, wgrad[2:]) == (0, 7, 16, 8)
     assert sc("half", 128, 128, 256, 132) == (128, 128, 64, 8, 3, 4)  # nothing fills, K short
 
 

@@ -2,13 +2,13 @@
 
 * ``Direct``: one fixed specialisation of a jit kernel with a fixed grid, launched without
   Triton's per-call argument binding once compiled (a matmul plan's integers never change).
-* Split-K: a product whose output tiles are too few to fill the GPU (a weight gradient
-  896x896 summed over 8k tokens; a decode step's 896-wide projection) splits K into
-  ``split`` chunks, one program per (tile, chunk). Each writes its float32 partial sums to a
-  workspace ``(split, M, N)``; ``_splitk_reduce_kernel`` then adds the chunks in a fixed
-  order (the same bits on every run, unlike float atomics), adds the bias and rounds once to
-  the output dtype. The workspace comes from the caching allocator on every call, always the
-  same size for a plan, so a CUDA graph can capture it.
+* Split-K: a product whose output tiles are too few to fill the GPU (a decode step's
+  896-wide projection; the TMA kernel's weight gradients do the same per tile, see
+  ``matmul``) splits K into ``split`` chunks, one program per (tile, chunk). Each writes its
+  float32 partial sums to a workspace ``(split, M, N)``; ``_splitk_reduce_kernel`` then adds
+  the chunks in a fixed order (the same bits on every run, unlike float atomics), adds the
+  bias and rounds once to the output dtype. The workspace comes from the caching allocator
+  on every call, always the same size for a plan, so a CUDA graph can capture it.
 """
 
 import triton

@@ -37,12 +37,16 @@ SMALL_M_WAVES = 2  # programs per SM aimed at (split-K adds K-chunks up to this;
 # BLOCK_M (1, or M rounded up to a power of two >= 16) ->
 #   (BLOCK_N, BLOCK_K, num_warps, num_stages, shortest K-chunk of a split in K-tiles).
 # Reasoning (H100/H200: 132 SMs, 3.3-4.8 TB/s; at ~0.7 us of memory latency that needs ~3 MB
-# in flight, ~25 KB per SM): a program loads a 16 KB weight tile per step (32x256 or 64x128
-# half elements; BLOCK_K is halved where that makes it divide K, see _even_block_k), two or
-# more programs per SM; K-chunks of >= 256 elements (M > 1) keep the float32 partials
-# (split*M*N*4 bytes, mostly in L2) small against the weight (N*K*2 bytes).
+# in flight, ~25 KB per SM): a program loads an 8-16 KB weight tile per step (32x128 or
+# 64x128 half elements; BLOCK_K is halved where that makes it divide K, see _even_block_k),
+# two tiles in flight and two or more programs per SM; K-chunks of >= 256 elements (M > 1)
+# keep the float32 partials (split*M*N*4 bytes, mostly in L2) small against the weight
+# (N*K*2 bytes).
+# M = 1: 32x128 tiles (~100 registers a thread at 4 warps, ptxas for sm_90a); 32x256 took
+# 176 and ran the one shape it was used on (down_proj, K = 4864) at 0.19 TB/s on an H100,
+# while the K = 896 shapes ran 32x128 at 0.6-2.2 TB/s.
 SMALL_M_TILES = {
-    1: (32, 256, 4, 3, 1),
+    1: (32, 128, 4, 3, 1),
     16: (64, 128, 4, 4, 2),
     32: (64, 128, 4, 4, 2),
     64: (64, 128, 4, 3, 2),
