@@ -43,7 +43,7 @@ def _compile(fn, sig, consts, aligned, **options):
 
 
 def _small_m(block_m):
-    bn, bk, warps, stages, _ = ms.SMALL_M_TILES[block_m]
+    bn, bk, warps, stages = ms.SMALL_M_TILES[block_m][:4]
     sig = {n: "*bf16" for n in ("x_ptr", "w_ptr", "out_ptr", "bias_ptr")}
     sig.update({n: "i32" for n in ("M", "N", "K", "k_per", "sxm", "sxk", "swk", "swn",
                                    "sbias")})

@@ -89,8 +89,9 @@ def test_small_m_linear(launched, dtype, M, with_bias):
 
 @pytest.mark.parametrize("M", [1, 3])
 def test_small_m_unsplit(monkeypatch, launched, M):
-    # SMALL_M_WAVES = 0 turns split-K off: each program walks its whole K (several tiles)
-    monkeypatch.setattr(matmul_small, "SMALL_M_WAVES", 0)
+    # waves = 0 turns split-K off: each program walks its whole K (several tiles)
+    for bm, entry in list(matmul_small.SMALL_M_TILES.items()):
+        monkeypatch.setitem(matmul_small.SMALL_M_TILES, bm, entry[:5] + (0,))
     for dtype in (torch.float32, torch.bfloat16):
         x = _rand((M, 1100), dtype, M, 1 / math.sqrt(1100))
         w = _rand((70, 1100), dtype, 2)
@@ -109,9 +110,9 @@ def test_small_m_splits_k():
     assert (even(896, 256), even(4864, 256), even(96, 256), even(300, 256)) == (128, 256, 32, 256)
     sms = sm_count(0)
     for bm, (N, K) in ((1, (33, 300)), (16, (130, 520))):
-        bn, bk, _, _, min_tiles = matmul_small.SMALL_M_TILES[bm]
+        bn, bk, _, _, min_tiles, waves = matmul_small.SMALL_M_TILES[bm]
         bk = matmul_small._even_block_k(K, bk)
-        target = matmul_small.SMALL_M_WAVES * sms
+        target = waves * sms
         split, per = split_k(-(-N // bn), -(-K // bk), min_tiles, target)
         assert split > 1 and (split - 1) * per * bk < K <= split * per * bk
 

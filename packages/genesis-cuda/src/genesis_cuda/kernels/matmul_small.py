@@ -8,7 +8,7 @@ such a problem one row of 64-128-wide output tiles, ``cdiv(N, 128)`` programs (7
 
 * each program owns ``BLOCK_N`` columns of C (rows of the weight) and one chunk of K
   (split-K, ``matmul_common``), with enough chunks that ``cdiv(N, BLOCK_N) * split`` puts
-  ``SMALL_M_WAVES`` programs on every SM;
+  the table's ``waves`` programs on every SM;
 * M == 1 is a matrix-vector product on the CUDA cores: a (BLOCK_N, BLOCK_K) weight tile
   times the x row, accumulated elementwise in float32 and summed over K once at the end;
 * M = 2..64 uses the tensor cores with the operands swapped, ``C^T = W @ x^T``: the weight
@@ -33,9 +33,9 @@ from ._launch import cdiv, next_pow2, sm_count
 from .matmul_common import Direct, mma, split_k, splitk_reducer
 
 SMALL_M_MAX = 64  # products with at most this many rows take this path
-SMALL_M_WAVES = 2  # programs per SM aimed at (split-K adds K-chunks up to this; 0: no split)
 # BLOCK_M (1, or M rounded up to a power of two >= 16) ->
-#   (BLOCK_N, BLOCK_K, num_warps, num_stages, shortest K-chunk of a split in K-tiles).
+#   (BLOCK_N, BLOCK_K, num_warps, num_stages, shortest K-chunk of a split in K-tiles, waves:
+#    programs per SM that split-K adds K-chunks up to, 0 for no split).
 # Reasoning (H100/H200: 132 SMs, 3.3-4.8 TB/s; at ~0.7 us of memory latency that needs ~3 MB
 # in flight, ~25 KB per SM): a program loads an 8-16 KB weight tile per step (32x128 or
 # 64x128 half elements; BLOCK_K is halved where that makes it divide K, see _even_block_k),
@@ -46,10 +46,10 @@ SMALL_M_WAVES = 2  # programs per SM aimed at (split-K adds K-chunks up to this;
 # 176 and ran the one shape it was used on (down_proj, K = 4864) at 0.19 TB/s on an H100,
 # while the K = 896 shapes ran 32x128 at 0.6-2.2 TB/s.
 SMALL_M_TILES = {
-    1: (32, 128, 4, 3, 1),
-    16: (64, 128, 4, 4, 2),
-    32: (64, 128, 4, 4, 2),
-    64: (64, 128, 4, 3, 2),
+    1: (32, 128, 4, 3, 1, 2),
+    16: (64, 128, 4, 4, 2, 2),
+    32: (64, 128, 4, 4, 2, 2),
+    64: (64, 128, 4, 3, 2, 2),
 }
 
 
@@ -166,12 +166,12 @@ def plan(dt, M: int, N: int, K: int, sa, sb, has_bias: bool, sbias: int, precisi
     strides swapped), ``c`` contiguous (M, N); ``dt`` float16, bfloat16 or float32 and
     ``1 <= M <= SMALL_M_MAX``. ``precision`` is the float32 ``tl.dot`` input precision."""
     bm = 1 if M == 1 else max(16, next_pow2(M))
-    bn, bk, warps, stages, min_tiles = SMALL_M_TILES[bm]
+    bn, bk, warps, stages, min_tiles, waves = SMALL_M_TILES[bm]
     if dt is D.float32 and bm > 1:  # 4-byte tiles: half as deep, two stages of shared memory
         bk, stages = min(bk, 64), 2
     bk = _even_block_k(K, bk)
     n_blocks = cdiv(N, bn)
-    split, per = split_k(n_blocks, cdiv(K, bk), min_tiles, SMALL_M_WAVES * sm_count(device))
+    split, per = split_k(n_blocks, cdiv(K, bk), min_tiles, waves * sm_count(device))
     k_per = per * bk
     kern = Direct(_small_m_kernel, (n_blocks, split),
                   dict(HAS_BIAS=has_bias, PARTIAL=split > 1,
