@@ -42,15 +42,17 @@ def _compile(fn, sig, consts, aligned, **options):
     return triton.compile(src, target=HOPPER, options=options)
 
 
-def _small_m(block_m):
+def _small_m(block_m, partial=False):
     bn, bk, warps, stages = ms.SMALL_M_TILES[block_m][:4]
     sig = {n: "*bf16" for n in ("x_ptr", "w_ptr", "out_ptr", "bias_ptr")}
-    sig.update({n: "i32" for n in ("M", "N", "K", "k_per", "sxm", "sxk", "swk", "swn",
+    sig.update({"ws_ptr": "*fp32", "count_ptr": "*i32"})
+    sig.update({n: "i32" for n in ("M", "N", "K", "k_per", "split", "sxm", "sxk", "swk", "swn",
                                    "sbias")})
-    consts = {"sxk": 1, "swk": 1, "sbias": 1, "HAS_BIAS": True, "PARTIAL": False, "PREC": None,
-              "BLOCK_M": block_m, "BLOCK_N": bn, "BLOCK_K": bk}
+    consts = {"sxk": 1, "swk": 1, "sbias": 1, "HAS_BIAS": True, "PARTIAL": partial,
+              "PREC": None, "BLOCK_M": block_m, "BLOCK_N": bn, "BLOCK_K": bk}
     return _compile(ms._small_m_kernel, sig, consts,
-                    ("x_ptr", "w_ptr", "out_ptr", "bias_ptr", "N", "K", "k_per", "sxm", "swn"),
+                    ("x_ptr", "w_ptr", "out_ptr", "bias_ptr", "ws_ptr", "count_ptr", "N", "K",
+                     "k_per", "sxm", "swn"),
                     num_warps=warps, num_stages=stages)
 
 
@@ -64,6 +66,17 @@ def test_small_m_tensor_core_path_is_pipelined():
 def test_small_m_gemv_loads_vectors():
     ptx = _small_m(1).asm["ptx"]
     assert ptx.count("ld.global.v4") >= ptx.count("ld.global.b16")
+
+
+@pytest.mark.parametrize("block_m", [1, 16])
+def test_small_m_split_counts_chunks_once_per_program(block_m):
+    # split-K in one launch: a barrier, then one acq_rel atomic add on the n-block's count
+    # (a scalar: one thread issues it) and the count's reset; partials read back from L2
+    ptx = _small_m(block_m, partial=True).asm["ptx"]
+    assert ptx.count("atom.global.gpu.acq_rel.add") + ptx.count("atom.acq_rel.gpu.global.add") \
+        + ptx.count("atom.global.acq_rel.gpu.add") == 1, [ln for ln in ptx.splitlines()
+                                                         if "atom" in ln]
+    assert "bar.sync" in ptx and "ld.global.cg" in ptx
 
 
 @pytest.mark.parametrize("tile", SPLITK_TILES, ids=str)

@@ -13,14 +13,17 @@ such a problem one row of 64-128-wide output tiles, ``cdiv(N, 128)`` programs (7
   times the x row, accumulated elementwise in float32 and summed over K once at the end;
 * M = 2..64 uses the tensor cores with the operands swapped, ``C^T = W @ x^T``: the weight
   tile is the instruction's large side and the few rows of x its narrow side (padded to 16);
-* a split problem writes float32 partials and ``matmul_common``'s reduction adds them in a
-  fixed order (deterministic), adds the bias and rounds once; an unsplit one adds the bias
-  to the float32 sums and stores C directly.
+* a split problem writes float32 partials, and the last program to finish an n-block
+  (an atomic count per n-block) adds that block's partials in a fixed order
+  (deterministic), adds the bias and rounds once: one launch, no reduction kernel (its
+  launch gap would be a fifth of a 10 us decode product); an unsplit one adds the bias to
+  the float32 sums and stores C directly.
 
 A plan is a rule applied to the shape (``SMALL_M_TILES``, revised by
 ``tools/bench/ops.py --matmul-training --sweep``): no timing run and no host
 synchronisation, and every call allocates the same workspace from the caching allocator, so
-a CUDA graph captures it (after the warm-up call that compiles the kernels).
+a CUDA graph captures it (after the warm-up call that compiles the kernels; the counters
+are the plan's own, zeroed when it is made and left at zero by every launch).
 """
 
 import triton
@@ -30,7 +33,8 @@ from genesis import dtypes as D
 
 from . import _launch
 from ._launch import cdiv, next_pow2, sm_count
-from .matmul_common import Direct, mma, split_k, splitk_reducer
+from .layout import fill_
+from .matmul_common import Direct, mma, split_k
 
 SMALL_M_MAX = 64  # products with at most this many rows take this path
 # BLOCK_M (1, or M rounded up to a power of two >= 16) ->
@@ -83,14 +87,19 @@ def _accumulate(acc, w, x, PREC: tl.constexpr, BLOCK_M: tl.constexpr):
 
 
 @triton.jit
-def _small_m_kernel(x_ptr, w_ptr, out_ptr, bias_ptr, M, N, K, k_per, sxm, sxk, swk, swn, sbias,
-                    HAS_BIAS: tl.constexpr, PARTIAL: tl.constexpr, PREC: tl.constexpr,
-                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+def _small_m_kernel(x_ptr, w_ptr, out_ptr, bias_ptr, ws_ptr, count_ptr, M, N, K, k_per, split,
+                    sxm, sxk, swk, swn, sbias, HAS_BIAS: tl.constexpr, PARTIAL: tl.constexpr,
+                    PREC: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                    BLOCK_K: tl.constexpr):
     """Program (n-block, K-chunk): C[:, n-block] (all M rows) summed over its K-chunk.
 
     ``w`` is the right operand read as (N, K) through its strides (a linear weight as
-    stored). The result goes to C (M, N) contiguous, or for a split problem (PARTIAL) to the
-    float32 partials (split, M, N) at chunk ``program_id(1)``."""
+    stored). The result goes to C (M, N) contiguous. A split problem (PARTIAL) writes the
+    chunk's float32 sums to the partials ``ws`` (split, M, N) and counts the chunks done per
+    n-block in ``count`` (zeros, int32 per n-block): the program that finishes an n-block's
+    last chunk adds its ``split`` partials in order (s = 0, 1, ...: the same bits whichever
+    program is last), adds the bias, rounds once, stores C and sets the count back to 0
+    for the next launch. One launch, no reduction kernel after it."""
     pid_n = tl.program_id(0)
     pid_k = tl.program_id(1)
     rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -141,9 +150,20 @@ def _small_m_kernel(x_ptr, w_ptr, out_ptr, bias_ptr, M, N, K, k_per, sxm, sxk, s
         res = acc  # (BLOCK_N, BLOCK_M) = C^T tile
     mask = (rn[:, None] < N) & (rm[None, :] < M)
     offs = rm[None, :].to(tl.int64) * N + rn[:, None]
+    last = True
     if PARTIAL:
-        tl.store(out_ptr + pid_k.to(tl.int64) * M * N + offs, res, mask=mask)
-    else:
+        tl.store(ws_ptr + pid_k.to(tl.int64) * M * N + offs, res, mask=mask)
+        tl.debug_barrier()  # every thread's partial is written before the count is raised
+        # acq_rel at GPU scope: the partials of the programs counted before are visible
+        done = tl.atomic_add(count_ptr + pid_n, 1, sem="acq_rel", scope="gpu")
+        last = done == split - 1
+        if last:
+            res = tl.zeros_like(res)
+            for s in range(0, split):  # from L2 (.cg): never a stale line of this SM's L1
+                res += tl.load(ws_ptr + s * M * N + offs, mask=mask, other=0.0,
+                               cache_modifier=".cg")
+            tl.atomic_xchg(count_ptr + pid_n, 0, sem="relaxed", scope="gpu")
+    if last:
         if HAS_BIAS:
             res += tl.load(bias_ptr + rn * sbias, mask=rn < N, other=0.0).to(tl.float32)[:, None]
         tl.store(out_ptr + offs, res.to(out_ptr.dtype.element_ty), mask=mask)
@@ -181,14 +201,17 @@ def plan(dt, M: int, N: int, K: int, sa, sb, has_bias: bool, sbias: int, precisi
     sbk, sbn = sb
     if split == 1:
         def go(a, b, c, bias):
-            kern(a, b, c, c if bias is None else bias, M, N, K, k_per, sam, sak, sbk, sbn, sbias)
+            kern(a, b, c, c if bias is None else bias, c, c, M, N, K, k_per, 1, sam, sak, sbk,
+                 sbn, sbias)
 
         return go
-    reduce = splitk_reducer(M, N, split, (N, 1), has_bias, sbias)
+    # the plan's chunk counters: zeroed once, set back to zero by every launch that uses them
+    # (so one plan runs on one stream at a time, as its descriptors already require)
+    count = fill_(_launch.empty((n_blocks,), D.int32, device), 0)
 
     def go_split(a, b, c, bias):
         ws = _launch.empty((split, M, N), D.float32, c.device)
-        kern(a, b, ws, ws, M, N, K, k_per, sam, sak, sbk, sbn, 0)
-        reduce(ws, c, bias)
+        kern(a, b, c, c if bias is None else bias, ws, count, M, N, K, k_per, split, sam, sak,
+             sbk, sbn, sbias)
 
     return go_split
