@@ -147,6 +147,24 @@ def test_small_m_deterministic():
         assert torch.equal(_linear(x, w, None), first)
 
 
+def test_small_m_counters_never_shared(monkeypatch):
+    """Each split plan gets chunk counters of its own from slabs that are never freed (a
+    captured graph may outlive the plan); products still right across a slab change."""
+    monkeypatch.setattr(matmul_small, "_COUNTER_SLAB", 4)
+    monkeypatch.setattr(matmul_small, "_slabs", {})
+    monkeypatch.setattr(mm, "_plans", {})
+    device = dev(torch.zeros(1)).device
+    spans = [(p.data_ptr(), p.data_ptr() + 12) for p in
+             (matmul_small._counters(device, 3) for _ in range(3))]
+    assert all(e1 <= s2 or e2 <= s1 for i, (s1, e1) in enumerate(spans)
+               for (s2, e2) in spans[i + 1:])
+    assert len(matmul_small._slabs[device][2]) == 3
+    for i, N in enumerate((70, 130, 40)):  # 3, 5 and 2 n-blocks of 32
+        x = _rand((1, 1100), torch.bfloat16, i, 1 / math.sqrt(1100))
+        w = _rand((N, 1100), torch.bfloat16, 10 + i)
+        torch.testing.assert_close(_linear(x, w, None), _ref_linear(x, w, None))
+
+
 @pytest.fixture
 def gpu_132(monkeypatch):
     """Plans made afresh for a 132-SM device (an H100/H200), whatever runs the kernels."""

@@ -32,7 +32,7 @@ import triton.language as tl
 from genesis import dtypes as D
 
 from . import _launch
-from ._launch import cdiv, next_pow2, sm_count
+from ._launch import Ptr, cdiv, next_pow2, sm_count
 from .layout import fill_
 from .matmul_common import Direct, mma, split_k
 
@@ -170,6 +170,24 @@ def _small_m_kernel(x_ptr, w_ptr, out_ptr, bias_ptr, ws_ptr, count_ptr, M, N, K,
 
 
 # --------------------------------------------------------------------------- launcher
+_COUNTER_SLAB = 1 << 16  # int32 chunk counters allocated at a time
+_slabs: dict = {}  # device -> [slab, first unused index, every slab of the device]
+
+
+def _counters(device, n: int) -> Ptr:
+    """``n`` zeroed int32 counters of a split plan's n-blocks, never handed to another plan:
+    every launch leaves them at zero, and a CUDA graph that captured the plan's launch keeps
+    using them after the plan cache has dropped the plan (slabs live as long as the
+    process). One plan runs on one stream at a time."""
+    slab = _slabs.get(device)
+    if slab is None or slab[1] + n > slab[0].shape[0]:
+        arr = fill_(_launch.empty((max(n, _COUNTER_SLAB),), D.int32, device), 0)
+        slab = _slabs[device] = [arr, 0, (slab[2] if slab else []) + [arr]]
+    start = slab[1]
+    slab[1] += n
+    return Ptr(slab[0].data_ptr() + 4 * start, D.int32)
+
+
 def _even_block_k(K: int, bk: int) -> int:
     """``bk``, halved (down to 32) while it does not divide K: a K-tile that is never cut
     short loads whole 16-byte vectors (a masked tail load goes element by element), and the
@@ -205,9 +223,7 @@ def plan(dt, M: int, N: int, K: int, sa, sb, has_bias: bool, sbias: int, precisi
                  sbn, sbias)
 
         return go
-    # the plan's chunk counters: zeroed once, set back to zero by every launch that uses them
-    # (so one plan runs on one stream at a time, as its descriptors already require)
-    count = fill_(_launch.empty((n_blocks,), D.int32, device), 0)
+    count = _counters(device, n_blocks)
 
     def go_split(a, b, c, bias):
         ws = _launch.empty((split, M, N), D.float32, c.device)
