@@ -104,3 +104,11 @@ def test_tile_reduce_kernel_compiles():
     k = _compile(mm._tile_reduce_kernel, sig, consts, ("ws_ptr", "c_ptr", "bias_ptr", "N",
                                                        "scm"), num_warps=4)
     assert k.asm["ptx"].count("ld.global.v4") > 0  # partials read in 16-byte vectors
+
+
+def test_tuner_spin_kernel_reads_the_global_timer():
+    # the autotuner holds the stream with it while the host queues the timed calls
+    from genesis_cuda.kernels import matmul_tuning as mt
+
+    ptx = _compile(mt._spin_kernel, {"ns": "i64"}, {}, (), num_warps=1).asm["ptx"]
+    assert ptx.count("%globaltimer") >= 2 and "bra" in ptx

@@ -339,3 +339,26 @@ def test_decode_linear_replays_in_a_cuda_graph():
         graph.replay()
         genesis.cuda.synchronize()
         assert torch.equal(torch.from_dlpack(static), torch.from_dlpack(GF.linear(new, w, b)))
+
+
+@pytest.mark.skipif(INTERPRET, reason="GPU timing")
+def test_tuner_times_the_gpu_not_the_host():
+    """The autotuner's clock: a 50 us kernel measures ~50 us a call, and a launch whose host
+    side takes 200 us longer than its GPU side still measures its GPU time."""
+    import time
+
+    from genesis_cuda.kernels import matmul_tuning as mt
+
+    def gpu_only():
+        mt._spin_kernel[(1,)](50_000, num_warps=1)
+
+    def slow_host():
+        t0 = time.perf_counter()
+        while time.perf_counter() - t0 < 2e-4:
+            pass
+        gpu_only()
+
+    gpu_only()
+    for launch in (gpu_only, slow_host):
+        t = mt._seconds_per_call(launch, 5)
+        assert 45e-6 < t < 80e-6, (launch.__name__, t)

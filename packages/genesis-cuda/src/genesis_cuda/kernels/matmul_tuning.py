@@ -1,17 +1,20 @@
 """Tile configurations of the matmul kernels and the autotuner that picks one per problem.
 
 A config is ``(BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_stages, num_warps)``, with a leading
-tag for the TMA kernel's variants: ``"p"`` the persistent kernel, ``("s", split)`` split-K.
+tag for the TMA kernel's variants: ``"p"`` the persistent kernel, ``("s", waves)`` split-K.
 Problems big enough to time are bucketed (each size rounded up to a power of two) and the
-candidates of a bucket are timed on the first problem seen in it, with a device
-synchronisation (so it is correct whatever stream genesis launches on, and refused during
-CUDA graph capture); smaller problems take ``small_config``, a rule.
+candidates of a bucket are timed on the first problem seen in it, on the GPU (events on the
+current stream, host launch cost excluded) with a synchronisation (refused during CUDA graph
+capture); smaller problems take ``small_config``, a rule.
 """
 
 import math
-import time
+
+import triton
+import triton.language as tl
 
 from genesis_cuda import capture
+from genesis_cuda.streams import Event
 
 from ._launch import cdiv
 
@@ -116,15 +119,38 @@ def small_config(kind: str, M: int, N: int, K: int = 0, sms: int = 0):
     return cfg
 
 
-def _sync():
-    try:
-        from cuda.bindings import driver
+@triton.jit
+def _clock(dummy):
+    """The GPU's global nanosecond timer (``dummy``: inline asm needs an operand)."""
+    return tl.inline_asm_elementwise("mov.u64 $0, %globaltimer;", "=l,r", [dummy],
+                                     dtype=tl.int64, is_pure=False, pack=1)
 
-        driver.cuCtxSynchronize()
-    except ImportError:  # pragma: no cover - cuda-python is a dependency
-        import torch
 
-        torch.cuda.synchronize()
+@triton.jit
+def _spin_kernel(ns):
+    """Holds its stream for ``ns`` nanoseconds (one thread busy-waiting)."""
+    t0 = _clock(ns)
+    t = t0
+    while t - t0 < ns:
+        t = _clock(ns)
+
+
+_SPIN_NS = 2_000_000  # the stream is held while the host queues the timed calls
+
+
+def _seconds_per_call(launch, reps: int) -> float:
+    """GPU time of one ``launch()``: a spin kernel holds the stream while the host queues
+    ``reps`` calls behind it, and events time the calls on the GPU, so the host's launch
+    cost (two launches and a workspace for a split-K config) is not counted, as the
+    benchmarks' ``do_bench`` does not count it either."""
+    start, end = Event(enable_timing=True), Event(enable_timing=True)
+    _spin_kernel[(1,)](_SPIN_NS, num_warps=1)
+    start.record()
+    for _ in range(reps):
+        launch()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) / 1e3 / reps
 
 
 def choose(key, candidates, launch, flops: int):
@@ -141,15 +167,10 @@ def choose(key, candidates, launch, flops: int):
     for cand in candidates:
         try:
             launch(cand)  # compile and warm
-            _sync()
-            t0 = time.perf_counter()
-            for _ in range(reps):
-                launch(cand)
-            _sync()
-            t = time.perf_counter() - t0
+            t = _seconds_per_call(lambda: launch(cand), reps)  # noqa: B023 (used at once)
         except Exception:  # out of shared memory or registers for this shape: skip it
             continue
-        times.append((cand, t / reps))
+        times.append((cand, t))
         if t < best_t:
             best, best_t = cand, t
     if best is None:
