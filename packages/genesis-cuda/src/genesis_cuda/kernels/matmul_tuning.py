@@ -31,8 +31,7 @@ TMA_CANDIDATES = [
     (128, 128, 128, 8, 3, 8),  # short K (a forward or input gradient over 896 features):
     (64, 128, 128, 8, 3, 4),  # half as many K-steps
     (64, 256, 64, 8, 4, 4),
-    ("p", 128, 256, 64, 8, 3, 8),
-    ("p", 128, 256, 64, 8, 4, 8),
+    ("p", 128, 256, 64, 8, 3, 8),  # (4 stages would need 256 KB of shared memory)
     ("p", 128, 128, 64, 8, 4, 8),
     # small tiles spread an output of few tiles evenly over the SMs (8192 x 896 is 448
     # tiles of 128x128, 3.4 waves on 132 SMs, but 896 of 64x128, 6.8 waves)
