@@ -1,9 +1,11 @@
 """The matmul paths for decode and training shapes, against torch in float64.
 
 * small M (``matmul_small``): M = 1 (the CUDA-core matrix-vector kernel) and 2..64 (swapped
-  tensor-core products), odd N and K, bias, weight and transposed layouts, split-K;
+  tensor-core products), odd N and K, bias, weight and transposed layouts, split-K reduced
+  in the same launch (chunk counters of its own per plan, back at zero after each call);
 * split-K of the TMA kernel on the three layouts of a linear layer: forward ``x @ W.T``,
-  input gradient ``g @ W``, weight gradient ``g.T @ x``;
+  input gradient ``g @ W``, weight gradient ``g.T @ x``; all tiles split, or whole waves
+  of tiles unsplit and the rest split;
 * a batch of left operands times a broadcast right operand folded into one product.
 
 Inputs are torch tensors seen through ``kernel_arrays.dev`` (no copy). Runs on the GPU and,
