@@ -234,6 +234,29 @@ def test_split_k_after_whole_waves(monkeypatch, launched, with_bias):
                         ("_tile_reduce_kernel", (1, 64 // 16, 1))] * 3
 
 
+def test_split_candidates_for_weight_gradients():
+    """Split-K candidates of Qwen2.5-0.5B's weight gradients on 132 SMs: whole waves of tiles
+    stay unsplit, the split programs fill at most their waves, partials stay bounded."""
+    from genesis_cuda.kernels import matmul_tuning as mt
+
+    for M, N in ((896, 896), (128, 896), (4864, 896), (896, 4864)):
+        for K in (8192, 16384):
+            cands = mt.splitk_candidates(M, N, K, 132)
+            assert cands, (M, N, K)
+            for cand in cands:
+                whole, rest, split, per = mt.splitk_plan(M, N, K, 132, cand[1], cand[2:])
+                bm, bn, bk = cand[2:5]
+                assert whole % 132 == 0 and whole + rest == -(-M // bm) * -(-N // bn)
+                assert 1 < split and rest * split <= cand[1] * 132
+                assert (split - 1) * per < -(-K // bk) <= split * per  # no empty chunk
+                assert per >= mt.SPLITK_MIN_TILES
+                assert rest * split * bm * bn * 4 <= mt.SPLITK_MAX_BYTES
+    # gate_proj over 8k tokens: 133 tiles of 256x128 -> 132 whole, one in 32 chunks of 4
+    assert mt.splitk_plan(4864, 896, 8192, 132, 1, (256, 128, 64)) == (132, 1, 32, 4)
+    # tiles that fill whole waves exactly are never split (132 of 128x128 here)
+    assert all(c[2:4] != (128, 128) for c in mt.splitk_candidates(128 * 132, 128, 8192, 132))
+
+
 def test_rule_fills_the_sms():
     # Problems too small to time: the largest tile that gives each SM a program, else split-K
     sc = mm.small_config
