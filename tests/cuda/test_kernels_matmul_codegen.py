@@ -42,14 +42,14 @@ def _compile(fn, sig, consts, aligned, **options):
     return triton.compile(src, target=HOPPER, options=options)
 
 
-def _small_m(block_m, split=1):
+def _small_m(block_m, partial=False):
     bn, bk, warps, stages = ms.SMALL_M_TILES[block_m][:4]
     sig = {n: "*bf16" for n in ("x_ptr", "w_ptr", "out_ptr", "bias_ptr")}
     sig.update({"ws_ptr": "*fp32", "count_ptr": "*i32"})
-    sig.update({n: "i32" for n in ("M", "N", "K", "k_per", "sxm", "sxk", "swk", "swn",
+    sig.update({n: "i32" for n in ("M", "N", "K", "k_per", "split", "sxm", "sxk", "swk", "swn",
                                    "sbias")})
-    consts = {"sxk": 1, "swk": 1, "sbias": 1, "HAS_BIAS": True, "SPLIT": split, "PREC": None,
-              "BLOCK_M": block_m, "BLOCK_N": bn, "BLOCK_K": bk}
+    consts = {"sxk": 1, "swk": 1, "sbias": 1, "HAS_BIAS": True, "PARTIAL": partial,
+              "PREC": None, "BLOCK_M": block_m, "BLOCK_N": bn, "BLOCK_K": bk}
     return _compile(ms._small_m_kernel, sig, consts,
                     ("x_ptr", "w_ptr", "out_ptr", "bias_ptr", "ws_ptr", "count_ptr", "N", "K",
                      "k_per", "sxm", "swn"),
@@ -71,9 +71,9 @@ def test_small_m_gemv_loads_vectors():
 @pytest.mark.parametrize("block_m", [1, 16])
 def test_small_m_split_counts_chunks_once_per_program(block_m):
     # split-K in one launch: a barrier, then one acq_rel atomic add on the n-block's count
-    # (a scalar: one thread issues it) and the count's reset; the 8 partials read back from
-    # L2 by unrolled loads
-    ptx = _small_m(block_m, split=8).asm["ptx"]
+    # (a scalar: one thread issues it) and the count's reset; the partials read back from
+    # L2 in a loop unrolled 8 times
+    ptx = _small_m(block_m, partial=True).asm["ptx"]
     assert ptx.count("atom.global.gpu.acq_rel.add") + ptx.count("atom.acq_rel.gpu.global.add") \
         + ptx.count("atom.global.acq_rel.gpu.add") == 1, [ln for ln in ptx.splitlines()
                                                          if "atom" in ln]
@@ -99,13 +99,13 @@ def test_split_k_kernel_uses_tma_and_wgmma(tile):
 
 def test_tile_reduce_kernel_compiles():
     sig = {"ws_ptr": "*fp32", "c_ptr": "*bf16", "bias_ptr": "*bf16", "M": "i32", "N": "i32",
-           "whole": "i32", "scm": "i32", "scn": "i32", "sbias": "i32"}
-    consts = {"scn": 1, "sbias": 1, "HAS_BIAS": True, "SPLIT": 32, "BLOCK_M": 128,
-              "BLOCK_N": 256, "GROUP_M": 8, "ROWS": 4}
+           "whole": "i32", "split": "i32", "scm": "i32", "scn": "i32", "sbias": "i32"}
+    consts = {"scn": 1, "sbias": 1, "HAS_BIAS": True, "BLOCK_M": 128, "BLOCK_N": 256,
+              "GROUP_M": 8, "ROWS": 4}
     k = _compile(mm._tile_reduce_kernel, sig, consts, ("ws_ptr", "c_ptr", "bias_ptr", "N",
                                                        "scm"), num_warps=4)
     ptx = k.asm["ptx"]
-    assert ptx.count("ld.global.v4") >= 32  # 32 partials, unrolled, in 16-byte vectors
+    assert ptx.count("ld.global.v4") >= 8  # the partials in 16-byte vectors, unrolled
 
 
 def test_tuner_spin_kernel_reads_the_global_timer():

@@ -195,21 +195,21 @@ def _mm_tma_splitk_kernel(a_desc, b_desc, c_desc, ws_ptr, M, N, K, whole, split,
 
 
 @triton.jit
-def _tile_reduce_kernel(ws_ptr, c_ptr, bias_ptr, M, N, whole, scm, scn, sbias,
-                        HAS_BIAS: tl.constexpr, SPLIT: tl.constexpr, BLOCK_M: tl.constexpr,
-                        BLOCK_N: tl.constexpr, GROUP_M: tl.constexpr, ROWS: tl.constexpr):
-    """C over the split tiles of ``_mm_tma_splitk_kernel``: program (r, i) adds the SPLIT
-    partials of rows ``i*ROWS ..`` of split tile r in order (s = 0, 1, ...; the same bits
-    every run; unrolled, so the loads are in flight together, not one L2 round trip after
-    another), adds the bias and rounds once."""
+def _tile_reduce_kernel(ws_ptr, c_ptr, bias_ptr, M, N, whole, split, scm, scn, sbias,
+                        HAS_BIAS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                        GROUP_M: tl.constexpr, ROWS: tl.constexpr):
+    """C over the split tiles of ``_mm_tma_splitk_kernel``: program (r, i) adds the
+    ``split`` partials of rows ``i*ROWS ..`` of split tile r in order (s = 0, 1, ...; the
+    same bits every run; the loop unrolled so that loads are in flight together, not one L2
+    round trip after another), adds the bias and rounds once."""
     r = tl.program_id(0)
     ri = tl.program_id(1) * ROWS + tl.arange(0, ROWS)
     rj = tl.arange(0, BLOCK_N)
     pid_m, pid_n = _tile_ids(whole + r, M, N, BLOCK_M, BLOCK_N, GROUP_M)
     offs = ri[:, None] * BLOCK_N + rj[None, :]
-    part = ws_ptr + r.to(tl.int64) * SPLIT * (BLOCK_M * BLOCK_N) + offs
+    part = ws_ptr + r.to(tl.int64) * split * (BLOCK_M * BLOCK_N) + offs
     acc = tl.load(part)
-    for s in tl.static_range(1, SPLIT):
+    for s in tl.range(1, split, loop_unroll_factor=8):
         acc += tl.load(part + s * (BLOCK_M * BLOCK_N))
     rm = pid_m * BLOCK_M + ri
     rn = pid_n * BLOCK_N + rj
@@ -323,11 +323,11 @@ def _tile_reducer(M, N, whole, rest, split, bm, bn, gm, has_bias, sbias):
     (C contiguous (M, N)); ``REDUCE_BLOCK`` outputs per program."""
     rows = max(1, REDUCE_BLOCK // bn)
     kern = Direct(_tile_reduce_kernel, (rest, cdiv(bm, rows)),
-                  dict(HAS_BIAS=has_bias, SPLIT=split, BLOCK_M=bm, BLOCK_N=bn, GROUP_M=gm,
-                       ROWS=rows, num_warps=REDUCE_WARPS))
+                  dict(HAS_BIAS=has_bias, BLOCK_M=bm, BLOCK_N=bn, GROUP_M=gm, ROWS=rows,
+                       num_warps=REDUCE_WARPS))
 
     def reduce(ws, c, bias):
-        kern(ws, c, c if bias is None else bias, M, N, whole, N, 1, sbias)
+        kern(ws, c, c if bias is None else bias, M, N, whole, split, N, 1, sbias)
 
     return reduce
 

@@ -87,18 +87,18 @@ def _accumulate(acc, w, x, PREC: tl.constexpr, BLOCK_M: tl.constexpr):
 
 
 @triton.jit
-def _small_m_kernel(x_ptr, w_ptr, out_ptr, bias_ptr, ws_ptr, count_ptr, M, N, K, k_per, sxm,
-                    sxk, swk, swn, sbias, HAS_BIAS: tl.constexpr, SPLIT: tl.constexpr,
+def _small_m_kernel(x_ptr, w_ptr, out_ptr, bias_ptr, ws_ptr, count_ptr, M, N, K, k_per, split,
+                    sxm, sxk, swk, swn, sbias, HAS_BIAS: tl.constexpr, PARTIAL: tl.constexpr,
                     PREC: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                     BLOCK_K: tl.constexpr):
     """Program (n-block, K-chunk): C[:, n-block] (all M rows) summed over its K-chunk.
 
     ``w`` is the right operand read as (N, K) through its strides (a linear weight as
-    stored). The result goes to C (M, N) contiguous. A split problem (SPLIT > 1 chunks)
-    writes the chunk's float32 sums to the partials ``ws`` (SPLIT, M, N) and counts the
-    chunks done per n-block in ``count`` (zeros, int32 per n-block): the program that
-    finishes an n-block's last chunk adds its SPLIT partials in order (s = 0, 1, ...: the
-    same bits whichever program is last; unrolled, so the loads are in flight together),
+    stored). The result goes to C (M, N) contiguous. A split problem (PARTIAL, ``split``
+    chunks) writes the chunk's float32 sums to the partials ``ws`` (split, M, N) and counts
+    the chunks done per n-block in ``count`` (zeros, int32 per n-block): the program that
+    finishes an n-block's last chunk adds its partials in order (s = 0, 1, ...: the same
+    bits whichever program is last; the loop unrolled so that loads are in flight together),
     adds the bias, rounds once, stores C and sets the count back to 0 for the next launch.
     One launch, no reduction kernel after it."""
     pid_n = tl.program_id(0)
@@ -152,15 +152,16 @@ def _small_m_kernel(x_ptr, w_ptr, out_ptr, bias_ptr, ws_ptr, count_ptr, M, N, K,
     mask = (rn[:, None] < N) & (rm[None, :] < M)
     offs = rm[None, :].to(tl.int64) * N + rn[:, None]
     last = True
-    if SPLIT > 1:
+    if PARTIAL:
         tl.store(ws_ptr + pid_k.to(tl.int64) * M * N + offs, res, mask=mask)
         tl.debug_barrier()  # every thread's partial is written before the count is raised
         # acq_rel at GPU scope: the partials of the programs counted before are visible
         done = tl.atomic_add(count_ptr + pid_n, 1, sem="acq_rel", scope="gpu")
-        last = done == SPLIT - 1
+        last = done == split - 1
         if last:
             res = tl.zeros_like(res)
-            for s in tl.static_range(SPLIT):  # from L2 (.cg): never a stale L1 line
+            # from L2 (.cg): never a stale line of this SM's L1
+            for s in tl.range(0, split, loop_unroll_factor=8):
                 res += tl.load(ws_ptr + s * M * N + offs, mask=mask, other=0.0,
                                cache_modifier=".cg")
             tl.atomic_xchg(count_ptr + pid_n, 0, sem="relaxed", scope="gpu")
@@ -213,22 +214,22 @@ def plan(dt, M: int, N: int, K: int, sa, sb, has_bias: bool, sbias: int, precisi
     split, per = split_k(n_blocks, cdiv(K, bk), min_tiles, waves * sm_count(device))
     k_per = per * bk
     kern = Direct(_small_m_kernel, (n_blocks, split),
-                  dict(HAS_BIAS=has_bias, SPLIT=split,
+                  dict(HAS_BIAS=has_bias, PARTIAL=split > 1,
                        PREC=precision if dt is D.float32 else None, BLOCK_M=bm, BLOCK_N=bn,
                        BLOCK_K=bk, num_warps=warps, num_stages=stages))
     sam, sak = sa
     sbk, sbn = sb
     if split == 1:
         def go(a, b, c, bias):
-            kern(a, b, c, c if bias is None else bias, c, c, M, N, K, k_per, sam, sak, sbk, sbn,
-                 sbias)
+            kern(a, b, c, c if bias is None else bias, c, c, M, N, K, k_per, 1, sam, sak, sbk,
+                 sbn, sbias)
 
         return go
     count = _counters(device, n_blocks)
 
     def go_split(a, b, c, bias):
         ws = _launch.empty((split, M, N), D.float32, c.device)
-        kern(a, b, c, c if bias is None else bias, ws, count, M, N, K, k_per, sam, sak, sbk,
-             sbn, sbias)
+        kern(a, b, c, c if bias is None else bias, ws, count, M, N, K, k_per, split, sam, sak,
+             sbk, sbn, sbias)
 
     return go_split
