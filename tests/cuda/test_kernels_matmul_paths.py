@@ -165,6 +165,12 @@ def test_small_m_counters_never_shared(monkeypatch):
         x = _rand((1, 1100), torch.bfloat16, i, 1 / math.sqrt(1100))
         w = _rand((N, 1100), torch.bfloat16, 10 + i)
         torch.testing.assert_close(_linear(x, w, None), _ref_linear(x, w, None))
+    # a new slab is never taken during a CUDA graph capture (it would be the graph's memory)
+    from genesis_cuda import capture
+
+    monkeypatch.setitem(capture._capturing, 0, object())
+    with pytest.raises(capture.GraphCaptureError, match="split-K counters"):
+        matmul_small._counters(device, 5)
 
 
 @pytest.fixture

@@ -30,6 +30,7 @@ import triton
 import triton.language as tl
 
 from genesis import dtypes as D
+from genesis_cuda import capture
 
 from . import _launch
 from ._launch import Ptr, cdiv, next_pow2, sm_count
@@ -183,6 +184,9 @@ def _counters(device, n: int) -> Ptr:
     process). One plan runs on one stream at a time."""
     slab = _slabs.get(device)
     if slab is None or slab[1] + n > slab[0].shape[0]:
+        capture.check_not_capturing(
+            "allocate the split-K counters of a new decode-sized matmul (they would belong "
+            "to the graph's memory pool); run the captured code once before capturing")
         arr = fill_(_launch.empty((max(n, _COUNTER_SLAB),), D.int32, device), 0)
         slab = _slabs[device] = [arr, 0, (slab[2] if slab else []) + [arr]]
     start = slab[1]
