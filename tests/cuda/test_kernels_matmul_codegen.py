@@ -42,15 +42,17 @@ def _compile(fn, sig, consts, aligned, **options):
     return triton.compile(src, target=HOPPER, options=options)
 
 
-def _small_m(block_m):
-    bn, bk, warps, stages, _ = ms.SMALL_M_TILES[block_m]
+def _small_m(block_m, partial=False):
+    bn, bk, warps, stages = ms.SMALL_M_TILES[block_m][:4]
     sig = {n: "*bf16" for n in ("x_ptr", "w_ptr", "out_ptr", "bias_ptr")}
-    sig.update({n: "i32" for n in ("M", "N", "K", "k_per", "sxm", "sxk", "swk", "swn",
+    sig.update({"ws_ptr": "*fp32", "count_ptr": "*i32"})
+    sig.update({n: "i32" for n in ("M", "N", "K", "k_per", "split", "sxm", "sxk", "swk", "swn",
                                    "sbias")})
-    consts = {"sxk": 1, "swk": 1, "sbias": 1, "HAS_BIAS": True, "PARTIAL": False, "PREC": None,
-              "BLOCK_M": block_m, "BLOCK_N": bn, "BLOCK_K": bk}
+    consts = {"sxk": 1, "swk": 1, "sbias": 1, "HAS_BIAS": True, "PARTIAL": partial,
+              "PREC": None, "BLOCK_M": block_m, "BLOCK_N": bn, "BLOCK_K": bk}
     return _compile(ms._small_m_kernel, sig, consts,
-                    ("x_ptr", "w_ptr", "out_ptr", "bias_ptr", "N", "K", "k_per", "sxm", "swn"),
+                    ("x_ptr", "w_ptr", "out_ptr", "bias_ptr", "ws_ptr", "count_ptr", "N", "K",
+                     "k_per", "sxm", "swn"),
                     num_warps=warps, num_stages=stages)
 
 
@@ -66,13 +68,49 @@ def test_small_m_gemv_loads_vectors():
     assert ptx.count("ld.global.v4") >= ptx.count("ld.global.b16")
 
 
-def test_split_k_kernel_uses_tma_and_wgmma():
-    bm, bn, bk, gm, st, nw = SPLITK_TILES[0]
+@pytest.mark.parametrize("block_m", [1, 16])
+def test_small_m_split_counts_chunks_once_per_program(block_m):
+    # split-K in one launch: a barrier, then one acq_rel atomic add on the n-block's count
+    # (a scalar: one thread issues it) and the count's reset; the partials read back from
+    # L2 in a loop unrolled 8 times
+    ptx = _small_m(block_m, partial=True).asm["ptx"]
+    assert ptx.count("atom.global.gpu.acq_rel.add") + ptx.count("atom.acq_rel.gpu.global.add") \
+        + ptx.count("atom.global.acq_rel.gpu.add") == 1, [ln for ln in ptx.splitlines()
+                                                         if "atom" in ln]
+    assert "bar.sync" in ptx and ptx.count("ld.global.cg") >= 8
+
+
+@pytest.mark.parametrize("tile", SPLITK_TILES, ids=str)
+def test_split_k_kernel_uses_tma_and_wgmma(tile):
+    bm, bn, bk, gm, st, nw = tile
     sig = {"a_desc": f"tensordesc<bf16[{bk}, {bm}]>", "b_desc": f"tensordesc<bf16[{bk}, {bn}]>",
-           "ws_ptr": "*fp32", "M": "i32", "N": "i32", "K": "i32", "tiles_per": "i32"}
-    consts = {"A_T": True, "B_T": False, "BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk,
-              "GROUP_M": gm}  # the weight gradient's layout: grad.T @ x
+           "c_desc": f"tensordesc<bf16[{bm}, {bn}]>", "ws_ptr": "*fp32", "M": "i32",
+           "N": "i32", "K": "i32", "whole": "i32", "split": "i32", "tiles_per": "i32",
+           "bias": "*bf16", "sbias": "i32"}
+    consts = {"HAS_BIAS": False, "A_T": True, "B_T": False, "BLOCK_M": bm, "BLOCK_N": bn,
+              "BLOCK_K": bk, "GROUP_M": gm}  # the weight gradient's layout: grad.T @ x
     k = _compile(mm._mm_tma_splitk_kernel, sig, consts, ("ws_ptr", "M", "N", "K"),
                  num_warps=nw, num_stages=st)
     ttgir = k.asm["ttgir"]
     assert "async_tma_copy" in ttgir and "warp_group_dot" in ttgir
+    # the K loop is pipelined: TMA loads run stages ahead of the wgmma that reads them
+    assert k.metadata.shared >= 2 * (bm * bk + bk * bn) * 2
+
+
+def test_tile_reduce_kernel_compiles():
+    sig = {"ws_ptr": "*fp32", "c_ptr": "*bf16", "bias_ptr": "*bf16", "M": "i32", "N": "i32",
+           "whole": "i32", "split": "i32", "scm": "i32", "scn": "i32", "sbias": "i32"}
+    consts = {"scn": 1, "sbias": 1, "HAS_BIAS": True, "BLOCK_M": 128, "BLOCK_N": 256,
+              "GROUP_M": 8, "ROWS": 4}
+    k = _compile(mm._tile_reduce_kernel, sig, consts, ("ws_ptr", "c_ptr", "bias_ptr", "N",
+                                                       "scm"), num_warps=4)
+    ptx = k.asm["ptx"]
+    assert ptx.count("ld.global.v4") >= 8  # the partials in 16-byte vectors, unrolled
+
+
+def test_tuner_spin_kernel_reads_the_global_timer():
+    # the autotuner holds the stream with it while the host queues the timed calls
+    from genesis_cuda.kernels import matmul_tuning as mt
+
+    ptx = _compile(mt._spin_kernel, {"ns": "i64"}, {}, (), num_warps=1).asm["ptx"]
+    assert ptx.count("%globaltimer") >= 2 and "bra" in ptx

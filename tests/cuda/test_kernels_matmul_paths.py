@@ -1,9 +1,11 @@
 """The matmul paths for decode and training shapes, against torch in float64.
 
 * small M (``matmul_small``): M = 1 (the CUDA-core matrix-vector kernel) and 2..64 (swapped
-  tensor-core products), odd N and K, bias, weight and transposed layouts, split-K;
+  tensor-core products), odd N and K, bias, weight and transposed layouts, split-K reduced
+  in the same launch (chunk counters of its own per plan, back at zero after each call);
 * split-K of the TMA kernel on the three layouts of a linear layer: forward ``x @ W.T``,
-  input gradient ``g @ W``, weight gradient ``g.T @ x``;
+  input gradient ``g @ W``, weight gradient ``g.T @ x``; all tiles split, or whole waves
+  of tiles unsplit and the rest split;
 * a batch of left operands times a broadcast right operand folded into one product.
 
 Inputs are torch tensors seen through ``kernel_arrays.dev`` (no copy). Runs on the GPU and,
@@ -84,13 +86,16 @@ def test_small_m_linear(launched, dtype, M, with_bias):
         w = _rand((N, K), dtype, 10 * i + 1)
         b = _rand((N,), dtype, 10 * i + 2) if with_bias else None
         torch.testing.assert_close(_linear(x, w, b), _ref_linear(x, w, b))
-    assert {name for name, _ in launched} == {"_small_m_kernel", "_splitk_reduce_kernel"}
+    # one launch per product, split-K included (its last chunk per n-block reduces)
+    assert {name for name, _ in launched} == {"_small_m_kernel"}
+    assert len(launched) == 5 and any(grid[1] > 1 for _, grid in launched)
 
 
 @pytest.mark.parametrize("M", [1, 3])
 def test_small_m_unsplit(monkeypatch, launched, M):
-    # SMALL_M_WAVES = 0 turns split-K off: each program walks its whole K (several tiles)
-    monkeypatch.setattr(matmul_small, "SMALL_M_WAVES", 0)
+    # waves = 0 turns split-K off: each program walks its whole K (several tiles)
+    for bm, entry in list(matmul_small.SMALL_M_TILES.items()):
+        monkeypatch.setitem(matmul_small.SMALL_M_TILES, bm, entry[:5] + (0,))
     for dtype in (torch.float32, torch.bfloat16):
         x = _rand((M, 1100), dtype, M, 1 / math.sqrt(1100))
         w = _rand((70, 1100), dtype, 2)
@@ -109,9 +114,9 @@ def test_small_m_splits_k():
     assert (even(896, 256), even(4864, 256), even(96, 256), even(300, 256)) == (128, 256, 32, 256)
     sms = sm_count(0)
     for bm, (N, K) in ((1, (33, 300)), (16, (130, 520))):
-        bn, bk, _, _, min_tiles = matmul_small.SMALL_M_TILES[bm]
+        bn, bk, _, _, min_tiles, waves = matmul_small.SMALL_M_TILES[bm]
         bk = matmul_small._even_block_k(K, bk)
-        target = matmul_small.SMALL_M_WAVES * sms
+        target = waves * sms
         split, per = split_k(-(-N // bn), -(-K // bk), min_tiles, target)
         assert split > 1 and (split - 1) * per * bk < K <= split * per * bk
 
@@ -136,9 +141,36 @@ def test_small_m_layouts(dtype):
 
 
 def test_small_m_deterministic():
+    # the same bits again, from the same plan: its chunk counters are back at zero
     x = _rand((5, 1100), torch.bfloat16, 1, 1 / math.sqrt(1100))
     w = _rand((64, 1100), torch.bfloat16, 2)
-    assert torch.equal(_linear(x, w, None), _linear(x, w, None))
+    first = _linear(x, w, None)
+    for _ in range(2):
+        assert torch.equal(_linear(x, w, None), first)
+
+
+def test_small_m_counters_never_shared(monkeypatch):
+    """Each split plan gets chunk counters of its own from slabs that are never freed (a
+    captured graph may outlive the plan); products still right across a slab change."""
+    monkeypatch.setattr(matmul_small, "_COUNTER_SLAB", 4)
+    monkeypatch.setattr(matmul_small, "_slabs", {})
+    monkeypatch.setattr(mm, "_plans", {})
+    device = dev(torch.zeros(1)).device
+    spans = [(p.data_ptr(), p.data_ptr() + 12) for p in
+             (matmul_small._counters(device, 3) for _ in range(3))]
+    assert all(e1 <= s2 or e2 <= s1 for i, (s1, e1) in enumerate(spans)
+               for (s2, e2) in spans[i + 1:])
+    assert len(matmul_small._slabs[device][2]) == 3
+    for i, N in enumerate((70, 130, 40)):  # 3, 5 and 2 n-blocks of 32
+        x = _rand((1, 1100), torch.bfloat16, i, 1 / math.sqrt(1100))
+        w = _rand((N, 1100), torch.bfloat16, 10 + i)
+        torch.testing.assert_close(_linear(x, w, None), _ref_linear(x, w, None))
+    # a new slab is never taken during a CUDA graph capture (it would be the graph's memory)
+    from genesis_cuda import capture
+
+    monkeypatch.setitem(capture._capturing, 0, object())
+    with pytest.raises(capture.GraphCaptureError, match="split-K counters"):
+        matmul_small._counters(device, 5)
 
 
 @pytest.fixture
@@ -179,9 +211,56 @@ def test_training_layouts_split_k(monkeypatch, gpu_132, launched, timed):
     if timed:
         assert len(seen) == 3 and all(seen)
     assert [name for name, _ in launched] == ["_mm_tma_splitk_kernel",
-                                              "_splitk_reduce_kernel"] * 3
+                                              "_tile_reduce_kernel"] * 3
     for M, N in ((256, 136), (128, 136)):  # the rule splits these too
         assert mm.small_config("half", M, N, 1024, 132)[0] == "s"
+
+
+@pytest.mark.parametrize("with_bias", [False, True])
+def test_split_k_after_whole_waves(monkeypatch, launched, with_bias):
+    """Tiles that fill whole waves run unsplit, the tiles left over are split in K: on 4 SMs,
+    5 output tiles of 64x64 are 4 whole tiles and one tile in 4 K-chunks. The three layouts
+    of a linear layer, bias added by the whole tiles' epilogue and by the reduction."""
+    monkeypatch.setattr(mm, "sm_count", lambda device: 4)
+    monkeypatch.setattr(mm, "_TUNE_MIN_FLOPS", 0)
+    cfg = ("s", 1, 64, 64, 64, 8, 2, 4)
+    monkeypatch.setattr(mm, "choose", lambda key, cands, launch, flops: cfg)
+    assert mm.splitk_plan(320, 64, 1024, 4, 1, cfg[2:]) == (4, 1, 4, 4)
+    dt, K = torch.bfloat16, 1024
+    x = _rand((320, 1024), dt, 1, K ** -0.5)
+    w = _rand((64, 1024), dt, 2)
+    b = _rand((64,), dt, 3) if with_bias else None
+    torch.testing.assert_close(_linear(x, w, b), _ref_linear(x, w, b))
+    g = _rand((1024, 320), dt, 4, K ** -0.5)  # g.T @ x: A transposed, (320, 64) over K=1024
+    x2 = _rand((1024, 64), dt, 5)
+    torch.testing.assert_close(_matmul(g.T, x2), (g.T.double() @ x2.double()).to(dt))
+    w3 = _rand((1024, 64), dt, 6)  # g @ W: (320, 1024) @ (1024, 64), both plain
+    torch.testing.assert_close(_matmul(x, w3), (x.double() @ w3.double()).to(dt))
+    assert launched == [("_mm_tma_splitk_kernel", (4 + 1 * 4, 1, 1)),
+                        ("_tile_reduce_kernel", (1, 64 // 16, 1))] * 3
+
+
+def test_split_candidates_for_weight_gradients():
+    """Split-K candidates of Qwen2.5-0.5B's weight gradients on 132 SMs: whole waves of tiles
+    stay unsplit, the split programs fill at most their waves, partials stay bounded."""
+    from genesis_cuda.kernels import matmul_tuning as mt
+
+    for M, N in ((896, 896), (128, 896), (4864, 896), (896, 4864)):
+        for K in (8192, 16384):
+            cands = mt.splitk_candidates(M, N, K, 132)
+            assert cands, (M, N, K)
+            for cand in cands:
+                whole, rest, split, per = mt.splitk_plan(M, N, K, 132, cand[1], cand[2:])
+                bm, bn, bk = cand[2:5]
+                assert whole % 132 == 0 and whole + rest == -(-M // bm) * -(-N // bn)
+                assert 1 < split and rest * split <= cand[1] * 132
+                assert (split - 1) * per < -(-K // bk) <= split * per  # no empty chunk
+                assert per >= mt.SPLITK_MIN_TILES
+                assert rest * split * bm * bn * 4 <= mt.SPLITK_MAX_BYTES
+    # gate_proj over 8k tokens: 133 tiles of 256x128 -> 132 whole, one in 32 chunks of 4
+    assert mt.splitk_plan(4864, 896, 8192, 132, 1, (256, 128, 64)) == (132, 1, 32, 4)
+    # tiles that fill whole waves exactly are never split (132 of 128x128 here)
+    assert all(c[2:4] != (128, 128) for c in mt.splitk_candidates(128 * 132, 128, 8192, 132))
 
 
 def test_rule_fills_the_sms():
@@ -190,7 +269,7 @@ def test_rule_fills_the_sms():
     assert sc("half", 8192, 896, 128, 132)[:2] == (128, 128)  # 448 tiles
     assert sc("half", 8192, 128, 896, 132)[:2] == (64, 128)  # k_proj forward, 8k tokens
     wgrad = sc("half", 128, 896, 8192, 132)  # k_proj weight gradient: 7 tiles over 8k tokens
-    assert wgrad[0] == "s" and wgrad[1] == 16
+    assert wgrad[0] == "s" and mm.splitk_plan(128, 896, 8192, 132, 1, wgrad[2:]) == (0, 7, 16, 8)
     assert sc("half", 128, 128, 256, 132) == (128, 128, 64, 8, 3, 4)  # nothing fills, K short
 
 
@@ -234,7 +313,7 @@ def test_decode_shapes(M, fin, fout):
 @pytest.mark.parametrize("fin,fout", [(896, 896), (896, 128)], ids=str)
 def test_weight_gradient_8k_tokens(fin, fout):
     """grad.T @ x over 8192 tokens, bf16: 896 x 896 is timed among candidates that include
-    split-K ones; 128 x 896 (under 2 GFLOP) is split by the rule."""
+    split-K ones, and so is 128 x 896 (1.9 GFLOP, over the 1 GFLOP timing threshold)."""
     dt = torch.bfloat16
     g = _rand_cuda((8192, fout), dt, 1, 8192 ** -0.5)
     x = _rand_cuda((8192, fin), dt, 2)
@@ -244,6 +323,28 @@ def test_weight_gradient_8k_tokens(fin, fout):
     # allow on the few outputs near zero (one of 802,816 failed on an H100 with 1.05e-5).
     torch.testing.assert_close(got, (g.T.double() @ x.double()).to(dt), atol=1e-4,
                                rtol=1.6e-2)
+    assert torch.equal(got, _matmul(g.T, x))
+
+
+@pytest.mark.skipif(INTERPRET, reason="real sizes: on the GPU")
+@pytest.mark.parametrize("cfg", [("s", 1, 256, 128, 64, 8, 3, 8), ("s", 1, 128, 256, 64, 8, 3, 8),
+                                 ("s", 1, 128, 128, 64, 8, 4, 8)], ids=str)
+def test_weight_gradient_whole_waves_and_split_rest(monkeypatch, cfg):
+    """gate_proj's weight gradient over 8k tokens (4864 x 896) with each split-K tile forced:
+    whole waves of tiles unsplit, the rest split (1 tile of 256x128 in 32 chunks; 20 of
+    128x256; 2 of 128x128), against float64 (atol as in test_weight_gradient_8k_tokens), the
+    same bits twice."""
+    from genesis_cuda.kernels._launch import sm_count
+
+    monkeypatch.setattr(mm, "choose", lambda key, cands, launch, flops: cfg)
+    monkeypatch.setattr(mm, "_plans", {})
+    whole, rest, split, _ = mm.splitk_plan(4864, 896, 8192, sm_count(0), 1, cfg[2:])
+    assert whole > 0 and rest > 0 and split > 1  # both kinds of program (132 SMs)
+    dt = torch.bfloat16
+    g = _rand_cuda((8192, 4864), dt, 1, 8192 ** -0.5)
+    x = _rand_cuda((8192, 896), dt, 2)
+    got = _matmul(g.T, x)
+    torch.testing.assert_close(got, (g.T.double() @ x.double()).to(dt), atol=1e-4, rtol=1.6e-2)
     assert torch.equal(got, _matmul(g.T, x))
 
 
@@ -291,3 +392,26 @@ def test_decode_linear_replays_in_a_cuda_graph():
         graph.replay()
         genesis.cuda.synchronize()
         assert torch.equal(torch.from_dlpack(static), torch.from_dlpack(GF.linear(new, w, b)))
+
+
+@pytest.mark.skipif(INTERPRET, reason="GPU timing")
+def test_tuner_times_the_gpu_not_the_host():
+    """The autotuner's clock: a 50 us kernel measures ~50 us a call, and a launch whose host
+    side takes 200 us longer than its GPU side still measures its GPU time."""
+    import time
+
+    from genesis_cuda.kernels import matmul_tuning as mt
+
+    def gpu_only():
+        mt._spin_kernel[(1,)](50_000, num_warps=1)
+
+    def slow_host():
+        t0 = time.perf_counter()
+        while time.perf_counter() - t0 < 2e-4:
+            pass
+        gpu_only()
+
+    gpu_only()
+    for launch in (gpu_only, slow_host):
+        t = mt._seconds_per_call(launch, 5)
+        assert 45e-6 < t < 80e-6, (launch.__name__, t)

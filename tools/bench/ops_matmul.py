@@ -7,8 +7,9 @@ with (``ops.py --matmul-training``).
 * Decode (issue 10): the same layers at M = 1, 8, 32 rows (one decode step of a batch),
   bias where Qwen2.5 has one; the achieved weight-streaming bandwidth is printed beside the
   ratio, and a summary line adds up one decode step's linears (24 layers + lm_head).
-* ``--sweep``: the small-M table (``matmul_small.SMALL_M_TILES``, ``SMALL_M_WAVES``) over
-  decode shapes, and the configs the autotuner picked for the training shapes.
+* ``--sweep``: the small-M table (``matmul_small.SMALL_M_TILES``) over
+  every decode shape (best per shape and best single table entry), and per training-shape
+  bucket the config the autotuner picked with its fastest candidates' times.
 
 Every row first checks genesis's result against torch's (relative error of the whole output).
 """
@@ -149,33 +150,56 @@ def training_section(ctx, sweep: bool):
     decode_rows(ctx)
     training_rows(ctx)
     if sweep:
-        from genesis_cuda.kernels import matmul_tuning
+        print_tuning()
 
-        print("autotuned configs (bucket -> config; 's' = split-K):", flush=True)
-        for key, cfg in matmul_tuning.tuned.items():
-            print(f"  {key} -> {cfg}", flush=True)
+
+def print_tuning(top: int = 6):
+    """Per autotuned problem bucket: the config picked and the ``top`` fastest candidates
+    with their times relative to the fastest (from ``matmul_tuning.timings``), so that a
+    table change can be judged from one run."""
+    from genesis_cuda.kernels import matmul_tuning as mt
+
+    print("autotuned buckets (kind, dtype, A_T, B_T, batched, M, N, K, batch buckets); "
+          "'s' = split-K (waves, tile), 'p' = persistent:", flush=True)
+    for key, cfg in mt.tuned.items():
+        print(f"  {key} -> {cfg}", flush=True)
+        ranked = sorted(mt.timings.get(key, []), key=lambda ct: ct[1])
+        if not ranked:
+            continue
+        best = ranked[0][1]
+        for cand, t in ranked[:top]:
+            print(f"      {t * 1e6:9.1f} us  x{t / best:5.2f}  {cand}", flush=True)
+        splits = [ct for ct in ranked if ct[0][0] == "s"]
+        plain = [ct for ct in ranked if ct[0][0] != "s"]
+        if splits and plain:
+            print(f"      best split-K {splits[0][1] * 1e6:.1f} us {splits[0][0]}, best unsplit "
+                  f"{plain[0][1] * 1e6:.1f} us {plain[0][0]}", flush=True)
 
 
 def small_m_sweep(ctx):
-    """Tiles and waves of the small-M kernel on decode shapes, each against torch (printed
-    only; the table is ``matmul_small.SMALL_M_TILES`` and ``SMALL_M_WAVES``)."""
+    """Tiles and waves of the small-M kernel on every decode shape, each against torch, then
+    per kernel flavour (M = 1: CUDA-core GEMV; M = 8, 32: swapped tensor-core dot) the best
+    config per shape and the one config with the best geometric-mean ratio over the shapes
+    (an entry of ``matmul_small.SMALL_M_TILES``). Printed only."""
+    import math
+
     from genesis_cuda.kernels import matmul as mm
     from genesis_cuda.kernels import matmul_small as ms
 
     torch, to_g, bench = ctx.torch, ctx.to_g, ctx.bench
     bf = torch.bfloat16
-    saved = dict(ms.SMALL_M_TILES), ms.SMALL_M_WAVES
+    saved = dict(ms.SMALL_M_TILES)
     # (BLOCK_N, BLOCK_K, warps, stages) per kernel flavour; the K-chunk minimum is kept
-    tiles = {1: ((8, 1024, 4, 3), (16, 512, 4, 3), (32, 128, 4, 3), (32, 256, 4, 3),
-                 (32, 512, 8, 3), (64, 256, 8, 3)),
+    tiles = {1: ((8, 256, 4, 3), (8, 512, 4, 3), (16, 128, 4, 3), (16, 256, 4, 3),
+                 (32, 128, 4, 3), (32, 256, 4, 3), (64, 128, 8, 3)),
              16: ((32, 128, 4, 4), (64, 128, 4, 4), (64, 256, 4, 3), (128, 128, 4, 3),
                   (128, 128, 8, 3))}
-    shapes = [s for s in qwen05_linears() if s[0] in ("q_proj", "down_proj", "lm_head")]
-    print("sweep of the small-M kernel (bf16, x @ W.T):", flush=True)
+    results = {}  # (m, tile, waves) -> {shape name: (genesis ms, torch ms)}
+    print("sweep of the small-M kernel (bf16, x @ W.T, no bias):", flush=True)
     try:
-        for m in (1, 32):  # one M per kernel flavour: the CUDA-core GEMV, the swapped dot
+        for m in (1, 8, 32):
             bm = 1 if m == 1 else max(16, 1 << (m - 1).bit_length())
-            for name, fin, fout, _ in shapes:
+            for name, fin, fout, _ in qwen05_linears():
                 w = torch.randn(fout, fin, device="cuda", dtype=bf)
                 x = torch.randn(m, fin, device="cuda", dtype=bf)
                 gx, gw = to_g(x), to_g(w)
@@ -183,8 +207,7 @@ def small_m_sweep(ctx):
                 gbytes = 2 * fout * fin / 1e9
                 for tile in tiles[1 if m == 1 else 16]:
                     for waves in (0, 1, 2, 4):  # 0: no split-K
-                        ms.SMALL_M_TILES[bm] = tile + saved[0][bm][4:]
-                        ms.SMALL_M_WAVES = waves
+                        ms.SMALL_M_TILES[bm] = tile + (saved[bm][4], waves)
                         mm._plans.clear()
                         try:
                             mm.linear(gx, gw, None)
@@ -192,11 +215,33 @@ def small_m_sweep(ctx):
                         except Exception as exc:  # e.g. out of shared memory
                             print(f"  M={m} {name} {tile} waves {waves}: {type(exc).__name__}")
                             continue
+                        results.setdefault((m, tile, waves), {})[name] = (gt, tt)
                         print(f"  M={m:2d} {name:9s} BN,BK,warps,stages {str(tile):18s} "
                               f"waves {waves}: {gt*1e3:7.1f} us ({gbytes / gt:5.2f} TB/s; "
                               f"torch {tt*1e3:7.1f} us) ratio {tt/gt:5.2f}", flush=True)
     finally:
         ms.SMALL_M_TILES.clear()
-        ms.SMALL_M_TILES.update(saved[0])
-        ms.SMALL_M_WAVES = saved[1]
+        ms.SMALL_M_TILES.update(saved)
         mm._plans.clear()
+    names = [s[0] for s in qwen05_linears()]
+    for m in (1, 8, 32):
+        bm = 1 if m == 1 else max(16, 1 << (m - 1).bit_length())
+        mine = {k: v for k, v in results.items() if k[0] == m and len(v) == len(names)}
+        if not mine:
+            continue
+        print(f"  M={m}: best per shape (ratio = torch / genesis):", flush=True)
+        for name in names:
+            k, (gt, tt) = min(((k, v[name]) for k, v in mine.items()), key=lambda kv: kv[1][0])
+            print(f"    {name:9s} {str(k[1]):18s} waves {k[2]}: {gt*1e3:7.1f} us, torch "
+                  f"{tt*1e3:7.1f} us, ratio {tt/gt:5.2f}", flush=True)
+        cur = saved[bm][:4], saved[bm][5]
+
+        def gmean(v):
+            return math.exp(sum(math.log(tt / gt) for gt, tt in v.values()) / len(v))
+
+        k_best = max(mine, key=lambda k: gmean(mine[k]))
+        now = mine.get((m, *cur))
+        print(f"    one table entry: SMALL_M_TILES[{bm}] = "
+              f"{k_best[1] + (saved[bm][4], k_best[2])}: geomean ratio {gmean(mine[k_best]):.2f}"
+              + (f" (current {cur[0]} waves {cur[1]}: {gmean(now):.2f})" if now else ""),
+              flush=True)

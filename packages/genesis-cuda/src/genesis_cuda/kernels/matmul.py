@@ -10,8 +10,10 @@ Kernels, by problem:
   fp32 accumulation. A transposed operand is read through a descriptor of its real layout
   and transposed in shared memory (``.T``), never copied. Variants: persistent (one program
   per SM walking tiles), batched (per-matrix descriptors made on the device) and split-K
-  (``_mm_tma_splitk_kernel``: few output tiles over a long K, as a weight gradient
-  ``grad.T @ x`` over 8k tokens; float32 partials summed in order by ``matmul_common``).
+  (``_mm_tma_splitk_kernel``: output tiles that do not fill whole waves of the SMs, as a
+  weight gradient ``grad.T @ x`` over 8k tokens; whole waves of tiles run unsplit, the
+  tiles left over are split in K and their float32 partials summed in order by
+  ``_tile_reduce_kernel``).
 * ``_mm_kernel`` for everything else (fp64, odd strides or alignment, more than one
   batch dim that cannot be merged): pointer loads with any strides.
 
@@ -39,7 +41,7 @@ from genesis import dtypes as D
 from . import _launch, matmul_small
 from ._launch import Ptr, cdiv, collapse, contiguous_strides, sm_count
 from .layout import clone, copy_strided, fill_
-from .matmul_common import Direct, mma, split_k, splitk_reducer
+from .matmul_common import REDUCE_BLOCK, REDUCE_WARPS, Direct, mma
 from .matmul_small import SMALL_M_MAX
 from .matmul_tuning import (
     PTR_CANDIDATES,
@@ -48,10 +50,11 @@ from .matmul_tuning import (
     choose,
     small_config,
     splitk_candidates,
+    splitk_plan,
 )
 
 FP32_PRECISION = "ieee"  # "ieee" (torch's default), "tf32x3", or "tf32"
-_TUNE_MIN_FLOPS = 2 * 1024**3  # below this, pick a config by rule instead of timing
+_TUNE_MIN_FLOPS = 2**30  # below this (~2 us of tensor-core time), a config by rule, not timing
 # Below this, half-precision products take the pointer kernel: a TMA launch encodes three
 # tensor maps on the host (several us), more than such a product takes on the GPU.
 _TMA_MIN_FLOPS = 2 * 256**3
@@ -156,21 +159,64 @@ def _mm_tma_batched_kernel(a_ptr, b_ptr, c_ptr, M, N, K, sa0, sa_row, sb0, sb_ro
 
 
 @triton.jit
-def _mm_tma_splitk_kernel(a_desc, b_desc, ws_ptr, M, N, K, tiles_per, A_T: tl.constexpr,
+def _mm_tma_splitk_kernel(a_desc, b_desc, c_desc, ws_ptr, M, N, K, whole, split, tiles_per,
+                          bias, sbias, HAS_BIAS: tl.constexpr, A_T: tl.constexpr,
                           B_T: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                           BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
-    """Split-K (``matmul_common``): program (tile, s) sums the s-th chunk of ``tiles_per``
-    K-tiles of its output tile into the float32 partials ``ws`` (split, M, N)."""
-    pid_m, pid_n = _tile_ids(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
-    s = tl.program_id(1)
-    k_lo = s * tiles_per
-    k_hi = tl.minimum(k_lo + tiles_per, tl.cdiv(K, BLOCK_K))
-    acc = _tma_acc(a_desc, b_desc, pid_m * BLOCK_M, pid_n * BLOCK_N, k_lo, k_hi, 0, 0, A_T, B_T,
-                   BLOCK_M, BLOCK_N, BLOCK_K)
-    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    ptrs = ws_ptr + s.to(tl.int64) * M * N + rm[:, None].to(tl.int64) * N + rn[None, :]
-    tl.store(ptrs, acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
+    """Output tiles ``0 .. whole - 1`` whole (one program each, all of K, stored to C), the
+    rest split in K: program ``whole + r * split + s`` sums the s-th chunk of ``tiles_per``
+    K-tiles of tile ``whole + r`` into the float32 partials ``ws`` (rest, split, BLOCK_M,
+    BLOCK_N), which ``_tile_reduce_kernel`` adds up in order.
+
+    ``whole`` is a number of full waves of programs (0 for a problem whose tiles do not fill
+    the GPU once): 133 tiles on 132 SMs run as 132 whole tiles and one tile in 32 K-chunks,
+    about 1.03 waves' time instead of two (``matmul_tuning.splitk_plan``)."""
+    pid = tl.program_id(0)
+    k_tiles = tl.cdiv(K, BLOCK_K)
+    is_whole = pid < whole
+    r = tl.maximum(pid - whole, 0)
+    tile = tl.where(is_whole, pid, whole + r // split)
+    k_lo = tl.where(is_whole, 0, (r % split) * tiles_per)
+    k_hi = tl.where(is_whole, k_tiles, tl.minimum(k_lo + tiles_per, k_tiles))
+    pid_m, pid_n = _tile_ids(tile, M, N, BLOCK_M, BLOCK_N, GROUP_M)
+    off_m = pid_m * BLOCK_M
+    off_n = pid_n * BLOCK_N
+    acc = _tma_acc(a_desc, b_desc, off_m, off_n, k_lo, k_hi, 0, 0, A_T, B_T, BLOCK_M, BLOCK_N,
+                   BLOCK_K)
+    if is_whole:
+        if HAS_BIAS:
+            acc = _add_bias(acc, bias, sbias, off_n, N, BLOCK_N)
+        c_desc.store([off_m, off_n], acc.to(c_desc.dtype))
+    else:
+        ri = tl.arange(0, BLOCK_M)
+        rj = tl.arange(0, BLOCK_N)
+        part = ws_ptr + (pid - whole).to(tl.int64) * (BLOCK_M * BLOCK_N)
+        tl.store(part + ri[:, None] * BLOCK_N + rj[None, :], acc)
+
+
+@triton.jit
+def _tile_reduce_kernel(ws_ptr, c_ptr, bias_ptr, M, N, whole, split, scm, scn, sbias,
+                        HAS_BIAS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                        GROUP_M: tl.constexpr, ROWS: tl.constexpr):
+    """C over the split tiles of ``_mm_tma_splitk_kernel``: program (r, i) adds the
+    ``split`` partials of rows ``i*ROWS ..`` of split tile r in order (s = 0, 1, ...; the
+    same bits every run; the loop unrolled so that loads are in flight together, not one L2
+    round trip after another), adds the bias and rounds once."""
+    r = tl.program_id(0)
+    ri = tl.program_id(1) * ROWS + tl.arange(0, ROWS)
+    rj = tl.arange(0, BLOCK_N)
+    pid_m, pid_n = _tile_ids(whole + r, M, N, BLOCK_M, BLOCK_N, GROUP_M)
+    offs = ri[:, None] * BLOCK_N + rj[None, :]
+    part = ws_ptr + r.to(tl.int64) * split * (BLOCK_M * BLOCK_N) + offs
+    acc = tl.load(part)
+    for s in tl.range(1, split, loop_unroll_factor=8):
+        acc += tl.load(part + s * (BLOCK_M * BLOCK_N))
+    rm = pid_m * BLOCK_M + ri
+    rn = pid_n * BLOCK_N + rj
+    if HAS_BIAS:
+        acc += tl.load(bias_ptr + rn * sbias, mask=rn < N, other=0.0).to(tl.float32)[None, :]
+    ptrs = c_ptr + rm[:, None].to(tl.int64) * scm + rn[None, :] * scn
+    tl.store(ptrs, acc.to(c_ptr.dtype.element_ty), mask=(rm[:, None] < M) & (rn[None, :] < N))
 
 
 @triton.jit
@@ -272,6 +318,20 @@ def _tma_layout(strides, isz: int):
     return None
 
 
+def _tile_reducer(M, N, whole, rest, split, bm, bn, gm, has_bias, sbias):
+    """``reduce(ws, c, bias)`` for the ``rest`` split tiles of ``_mm_tma_splitk_kernel``
+    (C contiguous (M, N)); ``REDUCE_BLOCK`` outputs per program."""
+    rows = max(1, REDUCE_BLOCK // bn)
+    kern = Direct(_tile_reduce_kernel, (rest, cdiv(bm, rows)),
+                  dict(HAS_BIAS=has_bias, BLOCK_M=bm, BLOCK_N=bn, GROUP_M=gm, ROWS=rows,
+                       num_warps=REDUCE_WARPS))
+
+    def reduce(ws, c, bias):
+        kern(ws, c, c if bias is None else bias, M, N, whole, split, N, 1, sbias)
+
+    return reduce
+
+
 def _tma_binder(dt, M, N, K, batch, sa, sb, has_bias, sbias, device):
     """``bind(cfg) -> go(a, b, c, bias)`` for the TMA kernels, or None when TMA cannot read
     these operands (layout or 16-byte alignment). Host descriptors are built once per plan;
@@ -330,17 +390,18 @@ def _tma_binder(dt, M, N, K, batch, sa, sb, has_bias, sbias, device):
         a_desc.block_shape = [bk, bm] if a_t else [bm, bk]
         b_desc.block_shape = [bn, bk] if b_t else [bk, bn]
         c_desc.block_shape = [bm, bn]
-        if tag == "s":  # split-K: float32 partials, then the ordered reduction
-            del kw["HAS_BIAS"]
-            split, per = split_k(tiles, cdiv(K, bk), 1, tiles * cfg[1])
-            kern = Direct(_mm_tma_splitk_kernel, (tiles, split), kw)
-            reduce = splitk_reducer(M, N, split, (N, 1), has_bias, sbias)
+        if tag == "s":  # whole waves of tiles, the rest split in K (see the kernel)
+            whole, rest, split, per = splitk_plan(M, N, K, sms, cfg[1], cfg[2:])
+            kern = Direct(_mm_tma_splitk_kernel, (whole + rest * split,), kw)
+            reduce = _tile_reducer(M, N, whole, rest, split, bm, bn, gm, has_bias, sbias)
 
             def go_split(a, b, c, bias):
-                a_desc.base, b_desc.base = a, b
-                ws = _launch.empty((split, M, N), D.float32, c.device)
-                kern(a_desc, b_desc, ws, M, N, K, per)
-                reduce(ws, c, bias)
+                a_desc.base, b_desc.base, c_desc.base = a, b, c
+                ws = _launch.empty((rest * split, bm, bn), D.float32, c.device) if rest else c
+                kern(a_desc, b_desc, c_desc, ws, M, N, K, whole, split, per,
+                     c if bias is None else bias, sbias)
+                if rest:
+                    reduce(ws, c, bias)
 
             return go_split
         if tag == "p":

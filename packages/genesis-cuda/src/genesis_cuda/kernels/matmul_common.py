@@ -1,14 +1,14 @@
-"""What the matmul kernel families share: the per-plan direct launch and the split-K reduction.
+"""What the matmul kernel families share: the per-plan direct launch, the tensor-core product
+and how split-K chunks are sized.
 
 * ``Direct``: one fixed specialisation of a jit kernel with a fixed grid, launched without
   Triton's per-call argument binding once compiled (a matmul plan's integers never change).
-* Split-K: a product whose output tiles are too few to fill the GPU (a weight gradient
-  896x896 summed over 8k tokens; a decode step's 896-wide projection) splits K into
-  ``split`` chunks, one program per (tile, chunk). Each writes its float32 partial sums to a
-  workspace ``(split, M, N)``; ``_splitk_reduce_kernel`` then adds the chunks in a fixed
-  order (the same bits on every run, unlike float atomics), adds the bias and rounds once to
-  the output dtype. The workspace comes from the caching allocator on every call, always the
-  same size for a plan, so a CUDA graph can capture it.
+* Split-K: a product whose output tiles are too few to fill the GPU splits K into
+  ``split`` chunks, one program per (tile, chunk), each writing its float32 partial sums to
+  a workspace that is then added up in a fixed order (the same bits on every run, unlike
+  float atomics); ``split_k`` sizes the chunks. The workspace comes from the caching
+  allocator on every call, always the same size for a plan, so a CUDA graph can capture
+  it. The reductions live with their kernels (``matmul``, ``matmul_small``).
 """
 
 import triton
@@ -18,7 +18,7 @@ from triton.runtime import driver as _driver
 from . import _launch
 from ._launch import DIRECT, INTERPRET, cdiv
 
-REDUCE_BLOCK = 1024  # outputs per program of the split-K reduction
+REDUCE_BLOCK = 1024  # outputs per program of a split-K reduction
 REDUCE_WARPS = 4
 
 
@@ -82,37 +82,6 @@ else:
     def mma(a, b, acc, PREC: tl.constexpr, ACC: tl.constexpr):
         """``acc + a @ b`` (``tl.dot`` with input precision PREC, accumulator type ACC)."""
         return tl.dot(a, b, acc, input_precision=PREC, out_dtype=ACC)
-
-
-@triton.jit
-def _splitk_reduce_kernel(ws_ptr, c_ptr, bias_ptr, MN, N, SPLIT, scm, scn, sbias,
-                          HAS_BIAS: tl.constexpr, BLOCK: tl.constexpr):
-    """c[m, n] = sum over s of ws[s, m, n] (in order s = 0, 1, ...) + bias[n], rounded once."""
-    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < MN
-    part = ws_ptr + offs
-    acc = tl.load(part, mask=mask, other=0.0)
-    for _ in range(1, SPLIT):
-        part += MN
-        acc += tl.load(part, mask=mask, other=0.0)
-    m = offs // N
-    n = offs - m * N
-    if HAS_BIAS:
-        acc += tl.load(bias_ptr + n * sbias, mask=mask, other=0.0).to(tl.float32)
-    tl.store(c_ptr + m * scm + n * scn, acc.to(c_ptr.dtype.element_ty), mask=mask)
-
-
-def splitk_reducer(M: int, N: int, split: int, sc, has_bias: bool, sbias: int):
-    """``reduce(ws, c, bias)``: ``c`` (M, N) with strides ``sc`` from the float32 partials
-    ``ws`` (split, M, N) of a split-K launch."""
-    kern = Direct(_splitk_reduce_kernel, (cdiv(M * N, REDUCE_BLOCK),),
-                  dict(HAS_BIAS=has_bias, BLOCK=REDUCE_BLOCK, num_warps=REDUCE_WARPS))
-    mn, scm, scn = M * N, sc[0], sc[1]
-
-    def reduce(ws, c, bias):
-        kern(ws, c, c if bias is None else bias, mn, N, split, scm, scn, sbias)
-
-    return reduce
 
 
 def split_k(programs: int, k_tiles: int, min_tiles: int, target: int):

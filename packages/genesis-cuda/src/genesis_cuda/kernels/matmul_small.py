@@ -8,44 +8,53 @@ such a problem one row of 64-128-wide output tiles, ``cdiv(N, 128)`` programs (7
 
 * each program owns ``BLOCK_N`` columns of C (rows of the weight) and one chunk of K
   (split-K, ``matmul_common``), with enough chunks that ``cdiv(N, BLOCK_N) * split`` puts
-  ``SMALL_M_WAVES`` programs on every SM;
+  the table's ``waves`` programs on every SM;
 * M == 1 is a matrix-vector product on the CUDA cores: a (BLOCK_N, BLOCK_K) weight tile
   times the x row, accumulated elementwise in float32 and summed over K once at the end;
 * M = 2..64 uses the tensor cores with the operands swapped, ``C^T = W @ x^T``: the weight
   tile is the instruction's large side and the few rows of x its narrow side (padded to 16);
-* a split problem writes float32 partials and ``matmul_common``'s reduction adds them in a
-  fixed order (deterministic), adds the bias and rounds once; an unsplit one adds the bias
-  to the float32 sums and stores C directly.
+* a split problem writes float32 partials, and the last program to finish an n-block
+  (an atomic count per n-block) adds that block's partials in a fixed order
+  (deterministic), adds the bias and rounds once: one launch, no reduction kernel (its
+  launch gap would be a fifth of a 10 us decode product); an unsplit one adds the bias to
+  the float32 sums and stores C directly.
 
 A plan is a rule applied to the shape (``SMALL_M_TILES``, revised by
 ``tools/bench/ops.py --matmul-training --sweep``): no timing run and no host
 synchronisation, and every call allocates the same workspace from the caching allocator, so
-a CUDA graph captures it (after the warm-up call that compiles the kernels).
+a CUDA graph captures it (after the warm-up call that compiles the kernels; the counters
+are the plan's own, zeroed when it is made and left at zero by every launch).
 """
 
 import triton
 import triton.language as tl
 
 from genesis import dtypes as D
+from genesis_cuda import capture
 
 from . import _launch
-from ._launch import cdiv, next_pow2, sm_count
-from .matmul_common import Direct, mma, split_k, splitk_reducer
+from ._launch import Ptr, cdiv, next_pow2, sm_count
+from .layout import fill_
+from .matmul_common import Direct, mma, split_k
 
 SMALL_M_MAX = 64  # products with at most this many rows take this path
-SMALL_M_WAVES = 2  # programs per SM aimed at (split-K adds K-chunks up to this; 0: no split)
 # BLOCK_M (1, or M rounded up to a power of two >= 16) ->
-#   (BLOCK_N, BLOCK_K, num_warps, num_stages, shortest K-chunk of a split in K-tiles).
+#   (BLOCK_N, BLOCK_K, num_warps, num_stages, shortest K-chunk of a split in K-tiles, waves:
+#    programs per SM that split-K adds K-chunks up to, 0 for no split).
 # Reasoning (H100/H200: 132 SMs, 3.3-4.8 TB/s; at ~0.7 us of memory latency that needs ~3 MB
-# in flight, ~25 KB per SM): a program loads a 16 KB weight tile per step (32x256 or 64x128
-# half elements; BLOCK_K is halved where that makes it divide K, see _even_block_k), two or
-# more programs per SM; K-chunks of >= 256 elements (M > 1) keep the float32 partials
-# (split*M*N*4 bytes, mostly in L2) small against the weight (N*K*2 bytes).
+# in flight, ~25 KB per SM): a program loads an 8-16 KB weight tile per step (32x128 or
+# 64x128 half elements; BLOCK_K is halved where that makes it divide K, see _even_block_k),
+# two tiles in flight and two or more programs per SM; K-chunks of >= 256 elements (M > 1)
+# keep the float32 partials (split*M*N*4 bytes, mostly in L2) small against the weight
+# (N*K*2 bytes).
+# M = 1: 32x128 tiles (~100 registers a thread at 4 warps, ptxas for sm_90a); 32x256 took
+# 176 and ran the one shape it was used on (down_proj, K = 4864) at 0.19 TB/s on an H100,
+# while the K = 896 shapes ran 32x128 at 0.6-2.2 TB/s.
 SMALL_M_TILES = {
-    1: (32, 256, 4, 3, 1),
-    16: (64, 128, 4, 4, 2),
-    32: (64, 128, 4, 4, 2),
-    64: (64, 128, 4, 3, 2),
+    1: (32, 128, 4, 3, 1, 2),
+    16: (64, 128, 4, 4, 2, 2),
+    32: (64, 128, 4, 4, 2, 2),
+    64: (64, 128, 4, 3, 2, 2),
 }
 
 
@@ -79,14 +88,20 @@ def _accumulate(acc, w, x, PREC: tl.constexpr, BLOCK_M: tl.constexpr):
 
 
 @triton.jit
-def _small_m_kernel(x_ptr, w_ptr, out_ptr, bias_ptr, M, N, K, k_per, sxm, sxk, swk, swn, sbias,
-                    HAS_BIAS: tl.constexpr, PARTIAL: tl.constexpr, PREC: tl.constexpr,
-                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+def _small_m_kernel(x_ptr, w_ptr, out_ptr, bias_ptr, ws_ptr, count_ptr, M, N, K, k_per, split,
+                    sxm, sxk, swk, swn, sbias, HAS_BIAS: tl.constexpr, PARTIAL: tl.constexpr,
+                    PREC: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                    BLOCK_K: tl.constexpr):
     """Program (n-block, K-chunk): C[:, n-block] (all M rows) summed over its K-chunk.
 
     ``w`` is the right operand read as (N, K) through its strides (a linear weight as
-    stored). The result goes to C (M, N) contiguous, or for a split problem (PARTIAL) to the
-    float32 partials (split, M, N) at chunk ``program_id(1)``."""
+    stored). The result goes to C (M, N) contiguous. A split problem (PARTIAL, ``split``
+    chunks) writes the chunk's float32 sums to the partials ``ws`` (split, M, N) and counts
+    the chunks done per n-block in ``count`` (zeros, int32 per n-block): the program that
+    finishes an n-block's last chunk adds its partials in order (s = 0, 1, ...: the same
+    bits whichever program is last; the loop unrolled so that loads are in flight together),
+    adds the bias, rounds once, stores C and sets the count back to 0 for the next launch.
+    One launch, no reduction kernel after it."""
     pid_n = tl.program_id(0)
     pid_k = tl.program_id(1)
     rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -137,15 +152,48 @@ def _small_m_kernel(x_ptr, w_ptr, out_ptr, bias_ptr, M, N, K, k_per, sxm, sxk, s
         res = acc  # (BLOCK_N, BLOCK_M) = C^T tile
     mask = (rn[:, None] < N) & (rm[None, :] < M)
     offs = rm[None, :].to(tl.int64) * N + rn[:, None]
+    last = True
     if PARTIAL:
-        tl.store(out_ptr + pid_k.to(tl.int64) * M * N + offs, res, mask=mask)
-    else:
+        tl.store(ws_ptr + pid_k.to(tl.int64) * M * N + offs, res, mask=mask)
+        tl.debug_barrier()  # every thread's partial is written before the count is raised
+        # acq_rel at GPU scope: the partials of the programs counted before are visible
+        done = tl.atomic_add(count_ptr + pid_n, 1, sem="acq_rel", scope="gpu")
+        last = done == split - 1
+        if last:
+            res = tl.zeros_like(res)
+            # from L2 (.cg): never a stale line of this SM's L1
+            for s in tl.range(0, split, loop_unroll_factor=8):
+                res += tl.load(ws_ptr + s * M * N + offs, mask=mask, other=0.0,
+                               cache_modifier=".cg")
+            tl.atomic_xchg(count_ptr + pid_n, 0, sem="relaxed", scope="gpu")
+    if last:
         if HAS_BIAS:
             res += tl.load(bias_ptr + rn * sbias, mask=rn < N, other=0.0).to(tl.float32)[:, None]
         tl.store(out_ptr + offs, res.to(out_ptr.dtype.element_ty), mask=mask)
 
 
 # --------------------------------------------------------------------------- launcher
+_COUNTER_SLAB = 1 << 16  # int32 chunk counters allocated at a time
+_slabs: dict = {}  # device -> [slab, first unused index, every slab of the device]
+
+
+def _counters(device, n: int) -> Ptr:
+    """``n`` zeroed int32 counters of a split plan's n-blocks, never handed to another plan:
+    every launch leaves them at zero, and a CUDA graph that captured the plan's launch keeps
+    using them after the plan cache has dropped the plan (slabs live as long as the
+    process). One plan runs on one stream at a time."""
+    slab = _slabs.get(device)
+    if slab is None or slab[1] + n > slab[0].shape[0]:
+        capture.check_not_capturing(
+            "allocate the split-K counters of a new decode-sized matmul (they would belong "
+            "to the graph's memory pool); run the captured code once before capturing")
+        arr = fill_(_launch.empty((max(n, _COUNTER_SLAB),), D.int32, device), 0)
+        slab = _slabs[device] = [arr, 0, (slab[2] if slab else []) + [arr]]
+    start = slab[1]
+    slab[1] += n
+    return Ptr(slab[0].data_ptr() + 4 * start, D.int32)
+
+
 def _even_block_k(K: int, bk: int) -> int:
     """``bk``, halved (down to 32) while it does not divide K: a K-tile that is never cut
     short loads whole 16-byte vectors (a masked tail load goes element by element), and the
@@ -162,12 +210,12 @@ def plan(dt, M: int, N: int, K: int, sa, sb, has_bias: bool, sbias: int, precisi
     strides swapped), ``c`` contiguous (M, N); ``dt`` float16, bfloat16 or float32 and
     ``1 <= M <= SMALL_M_MAX``. ``precision`` is the float32 ``tl.dot`` input precision."""
     bm = 1 if M == 1 else max(16, next_pow2(M))
-    bn, bk, warps, stages, min_tiles = SMALL_M_TILES[bm]
+    bn, bk, warps, stages, min_tiles, waves = SMALL_M_TILES[bm]
     if dt is D.float32 and bm > 1:  # 4-byte tiles: half as deep, two stages of shared memory
         bk, stages = min(bk, 64), 2
     bk = _even_block_k(K, bk)
     n_blocks = cdiv(N, bn)
-    split, per = split_k(n_blocks, cdiv(K, bk), min_tiles, SMALL_M_WAVES * sm_count(device))
+    split, per = split_k(n_blocks, cdiv(K, bk), min_tiles, waves * sm_count(device))
     k_per = per * bk
     kern = Direct(_small_m_kernel, (n_blocks, split),
                   dict(HAS_BIAS=has_bias, PARTIAL=split > 1,
@@ -177,14 +225,15 @@ def plan(dt, M: int, N: int, K: int, sa, sb, has_bias: bool, sbias: int, precisi
     sbk, sbn = sb
     if split == 1:
         def go(a, b, c, bias):
-            kern(a, b, c, c if bias is None else bias, M, N, K, k_per, sam, sak, sbk, sbn, sbias)
+            kern(a, b, c, c if bias is None else bias, c, c, M, N, K, k_per, 1, sam, sak, sbk,
+                 sbn, sbias)
 
         return go
-    reduce = splitk_reducer(M, N, split, (N, 1), has_bias, sbias)
+    count = _counters(device, n_blocks)
 
     def go_split(a, b, c, bias):
         ws = _launch.empty((split, M, N), D.float32, c.device)
-        kern(a, b, ws, ws, M, N, K, k_per, sam, sak, sbk, sbn, 0)
-        reduce(ws, c, bias)
+        kern(a, b, c, c if bias is None else bias, ws, count, M, N, K, k_per, split, sam, sak,
+             sbk, sbn, sbias)
 
     return go_split

@@ -1,20 +1,22 @@
 """Tile configurations of the matmul kernels and the autotuner that picks one per problem.
 
 A config is ``(BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_stages, num_warps)``, with a leading
-tag for the TMA kernel's variants: ``"p"`` the persistent kernel, ``("s", split)`` split-K.
+tag for the TMA kernel's variants: ``"p"`` the persistent kernel, ``("s", waves)`` split-K.
 Problems big enough to time are bucketed (each size rounded up to a power of two) and the
-candidates of a bucket are timed on the first problem seen in it, with a device
-synchronisation (so it is correct whatever stream genesis launches on, and refused during
-CUDA graph capture); smaller problems take ``small_config``, a rule.
+candidates of a bucket are timed on the first problem seen in it, on the GPU (events on the
+current stream, host launch cost excluded) with a synchronisation (refused during CUDA graph
+capture); smaller problems take ``small_config``, a rule.
 """
 
 import math
-import time
+
+import triton
+import triton.language as tl
 
 from genesis_cuda import capture
+from genesis_cuda.streams import Event
 
 from ._launch import cdiv
-from .matmul_common import split_k
 
 # (BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_stages, num_warps)
 # A leading "p" marks the persistent kernel (unbatched problems only); split-K candidates
@@ -26,9 +28,15 @@ TMA_CANDIDATES = [
     (128, 128, 64, 8, 4, 8),
     (128, 128, 64, 8, 4, 4),
     (64, 128, 64, 8, 4, 4),
-    ("p", 128, 256, 64, 8, 3, 8),
-    ("p", 128, 256, 64, 8, 4, 8),
+    (128, 128, 128, 8, 3, 8),  # short K (a forward or input gradient over 896 features):
+    (64, 128, 128, 8, 3, 4),  # half as many K-steps
+    (64, 256, 64, 8, 4, 4),
+    ("p", 128, 256, 64, 8, 3, 8),  # (4 stages would need 256 KB of shared memory)
     ("p", 128, 128, 64, 8, 4, 8),
+    # small tiles spread an output of few tiles evenly over the SMs (8192 x 896 is 448
+    # tiles of 128x128, 3.4 waves on 132 SMs, but 896 of 64x128, 6.8 waves)
+    ("p", 64, 128, 64, 8, 4, 4),
+    ("p", 64, 256, 64, 8, 4, 4),
 ]
 PTR_CANDIDATES = {
     "half": [(128, 256, 64, 8, 3, 8), (128, 128, 64, 8, 4, 8), (128, 128, 32, 8, 4, 4),
@@ -36,29 +44,54 @@ PTR_CANDIDATES = {
     "fp32": [(128, 128, 32, 8, 3, 8), (128, 64, 32, 8, 4, 4), (64, 64, 32, 8, 4, 4)],
     "fp64": [(64, 64, 16, 8, 3, 4), (32, 64, 16, 8, 3, 4)],
 }
-tuned: dict = {}
+tuned: dict = {}  # problem bucket -> the config picked
+timings: dict = {}  # problem bucket -> [(config, seconds per call)] of the timing run
 
 
-# Split-K ("s", split, tile...): unbatched TMA problems whose output tiles underfill the GPU
-# (a weight gradient: M x N = 896 x 896 or 128 x 896 summed over K = 8k tokens). Candidates
-# split each of these tiles into enough K-chunks for one and for two waves of programs; a
-# chunk is at least SPLITK_MIN_TILES K-tiles (512 elements), so the float32 partials stay
-# small against the operands they sum.
-SPLITK_TILES = [(128, 256, 64, 8, 3, 8), (128, 128, 64, 8, 4, 8)]
-SPLITK_MIN_TILES = 8
+# Split-K ("s", waves, tile...), unbatched TMA problems whose output tiles do not fill the
+# GPU evenly (``_mm_tma_splitk_kernel``): the whole waves of tiles run unsplit and the tiles
+# left over (all of them when there is less than a wave) are split in K into enough chunks
+# for ``waves`` waves of programs. A weight gradient: gate_proj's 4864 x 896 over 8k tokens is
+# 133 tiles of 256x128 on 132 SMs, two waves for 1.01 waves of work unsplit, ~1.03 waves as
+# 132 whole tiles and one tile in 32 chunks; q_proj's 896 x 896 is 49 tiles of 128x128, a
+# third of the SMs busy unsplit. Candidates per tile shape: one wave of split programs after
+# the whole waves, or 1-3 waves when there are none (timed: more chunks balance the SMs
+# better but write more float32 partials). The config names waves, not chunks, so that it
+# suits every problem of its bucket. A chunk is at least SPLITK_MIN_TILES K-tiles, and the
+# partials at most SPLITK_MAX_BYTES.
+SPLITK_TILES = [(128, 256, 64, 8, 3, 8), (256, 128, 64, 8, 3, 8), (128, 128, 64, 8, 4, 8),
+                (128, 128, 64, 8, 4, 4)]
+SPLITK_MIN_TILES = 4
+SPLITK_MAX_BYTES = 64 << 20
+
+
+def splitk_plan(M: int, N: int, K: int, sms: int, waves: int, tile) -> tuple:
+    """``(whole, rest, split, tiles_per)`` of split-K config ``("s", waves, *tile)``: tiles
+    run unsplit, tiles split, K-chunks per split tile and K-tiles per chunk."""
+    bm, bn, bk = tile[:3]
+    tiles = cdiv(M, bm) * cdiv(N, bn)
+    k_tiles = cdiv(K, bk)
+    rest = tiles % sms
+    if rest == 0:
+        return tiles, 0, 1, k_tiles
+    split = min(waves * sms // rest, k_tiles // SPLITK_MIN_TILES,
+                SPLITK_MAX_BYTES // (rest * bm * bn * 4))
+    per = cdiv(k_tiles, max(split, 1))
+    return tiles - rest, rest, cdiv(k_tiles, per), per
 
 
 def splitk_candidates(M: int, N: int, K: int, sms: int) -> list:
     """Split-K configs worth timing for an (M, N, K) problem on ``sms`` multiprocessors
-    (none when its tiles already fill the GPU or K is too short to split)."""
-    out = []
+    (none when its tiles fill whole waves or K is too short to split), one per distinct
+    split."""
+    out, seen = [], set()
     for tile in SPLITK_TILES:
-        bm, bn, bk = tile[:3]
-        for waves in (1, 2):
-            split, _ = split_k(cdiv(M, bm) * cdiv(N, bn), cdiv(K, bk), SPLITK_MIN_TILES,
-                               waves * sms)
-            if split > 1 and ("s", split, *tile) not in out:
-                out.append(("s", split, *tile))
+        tiles = cdiv(M, tile[0]) * cdiv(N, tile[1])
+        for waves in ((1,) if tiles > sms else (1, 2, 3)):
+            plan = splitk_plan(M, N, K, sms, waves, tile)
+            if plan[2] > 1 and (tile, plan) not in seen:
+                seen.add((tile, plan))
+                out.append(("s", waves, *tile))
     return out
 
 
@@ -80,21 +113,43 @@ def small_config(kind: str, M: int, N: int, K: int = 0, sms: int = 0):
         for tm, tn in ((bm, bn), (64, bn), (64, 64)):
             if 8 * cdiv(M, tm) * cdiv(N, tn) >= 7 * sms:  # 7/8 of the SMs or more busy
                 return (tm, tn, 64, 8, 3, 4)
-        split, _ = split_k(cdiv(M, bm) * cdiv(N, bn), cdiv(K, 64), SPLITK_MIN_TILES, sms)
-        if split > 1:
-            return ("s", split, *cfg)
+        if splitk_plan(M, N, K, sms, 1, cfg)[2] > 1:  # one wave of K-chunks
+            return ("s", 1, *cfg)
     return cfg
 
 
-def _sync():
-    try:
-        from cuda.bindings import driver
+@triton.jit
+def _clock(dummy):
+    """The GPU's global nanosecond timer (``dummy``: inline asm needs an operand)."""
+    return tl.inline_asm_elementwise("mov.u64 $0, %globaltimer;", "=l,r", [dummy],
+                                     dtype=tl.int64, is_pure=False, pack=1)
 
-        driver.cuCtxSynchronize()
-    except ImportError:  # pragma: no cover - cuda-python is a dependency
-        import torch
 
-        torch.cuda.synchronize()
+@triton.jit
+def _spin_kernel(ns):
+    """Holds its stream for ``ns`` nanoseconds (one thread busy-waiting)."""
+    t0 = _clock(ns)
+    t = t0
+    while t - t0 < ns:
+        t = _clock(ns)
+
+
+_SPIN_NS = 2_000_000  # the stream is held while the host queues the timed calls
+
+
+def _seconds_per_call(launch, reps: int) -> float:
+    """GPU time of one ``launch()``: a spin kernel holds the stream while the host queues
+    ``reps`` calls behind it, and events time the calls on the GPU, so the host's launch
+    cost (two launches and a workspace for a split-K config) is not counted, as the
+    benchmarks' ``do_bench`` does not count it either."""
+    start, end = Event(enable_timing=True), Event(enable_timing=True)
+    _spin_kernel[(1,)](_SPIN_NS, num_warps=1)
+    start.record()
+    for _ in range(reps):
+        launch()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) / 1e3 / reps
 
 
 def choose(key, candidates, launch, flops: int):
@@ -106,18 +161,15 @@ def choose(key, candidates, launch, flops: int):
         f"autotune a matmul of a new shape bucket {key} (timing synchronises the device); "
         "run the captured code once before capturing (warm-up)")
     best, best_t = None, math.inf
-    reps = max(1, min(20, int(5e-3 / max(flops / 6e14, 1e-7))))
+    reps = max(2, min(20, int(5e-3 / max(flops / 6e14, 1e-7))))
+    times = timings[key] = []
     for cand in candidates:
         try:
             launch(cand)  # compile and warm
-            _sync()
-            t0 = time.perf_counter()
-            for _ in range(reps):
-                launch(cand)
-            _sync()
-            t = time.perf_counter() - t0
+            t = _seconds_per_call(lambda: launch(cand), reps)  # noqa: B023 (used at once)
         except Exception:  # out of shared memory or registers for this shape: skip it
             continue
+        times.append((cand, t))
         if t < best_t:
             best, best_t = cand, t
     if best is None:
