@@ -399,6 +399,11 @@ class Tile(NamedTuple):
     ``tma``: read the streamed blocks through TMA descriptors (where the operands allow);
     ``trans`` (dK/dV only): keep its tiles keys-by-queries; ``maxnreg``: cap on registers per
     thread (0: the compiler's choice), e.g. 128 so that two 8-warp programs fit on an SM.
+
+    Known problem: the plain dK/dV kernel with ``Tile(32, 128, 4, 3)`` at head dim 64 gave a
+    wrong dK on an H100 (GQA 16:4, 1031 keys; ``tests/cuda/test_kernels_attention.py``
+    ``test_forward_backward``), although the interpreter tests of asymmetric tiles pass. Not
+    yet explained: run those GPU tests before shipping a dK/dV tile with ``bm < bn``.
     """
 
     bm: int
