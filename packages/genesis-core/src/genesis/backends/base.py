@@ -183,11 +183,11 @@ class Backend(ABC):
         """Apply the binary op named ``op`` (one of ``BINARY_OPS``) elementwise."""
 
     def unary_kernel(self, op: str):
-        """A callable ``(a, out=None) -> Array`` for ``op``; called once per op and cached."""
+        """A callable ``(a, out=None) -> Array`` for ``op`` (``out`` by keyword); cached."""
         return lambda a, out=None: self.unary(op, a, out)
 
     def binary_kernel(self, op: str):
-        """A callable ``(a, b, out=None) -> Array`` for ``op``; called once and cached."""
+        """A callable ``(a, b, out=None) -> Array`` for ``op`` (``out`` by keyword); cached."""
         return lambda a, b, out=None: self.binary(op, a, b, out)
 
     @abstractmethod

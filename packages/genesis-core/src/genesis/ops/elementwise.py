@@ -10,7 +10,10 @@ from operator import itemgetter
 
 from genesis import dtypes as D
 from genesis import op_declarations as decl
+from genesis.autocast import _state as _autocast
 from genesis.autograd.function import Function, Node
+from genesis.autograd.function import _op_observers as op_observers
+from genesis.autograd.grad_mode import _state as grad_state
 from genesis.device import CPU
 from genesis.ops.common import (
     broadcast_shapes,
@@ -21,7 +24,7 @@ from genesis.ops.common import (
     sum_to_shape,
     wrap,
 )
-from genesis.tensor import Tensor
+from genesis.tensor import Tensor, new_tensor
 
 _kernels: dict = {}  # (backend, arity, op) -> kernel callable, filled on first use
 
@@ -124,6 +127,80 @@ def _first(values: tuple) -> tuple:
     return values[:1]
 
 
+# ------------------------------------------------------------- the host path
+# Most calls of an elementwise op meet the plainest case: tensors (not subclasses) of one
+# dtype, shape and device, or a tensor and a Python float, with nothing to record (grad
+# off, or no input requiring it), no autocast for the op and no profiler listening. That
+# case skips Function.apply, promotion and broadcasting: one kernel call and a wrap. Every
+# other call takes the op's full path, ``slow``, which states the rules.
+_grad = grad_state
+_observers = op_observers
+
+
+class _Kernels:
+    """backend -> that backend's kernel for one op (``table``), filled by ``fetch`` on a miss."""
+
+    def __init__(self, arity: int, name: str):
+        self.table: dict = {}
+        self.arity, self.name = arity, name
+
+    def fetch(self, backend):
+        k = self.table[backend] = kernel(backend, self.arity, self.name)
+        return k
+
+
+def _unary_host_path(op: decl.Op, slow):
+    """The public function of a declared unary op: the host path above, else ``slow``."""
+    kernels, check, casts = _Kernels(1, op.name), op.check, op.autocast is not None
+    table, fetch = kernels.table, kernels.fetch
+    floats, to_bool = op.ints == "float", op.ints == "bool"
+
+    def fn(input: Tensor) -> Tensor:
+        if (type(input) is Tensor and not (_grad.enabled and input.requires_grad)
+                and not _observers and not (casts and _autocast.enabled)
+                and (not floats or input.dtype.is_floating_point)):
+            if check is not None:
+                check(input)
+            backend = input._backend
+            k = table.get(backend) or fetch(backend)
+            return new_tensor(k(input._data), input.device, backend,
+                              input.shape, D.bool_ if to_bool else input.dtype)
+        return slow(input)
+
+    return fn
+
+
+def _binary_host_path(op: decl.Op, slow):
+    """``apply(a, b)`` of a declared binary op: the host path above, else ``slow``."""
+    kernels, check, casts = _Kernels(2, op.name), op.check, op.autocast is not None
+    table, fetch = kernels.table, kernels.fetch
+    floats, to_bool = op.ints == "float", op.ints == "bool"
+
+    def apply(a, b):
+        if type(a) is Tensor and not _observers and not (casts and _autocast.enabled):
+            dtype = a.dtype
+            if type(b) is Tensor:
+                plain = (b.dtype is dtype and b.shape == a.shape and b.device is a.device
+                         and (not floats or dtype.is_floating_point)
+                         and not (_grad.enabled and (a.requires_grad or b.requires_grad)))
+                y = b._data
+            else:  # a Python float never changes a floating tensor's dtype
+                plain = (type(b) is float and dtype.is_floating_point
+                         and not (_grad.enabled and a.requires_grad))
+                y = b
+            if plain:
+                if check is not None:
+                    check(a, b)
+                backend = a._backend
+                k = table.get(backend) or fetch(backend)
+                return new_tensor(k(a._data, y), a.device, backend, a.shape,
+                                  D.bool_ if to_bool else dtype)
+        return slow(a, b)
+
+    apply.__name__ = apply.__qualname__ = op.name
+    return apply
+
+
 # --------------------------------------------------------------------- unary
 class _Unary(Function):
     """``y = f(x)`` for one declared unary op (``decl``); made by ``_unary_function``."""
@@ -175,17 +252,16 @@ def _unary_function(op: decl.Op):
             "grad": _formula(op, 0, ("g", "x", "y")),
             "__doc__": f"Autograd Function of ``{op.name}`` (declared in op_declarations)."})
 
-        def fn(input: Tensor) -> Tensor:
-            return cls.apply(input)
-
-        fn.function, fn.apply = cls, cls.apply
+        fn = _unary_host_path(op, cls.apply)
+        fn.function, fn.apply = cls, fn
     else:
-        def fn(input: Tensor) -> Tensor:
+        def apply(input: Tensor) -> Tensor:
             if op.check is not None:
                 op.check(input)
             return wrap(kernel(input._backend, 1, op.name)(input._data), input.device, None,
                         input.shape, D.bool_ if op.ints == "bool" else input.dtype)
 
+        fn = _unary_host_path(op, apply)
         fn.function, fn.apply = None, fn
 
     fn.__name__ = fn.__qualname__ = op.name
@@ -270,12 +346,12 @@ def _binary_function(op: decl.Op):
             out_dtype = D.bool_ if op.ints == "bool" else dtype
             return wrap(kernel(backend, 2, op.name)(x, y), device, None, shape, out_dtype)
 
+    apply = _binary_host_path(op, apply)
     if op.alpha:
         def fn(input, other, *, alpha=1) -> Tensor:
             return apply(input, other if alpha == 1 else other * alpha)
     else:
-        def fn(input, other) -> Tensor:
-            return apply(input, other)
+        fn = apply
 
     fn.__name__ = fn.__qualname__ = op.name
     args = "input: a tensor.\nother: a tensor or a Python number, broadcastable with ``input``."
