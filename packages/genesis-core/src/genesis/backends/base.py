@@ -104,6 +104,12 @@ class Backend(ABC):
     def as_strided(self, a: Array, shape: Shape, strides: Shape, offset: int) -> Array:
         """A view of ``a``'s storage with the given geometry (no copy, shares memory)."""
 
+    def view(self, a: Array, shape: Shape, strides: Shape) -> Array:
+        """*Optional.* ``a`` seen at ``shape`` with ``strides``, which genesis derived from
+        ``a``'s own as a reshape without a copy (what ``Tensor.view`` makes). The default is
+        ``as_strided`` at ``a``'s offset; a backend may call a cheaper native reshape-view."""
+        return self.as_strided(a, shape, strides, self.storage_offset_of(a))
+
     def reinterpret(self, a: Array, dtype: DType) -> Array:
         """*Optional.* ``a``'s bytes seen as ``dtype`` of the same itemsize (a view)."""
         raise TypeError(f"backend {self.name!r} cannot reinterpret arrays as {dtype}")

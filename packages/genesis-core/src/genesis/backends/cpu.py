@@ -78,6 +78,10 @@ class CPUBackend(Backend):
     def as_strided(self, a, shape, strides, offset):
         return a.as_strided(shape, strides, offset)
 
+    def view(self, a, shape, strides):
+        # (torch parses separate ints faster than a tuple; a 0-d shape has none)
+        return a.view(*shape) if shape else a.view(())
+
     def reinterpret(self, a, dtype):
         return a.view(_TO_TORCH[dtype])
 

@@ -49,6 +49,10 @@ class SliceBackward(Function):
 def slice_geometry(x: Tensor, key: tuple):
     """Shape, strides and offset of ``x[key]`` for a normalised basic-index ``key``."""
     strides, offset = _geometry(x)
+    if len(key) == 1 and type(key[0]) is slice and x.shape:  # x[a:b], the common key
+        start, length, step = _slice_extent(key[0], x.shape[0])
+        return ((length,) + x.shape[1:], (strides[0] * step,) + strides[1:],
+                offset + start * strides[0] if length else offset)
     shape_out, strides_out = [], []
     dim = 0
     for k in key:
@@ -63,11 +67,7 @@ def slice_geometry(x: Tensor, key: tuple):
             offset += (k % n) * strides[dim]
             dim += 1
         else:  # slice
-            n = x.shape[dim]
-            start, stop, step = k.indices(n)
-            if step <= 0:
-                raise ValueError("step must be greater than zero")
-            length = max(0, (stop - start + step - 1) // step)
+            start, length, step = _slice_extent(k, x.shape[dim])
             if length:
                 offset += start * strides[dim]
             shape_out.append(length)
@@ -76,6 +76,14 @@ def slice_geometry(x: Tensor, key: tuple):
     shape_out.extend(x.shape[dim:])
     strides_out.extend(strides[dim:])
     return tuple(shape_out), tuple(strides_out), offset
+
+
+def _slice_extent(k: slice, n: int) -> tuple:
+    """``(start, length, step)`` that slice ``k`` picks from a dim of size ``n``."""
+    start, stop, step = k.indices(n)
+    if step <= 0:
+        raise ValueError("step must be greater than zero")
+    return start, max(0, (stop - start + step - 1) // step), step
 
 
 def narrow(x: Tensor, dim: int, start: int, length: int) -> Tensor:
