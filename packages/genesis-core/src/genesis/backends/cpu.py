@@ -173,7 +173,11 @@ class CPUBackend(Backend):
     def sum(self, a, dims, keepdim, dtype):
         if not dims:
             return a.to(_TO_TORCH[dtype], copy=True)
-        return torch.sum(a, dims, keepdim=keepdim, dtype=_TO_TORCH[dtype])
+        t = _TO_TORCH[dtype]
+        if t is a.dtype:  # torch's cheapest calls: its argument parsing is the cost here
+            return torch.sum(a) if not keepdim and len(dims) == a.dim() else \
+                torch.sum(a, dims, keepdim)
+        return torch.sum(a, dims, keepdim=keepdim, dtype=t)
 
     def prod(self, a, dims, keepdim, dtype):
         t = _TO_TORCH[dtype]

@@ -137,7 +137,7 @@ _grad = grad_state
 _observers = op_observers
 
 
-class _Kernels:
+class KernelTable:
     """backend -> that backend's kernel for one op (``table``), filled by ``fetch`` on a miss."""
 
     def __init__(self, arity: int, name: str):
@@ -151,7 +151,7 @@ class _Kernels:
 
 def _unary_host_path(op: decl.Op, slow):
     """The public function of a declared unary op: the host path above, else ``slow``."""
-    kernels, check, casts = _Kernels(1, op.name), op.check, op.autocast is not None
+    kernels, check, casts = KernelTable(1, op.name), op.check, op.autocast is not None
     table, fetch = kernels.table, kernels.fetch
     floats, to_bool = op.ints == "float", op.ints == "bool"
 
@@ -172,7 +172,7 @@ def _unary_host_path(op: decl.Op, slow):
 
 def _binary_host_path(op: decl.Op, slow):
     """``apply(a, b)`` of a declared binary op: the host path above, else ``slow``."""
-    kernels, check, casts = _Kernels(2, op.name), op.check, op.autocast is not None
+    kernels, check, casts = KernelTable(2, op.name), op.check, op.autocast is not None
     table, fetch = kernels.table, kernels.fetch
     floats, to_bool = op.ints == "float", op.ints == "bool"
 

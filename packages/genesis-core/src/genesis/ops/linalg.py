@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import math
 
-from genesis.autograd.function import Function
+from genesis.autocast import _state as _autocast
+from genesis.autograd.function import Function, _op_observers
+from genesis.autograd.grad_mode import _state as _grad
 from genesis.autograd.grad_mode import is_grad_enabled
 from genesis.backends.composite import contiguous_strides
 from genesis.ops.common import (
@@ -13,7 +15,7 @@ from genesis.ops.common import (
     sum_to_shape,
     wrap,
 )
-from genesis.tensor import Tensor, interned_size, is_contiguous_geometry
+from genesis.tensor import Tensor, interned_size, is_contiguous_geometry, new_tensor
 
 
 def _check(op: str, a: Tensor, b: Tensor) -> None:
@@ -149,6 +151,15 @@ def matmul(input: Tensor, other: Tensor) -> Tensor:
     Returns:
         A new tensor of the shape given under Shape.
     """
+    if (type(input) is Tensor and type(other) is Tensor and len(input.shape) == 2
+            and len(other.shape) == 2 and input.dtype is other.dtype
+            and input.device is other.device and input.shape[1] == other.shape[0]
+            and not (_grad.enabled and (input.requires_grad or other.requires_grad))
+            and not _autocast.enabled and not _op_observers):
+        # the host path: two matrices, nothing to record, no autocast — no Function.apply
+        backend = input._backend
+        return new_tensor(backend.matmul(input._data, other._data), input.device, backend,
+                          interned_size((input.shape[0], other.shape[1])), input.dtype)
     if not isinstance(input, Tensor) or not isinstance(other, Tensor):
         raise TypeError("matmul expects two tensors")
     if input.ndim == 0 or other.ndim == 0:
