@@ -11,9 +11,10 @@ from operator import itemgetter
 from genesis import dtypes as D
 from genesis import op_declarations as decl
 from genesis.autocast import _state as _autocast
-from genesis.autograd.function import Function, Node
-from genesis.autograd.function import _op_observers as op_observers
-from genesis.autograd.grad_mode import _state as grad_state
+from genesis.autograd.function import _TENSOR_TYPES, Function, Node
+from genesis.autograd.function import _op_observers as _observers
+from genesis.autograd.function import _record as record
+from genesis.autograd.grad_mode import _state as _grad
 from genesis.device import CPU
 from genesis.ops.common import (
     broadcast_shapes,
@@ -128,15 +129,11 @@ def _first(values: tuple) -> tuple:
 
 
 # ------------------------------------------------------------- the host path
-# Most calls of an elementwise op meet the plainest case: tensors (not subclasses) of one
-# dtype, shape and device, or a tensor and a Python float, with nothing to record (grad
-# off, or no input requiring it), no autocast for the op and no profiler listening. That
-# case skips Function.apply, promotion and broadcasting: one kernel call and a wrap. Every
-# other call takes the op's full path, ``slow``, which states the rules.
-_grad = grad_state
-_observers = op_observers
-
-
+# Most calls of an elementwise op meet the plainest case: tensors of one dtype, shape and
+# device, or a tensor and a Python float; no autocast for the op and no profiler listening.
+# That case skips Function.apply, promotion and broadcasting: one kernel call and a wrap, and
+# the graph node made directly when an input requires grad. Every other call takes the op's
+# full path, ``slow``, which states the rules.
 class KernelTable:
     """backend -> that backend's kernel for one op (``table``), filled by ``fetch`` on a miss."""
 
@@ -149,52 +146,61 @@ class KernelTable:
         return k
 
 
-def _unary_host_path(op: decl.Op, slow):
-    """The public function of a declared unary op: the host path above, else ``slow``."""
+def _unary_host_path(op: decl.Op, slow, cls):
+    """The public function of a declared unary op (``cls``: its Function, or None when not
+    differentiable): the host path above, else ``slow``."""
     kernels, check, casts = KernelTable(1, op.name), op.check, op.autocast is not None
     table, fetch = kernels.table, kernels.fetch
     floats, to_bool = op.ints == "float", op.ints == "bool"
 
     def fn(input: Tensor) -> Tensor:
-        if (type(input) is Tensor and not (_grad.enabled and input.requires_grad)
-                and not _observers and not (casts and _autocast.enabled)
+        if (type(input) in _TENSOR_TYPES and not _observers
+                and not (casts and _autocast.enabled)
                 and (not floats or input.dtype.is_floating_point)):
             if check is not None:
                 check(input)
             backend = input._backend
             k = table.get(backend) or fetch(backend)
-            return new_tensor(k(input._data), input.device, backend,
-                              input.shape, D.bool_ if to_bool else input.dtype)
+            y = new_tensor(k(input._data), input.device, backend, input.shape,
+                           D.bool_ if to_bool else input.dtype)
+            if cls is not None and _grad.enabled and input.requires_grad:
+                ctx = Node(cls)  # what Function.apply records, with forward done above
+                ctx.save_for_backward(input if cls.save_x else None, y if cls.save_y else None)
+                record(ctx, (input,), y)
+            return y
         return slow(input)
 
     return fn
 
 
-def _binary_host_path(op: decl.Op, slow):
-    """``apply(a, b)`` of a declared binary op: the host path above, else ``slow``."""
+def _binary_host_path(op: decl.Op, slow, cls):
+    """``apply(a, b)`` of a declared binary op (``cls``: its Function, or None when not
+    differentiable): the host path above, else ``slow``."""
     kernels, check, casts = KernelTable(2, op.name), op.check, op.autocast is not None
     table, fetch = kernels.table, kernels.fetch
     floats, to_bool = op.ints == "float", op.ints == "bool"
 
     def apply(a, b):
-        if type(a) is Tensor and not _observers and not (casts and _autocast.enabled):
+        if type(a) in _TENSOR_TYPES and not _observers and not (casts and _autocast.enabled):
             dtype = a.dtype
-            if type(b) is Tensor:
+            if type(b) in _TENSOR_TYPES:
                 plain = (b.dtype is dtype and b.shape == a.shape and b.device is a.device
-                         and (not floats or dtype.is_floating_point)
-                         and not (_grad.enabled and (a.requires_grad or b.requires_grad)))
-                y = b._data
+                         and (not floats or dtype.is_floating_point))
+                y, b_grad = b._data, b.requires_grad
             else:  # a Python float never changes a floating tensor's dtype
-                plain = (type(b) is float and dtype.is_floating_point
-                         and not (_grad.enabled and a.requires_grad))
-                y = b
+                plain = type(b) is float and dtype.is_floating_point
+                y, b_grad = b, False
             if plain:
                 if check is not None:
                     check(a, b)
                 backend = a._backend
-                k = table.get(backend) or fetch(backend)
-                return new_tensor(k(a._data, y), a.device, backend, a.shape,
-                                  D.bool_ if to_bool else dtype)
+                z = new_tensor((table.get(backend) or fetch(backend))(a._data, y), a.device,
+                               backend, a.shape, D.bool_ if to_bool else dtype)
+                if cls is not None and _grad.enabled and (a.requires_grad or b_grad):
+                    ctx = Node(cls)  # what Function.apply records, with forward done above
+                    _save_binary(cls, ctx, a, b, z)
+                    record(ctx, (a, b), z)
+                return z
         return slow(a, b)
 
     apply.__name__ = apply.__qualname__ = op.name
@@ -252,7 +258,7 @@ def _unary_function(op: decl.Op):
             "grad": _formula(op, 0, ("g", "x", "y")),
             "__doc__": f"Autograd Function of ``{op.name}`` (declared in op_declarations)."})
 
-        fn = _unary_host_path(op, cls.apply)
+        fn = _unary_host_path(op, cls.apply, cls)
         fn.function, fn.apply = cls, fn
     else:
         def apply(input: Tensor) -> Tensor:
@@ -261,7 +267,7 @@ def _unary_function(op: decl.Op):
             return wrap(kernel(input._backend, 1, op.name)(input._data), input.device, None,
                         input.shape, D.bool_ if op.ints == "bool" else input.dtype)
 
-        fn = _unary_host_path(op, apply)
+        fn = _unary_host_path(op, apply, None)
         fn.function, fn.apply = None, fn
 
     fn.__name__ = fn.__qualname__ = op.name
@@ -346,7 +352,7 @@ def _binary_function(op: decl.Op):
             out_dtype = D.bool_ if op.ints == "bool" else dtype
             return wrap(kernel(backend, 2, op.name)(x, y), device, None, shape, out_dtype)
 
-    apply = _binary_host_path(op, apply)
+    apply = _binary_host_path(op, apply, cls)
     if op.alpha:
         def fn(input, other, *, alpha=1) -> Tensor:
             return apply(input, other if alpha == 1 else other * alpha)
