@@ -25,6 +25,8 @@ values_indices = namedtuple("values_indices", ["values", "indices"])
 
 def _unreduce(g: Tensor, in_shape: tuple, dims: tuple, keepdim: bool) -> Tensor:
     """Broadcast a reduced gradient back to the input's shape."""
+    if not keepdim and len(dims) == len(in_shape):  # a full reduction: g is 0-d
+        return g.expand(in_shape)
     if not keepdim:
         shape = list(g.shape)
         for d in dims:
