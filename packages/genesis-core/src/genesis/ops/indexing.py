@@ -16,7 +16,7 @@ from genesis.ops.common import (
     wrap,
 )
 from genesis.ops.elementwise import _scalar_for, where
-from genesis.ops.strided import Slice
+from genesis.ops.strided import Slice, slice_dim0
 from genesis.tensor import Tensor
 
 
@@ -213,6 +213,8 @@ def getitem(x: Tensor, key) -> Tensor:
     """``x[key]``: basic indexing gives a view, advanced indexing a copy (torch rules)."""
     if type(key) in (int, slice) or key is None:  # not bool: x[True] adds a dim
         if type(x) is Tensor and not (_grad.enabled and x.requires_grad) and not _op_observers:
+            if type(key) is slice and x.shape:  # the host path of x[a:b]
+                return slice_dim0(x, key)
             return Slice.forward(_NO_GRAD_CTX, x, _basic_key(x, (key,)))  # nothing to record
         return Slice.apply(x, _basic_key(x, (key,)))
     basic, advanced = _split_key(x, key)
