@@ -282,6 +282,8 @@ class _Binary(Function):
 
     decl: decl.Op
     reads: tuple = ((), ())  # per input: the names its gradient formula reads
+    # whether a, b, z are saved, by (a wants grad) * 2 + (b wants grad): see _saves
+    saves: tuple = ((False, False, False),) * 4
     grads: tuple = (None, None)  # per input: (formula, picker from (g, a, b, z)) or None
 
     @classmethod
@@ -314,14 +316,24 @@ def _save_binary(cls, ctx: Node, a, b, z) -> None:
     """Save what the wanted gradients read (as torch): editing anything else in place later
     does not break backward."""
     a_t, b_t = isinstance(a, Tensor), isinstance(b, Tensor)
-    ra = cls.reads[0] if a_t and a.requires_grad else ()
-    rb = cls.reads[1] if b_t and b.requires_grad else ()
-    ctx.save_for_backward(a if a_t and ("a" in ra or "a" in rb) else None,
-                          b if b_t and ("b" in ra or "b" in rb) else None,
-                          z if "z" in ra or "z" in rb else None)
+    save_a, save_b, save_z = cls.saves[(a_t and a.requires_grad) * 2
+                                       + (b_t and b.requires_grad)]
+    ctx.save_for_backward(a if save_a and a_t else None, b if save_b and b_t else None,
+                          z if save_z else None)
     ctx.a_scalar = None if a_t else a
     ctx.b_scalar = None if b_t else b
     ctx.metas = ((a.shape, a.dtype) if a_t else None, (b.shape, b.dtype) if b_t else None)
+
+
+def _saves(op: decl.Op) -> tuple:
+    """Per (a wants grad, b wants grad), as 2 * a + b: whether a, b and z are saved — what
+    the wanted gradients read."""
+    plans = []
+    for a_wanted in (False, True):
+        for b_wanted in (False, True):
+            read = set(op.reads(0) if a_wanted else ()) | set(op.reads(1) if b_wanted else ())
+            plans.append(("a" in read, "b" in read, "z" in read))
+    return tuple(plans)
 
 
 def _fit(g, meta):
@@ -338,6 +350,7 @@ def _binary_function(op: decl.Op):
     if op.differentiable:
         cls = type(op.name.capitalize(), (_Binary,), {
             "decl": op, "autocast": op.autocast, "reads": (op.reads(0), op.reads(1)),
+            "saves": _saves(op),
             "grads": tuple(_formula(op, i, ("g", "a", "b", "z")) for i in (0, 1)),
             "__doc__": f"Autograd Function of ``{op.name}`` (declared in op_declarations)."})
         apply = cls.apply
