@@ -180,7 +180,8 @@ def _binary_host_path(op: decl.Op, slow, cls):
     table, fetch = kernels.table, kernels.fetch
     floats, to_bool = op.ints == "float", op.ints == "bool"
 
-    def apply(a, b):
+    def apply(input, other):  # (torch's parameter names: it is the public function too)
+        a, b = input, other
         if type(a) in _TENSOR_TYPES and not _observers and not (casts and _autocast.enabled):
             dtype = a.dtype
             if type(b) in _TENSOR_TYPES:
