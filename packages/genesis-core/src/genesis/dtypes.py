@@ -12,7 +12,8 @@ _BOOL, _INT, _FLOAT = 0, 1, 2  # promotion categories, lowest to highest
 class DType:
     """A tensor element type such as ``genesis.float32``."""
 
-    __slots__ = ("name", "itemsize", "category", "is_signed", "_rank")
+    # (is_floating_point is a plain attribute, not a property: every op's host path reads it)
+    __slots__ = ("name", "itemsize", "category", "is_signed", "_rank", "is_floating_point")
 
     def __init__(self, name: str, itemsize: int, category: int, is_signed: bool, rank: int):
         self.name = name
@@ -20,10 +21,7 @@ class DType:
         self.category = category
         self.is_signed = is_signed
         self._rank = rank  # order used by promote_types inside one category
-
-    @property
-    def is_floating_point(self) -> bool:
-        return self.category == _FLOAT
+        self.is_floating_point = category == _FLOAT
 
     @property
     def is_complex(self) -> bool:

@@ -389,6 +389,20 @@ class Tensor:
 
 
 _new = object.__new__
+
+
+def new_tensor(data, device, backend, shape: Size, dtype: D.DType) -> Tensor:
+    """A new Tensor (no view) of the array ``data``, all of whose metadata the caller knows:
+    ``Tensor._wrap`` with nothing to look up, for the host path of the tiny ops."""
+    t = _new(Tensor)
+    t._data = data
+    t._backend = backend
+    t.shape = shape
+    t.dtype = dtype
+    t.device = device
+    t._version_box = [0]
+    t._base = None
+    return t
 _SIZES: dict = {}  # shape tuple -> its interned Size (a training run meets few shapes)
 
 
@@ -427,4 +441,4 @@ def is_contiguous_geometry(shape, strides) -> bool:
 
 
 _TENSOR_TYPES.add(Tensor)
-__all__ = ["Size", "Tensor", "interned_size", "is_contiguous_geometry"]
+__all__ = ["Size", "Tensor", "interned_size", "is_contiguous_geometry", "new_tensor"]

@@ -68,7 +68,7 @@ def _install_declared() -> None:
                 setattr(Tensor, name + "_", inplace.DECLARED_INPLACE[name + "_"])
         if op.operator is not None:
             apply = elementwise.DECLARED[op.name].apply  # (no alpha= on this path)
-            setattr(Tensor, f"__{op.operator}__", lambda a, b, f=apply: f(a, b))
+            setattr(Tensor, f"__{op.operator}__", apply)
             setattr(Tensor, f"__r{op.operator}__", lambda a, b, f=apply: f(b, a))
             if op.inplace:
                 setattr(Tensor, f"__i{op.operator}__", inplace.DECLARED_INPLACE[op.name + "_"])

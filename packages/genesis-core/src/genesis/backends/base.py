@@ -104,6 +104,12 @@ class Backend(ABC):
     def as_strided(self, a: Array, shape: Shape, strides: Shape, offset: int) -> Array:
         """A view of ``a``'s storage with the given geometry (no copy, shares memory)."""
 
+    def view(self, a: Array, shape: Shape, strides: Shape) -> Array:
+        """*Optional.* ``a`` seen at ``shape`` with ``strides``, which genesis derived from
+        ``a``'s own as a reshape without a copy (what ``Tensor.view`` makes). The default is
+        ``as_strided`` at ``a``'s offset; a backend may call a cheaper native reshape-view."""
+        return self.as_strided(a, shape, strides, self.storage_offset_of(a))
+
     def reinterpret(self, a: Array, dtype: DType) -> Array:
         """*Optional.* ``a``'s bytes seen as ``dtype`` of the same itemsize (a view)."""
         raise TypeError(f"backend {self.name!r} cannot reinterpret arrays as {dtype}")
@@ -183,11 +189,11 @@ class Backend(ABC):
         """Apply the binary op named ``op`` (one of ``BINARY_OPS``) elementwise."""
 
     def unary_kernel(self, op: str):
-        """A callable ``(a, out=None) -> Array`` for ``op``; called once per op and cached."""
+        """A callable ``(a, out=None) -> Array`` for ``op`` (``out`` by keyword); cached."""
         return lambda a, out=None: self.unary(op, a, out)
 
     def binary_kernel(self, op: str):
-        """A callable ``(a, b, out=None) -> Array`` for ``op``; called once and cached."""
+        """A callable ``(a, b, out=None) -> Array`` for ``op`` (``out`` by keyword); cached."""
         return lambda a, b, out=None: self.binary(op, a, b, out)
 
     @abstractmethod

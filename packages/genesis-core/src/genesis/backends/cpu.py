@@ -78,6 +78,10 @@ class CPUBackend(Backend):
     def as_strided(self, a, shape, strides, offset):
         return a.as_strided(shape, strides, offset)
 
+    def view(self, a, shape, strides):
+        # (torch parses separate ints faster than a tuple; a 0-d shape has none)
+        return a.view(*shape) if shape else a.view(())
+
     def reinterpret(self, a, dtype):
         return a.view(_TO_TORCH[dtype])
 
@@ -123,15 +127,19 @@ class CPUBackend(Backend):
 
     # elementwise
     def unary(self, op, a, out=None):
-        return self.unary_kernel(op)(a, out)
+        kernel = self.unary_kernel(op)
+        return kernel(a) if out is None else kernel(a, out=out)
 
     def binary(self, op, a, b, out=None):
-        return self.binary_kernel(op)(a, b, out)
+        kernel = self.binary_kernel(op)
+        return kernel(a, b) if out is None else kernel(a, b, out=out)
 
+    # The kernels are torch's functions themselves where torch takes the contract's call
+    # (``out`` by keyword only): a Python wrapper would add a frame to every tiny op.
     def unary_kernel(self, op):
         fn = _UNARY.get(op)
-        if fn is not None:  # (out=None is not passed on: torch parses it at a cost)
-            return lambda a, out=None: fn(a) if out is None else fn(a, out=out)
+        if fn is not None:
+            return fn
         fn = _NO_OUT_UNARY[op]
 
         def kernel(a, out=None):
@@ -149,7 +157,7 @@ class CPUBackend(Backend):
                 return fn(a, b) if out is None else fn(a, b, out=out)
 
             return kernel
-        return lambda a, b, out=None: fn(a, b) if out is None else fn(a, b, out=out)
+        return fn
 
     def where(self, cond, a, b):
         if not isinstance(a, torch.Tensor):
@@ -165,7 +173,11 @@ class CPUBackend(Backend):
     def sum(self, a, dims, keepdim, dtype):
         if not dims:
             return a.to(_TO_TORCH[dtype], copy=True)
-        return torch.sum(a, dims, keepdim=keepdim, dtype=_TO_TORCH[dtype])
+        t = _TO_TORCH[dtype]
+        if t is a.dtype:  # torch's cheapest calls: its argument parsing is the cost here
+            return torch.sum(a) if not keepdim and len(dims) == a.dim() else \
+                torch.sum(a, dims, keepdim)
+        return torch.sum(a, dims, keepdim=keepdim, dtype=t)
 
     def prod(self, a, dims, keepdim, dtype):
         t = _TO_TORCH[dtype]

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from genesis import creation
 from genesis import dtypes as D
-from genesis.autograd.function import Function
+from genesis.autograd.function import _NO_GRAD_CTX, Function, _op_observers
+from genesis.autograd.grad_mode import _state as _grad
 from genesis.ops.common import (
     broadcast_shapes,
     check_same_device,
@@ -15,7 +16,7 @@ from genesis.ops.common import (
     wrap,
 )
 from genesis.ops.elementwise import _scalar_for, where
-from genesis.ops.strided import Slice
+from genesis.ops.strided import Slice, slice_dim0
 from genesis.tensor import Tensor
 
 
@@ -211,6 +212,10 @@ def full_indices(shape: tuple, indices: list) -> list:
 def getitem(x: Tensor, key) -> Tensor:
     """``x[key]``: basic indexing gives a view, advanced indexing a copy (torch rules)."""
     if type(key) in (int, slice) or key is None:  # not bool: x[True] adds a dim
+        if type(x) is Tensor and not (_grad.enabled and x.requires_grad) and not _op_observers:
+            if type(key) is slice and x.shape:  # the host path of x[a:b]
+                return slice_dim0(x, key)
+            return Slice.forward(_NO_GRAD_CTX, x, _basic_key(x, (key,)))  # nothing to record
         return Slice.apply(x, _basic_key(x, (key,)))
     basic, advanced = _split_key(x, key)
     view = Slice.apply(x, _basic_key(x, basic)) if basic else x

@@ -61,8 +61,29 @@ def _binary_inplace(op: decl.Op):
     """``t.op_(other)`` for a declared binary op: a direct ``out=`` kernel call unless
     autograd must record it."""
     fn = E.FUNCTIONS[op.name]
+    kernels = E.KernelTable(2, op.name)
+    table, fetch, floats = kernels.table, kernels.fetch, op.ints == "float"
 
     def method(self: Tensor, other, **kwargs) -> Tensor:
+        if (not kwargs and type(self) is Tensor and op.check is None
+                and not (_grad_state.enabled and (self.requires_grad or (
+                    self._base is not None and self._base.requires_grad)))):
+            # the host path (as elementwise's): same dtype, shape and device, or a Python
+            # float; nothing to record. One out= kernel call.
+            dtype = self.dtype
+            if type(other) is Tensor:
+                plain = (other.dtype is dtype and other.shape == self.shape
+                         and other.device is self.device
+                         and (not floats or dtype.is_floating_point)
+                         and not (_grad_state.enabled and other.requires_grad))
+                y = other._data
+            else:
+                plain, y = type(other) is float and dtype.is_floating_point, other
+            if plain:
+                backend = self._backend
+                (table.get(backend) or fetch(backend))(self._data, y, out=self._data)
+                self._version_box[0] += 1
+                return self
         if op.check is not None:
             op.check(self, other)
         if _records(self, (other,)):

@@ -11,24 +11,38 @@ from collections import namedtuple
 from genesis import creation
 from genesis import dtypes as D
 from genesis import op_declarations as decl
+from genesis.autocast import _state as _autocast
 from genesis.autocast import is_autocast_enabled
-from genesis.autograd.function import Function, Node
+from genesis.autograd.function import Function, Node, _op_observers
+from genesis.autograd.grad_mode import _state as _grad
 from genesis.autograd.grad_mode import is_grad_enabled
 from genesis.ops.common import normalize_dim, normalize_dims, wrap
 from genesis.ops.elementwise import where
-from genesis.tensor import Tensor
+from genesis.tensor import Tensor, interned_size, new_tensor
 
 values_indices = namedtuple("values_indices", ["values", "indices"])
 
 
 def _unreduce(g: Tensor, in_shape: tuple, dims: tuple, keepdim: bool) -> Tensor:
     """Broadcast a reduced gradient back to the input's shape."""
+    if not keepdim and len(dims) == len(in_shape):  # a full reduction: g is 0-d
+        return g.expand(in_shape)
     if not keepdim:
         shape = list(g.shape)
         for d in dims:
             shape.insert(d, 1)
         g = g.reshape(shape)
     return g.expand(in_shape)
+
+
+_SCALAR = interned_size(())
+_ALL_DIMS = [()]  # ndim -> (0, 1, ..., ndim - 1)
+
+
+def _all_dims(ndim: int) -> tuple:
+    while len(_ALL_DIMS) <= ndim:
+        _ALL_DIMS.append(tuple(range(len(_ALL_DIMS))))
+    return _ALL_DIMS[ndim]
 
 
 def _sum_dtype(dtype: D.DType) -> D.DType:
@@ -137,7 +151,19 @@ def _reduction_function(op: decl.Reduction):
             "sum_like": op.result == "sum", "refuse_empty": op.refuse_empty,
             "__doc__": f"Autograd Function of ``{op.name}`` (declared in op_declarations)."})
     if op.result == "sum":
+        casts, kernel = op.autocast is not None, op.name
+
         def fn(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
+            if (dim is None and not keepdim and dtype is None and type(input) is Tensor
+                    and not (_grad.enabled and input.requires_grad) and not _op_observers
+                    and not (casts and _autocast.enabled)):
+                # the host path of x.sum(): every dim, nothing to record, no Function.apply
+                dtype, backend = input.dtype, input._backend
+                if dtype.category < 2:
+                    dtype = D.int64
+                data = getattr(backend, kernel)(input._data, _all_dims(len(input.shape)),
+                                                False, dtype)
+                return new_tensor(data, input.device, backend, _SCALAR, dtype)
             return cls.apply(input, normalize_dims(dim, input.ndim), keepdim, dtype)
     elif op.result == "keep":
         def fn(input: Tensor, dim=(), keepdim: bool = False) -> Tensor:

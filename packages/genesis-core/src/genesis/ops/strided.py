@@ -11,7 +11,7 @@ from genesis.autograd import grad_mode
 from genesis.autograd.function import Function
 from genesis.ops.common import normalize_dim, wrap
 from genesis.ops.views import _geometry, make_view
-from genesis.tensor import Tensor, is_contiguous_geometry
+from genesis.tensor import Tensor, interned_size, is_contiguous_geometry
 
 
 class Slice(Function):
@@ -49,6 +49,8 @@ class SliceBackward(Function):
 def slice_geometry(x: Tensor, key: tuple):
     """Shape, strides and offset of ``x[key]`` for a normalised basic-index ``key``."""
     strides, offset = _geometry(x)
+    if len(key) == 1 and type(key[0]) is slice and x.shape:  # x[a:b], the common key
+        return _leading_slice(x.shape, strides, offset, key[0])
     shape_out, strides_out = [], []
     dim = 0
     for k in key:
@@ -63,11 +65,7 @@ def slice_geometry(x: Tensor, key: tuple):
             offset += (k % n) * strides[dim]
             dim += 1
         else:  # slice
-            n = x.shape[dim]
-            start, stop, step = k.indices(n)
-            if step <= 0:
-                raise ValueError("step must be greater than zero")
-            length = max(0, (stop - start + step - 1) // step)
+            start, length, step = _slice_extent(k, x.shape[dim])
             if length:
                 offset += start * strides[dim]
             shape_out.append(length)
@@ -76,6 +74,31 @@ def slice_geometry(x: Tensor, key: tuple):
     shape_out.extend(x.shape[dim:])
     strides_out.extend(strides[dim:])
     return tuple(shape_out), tuple(strides_out), offset
+
+
+def _leading_slice(shape: tuple, strides: tuple, offset: int, k: slice) -> tuple:
+    """Shape, strides and offset of ``x[k]`` for one slice ``k`` of dim 0."""
+    start, length, step = _slice_extent(k, shape[0])
+    return ((length,) + shape[1:], (strides[0] * step,) + strides[1:],
+            offset + start * strides[0] if length else offset)
+
+
+def slice_dim0(x: Tensor, k: slice) -> Tensor:
+    """``x[k]`` for one slice ``k`` of a tensor of at least one dim, recording nothing (the
+    host path of ``x[a:b]``)."""
+    backend, data = x._backend, x._data
+    shape, strides, offset = _leading_slice(x.shape, tuple(backend.strides_of(data)),
+                                            backend.storage_offset_of(data), k)
+    shape = interned_size(shape)
+    return wrap(backend.as_strided(data, shape, strides, offset), x.device, x, shape, x.dtype)
+
+
+def _slice_extent(k: slice, n: int) -> tuple:
+    """``(start, length, step)`` that slice ``k`` picks from a dim of size ``n``."""
+    start, stop, step = k.indices(n)
+    if step <= 0:
+        raise ValueError("step must be greater than zero")
+    return start, max(0, (stop - start + step - 1) // step), step
 
 
 def narrow(x: Tensor, dim: int, start: int, length: int) -> Tensor:

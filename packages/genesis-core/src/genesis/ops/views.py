@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import math
 
-from genesis.autograd.function import Function
+from genesis.autograd.function import Function, _op_observers
+from genesis.autograd.grad_mode import _state as _grad
 from genesis.dtypes import DType
 from genesis.ops.common import normalize_dim, shape_arg, sum_to_shape, wrap
 from genesis.tensor import Tensor, interned_size
@@ -102,7 +103,7 @@ def _cached_view_strides(old_shape, old_strides, new_shape):
 class View(Function):
     @staticmethod
     def forward(ctx, x, shape):
-        strides, offset = _geometry(x)
+        strides = tuple(x._backend.strides_of(x._data))
         new_strides = _cached_view_strides(x.shape, strides, shape)
         if new_strides is None:
             raise RuntimeError(
@@ -110,7 +111,8 @@ class View(Function):
                 f"{list(x.shape)} and stride {list(strides)} (at least one dimension spans "
                 "across two contiguous subspaces). Use .reshape(...) instead.")
         ctx.in_shape = x.shape
-        return make_view(x, shape, new_strides, offset)
+        shape = interned_size(shape)
+        return wrap(x._backend.view(x._data, shape, new_strides), x.device, x, shape, x.dtype)
 
     @staticmethod
     def backward(ctx, g):
@@ -129,7 +131,8 @@ def _resolved_shape(x: Tensor, shape: tuple):
     if resolved is None:
         if len(shape) == 1 and isinstance(shape[0], DType):
             return None
-        resolved = _infer_shape(shape_arg(shape, True) if shape else (), x.numel())
+        resolved = interned_size(_infer_shape(shape_arg(shape, True) if shape else (),
+                                              x.numel()))
         if ints and len(_VIEW_SHAPES) < 4096:
             _VIEW_SHAPES[key] = resolved
     return resolved
@@ -153,6 +156,17 @@ def view(x: Tensor, *shape) -> Tensor:
     Returns:
         A view.
     """
+    if (type(x) is Tensor and not (_grad.enabled and x.requires_grad) and not _op_observers
+            and _all_ints(shape)):
+        # the host path of a repeated view with nothing to record: cached shape and strides,
+        # no Function.apply
+        resolved = _VIEW_SHAPES.get((x.shape, shape))
+        if resolved is not None:
+            backend, data = x._backend, x._data
+            strides = _VIEW_STRIDES.get((x.shape, tuple(backend.strides_of(data)), resolved))
+            if strides is not None:
+                return wrap(backend.view(data, resolved, strides), x.device, x, resolved,
+                            x.dtype)
     resolved = _resolved_shape(x, shape)
     if resolved is None:
         return view_dtype(x, shape[0])

@@ -1,0 +1,98 @@
+"""The host paths of the tiny ops (plain operands: no Function.apply, no promotion) give what
+the ops' full paths give: values, dtypes, views sharing their base's version counter, graph
+nodes and gradients; and they step aside for the profiler's observers and autocast."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import genesis
+from genesis.autograd import function as function_module
+from genesis.ops import elementwise
+
+
+def _t(values, **kw):
+    return genesis.tensor(values, dtype=genesis.float32, **kw)
+
+
+CASES = {  # name -> (call on genesis tensors a, b (4-vectors), the torch reference)
+    "add": (lambda a, b: a + b, lambda a, b: a + b),
+    "mul_scalar": (lambda a, b: a * 2.0, lambda a, b: a * 2.0),
+    "rsub_scalar": (lambda a, b: 1.5 - a, lambda a, b: 1.5 - a),
+    "exp": (lambda a, b: a.exp(), lambda a, b: a.exp()),
+    "lt": (lambda a, b: a < b, lambda a, b: a < b),
+    "sum": (lambda a, b: a.sum(), lambda a, b: a.sum()),
+    "matmul": (lambda a, b: a.view(2, 2) @ b.view(2, 2), lambda a, b: a.view(2, 2) @ b.view(2, 2)),
+    "slice": (lambda a, b: a[1:4:2], lambda a, b: a[1:4:2]),
+    "view_0d": (lambda a, b: a[1:2].view(()), lambda a, b: a[1:2].view(())),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_host_path_matches_torch(name):
+    g, t = CASES[name]
+    a, b = _t([0.5, -1.0, 2.0, 3.0]), _t([1.0, 1.0, -2.0, 4.0])
+    out = g(a, b)
+    ref = t(torch.tensor(a.tolist()), torch.tensor(b.tolist()))
+    assert out.dtype.name == str(ref.dtype).removeprefix("torch.")
+    assert tuple(out.shape) == tuple(ref.shape)
+    torch.testing.assert_close(torch.tensor(out.tolist()), ref)
+
+
+def test_views_share_the_version_counter_and_in_place_bumps_it():
+    a = _t([1.0, 2.0, 3.0, 4.0])
+    v, s = a.view(2, 2), a[1:3]
+    assert v._base is a and s._base is a
+    a.add_(_t([1.0, 1.0, 1.0, 1.0]))
+    assert a._version == v._version == s._version == 1
+    assert s.tolist() == [3.0, 4.0]
+
+
+class _Leaf(genesis.Tensor):
+    """A Tensor subclass (as nn.Parameter): it takes the host path too."""
+
+
+def test_recorded_host_path_gives_graph_and_gradients():
+    w = _t([1.0, 2.0, 3.0], requires_grad=True)
+    p = genesis.Tensor._make_subclass(_Leaf, _t([0.5, 0.5, 0.5]), requires_grad=True)
+    b = _t([3.0, 4.0, 5.0])
+    y = (w * b).exp() + p
+    assert y.grad_fn is not None and y.grad_fn.name() == "AddBackward"
+    y.sum().backward()
+    tw = torch.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    (tw * torch.tensor([3.0, 4.0, 5.0])).exp().sum().backward()
+    torch.testing.assert_close(torch.tensor(w.grad.tolist()), tw.grad)
+    assert p.grad.tolist() == [1.0, 1.0, 1.0]
+
+
+def test_observers_see_every_op():
+    seen = []
+
+    def watch(name, start, end):
+        seen.append(name)
+
+    a = _t([1.0, 2.0, 3.0, 4.0])
+    function_module.add_op_observer(watch)
+    try:
+        a + a, a.exp(), a.sum(), a.view(2, 2), a[1:3]
+    finally:
+        function_module.remove_op_observer(watch)
+    assert seen == ["Add", "Exp", "Sum", "View", "Slice"]
+
+
+def test_view_errors_stay_on_the_host_path():
+    x = _t([[1.0, 2.0], [3.0, 4.0]]).t()
+    with pytest.raises(RuntimeError, match="not compatible"):
+        x.view(4)
+    with pytest.raises(RuntimeError, match="not compatible"):  # the cached answer, again
+        x.view(4)
+    with pytest.raises(TypeError):
+        _t([1.0, 2.0]).view(2.0)
+
+
+def test_cpu_kernels_are_torch_functions():
+    """No Python frame between the host path and torch on the CPU."""
+    a = _t([1.0])
+    assert elementwise.kernel(a._backend, 2, "add") is torch.add
+    assert elementwise.kernel(a._backend, 1, "exp") is torch.exp
