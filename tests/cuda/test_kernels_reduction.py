@@ -16,6 +16,7 @@ pytest.importorskip("triton")  # the kernels are Triton code; CI machines may la
 
 from kernel_arrays import DEV, TORCH, check, dev, host, make  # noqa: E402
 
+from genesis_cuda.kernels import arg_reduction as arg  # noqa: E402
 from genesis_cuda.kernels import reduction as red  # noqa: E402
 
 FLOATS = [D.float32, D.float16, D.bfloat16, D.float64]
@@ -160,8 +161,8 @@ def test_argmax_argmin(dtype):
     for _name, t in _views(dtype):
         for dim in range(3):
             for keepdim in (False, True):
-                check(red.argmax(dev(t), dim, keepdim), torch.argmax(t, dim, keepdim))
-                check(red.argmin(dev(t), dim, keepdim), torch.argmin(t, dim, keepdim))
+                check(arg.argmax(dev(t), dim, keepdim), torch.argmax(t, dim, keepdim))
+                check(arg.argmin(dev(t), dim, keepdim), torch.argmin(t, dim, keepdim))
 
 
 def test_argmax_ties_nan_long():
@@ -172,18 +173,18 @@ def test_argmax_ties_nan_long():
     t[1, 3000] = float("nan")
     t[2] = -1.0
     for dim in (1,):
-        check(red.argmax(dev(t), dim, False), torch.argmax(t, dim))
-        check(red.argmin(dev(t), dim, False), torch.argmin(t, dim))
+        check(arg.argmax(dev(t), dim, False), torch.argmax(t, dim))
+        check(arg.argmin(dev(t), dim, False), torch.argmin(t, dim))
     big = make((100000,), D.float32, seed=11)
-    check(red.argmax(dev(big), 0, False), torch.argmax(big, 0))
-    check(red.argmax(dev(t.t()), 0, True), torch.argmax(t.t(), 0, keepdim=True))
+    check(arg.argmax(dev(big), 0, False), torch.argmax(big, 0))
+    check(arg.argmax(dev(t.t()), 0, True), torch.argmax(t.t(), 0, keepdim=True))
 
 
 @pytest.mark.parametrize("dtype", [D.float32, D.bfloat16], ids=str)
 def test_argmax_of_few_long_rows_splits_them(dtype):
     """Rows too few to fill the GPU are cut into chunks (two kernels): ties, NaNs and
     all-equal rows across chunk boundaries still give the first index, as torch."""
-    splits, chunk = red._arg_splits(2, 1, 9000, 2048, 0)
+    splits, chunk = arg._arg_splits(2, 1, 9000, 2048, 0)
     assert splits > 1 and chunk % 2048 == 0
     t = torch.full((4, 9000), float("-inf"), device=DEV)
     t[0, [1000, 8000]] = 5.0  # a tie in two chunks
@@ -192,7 +193,7 @@ def test_argmax_of_few_long_rows_splits_them(dtype):
     t[3] = torch.arange(9000, device=DEV) % 7  # many ties, in every chunk
     t = t.to(TORCH[dtype])
     for op in (torch.argmax, torch.argmin):
-        fn = red.argmax if op is torch.argmax else red.argmin
+        fn = arg.argmax if op is torch.argmax else arg.argmin
         check(fn(dev(t), 1, False), op(t, 1))  # row 2: all -inf
 
 

@@ -156,10 +156,10 @@ class CUDABackend(Backend):
         return kernels.reduction.amin(a, dims, keepdim)
 
     def argmax(self, a, dim, keepdim):
-        return kernels.reduction.argmax(a, dim, keepdim)
+        return kernels.arg_reduction.argmax(a, dim, keepdim)
 
     def argmin(self, a, dim, keepdim):
-        return kernels.reduction.argmin(a, dim, keepdim)
+        return kernels.arg_reduction.argmin(a, dim, keepdim)
 
     def all(self, a, dims, keepdim):
         return kernels.reduction.all(a, dims, keepdim)

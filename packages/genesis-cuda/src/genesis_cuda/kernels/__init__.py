@@ -11,9 +11,9 @@ attribute lookup.
 
 from importlib import import_module
 
-FAMILIES = ("add_rms_norm", "attention", "attention_decode", "cross_entropy", "elementwise",
-            "indexing", "layout", "matmul", "multi_tensor", "norms", "optim", "random",
-            "reduction", "rotary", "softmax", "sorting", "swiglu")
+FAMILIES = ("add_rms_norm", "arg_reduction", "attention", "attention_decode", "cross_entropy",
+            "elementwise", "indexing", "layout", "matmul", "multi_tensor", "norms", "optim",
+            "random", "reduction", "rotary", "softmax", "sorting", "swiglu")
 
 
 def __getattr__(name: str):
