@@ -75,10 +75,27 @@ def test_observers_see_every_op():
     a = _t([1.0, 2.0, 3.0, 4.0])
     function_module.add_op_observer(watch)
     try:
-        a + a, a.exp(), a.sum(), a.view(2, 2), a[1:3]
+        a + a, a.exp(), a.sum(), a.view(2, 2), a[1:3], a.to(genesis.bfloat16)
     finally:
         function_module.remove_op_observer(watch)
-    assert seen == ["Add", "Exp", "Sum", "View", "Slice"]
+    assert seen == ["Add", "Exp", "Sum", "View", "Slice", "Cast"]
+
+
+def test_cast_host_path_records_the_cast():
+    """``to(dtype)`` makes the Cast node directly: a floating result is in the graph and
+    its gradient comes back in the input's dtype; an integer result is not; under no_grad
+    nothing is recorded."""
+    p = genesis.Tensor._make_subclass(_Leaf, _t([0.5, -1.25, 3.0]), requires_grad=True)
+    h = p.to(genesis.bfloat16)
+    assert h.dtype is genesis.bfloat16 and h.grad_fn.name() == "CastBackward"
+    assert h.tolist() == [0.5, -1.25, 3.0]
+    (h * h).sum().backward()
+    assert p.grad.dtype is genesis.float32 and p.grad.tolist() == [1.0, -2.5, 6.0]
+    i = p.to(genesis.int64)
+    assert i.tolist() == [0, -1, 3] and not i.requires_grad and i.grad_fn is None
+    with genesis.no_grad():
+        assert p.to(genesis.float16).grad_fn is None
+    assert p.to(genesis.float32) is p
 
 
 def test_view_errors_stay_on_the_host_path():
