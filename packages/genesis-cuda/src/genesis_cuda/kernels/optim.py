@@ -222,26 +222,29 @@ def upload(table: np.ndarray, device):
     return transfer.from_numpy(table, device)
 
 
-def _table(columns, device):
-    """The device table of ``columns`` (lists of arrays, one list per table column) and
-    its chunk count; cached by the addresses and shapes it holds."""
+def _table(columns, device, aligned_columns: int | None = None):
+    """``(table, chunk count, aligned)`` for ``columns`` (lists of arrays, one list per table
+    column): the device table, cached by the addresses and shapes it holds, and whether
+    every array of the first ``aligned_columns`` columns (default: all) starts on a 16-byte
+    boundary (the kernels' vector loads)."""
     ptrs = []
     for col in columns:
         ptrs += map(_data_ptr, col)
     ptrs = tuple(ptrs)
     shapes = tuple(map(_shape_of, columns[0]))
+    t = len(shapes)
+    checked = ptrs if aligned_columns is None else ptrs[:aligned_columns * t]
+    aligned = (reduce(or_, checked, 0) & 15) == 0
     key = (device, len(columns), ptrs, shapes)
     hit = _tables.get(key)
-    if hit is not None:
-        return hit
-    layout = _layout(shapes)
-    t = len(shapes)
-    grid = np.array(ptrs, dtype=np.int64).reshape(len(columns), t).T.reshape(-1)
-    host = np.concatenate([grid, layout])
-    if len(_tables) >= TABLE_CACHE:
-        _tables.clear()
-    hit = _tables[key] = (upload(host, device), (len(layout) - t) // 2)
-    return hit
+    if hit is None:
+        layout = _layout(shapes)
+        grid = np.array(ptrs, dtype=np.int64).reshape(len(columns), t).T.reshape(-1)
+        host = np.concatenate([grid, layout])
+        if len(_tables) >= TABLE_CACHE:
+            _tables.clear()
+        hit = _tables[key] = (upload(host, device), (len(layout) - t) // 2)
+    return hit + (aligned,)
 
 
 def _layout(shapes: tuple) -> np.ndarray:
@@ -263,14 +266,6 @@ def _layout(shapes: tuple) -> np.ndarray:
         _layouts.clear()
     layout = _layouts[key] = np.concatenate([sizes, owner, starts])
     return layout
-
-
-def all_aligned(*lists) -> bool:
-    """Whether every array starts on a 16-byte boundary (the kernels' vector loads)."""
-    bits = 0
-    for arrays in lists:
-        bits = reduce(or_, map(_data_ptr, arrays), bits)
-    return (bits & 15) == 0
 
 
 def _usable(*lists) -> bool:
@@ -305,10 +300,10 @@ def adam_step(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, step, lr, b
                           max_exp_avg_sqs, step, lr, beta1, beta2, eps, weight_decay,
                           decoupled, maximize)
     first = params[0]
-    aligned = all_aligned(*columns)
+    k = len(columns)  # the aligned flag covers these columns, not the counts
     if counts is not None:
         columns.append(counts)
-    table, n_chunks = _table(columns, first.device)
+    table, n_chunks, aligned = _table(columns, first.device, k)
     k = len(columns)
     if counts is not None:
         _count.launch((k,), first.device, (len(params),), (table, len(params), k))
@@ -352,9 +347,9 @@ def sgd_step(params, grads, momentum_buffers, lr, momentum, dampening, weight_de
 
             bufs = [empty(g.shape, g.dtype, g.device) for g in grads]
         columns.append(bufs)
-    table, n_chunks = _table(columns, first.device)
+    table, n_chunks, aligned = _table(columns, first.device)
     flags = (weight_decay != 0, momentum != 0, first_step, bool(nesterov), bool(maximize),
-             all_aligned(*columns))
+             aligned)
     args = (table, len(params), lr, momentum, 1 - dampening, weight_decay,
             tl_dtype(first.dtype), len(columns)) + flags + (CHUNK, BLOCK)
     key = (first.dtype.name, len(columns), CHUNK, BLOCK) + flags
