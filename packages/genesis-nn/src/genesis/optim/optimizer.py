@@ -356,8 +356,12 @@ def bucket_by_array(params: list, grads: list, states: list, extra=lambda state:
     keyed by ``(device, dtype, *extra(state))``. (A gradient always has its parameter's
     dtype, shape and device: assigning another one to ``.grad`` raises.)"""
     buckets: dict = {}
+    last = items = None
     for p, g, state in zip(params, grads, states):
-        buckets.setdefault((p.device, p.dtype) + tuple(extra(state)), []).append((p, g, state))
+        key = (p.device, p.dtype) + tuple(extra(state))
+        if key != last:  # (neighbours mostly share a bucket: compared, not hashed)
+            items, last = buckets.setdefault(key, []), key
+        items.append((p, g, state))
     return buckets
 
 
