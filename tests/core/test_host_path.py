@@ -1,6 +1,7 @@
 """The host paths of the tiny ops (plain operands: no Function.apply, no promotion) give what
 the ops' full paths give: values, dtypes, views sharing their base's version counter, graph
-nodes and gradients; and they step aside for the profiler's observers and autocast."""
+nodes and gradients; and they step aside for the profiler's observers and for autocast when
+it casts an operand."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import pytest
 import torch
 
 import genesis
+from genesis.autocast import _state as autocast_state
 from genesis.autograd import function as function_module
 from genesis.ops import elementwise
 
@@ -75,10 +77,27 @@ def test_observers_see_every_op():
     a = _t([1.0, 2.0, 3.0, 4.0])
     function_module.add_op_observer(watch)
     try:
-        a + a, a.exp(), a.sum(), a.view(2, 2), a[1:3]
+        a + a, a.exp(), a.sum(), a.view(2, 2), a[1:3], a.to(genesis.bfloat16)
     finally:
         function_module.remove_op_observer(watch)
-    assert seen == ["Add", "Exp", "Sum", "View", "Slice"]
+    assert seen == ["Add", "Exp", "Sum", "View", "Slice", "Cast"]
+
+
+def test_cast_host_path_records_the_cast():
+    """``to(dtype)`` makes the Cast node directly: a floating result is in the graph and
+    its gradient comes back in the input's dtype; an integer result is not; under no_grad
+    nothing is recorded."""
+    p = genesis.Tensor._make_subclass(_Leaf, _t([0.5, -1.25, 3.0]), requires_grad=True)
+    h = p.to(genesis.bfloat16)
+    assert h.dtype is genesis.bfloat16 and h.grad_fn.name() == "CastBackward"
+    assert h.tolist() == [0.5, -1.25, 3.0]
+    (h * h).sum().backward()
+    assert p.grad.dtype is genesis.float32 and p.grad.tolist() == [1.0, -2.5, 6.0]
+    i = p.to(genesis.int64)
+    assert i.tolist() == [0, -1, 3] and not i.requires_grad and i.grad_fn is None
+    with genesis.no_grad():
+        assert p.to(genesis.float16).grad_fn is None
+    assert p.to(genesis.float32) is p
 
 
 def test_view_errors_stay_on_the_host_path():
@@ -96,3 +115,25 @@ def test_cpu_kernels_are_torch_functions():
     a = _t([1.0])
     assert elementwise.kernel(a._backend, 2, "add") is torch.add
     assert elementwise.kernel(a._backend, 1, "exp") is torch.exp
+
+
+def test_autocast_casts_only_where_the_dtype_changes(monkeypatch):
+    """Under autocast, an fp32-category op (exp, pow) of float32 operands takes the host path
+    (no cast needed); a bfloat16 operand still goes through autocast's cast to float32."""
+    calls = []
+    state = type(autocast_state)
+    cast_args = state.cast_args
+    monkeypatch.setattr(state, "cast_args",
+                        lambda self, cat, args: calls.append(cat) or cast_args(self, cat, args))
+    x = _t([0.5, -1.0, 2.0], requires_grad=True)
+    with genesis.autocast("cpu", dtype=genesis.bfloat16):
+        y = x.exp()
+        z = x ** 2.0
+        w = x.to(genesis.bfloat16).exp()
+    assert calls == ["fp32"]  # only the bfloat16 exp
+    assert y.dtype is z.dtype is w.dtype is genesis.float32
+    assert y.grad_fn.name() == "ExpBackward" and z.grad_fn.name() == "PowBackward"
+    (y + z + w).sum().backward()
+    tx = torch.tensor([0.5, -1.0, 2.0], requires_grad=True)
+    (tx.exp() + tx ** 2.0 + tx.to(torch.bfloat16).float().exp()).sum().backward()
+    torch.testing.assert_close(torch.tensor(x.grad.tolist()), tx.grad)

@@ -166,7 +166,7 @@ def test_unaligned_arrays_give_the_same_step():
     # a parameter starting 4 bytes into its storage: the kernel drops its vector-load hints
     base = torch.randn(131, device=DEV)
     aligned_p, unaligned_p = base[1:].clone(), base.clone()[1:]
-    assert unaligned_p.data_ptr() % 16 and not optim.all_aligned([dev(unaligned_p)])
+    assert unaligned_p.data_ptr() % 16 and not optim._table([[dev(unaligned_p)]], 0)[2]
     g = torch.randn(130, device=DEV)
     for p in (aligned_p, unaligned_p):
         m, v = torch.zeros(130, device=DEV), torch.zeros(130, device=DEV)
@@ -233,3 +233,15 @@ def test_device_counts_of_another_dtype_take_the_composite():
     assert not optim._device_scalars([dev(torch.zeros((), device=DEV, dtype=torch.float64))],
                                      0)
     assert not optim._device_scalars([dev(torch.zeros(2, device=DEV))], 0)
+
+
+def test_table_layout_lists_every_chunk_of_every_tensor():
+    """The address-free part of the table: element counts, then each chunk's tensor and
+    start (CHUNK is 64 here), zero-size tensors owning no chunk."""
+    shapes = ((130,), (0, 4), (), (64,), (2, 65))
+    layout = optim._layout(shapes)
+    sizes = [130, 0, 1, 64, 130]
+    owner = [0, 0, 0, 2, 3, 4, 4, 4]
+    starts = [0, 64, 128, 0, 0, 0, 64, 128]
+    assert layout.tolist() == sizes + owner + starts
+    assert optim._layout(shapes) is layout  # cached by the shapes

@@ -44,20 +44,26 @@ class _AutocastState(threading.local):
     def cast_args(self, category: str, args: tuple) -> tuple:
         out = []
         for a in args:
-            low = self.by_device.get(a.device.type) if type(a) in _function._TENSOR_TYPES \
-                else None
-            if low is None or not a.dtype.is_floating_point or a.dtype is D.float64:
+            if type(a) not in _function._TENSOR_TYPES or self.keeps(category, a):
                 out.append(a)
                 continue
+            low = self.by_device[a.device.type]
             target = low if category == "lower" else D.float32
-            if a.dtype is target:
-                out.append(a)
-            elif (target is low and a.dtype is D.float32 and a.requires_grad
-                  and a.grad_fn is None and a._base is None and self.cache_enabled):
+            if (target is low and a.dtype is D.float32 and a.requires_grad
+                    and a.grad_fn is None and a._base is None and self.cache_enabled):
                 out.append(self.cached_cast(a, target))
             else:
                 out.append(a.to(target))
         return tuple(out)
+
+    def keeps(self, category: str, a) -> bool:
+        """Whether an op of autocast ``category`` takes tensor ``a`` as it is: autocast is
+        off for its device type, it is not floating, it is float64, or it already has the
+        category's dtype (the host paths need no cast then)."""
+        low = self.by_device.get(a.device.type)
+        dtype = a.dtype
+        return (low is None or not dtype.is_floating_point or dtype is D.float64
+                or dtype is (low if category == "lower" else D.float32))
 
     def cached_cast(self, weight, dtype: D.DType):
         """``weight.to(dtype)``, made once per region, grad mode and weight version."""

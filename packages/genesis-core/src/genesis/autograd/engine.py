@@ -56,13 +56,13 @@ def _initial_grads(outputs: tuple, grad_outputs: tuple) -> list:
 def _dependencies(roots: Sequence) -> dict:
     """Number of incoming edges of every node reachable from ``roots``."""
     deps: dict = {}
-    seen = set()
+    seen = set()  # (nodes hash by identity)
     stack = [node for node, _ in roots]
     while stack:
         node = stack.pop()
-        if id(node) in seen:
+        if node in seen:
             continue
-        seen.add(id(node))
+        seen.add(node)
         for edge in node.next_functions:
             if edge is None:
                 continue
@@ -147,8 +147,13 @@ def run_backward(outputs, grad_outputs=None, retain_graph=None, create_graph=Fal
                     node.release()
             elif needed is None or id(node) in needed:  # autograd.grad skips unneeded nodes
                 for edge, g in zip(edges, _call_node(node, grads_in, retain_graph)):
-                    if g is not None and edge is not None:
-                        _add_to_buffer(buffers, edge[0], edge[1], g)
+                    if g is not None and edge is not None:  # _add_to_buffer, inlined
+                        child, idx = edge
+                        slot = buffers.get(child)
+                        if slot is None:
+                            buffers[child] = {idx: g}
+                        else:
+                            slot[idx] = g if idx not in slot else slot[idx] + g
             for edge in edges:  # count the edges as done; children left with none are ready
                 if edge is not None:
                     child = edge[0]

@@ -8,6 +8,8 @@ mode is on and an input requires grad — makes a ``Node`` (which is also the ``
 from __future__ import annotations
 
 import time
+from itertools import repeat
+from operator import is_not
 from types import MappingProxyType
 
 from genesis.autograd import grad_mode
@@ -108,7 +110,8 @@ class Node:
     def release(self) -> None:
         """Free saved tensors (after a backward without ``retain_graph``)."""
         # A node that saved no tensor (add, neg, ...) can run again, as in torch
-        if self._saved is not None and any(t is not None for t in self._saved):
+        saved = self._saved
+        if saved is not None and any(map(is_not, saved, repeat(None))):
             self._saved = None
 
     def apply_backward(self, grads: tuple) -> tuple:

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from genesis import dtypes as D
-from genesis.autograd.function import Function
+from genesis.autograd.function import _TENSOR_TYPES, Function, Node
+from genesis.autograd.function import _op_observers as _observers
+from genesis.autograd.function import _record as record
+from genesis.autograd.grad_mode import _state as _grad
 from genesis.backends import registry
 from genesis.backends.registry import BackendUnavailableError
 from genesis.device import CPU, placement
 from genesis.device import device as Device
 from genesis.ops.common import wrap
-from genesis.tensor import Tensor
+from genesis.tensor import Tensor, new_tensor
 
 
 class Cast(Function):
@@ -21,6 +24,18 @@ class Cast(Function):
     @staticmethod
     def backward(ctx, g):
         return (g.to(ctx.in_dtype) if ctx.in_dtype.is_floating_point else None), None
+
+
+def _cast(x: Tensor, dtype: D.DType) -> Tensor:
+    """``Cast.apply(x, dtype)`` on the host path (a tensor to another dtype, no profiler
+    listening): the kernel call, and the graph node made directly when ``x`` wants grad."""
+    backend = x._backend
+    y = new_tensor(backend.cast(x._data, dtype), x.device, backend, x.shape, dtype)
+    if _grad.enabled and x.requires_grad:
+        ctx = Node(Cast)  # what Function.apply records, with forward done above
+        ctx.in_dtype = x.dtype
+        record(ctx, (x, dtype), y)
+    return y
 
 
 class ToDevice(Function):
@@ -130,7 +145,11 @@ def to(input: Tensor, *args, non_blocking: bool = False, copy: bool = False,
     if not kwargs and not copy and len(args) == 1 and type(args[0]) is D.DType:
         # the common call (autocast's casts, .float(), .to(dtype)): no argument parsing
         dtype = args[0]
-        return input if dtype is input.dtype else Cast.apply(input, dtype)
+        if dtype is input.dtype:
+            return input
+        if type(input) in _TENSOR_TYPES and not _observers:
+            return _cast(input, dtype)
+        return Cast.apply(input, dtype)
     device, dtype = _parse_to_args(input, args, kwargs)
     if kwargs:
         raise TypeError(f"to() got unexpected keyword arguments {sorted(kwargs)}")

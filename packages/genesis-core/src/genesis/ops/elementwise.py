@@ -130,7 +130,8 @@ def _first(values: tuple) -> tuple:
 
 # ------------------------------------------------------------- the host path
 # Most calls of an elementwise op meet the plainest case: tensors of one dtype, shape and
-# device, or a tensor and a Python float; no autocast for the op and no profiler listening.
+# device, or a tensor and a Python float; no autocast cast for the op (autocast off, or the
+# operands already in the op's autocast dtype) and no profiler listening.
 # That case skips Function.apply, promotion and broadcasting: one kernel call and a wrap, and
 # the graph node made directly when an input requires grad. Every other call takes the op's
 # full path, ``slow``, which states the rules.
@@ -149,13 +150,14 @@ class KernelTable:
 def _unary_host_path(op: decl.Op, slow, cls):
     """The public function of a declared unary op (``cls``: its Function, or None when not
     differentiable): the host path above, else ``slow``."""
-    kernels, check, casts = KernelTable(1, op.name), op.check, op.autocast is not None
+    kernels, check, category = KernelTable(1, op.name), op.check, op.autocast
     table, fetch = kernels.table, kernels.fetch
     floats, to_bool = op.ints == "float", op.ints == "bool"
 
     def fn(input: Tensor) -> Tensor:
         if (type(input) in _TENSOR_TYPES and not _observers
-                and not (casts and _autocast.enabled)
+                and (category is None or not _autocast.enabled
+                     or _autocast.keeps(category, input))
                 and (not floats or input.dtype.is_floating_point)):
             if check is not None:
                 check(input)
@@ -176,13 +178,16 @@ def _unary_host_path(op: decl.Op, slow, cls):
 def _binary_host_path(op: decl.Op, slow, cls):
     """``apply(a, b)`` of a declared binary op (``cls``: its Function, or None when not
     differentiable): the host path above, else ``slow``."""
-    kernels, check, casts = KernelTable(2, op.name), op.check, op.autocast is not None
+    kernels, check, category = KernelTable(2, op.name), op.check, op.autocast
     table, fetch = kernels.table, kernels.fetch
     floats, to_bool = op.ints == "float", op.ints == "bool"
 
     def apply(input, other):  # (torch's parameter names: it is the public function too)
         a, b = input, other
-        if type(a) in _TENSOR_TYPES and not _observers and not (casts and _autocast.enabled):
+        if (type(a) in _TENSOR_TYPES and not _observers
+                and (category is None or not _autocast.enabled
+                     or (_autocast.keeps(category, a)
+                         and (type(b) not in _TENSOR_TYPES or _autocast.keeps(category, b))))):
             dtype = a.dtype
             if type(b) in _TENSOR_TYPES:
                 plain = (b.dtype is dtype and b.shape == a.shape and b.device is a.device

@@ -18,7 +18,7 @@ from genesis import dtypes as D
 from . import _launch
 from . import optim as _optim
 from ._launch import Launcher, tl_dtype
-from .optim import _chunk, _composite, _offsets, _ptr, all_aligned
+from .optim import _chunk, _composite, _offsets, _ptr
 
 FINISH_BLOCK = 1024
 
@@ -116,11 +116,10 @@ def multi_tensor_norm(arrays, norm_type):
         return _composite("multi_tensor_norm", arrays, norm_type)
     first = arrays[0]
     inf = norm_type == float("inf")
-    table, n_chunks = _optim._table([arrays], first.device)
+    table, n_chunks, aligned = _optim._table([arrays], first.device)
     part = _launch.empty((n_chunks,), D.float32, first.device)
     out = _launch.empty((), D.float32, first.device)
     dt = tl_dtype(first.dtype)
-    aligned = all_aligned(arrays)
     key = (first.dtype.name, inf, aligned, _optim.CHUNK, _optim.BLOCK)
     _partial.launch(key, first.device, (n_chunks,),
                     (table, part, len(arrays), dt, inf, aligned, _optim.CHUNK, _optim.BLOCK))
@@ -144,8 +143,7 @@ def amp_unscale_(arrays, inv_scale, found_inf):
 
 def _scale_launch(arrays, scale, found, check):
     first = arrays[0]
-    table, n_chunks = _optim._table([arrays], first.device)
-    aligned = all_aligned(arrays)
+    table, n_chunks, aligned = _optim._table([arrays], first.device)
     key = (first.dtype.name, check, aligned, _launch.aligned(scale, found), _optim.CHUNK,
            _optim.BLOCK)
     _scaler.launch(key, first.device, (n_chunks,),

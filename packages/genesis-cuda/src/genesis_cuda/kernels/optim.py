@@ -21,6 +21,10 @@ factors, and nothing is read on the host, so the capturable step replays in a CU
 
 from __future__ import annotations
 
+from functools import reduce
+from itertools import repeat
+from operator import attrgetter, eq, is_, methodcaller, or_
+
 import numpy as np
 import triton
 import triton.language as tl
@@ -202,6 +206,11 @@ _adam = Launcher(_adam_kernel, num_warps=4)
 _count = Launcher(_count_kernel, num_warps=1)
 _sgd = Launcher(_sgd_kernel, num_warps=4)
 _tables: dict = {}
+_layouts: dict = {}  # (CHUNK, shapes) -> the table's address-free part
+_data_ptr = methodcaller("data_ptr")
+_shape_of = attrgetter("shape")
+_dtype_of = attrgetter("dtype")
+_device_of = attrgetter("device")
 _KERNEL_DTYPES = (D.float32, D.bfloat16, D.float16)
 
 
@@ -213,31 +222,50 @@ def upload(table: np.ndarray, device):
     return transfer.from_numpy(table, device)
 
 
-def _table(columns, device):
-    """The device table of ``columns`` (lists of arrays, one list per table column) and
-    its chunk count; cached by the addresses and sizes it holds."""
-    ptrs = tuple(a.data_ptr() for col in columns for a in col)
-    sizes = tuple(numel(a.shape) for a in columns[0])
-    key = (device, len(columns), ptrs, sizes)
+def _table(columns, device, aligned_columns: int | None = None):
+    """``(table, chunk count, aligned)`` for ``columns`` (lists of arrays, one list per table
+    column): the device table, cached by the addresses and shapes it holds, and whether
+    every array of the first ``aligned_columns`` columns (default: all) starts on a 16-byte
+    boundary (the kernels' vector loads)."""
+    ptrs = []
+    for col in columns:
+        ptrs += map(_data_ptr, col)
+    ptrs = tuple(ptrs)
+    shapes = tuple(map(_shape_of, columns[0]))
+    t = len(shapes)
+    checked = ptrs if aligned_columns is None else ptrs[:aligned_columns * t]
+    aligned = (reduce(or_, checked, 0) & 15) == 0
+    key = (device, len(columns), ptrs, shapes)
     hit = _tables.get(key)
-    if hit is not None:
-        return hit
-    t = len(sizes)
-    chunks_of = [-(-n // CHUNK) for n in sizes]
+    if hit is None:
+        layout = _layout(shapes)
+        grid = np.array(ptrs, dtype=np.int64).reshape(len(columns), t).T.reshape(-1)
+        host = np.concatenate([grid, layout])
+        if len(_tables) >= TABLE_CACHE:
+            _tables.clear()
+        hit = _tables[key] = (upload(host, device), (len(layout) - t) // 2)
+    return hit + (aligned,)
+
+
+def _layout(shapes: tuple) -> np.ndarray:
+    """The address-free part of a table over arrays of ``shapes``: [numel | chunk's tensor |
+    chunk's start]. Cached by the shapes (and CHUNK): gradients re-allocated at new
+    addresses every step keep their shapes, so only the address grid is rebuilt."""
+    key = (CHUNK, shapes)
+    layout = _layouts.get(key)
+    if layout is not None:
+        return layout
+    sizes = np.array([numel(s) for s in shapes], dtype=np.int64)
+    t = len(shapes)
+    chunks_of = -(-sizes // CHUNK)
     owner = np.repeat(np.arange(t, dtype=np.int64), chunks_of)
-    starts = np.concatenate([np.arange(c, dtype=np.int64) * CHUNK for c in chunks_of]) \
-        if t else np.zeros(0, np.int64)
-    grid = np.array(ptrs, dtype=np.int64).reshape(len(columns), t).T.reshape(-1)
-    host = np.concatenate([grid, np.array(sizes, dtype=np.int64), owner, starts])
-    if len(_tables) >= TABLE_CACHE:
-        _tables.clear()
-    hit = _tables[key] = (upload(host, device), len(owner))
-    return hit
-
-
-def all_aligned(*lists) -> bool:
-    """Whether every array starts on a 16-byte boundary (the kernels' vector loads)."""
-    return all((a.data_ptr() & 15) == 0 for arrays in lists for a in arrays)
+    # a chunk's start: CHUNK times its index among its tensor's chunks
+    first = np.cumsum(chunks_of) - chunks_of  # index of each tensor's first chunk
+    starts = (np.arange(len(owner), dtype=np.int64) - first[owner]) * CHUNK
+    if len(_layouts) >= TABLE_CACHE:
+        _layouts.clear()
+    layout = _layouts[key] = np.concatenate([sizes, owner, starts])
+    return layout
 
 
 def _usable(*lists) -> bool:
@@ -245,10 +273,13 @@ def _usable(*lists) -> bool:
     a 16- or 32-bit floating dtype (float64 keeps the composite's float64 scalars), and at
     least one element somewhere."""
     first = lists[0][0]
-    return (first.dtype in _KERNEL_DTYPES
-            and all(a.dtype is first.dtype and a.device == first.device and is_contiguous(a)
-                    for arrays in lists for a in arrays)
-            and any(numel(a.shape) for a in lists[0]))
+    dtype, device = first.dtype, first.device
+    return (dtype in _KERNEL_DTYPES
+            and all(all(map(is_, map(_dtype_of, arrays), repeat(dtype)))
+                    and all(map(eq, map(_device_of, arrays), repeat(device)))
+                    and all(map(is_contiguous, arrays))
+                    for arrays in lists)
+            and any(map(numel, map(_shape_of, lists[0]))))
 
 
 def adam_step(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, step, lr, beta1, beta2,
@@ -269,10 +300,10 @@ def adam_step(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, step, lr, b
                           max_exp_avg_sqs, step, lr, beta1, beta2, eps, weight_decay,
                           decoupled, maximize)
     first = params[0]
-    aligned = all_aligned(*columns)
+    k = len(columns)  # the aligned flag covers these columns, not the counts
     if counts is not None:
         columns.append(counts)
-    table, n_chunks = _table(columns, first.device)
+    table, n_chunks, aligned = _table(columns, first.device, k)
     k = len(columns)
     if counts is not None:
         _count.launch((k,), first.device, (len(params),), (table, len(params), k))
@@ -316,9 +347,9 @@ def sgd_step(params, grads, momentum_buffers, lr, momentum, dampening, weight_de
 
             bufs = [empty(g.shape, g.dtype, g.device) for g in grads]
         columns.append(bufs)
-    table, n_chunks = _table(columns, first.device)
+    table, n_chunks, aligned = _table(columns, first.device)
     flags = (weight_decay != 0, momentum != 0, first_step, bool(nesterov), bool(maximize),
-             all_aligned(*columns))
+             aligned)
     args = (table, len(params), lr, momentum, 1 - dampening, weight_decay,
             tl_dtype(first.dtype), len(columns)) + flags + (CHUNK, BLOCK)
     key = (first.dtype.name, len(columns), CHUNK, BLOCK) + flags

@@ -218,20 +218,23 @@ class Optimizer:
         return False
 
     def _multi_tensor_step(self, group: dict[str, Any]) -> None:
-        params, grads, states = [], [], []
+        params, grads, states, new = [], [], [], []
+        known = self.state.get
         for p in group["params"]:
-            if p.grad is None:
+            grad = p.grad
+            if grad is None:
                 continue
-            state = self.state.get(p)
+            state = known(p)
             if state is None:
                 state = {}
                 self.init_state(p, state, group)
+                new.append((p, state))
             params.append(p)
-            grads.append(p.grad)
+            grads.append(grad)
             states.append(state)
         if params:
             self.multi_update(params, grads, states, group)
-        for p, state in zip(params, states):
+        for p, state in new:  # (the others are already there)
             if state:
                 self.state[p] = state
 
@@ -353,8 +356,12 @@ def bucket_by_array(params: list, grads: list, states: list, extra=lambda state:
     keyed by ``(device, dtype, *extra(state))``. (A gradient always has its parameter's
     dtype, shape and device: assigning another one to ``.grad`` raises.)"""
     buckets: dict = {}
+    last = items = None
     for p, g, state in zip(params, grads, states):
-        buckets.setdefault((p.device, p.dtype) + tuple(extra(state)), []).append((p, g, state))
+        key = (p.device, p.dtype) + tuple(extra(state))
+        if key != last:  # (neighbours mostly share a bucket: compared, not hashed)
+            items, last = buckets.setdefault(key, []), key
+        items.append((p, g, state))
     return buckets
 
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from itertools import repeat
+from operator import attrgetter, is_
 
 import genesis
 from genesis import Tensor
@@ -31,8 +33,12 @@ def _as_list(tensors: _TensorOrTensors) -> list[Tensor]:
 def _one_group(tensors: list[Tensor]) -> bool:
     """Whether ``tensors`` can go to one multi-tensor call: one device, one floating dtype."""
     first = tensors[0]
-    return first.dtype.is_floating_point and all(
-        t.device is first.device and t.dtype is first.dtype for t in tensors)
+    return (first.dtype.is_floating_point
+            and all(map(is_, map(_device_of, tensors), repeat(first.device)))
+            and all(map(is_, map(_dtype_of, tensors), repeat(first.dtype))))
+
+
+_device_of, _dtype_of = attrgetter("device"), attrgetter("dtype")
 
 
 def _vector_norm(t: Tensor, norm_type: float) -> Tensor:
@@ -80,7 +86,13 @@ def clip_grads_with_norm_(parameters: _TensorOrTensors, max_norm: float, total_n
                           foreach: bool | None = None) -> None:
     """Scale the gradients of ``parameters`` in place by ``min(1, max_norm / (total_norm +
     1e-6))``, given a precomputed ``total_norm``."""
-    grads = [p.grad for p in _as_list(parameters) if p.grad is not None]
+    _scale_grads([g for p in _as_list(parameters) if (g := p.grad) is not None], max_norm,
+                 total_norm, foreach)
+
+
+def _scale_grads(grads: list[Tensor], max_norm: float, total_norm: Tensor,
+                 foreach: bool | None) -> None:
+    """``clip_grads_with_norm_`` on the gradients themselves."""
     if not grads:
         return
     with genesis.no_grad():
@@ -120,10 +132,9 @@ def clip_grad_norm_(parameters: _TensorOrTensors, max_norm: float, norm_type: fl
         >>> model(genesis.randn(8, 4)).sum().backward()
         >>> norm = genesis.nn.utils.clip_grad_norm_(model.parameters(), max_norm=1.0)
     """
-    parameters = _as_list(parameters)
-    grads = [p.grad for p in parameters if p.grad is not None]
+    grads = [g for p in _as_list(parameters) if (g := p.grad) is not None]
     total = get_total_norm(grads, norm_type, error_if_nonfinite, foreach)
-    clip_grads_with_norm_(parameters, max_norm, total, foreach)
+    _scale_grads(grads, max_norm, total, foreach)
     return total
 
 
