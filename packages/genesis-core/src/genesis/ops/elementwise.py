@@ -10,11 +10,7 @@ from operator import itemgetter
 
 from genesis import dtypes as D
 from genesis import op_declarations as decl
-from genesis.autocast import _state as _autocast
-from genesis.autograd.function import _TENSOR_TYPES, Function, Node
-from genesis.autograd.function import _op_observers as _observers
-from genesis.autograd.function import _record as record
-from genesis.autograd.grad_mode import _state as _grad
+from genesis.autograd.function import Function, Node
 from genesis.device import CPU
 from genesis.ops.common import (
     broadcast_shapes,
@@ -25,18 +21,13 @@ from genesis.ops.common import (
     sum_to_shape,
     wrap,
 )
-from genesis.tensor import Tensor, new_tensor
-
-_kernels: dict = {}  # (backend, arity, op) -> kernel callable, filled on first use
-
-
-def kernel(backend, arity: int, op: str):
-    """The backend's cached kernel callable for the declared op ``op`` of ``arity`` inputs."""
-    k = _kernels.get((backend, arity, op))
-    if k is None:
-        k = backend.unary_kernel(op) if arity == 1 else backend.binary_kernel(op)
-        _kernels[(backend, arity, op)] = k
-    return k
+from genesis.ops.elementwise_host_path import (
+    binary_host_path,
+    kernel,
+    save_binary,
+    unary_host_path,
+)
+from genesis.tensor import Tensor
 
 
 def _scalar_for(value, dtype: D.DType):
@@ -128,91 +119,6 @@ def _first(values: tuple) -> tuple:
     return values[:1]
 
 
-# ------------------------------------------------------------- the host path
-# Most calls of an elementwise op meet the plainest case: tensors of one dtype, shape and
-# device, or a tensor and a Python float; no autocast cast for the op (autocast off, or the
-# operands already in the op's autocast dtype) and no profiler listening.
-# That case skips Function.apply, promotion and broadcasting: one kernel call and a wrap, and
-# the graph node made directly when an input requires grad. Every other call takes the op's
-# full path, ``slow``, which states the rules.
-class KernelTable:
-    """backend -> that backend's kernel for one op (``table``), filled by ``fetch`` on a miss."""
-
-    def __init__(self, arity: int, name: str):
-        self.table: dict = {}
-        self.arity, self.name = arity, name
-
-    def fetch(self, backend):
-        k = self.table[backend] = kernel(backend, self.arity, self.name)
-        return k
-
-
-def _unary_host_path(op: decl.Op, slow, cls):
-    """The public function of a declared unary op (``cls``: its Function, or None when not
-    differentiable): the host path above, else ``slow``."""
-    kernels, check, category = KernelTable(1, op.name), op.check, op.autocast
-    table, fetch = kernels.table, kernels.fetch
-    floats, to_bool = op.ints == "float", op.ints == "bool"
-
-    def fn(input: Tensor) -> Tensor:
-        if (type(input) in _TENSOR_TYPES and not _observers
-                and (category is None or not _autocast.enabled
-                     or _autocast.keeps(category, input))
-                and (not floats or input.dtype.is_floating_point)):
-            if check is not None:
-                check(input)
-            backend = input._backend
-            k = table.get(backend) or fetch(backend)
-            y = new_tensor(k(input._data), input.device, backend, input.shape,
-                           D.bool_ if to_bool else input.dtype)
-            if cls is not None and _grad.enabled and input.requires_grad:
-                ctx = Node(cls)  # what Function.apply records, with forward done above
-                ctx.save_for_backward(input if cls.save_x else None, y if cls.save_y else None)
-                record(ctx, (input,), y)
-            return y
-        return slow(input)
-
-    return fn
-
-
-def _binary_host_path(op: decl.Op, slow, cls):
-    """``apply(a, b)`` of a declared binary op (``cls``: its Function, or None when not
-    differentiable): the host path above, else ``slow``."""
-    kernels, check, category = KernelTable(2, op.name), op.check, op.autocast
-    table, fetch = kernels.table, kernels.fetch
-    floats, to_bool = op.ints == "float", op.ints == "bool"
-
-    def apply(input, other):  # (torch's parameter names: it is the public function too)
-        a, b = input, other
-        if (type(a) in _TENSOR_TYPES and not _observers
-                and (category is None or not _autocast.enabled
-                     or (_autocast.keeps(category, a)
-                         and (type(b) not in _TENSOR_TYPES or _autocast.keeps(category, b))))):
-            dtype = a.dtype
-            if type(b) in _TENSOR_TYPES:
-                plain = (b.dtype is dtype and b.shape == a.shape and b.device is a.device
-                         and (not floats or dtype.is_floating_point))
-                y, b_grad = b._data, b.requires_grad
-            else:  # a Python float never changes a floating tensor's dtype
-                plain = type(b) is float and dtype.is_floating_point
-                y, b_grad = b, False
-            if plain:
-                if check is not None:
-                    check(a, b)
-                backend = a._backend
-                z = new_tensor((table.get(backend) or fetch(backend))(a._data, y), a.device,
-                               backend, a.shape, D.bool_ if to_bool else dtype)
-                if cls is not None and _grad.enabled and (a.requires_grad or b_grad):
-                    ctx = Node(cls)  # what Function.apply records, with forward done above
-                    _save_binary(cls, ctx, a, b, z)
-                    record(ctx, (a, b), z)
-                return z
-        return slow(a, b)
-
-    apply.__name__ = apply.__qualname__ = op.name
-    return apply
-
-
 # --------------------------------------------------------------------- unary
 class _Unary(Function):
     """``y = f(x)`` for one declared unary op (``decl``); made by ``_unary_function``."""
@@ -264,7 +170,7 @@ def _unary_function(op: decl.Op):
             "grad": _formula(op, 0, ("g", "x", "y")),
             "__doc__": f"Autograd Function of ``{op.name}`` (declared in op_declarations)."})
 
-        fn = _unary_host_path(op, cls.apply, cls)
+        fn = unary_host_path(op, cls.apply, cls)
         fn.function, fn.apply = cls, fn
     else:
         def apply(input: Tensor) -> Tensor:
@@ -273,7 +179,7 @@ def _unary_function(op: decl.Op):
             return wrap(kernel(input._backend, 1, op.name)(input._data), input.device, None,
                         input.shape, D.bool_ if op.ints == "bool" else input.dtype)
 
-        fn = _unary_host_path(op, apply, None)
+        fn = unary_host_path(op, apply, None)
         fn.function, fn.apply = None, fn
 
     fn.__name__ = fn.__qualname__ = op.name
@@ -300,7 +206,7 @@ class _Binary(Function):
         backend, device, x, y, dtype, shape = _operands(op.name, a, b, result_dtype(op, a, b))
         z = wrap(kernel(backend, 2, op.name)(x, y), device, None, shape, dtype)
         if type(ctx) is Node:
-            _save_binary(cls, ctx, a, b, z)
+            save_binary(cls, ctx, a, b, z)
         return z
 
     @classmethod
@@ -316,19 +222,6 @@ class _Binary(Function):
         if grad_b is not None and needs[1] and metas[1] is not None:
             gb = _fit(grad_b[0](*grad_b[1](vals)), metas[1])
         return ga, gb
-
-
-def _save_binary(cls, ctx: Node, a, b, z) -> None:
-    """Save what the wanted gradients read (as torch): editing anything else in place later
-    does not break backward."""
-    a_t, b_t = isinstance(a, Tensor), isinstance(b, Tensor)
-    save_a, save_b, save_z = cls.saves[(a_t and a.requires_grad) * 2
-                                       + (b_t and b.requires_grad)]
-    ctx.save_for_backward(a if save_a and a_t else None, b if save_b and b_t else None,
-                          z if save_z else None)
-    ctx.a_scalar = None if a_t else a
-    ctx.b_scalar = None if b_t else b
-    ctx.metas = ((a.shape, a.dtype) if a_t else None, (b.shape, b.dtype) if b_t else None)
 
 
 def _saves(op: decl.Op) -> tuple:
@@ -371,7 +264,7 @@ def _binary_function(op: decl.Op):
             out_dtype = D.bool_ if op.ints == "bool" else dtype
             return wrap(kernel(backend, 2, op.name)(x, y), device, None, shape, out_dtype)
 
-    apply = _binary_host_path(op, apply, cls)
+    apply = binary_host_path(op, apply, cls)
     if op.alpha:
         def fn(input, other, *, alpha=1) -> Tensor:
             return apply(input, other if alpha == 1 else other * alpha)

@@ -16,6 +16,7 @@ from genesis.autograd.grad_mode import _state as _grad_state
 from genesis.ops import elementwise as E
 from genesis.ops import indexing as I
 from genesis.ops.common import broadcast_shapes, check_same_device, expand_array
+from genesis.ops.elementwise_host_path import KernelTable, kernel
 from genesis.ops.special import erfinv
 from genesis.ops.strided import Slice, rebase_view_history
 from genesis.tensor import Tensor
@@ -61,7 +62,7 @@ def _binary_inplace(op: decl.Op):
     """``t.op_(other)`` for a declared binary op: a direct ``out=`` kernel call unless
     autograd must record it."""
     fn = E.FUNCTIONS[op.name]
-    kernels = E.KernelTable(2, op.name)
+    kernels = KernelTable(2, op.name)
     table, fetch, floats = kernels.table, kernels.fetch, op.ints == "float"
 
     def method(self: Tensor, other, **kwargs) -> Tensor:
@@ -102,11 +103,11 @@ def _binary_inplace(op: decl.Op):
             broadcast_shapes(self.shape, shape)  # raises with both shapes if incompatible
             raise RuntimeError(f"output with shape {list(self.shape)} doesn't match the "
                                f"broadcast shape {list(shape)}")
-        kernel = E.kernel(backend, 2, op.name)
+        run = kernel(backend, 2, op.name)
         if dtype is self.dtype:
-            kernel(x, y, out=self._data)
+            run(x, y, out=self._data)
         else:
-            backend.copy_(self._data, kernel(x, y))
+            backend.copy_(self._data, run(x, y))
         self._version_box[0] += 1
         return self
 
