@@ -6,6 +6,14 @@ renormalised to sum to 1). Each expert then runs once, on the tokens routed to i
 slice, and one host sync (the per-expert counts) sizes the slices. The weighted outputs are
 summed back into their tokens with one ``index_add``. Qwen2-MoE adds a shared expert scaled
 by ``sigmoid(shared_expert_gate(x))``.
+
+Without gradients, short queries (a decode step: at most ``_DECODE_QUERY_LEN`` positions per
+row) take a path of fixed shapes with no host read, so a CUDA graph can capture it: every
+expert runs on all ``T`` tokens (its batch padded to capacity ``T``) and its output is
+scaled by the token's routing weight for it, zero where the token did not pick it, so the
+sum is the routed one (a zero weight adds exactly zero). It reads every expert's weights
+once per step: what a batch of decode rows mostly needs anyway, but ``E / k`` times what
+one row's routing needs.
 """
 
 from __future__ import annotations
@@ -18,6 +26,9 @@ from genesis.models.config import Qwen2Config
 from genesis.models.fused_weights import FusedLinear
 
 __all__ = ["MLP", "SparseMoeBlock", "load_balancing_loss"]
+
+# Without gradients, queries of at most this many positions per row route at fixed shapes.
+_DECODE_QUERY_LEN = 16
 
 
 class MLP(nn.Module):
@@ -74,10 +85,23 @@ class SparseMoeBlock(nn.Module):
             weights = weights / weights.sum(-1, keepdim=True)
         weights = weights.to(x.dtype)
 
+        if s <= _DECODE_QUERY_LEN and not genesis.is_grad_enabled():  # no autograd graph
+            out = self._every_expert(flat, weights, chosen)
+        else:
+            out = self._grouped_by_expert(flat, weights, chosen)
+
+        if self.shared_expert is not None:
+            gate = F.sigmoid(self.shared_expert_gate(flat))  # (T, 1)
+            out = out + gate * self.shared_expert(flat)
+        return out.reshape(b, s, hidden), router_logits
+
+    def _grouped_by_expert(self, flat: Tensor, weights: Tensor, chosen: Tensor) -> Tensor:
+        """``(T, H)`` routed output, each expert run on just its tokens (one host sync)."""
         # Sort the T*k (token, choice) pairs by expert: expert e owns one contiguous run.
         choice = chosen.reshape(-1)  # (T*k,)
         order = choice.argsort(stable=True)  # (T*k,)
-        counts = F.one_hot(choice, self.num_experts).sum(0).tolist()  # the one host sync
+        experts = genesis.arange(self.num_experts, device=flat.device)
+        counts = (choice.unsqueeze(-1) == experts).sum(0).tolist()  # the one host sync
         token_of = order // self.top_k  # (T*k,) token of each sorted pair
         pair_weight = weights.reshape(-1).index_select(0, order).unsqueeze(-1)  # (T*k, 1)
         outputs, start = [], 0
@@ -87,12 +111,19 @@ class SparseMoeBlock(nn.Module):
                 outputs.append(expert(flat.index_select(0, tokens)))  # (n, H)
             start += n
         routed = genesis.cat(outputs) * pair_weight  # (T*k, H), in sorted order
-        out = genesis.zeros_like(flat).index_add(0, token_of, routed)  # (T, H)
+        return genesis.zeros_like(flat).index_add(0, token_of, routed)  # (T, H)
 
-        if self.shared_expert is not None:
-            gate = F.sigmoid(self.shared_expert_gate(flat))  # (T, 1)
-            out = out + gate * self.shared_expert(flat)
-        return out.reshape(b, s, hidden), router_logits
+    def _every_expert(self, flat: Tensor, weights: Tensor, chosen: Tensor) -> Tensor:
+        """``(T, H)`` routed output at fixed shapes, no host read: every expert on all
+        ``T`` tokens, scaled by each token's weight for it (zero where not picked)."""
+        experts = genesis.arange(self.num_experts, device=flat.device)
+        picked = (chosen.unsqueeze(-1) == experts).to(weights.dtype)  # (T, k, E)
+        dense = (picked * weights.unsqueeze(-1)).sum(1)  # (T, E)
+        out = None
+        for e, expert in enumerate(self.experts):
+            term = expert(flat) * dense[:, e:e + 1]  # (T, H)
+            out = term if out is None else out + term
+        return out
 
 
 def load_balancing_loss(router_logits: list[Tensor], num_experts: int, top_k: int,
