@@ -14,6 +14,7 @@ from tiny_qwen import (
 
 import genesis
 from genesis.models import AutoModelForCausalLM
+from genesis.models.moe import SparseMoeBlock
 
 
 @pytest.fixture(scope="module", params=list(FAMILIES))
@@ -410,3 +411,43 @@ def test_a_model_with_kept_decoders_is_freed_without_a_collection(qwen3):
         assert ref() is None
     finally:
         gc.enable()
+
+
+def test_moe_experts_are_slabs_of_stacked_weights(tmp_path):
+    """A no-grad decode step gathers the routed experts' weight slabs from two stacked
+    buffers that every expert's gate/up/down parameters are views of: in-place edits show at
+    once, ``to()`` shares them again, and a weight given memory of its own by hand is shared
+    again on the next step; the logits stay the grouped (grad-mode) path's."""
+    make_checkpoint("qwen3_moe", tmp_path)
+    model = AutoModelForCausalLM.from_pretrained(tmp_path).eval()
+    ids = genesis.tensor([[3, 1, 4, 1, 5]])
+    block = next(m for m in model.modules() if isinstance(m, SparseMoeBlock))
+    gate_up, down = block.stacked
+    inter = down.shape[-1]
+    last = block.experts[-1]
+    assert last.up_proj.weight.data_ptr() == gate_up[-1, inter:].data_ptr()
+    assert last.down_proj.weight.data_ptr() == down[-1].data_ptr()
+    assert last.gate_up.refresh()[0].data_ptr() == gate_up[-1].data_ptr()
+
+    def routed_matches_grouped(atol):
+        with genesis.no_grad():
+            routed = model(ids).logits
+        grouped = model(ids).logits  # grad mode: each expert on its tokens
+        np.testing.assert_allclose(to_numpy(routed), to_numpy(grouped), atol=atol, rtol=0)
+
+    with genesis.no_grad():
+        for expert in block.experts:
+            expert.down_proj.weight.mul_(3.0)
+    assert block.stacked[0] is gate_up
+    routed_matches_grouped(1e-5)
+    params = list(model.parameters())
+    model.to(genesis.float64)
+    assert all(a is b for a, b in zip(model.parameters(), params))  # the same objects
+    gate_up, down = block.stacked
+    assert gate_up.dtype is genesis.float64
+    assert block.experts[1].gate_proj.weight.data_ptr() == gate_up[1].data_ptr()
+    with genesis.no_grad():
+        last.up_proj.weight.data = last.up_proj.weight.detach().clone() * 2.0
+    routed_matches_grouped(1e-9)
+    assert block.stacked[0] is not gate_up  # shared again, with the new values
+    assert last.up_proj.weight.data_ptr() == block.stacked[0][-1, inter:].data_ptr()

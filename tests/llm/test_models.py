@@ -43,7 +43,7 @@ def test_loaded_model_is_the_right_family(pair):
 @pytest.mark.parametrize("positions", ["default", "from_mask"])
 def test_logits_left_padded_batch(pair, positions, grad):
     """With and without gradients: MoE blocks route a short no-grad query at fixed shapes
-    (every expert on every token) and otherwise group the tokens by expert."""
+    (the routed experts' stacked weight slabs) and otherwise group the tokens by expert."""
     ref, model = pair
     ids, mask = left_padded_batch(ref.config.vocab_size, [9, 5, 7])
     pos = None if positions == "default" else _hf_positions(mask)

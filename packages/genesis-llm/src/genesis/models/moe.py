@@ -8,12 +8,12 @@ summed back into their tokens with one ``index_add``. Qwen2-MoE adds a shared ex
 by ``sigmoid(shared_expert_gate(x))``.
 
 Without gradients, short queries (a decode step: at most ``_DECODE_QUERY_LEN`` positions per
-row) take a path of fixed shapes with no host read, so a CUDA graph can capture it: every
-expert runs on all ``T`` tokens (its batch padded to capacity ``T``) and its output is
-scaled by the token's routing weight for it, zero where the token did not pick it, so the
-sum is the routed one (a zero weight adds exactly zero). It reads every expert's weights
-once per step: what a batch of decode rows mostly needs anyway, but ``E / k`` times what
-one row's routing needs.
+row) take a path of fixed shapes with no host read, so a CUDA graph can capture it, that reads
+only the routed experts' weights: every expert's gate/up and down weights are views of two
+stacked buffers ``(E, 2 * I, H)`` and ``(E, H, I)`` (``share_weights``, the idea of
+``fused_weights.FusedLinear.share``: the parameters keep their identity and names, their data
+becomes slabs of one buffer), so the ``T * k`` picked slabs are gathered with one
+``index_select`` each and run as batched matmuls, weighted and summed per token.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import genesis.nn as nn
 import genesis.nn.functional as F
 from genesis import Tensor
 from genesis.models.config import Qwen2Config
-from genesis.models.fused_weights import FusedLinear
+from genesis.models.fused_weights import FusedLinear, views_of
 
 __all__ = ["MLP", "SparseMoeBlock", "load_balancing_loss"]
 
@@ -74,6 +74,37 @@ class SparseMoeBlock(nn.Module):
             self.shared_expert_gate = nn.Linear(hidden, 1, bias=False, **kw)
         else:
             self.shared_expert = self.shared_expert_gate = None
+        self.stacked = None  # (gate_up (E, 2I, H), down (E, H, I)): the experts' weights view
+        self.share_weights()
+
+    def share_weights(self) -> None:
+        """Make every expert's gate/up/down weights slabs of two stacked buffers, with their
+        current values (the parameters keep their identity: their data is swapped): expert
+        ``e``'s gate and up are rows ``[:I]`` and ``[I:]`` of ``gate_up[e]`` (which its own
+        fused gate/up also reads), its down is ``down[e]``. Done when built;
+        ``QwenForCausalLM.to()`` does it again after moving them (``share_all``)."""
+        with genesis.no_grad():
+            gate_up = genesis.stack([genesis.cat([m.gate_proj.weight, m.up_proj.weight])
+                                     for m in self.experts])  # (E, 2I, H)
+            down = genesis.stack([m.down_proj.weight for m in self.experts])  # (E, H, I)
+            inter = self.experts[0].gate_proj.out_features
+            for e, m in enumerate(self.experts):
+                m.gate_proj.weight.data = gate_up[e, :inter]
+                m.up_proj.weight.data = gate_up[e, inter:]
+                m.down_proj.weight.data = down[e]
+                m.gate_up.shared, m.gate_up._key, m.gate_up._copy = (gate_up[e], None), None, None
+        self.stacked = (gate_up, down)
+
+    def _stacked_weights(self) -> tuple[Tensor, Tensor]:
+        """The stacked buffers, shared again first if any expert's weight no longer views
+        them (its data set by hand)."""
+        gate_up, down = self.stacked
+        for e, m in enumerate(self.experts):
+            if not (views_of(gate_up[e], [m.gate_proj.weight, m.up_proj.weight])
+                    and views_of(down[e], [m.down_proj.weight])):
+                self.share_weights()
+                return self.stacked
+        return self.stacked
 
     def forward(self, x: Tensor) -> tuple[Tensor, Tensor]:
         b, s, hidden = x.shape
@@ -86,7 +117,7 @@ class SparseMoeBlock(nn.Module):
         weights = weights.to(x.dtype)
 
         if s <= _DECODE_QUERY_LEN and not genesis.is_grad_enabled():  # no autograd graph
-            out = self._every_expert(flat, weights, chosen)
+            out = self._routed_slabs(flat, weights, chosen)
         else:
             out = self._grouped_by_expert(flat, weights, chosen)
 
@@ -113,18 +144,20 @@ class SparseMoeBlock(nn.Module):
         routed = genesis.cat(outputs) * pair_weight  # (T*k, H), in sorted order
         return genesis.zeros_like(flat).index_add(0, token_of, routed)  # (T, H)
 
-    def _every_expert(self, flat: Tensor, weights: Tensor, chosen: Tensor) -> Tensor:
-        """``(T, H)`` routed output at fixed shapes, no host read: every expert on all
-        ``T`` tokens, scaled by each token's weight for it (zero where not picked)."""
-        experts = genesis.arange(self.num_experts, device=flat.device)
-        picked = (chosen.unsqueeze(-1) == experts).to(weights.dtype)  # (T, k, E)
-        dense = (picked * weights.unsqueeze(-1)).sum(1)  # (T, E)
-        out = None
-        for e, expert in enumerate(self.experts):
-            term = expert(flat) * dense[:, e:e + 1]  # (T, H)
-            out = term if out is None else out + term
-        return out
-
+    def _routed_slabs(self, flat: Tensor, weights: Tensor, chosen: Tensor) -> Tensor:
+        """``(T, H)`` routed output at fixed shapes, no host read: each of the ``T * k``
+        (token, choice) pairs runs its expert's gathered weight slabs as a batched matmul."""
+        gate_up, down = self._stacked_weights()
+        tokens, hidden = flat.shape
+        inter = down.shape[-1]
+        choice = chosen.reshape(-1)  # (T*k,), token-major
+        x = flat.unsqueeze(1).expand(tokens, self.top_k, hidden)
+        x = x.reshape(tokens * self.top_k, 1, hidden)  # (T*k, 1, H)
+        h = genesis.matmul(x, gate_up.index_select(0, choice).transpose(-1, -2))  # (T*k, 1, 2I)
+        act = F.swiglu(h[..., :inter], h[..., inter:])  # (T*k, 1, I)
+        out = genesis.matmul(act, down.index_select(0, choice).transpose(-1, -2))  # (T*k, 1, H)
+        out = out.reshape(tokens, self.top_k, hidden) * weights.unsqueeze(-1)
+        return out.sum(1)  # (T, H)
 
 def load_balancing_loss(router_logits: list[Tensor], num_experts: int, top_k: int,
                         attention_mask: Tensor | None = None) -> Tensor:
