@@ -62,6 +62,11 @@ class FusedLinear:
                 if bias is not None:
                     m.bias.data = bias[start:start + n]
                 start += n
+        self.adopt(weight, bias)
+
+    def adopt(self, weight: Tensor, bias: Tensor | None = None) -> None:
+        """Record ``weight`` (and ``bias``) as the buffers the layers' parameters now view,
+        where an owner made them slices of a bigger buffer of its own (stacked MoE experts)."""
         self.shared, self._key, self._copy = (weight, bias), None, None
 
     def _parts(self) -> tuple[list[Tensor], list[Tensor]]:

@@ -92,7 +92,7 @@ class SparseMoeBlock(nn.Module):
                 m.gate_proj.weight.data = gate_up[e, :inter]
                 m.up_proj.weight.data = gate_up[e, inter:]
                 m.down_proj.weight.data = down[e]
-                m.gate_up.shared, m.gate_up._key, m.gate_up._copy = (gate_up[e], None), None, None
+                m.gate_up.adopt(gate_up[e])
         self.stacked = (gate_up, down)
 
     def _stacked_weights(self) -> tuple[Tensor, Tensor]:
