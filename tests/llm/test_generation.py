@@ -14,6 +14,7 @@ from tiny_qwen import (
 
 import genesis
 from genesis.models import AutoModelForCausalLM
+from genesis.models.moe import SparseMoeBlock
 
 
 @pytest.fixture(scope="module", params=list(FAMILIES))
@@ -156,9 +157,11 @@ def test_streamer_gets_prompt_then_each_token(qwen3):
     assert [t[0] for t in rec.puts[1:]] == out.tolist()[0][3:]
 
 
-def test_decode_step_keeps_its_shapes(qwen3):
-    """The decode step's inputs and outputs have one shape at every step (graph capture)."""
-    _, model = qwen3
+def test_decode_step_keeps_its_shapes(pair):
+    """The decode step's inputs and outputs have one shape at every step (graph capture),
+    and its logits are the full forward's (for MoE: the fixed-shape routing of a no-grad
+    decode step against the per-expert grouping of a forward with gradients)."""
+    _, model = pair
     from genesis.models.attention import KVCache
 
     cfg = model.config
@@ -168,8 +171,9 @@ def test_decode_step_keeps_its_shapes(qwen3):
     logits = model.prefill(ids, genesis.arange(4).unsqueeze(0).expand(2, 4), valid[:, :4], cache)
     full = model(genesis.cat([ids, logits.argmax(-1).unsqueeze(1)], 1)).logits
     token = logits.argmax(-1).unsqueeze(1)
-    step = model.decode_step(token, genesis.tensor([[4], [4]]), genesis.tensor([4]), valid,
-                             cache)
+    with genesis.no_grad():
+        step = model.decode_step(token, genesis.tensor([[4], [4]]), genesis.tensor([4]), valid,
+                                 cache)
     assert step.shape == (2, cfg.vocab_size)
     np.testing.assert_allclose(to_numpy(step), to_numpy(full)[:, -1], atol=1e-5, rtol=0)
 
@@ -183,14 +187,16 @@ def test_bad_attention_masks(qwen3):
         model.generate(ids, attention_mask=genesis.tensor([[1, 1], [1, 1]]))
 
 
-def test_dense_decode_step_reads_nothing_back_to_the_host(qwen3, monkeypatch):
-    """A CUDA graph cannot capture a host read: a dense model's decode step makes none of its
-    own (counted at the backend contract's host-value methods, on the CPU backend), with a
-    mask or with slot ranges as its keys. The index bound check of core's ``ops/indexing.py``
-    (the embedding lookup) reads its index back on the CPU only; it is allowed here."""
+def test_decode_step_reads_nothing_back_to_the_host(pair, monkeypatch):
+    """A CUDA graph cannot capture a host read: the decode step of every family (dense and
+    mixture-of-experts) makes none of its own (counted at the backend contract's host-value
+    methods, on the CPU backend), with a mask or with slot ranges as its keys, for one and
+    for several query positions per row. The index bound check of core's
+    ``ops/indexing.py`` (the embedding lookup) reads its index back on the CPU only; it is
+    allowed here."""
     import traceback
 
-    _, model = qwen3
+    _, model = pair
     from genesis.backends.cpu import CPUBackend
     from genesis.models.attention import KVCache
 
@@ -213,6 +219,9 @@ def test_dense_decode_step_reads_nothing_back_to_the_host(qwen3, monkeypatch):
                           genesis.tensor([0]), valid, cache)
         model.decode_step(genesis.tensor([[5], [6]]), genesis.tensor([[1], [1]]),
                           genesis.tensor([1]), None, cache, key_starts=genesis.tensor([0, 1]))
+        for layer in model.model.layers:  # MoE: every short query (<= 16 per row) too
+            if layer.sparse:
+                layer.mlp(genesis.randn(2, 16, model.config.hidden_size))
     assert reads == []
 
 
@@ -402,3 +411,43 @@ def test_a_model_with_kept_decoders_is_freed_without_a_collection(qwen3):
         assert ref() is None
     finally:
         gc.enable()
+
+
+def test_moe_experts_are_slabs_of_stacked_weights(tmp_path):
+    """A no-grad decode step gathers the routed experts' weight slabs from two stacked
+    buffers that every expert's gate/up/down parameters are views of: in-place edits show at
+    once, ``to()`` shares them again, and a weight given memory of its own by hand is shared
+    again on the next step; the logits stay the grouped (grad-mode) path's."""
+    make_checkpoint("qwen3_moe", tmp_path)
+    model = AutoModelForCausalLM.from_pretrained(tmp_path).eval()
+    ids = genesis.tensor([[3, 1, 4, 1, 5]])
+    block = next(m for m in model.modules() if isinstance(m, SparseMoeBlock))
+    gate_up, down = block.stacked
+    inter = down.shape[-1]
+    last = block.experts[-1]
+    assert last.up_proj.weight.data_ptr() == gate_up[-1, inter:].data_ptr()
+    assert last.down_proj.weight.data_ptr() == down[-1].data_ptr()
+    assert last.gate_up.refresh()[0].data_ptr() == gate_up[-1].data_ptr()
+
+    def routed_matches_grouped(atol):
+        with genesis.no_grad():
+            routed = model(ids).logits
+        grouped = model(ids).logits  # grad mode: each expert on its tokens
+        np.testing.assert_allclose(to_numpy(routed), to_numpy(grouped), atol=atol, rtol=0)
+
+    with genesis.no_grad():
+        for expert in block.experts:
+            expert.down_proj.weight.mul_(3.0)
+    assert block.stacked[0] is gate_up
+    routed_matches_grouped(1e-5)
+    params = list(model.parameters())
+    model.to(genesis.float64)
+    assert all(a is b for a, b in zip(model.parameters(), params))  # the same objects
+    gate_up, down = block.stacked
+    assert gate_up.dtype is genesis.float64
+    assert block.experts[1].gate_proj.weight.data_ptr() == gate_up[1].data_ptr()
+    with genesis.no_grad():
+        last.up_proj.weight.data = last.up_proj.weight.detach().clone() * 2.0
+    routed_matches_grouped(1e-9)
+    assert block.stacked[0] is not gate_up  # shared again, with the new values
+    assert last.up_proj.weight.data_ptr() == block.stacked[0][-1, inter:].data_ptr()

@@ -28,9 +28,10 @@ def graph_api():
     return genesis.cuda
 
 
-@pytest.mark.parametrize("family", ["qwen2", "qwen3"])
+@pytest.mark.parametrize("family", ["qwen2", "qwen3", "qwen2_moe", "qwen3_moe"])
 def test_graphed_decode_matches_eager(family, tmp_path, graph_api, monkeypatch):
-    make_checkpoint(family, tmp_path, **(dict(_SHAPE, head_dim=32) if family == "qwen3"
+    """Dense and mixture-of-experts families (whose decode step routes at fixed shapes)."""
+    make_checkpoint(family, tmp_path, **(dict(_SHAPE, head_dim=32) if family.startswith("qwen3")
                                          else _SHAPE))
     model = AutoModelForCausalLM.from_pretrained(tmp_path, dtype=genesis.bfloat16, device="cuda")
     ids, mask = left_padded_batch(_SHAPE["vocab_size"], [12, 7, 9])

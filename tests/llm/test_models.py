@@ -39,15 +39,19 @@ def test_loaded_model_is_the_right_family(pair):
     assert sum(p.numel() for p in model.parameters()) == n_ref
 
 
+@pytest.mark.parametrize("grad", [True, False], ids=["grad", "no_grad"])
 @pytest.mark.parametrize("positions", ["default", "from_mask"])
-def test_logits_left_padded_batch(pair, positions):
+def test_logits_left_padded_batch(pair, positions, grad):
+    """With and without gradients: MoE blocks route a short no-grad query at fixed shapes
+    (the routed experts' stacked weight slabs) and otherwise group the tokens by expert."""
     ref, model = pair
     ids, mask = left_padded_batch(ref.config.vocab_size, [9, 5, 7])
     pos = None if positions == "default" else _hf_positions(mask)
     with torch.no_grad():
         expected = ref(ids, attention_mask=mask, position_ids=pos).logits.numpy()
-    out = model(to_genesis(ids), attention_mask=to_genesis(mask),
-                position_ids=None if pos is None else to_genesis(pos)).logits
+    with genesis.set_grad_enabled(grad):
+        out = model(to_genesis(ids), attention_mask=to_genesis(mask),
+                    position_ids=None if pos is None else to_genesis(pos)).logits
     real = mask.numpy().astype(bool)  # padding rows are meaningless in both
     np.testing.assert_allclose(to_numpy(out)[real], expected[real], atol=1e-4, rtol=0)
 

@@ -22,7 +22,7 @@ import genesis
 import genesis.nn.functional as F
 from genesis import Tensor
 
-__all__ = ["FusedLinear", "share_all"]
+__all__ = ["FusedLinear", "share_all", "views_of"]
 
 
 class FusedLinear:
@@ -62,6 +62,11 @@ class FusedLinear:
                 if bias is not None:
                     m.bias.data = bias[start:start + n]
                 start += n
+        self.adopt(weight, bias)
+
+    def adopt(self, weight: Tensor, bias: Tensor | None = None) -> None:
+        """Record ``weight`` (and ``bias``) as the buffers the layers' parameters now view,
+        where an owner made them slices of a bigger buffer of its own (stacked MoE experts)."""
         self.shared, self._key, self._copy = (weight, bias), None, None
 
     def _parts(self) -> tuple[list[Tensor], list[Tensor]]:
@@ -74,8 +79,8 @@ class FusedLinear:
         run the layers one by one)."""
         weights, biases = self._parts()
         if self.shared is not None:
-            if _views_of(self.shared[0], weights) and (
-                    not biases or _views_of(self.shared[1], biases)):
+            if views_of(self.shared[0], weights) and (
+                    not biases or views_of(self.shared[1], biases)):
                 return self.shared
             self.shared = None  # the layers have memory of their own now
         if not self.copy:
@@ -110,7 +115,7 @@ class FusedLinear:
         return views
 
 
-def _views_of(buffer: Tensor, parts: list[Tensor]) -> bool:
+def views_of(buffer: Tensor, parts: list[Tensor]) -> bool:
     """Whether ``parts`` are still consecutive row slices of ``buffer``."""
     address, row = buffer.data_ptr(), buffer.stride(0) * buffer.element_size()
     for t in parts:
@@ -126,8 +131,12 @@ def _same_layout(old: Tensor | None, new: Tensor) -> bool:
 
 
 def share_all(model) -> None:
-    """``share()`` every ``FusedLinear`` held by ``model``'s modules (after ``to()``)."""
+    """``share()`` every ``FusedLinear`` held by ``model``'s modules, then call every module's
+    own ``share_weights()`` where it has one (stacked MoE experts), after ``to()``."""
     for module in model.modules():
         for value in vars(module).values():
             if isinstance(value, FusedLinear):
                 value.share()
+    for module in model.modules():
+        if callable(getattr(module, "share_weights", None)):
+            module.share_weights()

@@ -10,13 +10,13 @@ any other padding, a mask over the whole cache hides padding and not-yet-written
 Prompts in a batch are left-padded; as transformers, a row's position ids count only its
 real tokens.
 
-``decode_step`` of a dense model makes no host synchronisation of its own (its inputs are
-tensors, its key bounds are computed on the device). What may still sync inside it is
-outside this file: dynamic RoPE (``RotaryEmbedding._grow`` reads the longest position), the
-mixture-of-experts block (one ``tolist`` of the per-expert counts), and, on the CPU only,
-the index bound checks of core's ``ops/indexing.py``. ``generate(use_cuda_graph=True)``
-captures it as a CUDA graph (``genesis.cuda.graph``) for dense models without dynamic RoPE
-and keeps the graph, with its KV cache, on the model for later calls of the same batch size
+``decode_step`` makes no host synchronisation of its own (its inputs are tensors, its key
+bounds are computed on the device), and the mixture-of-experts block routes a decode step at
+fixed shapes (``moe.py``). What may still sync inside it is outside this file: dynamic RoPE
+(``RotaryEmbedding._grow`` reads the longest position) and, on the CPU only, the index bound
+checks of core's ``ops/indexing.py``. ``generate(use_cuda_graph=True)`` captures it as a
+CUDA graph (``genesis.cuda.graph``) for models without dynamic RoPE (dense or MoE) and
+keeps the graph, with its KV cache, on the model for later calls of the same batch size
 and capacity (``release_decode_graphs`` frees them; ``train()`` and ``to()`` drop them). The
 generation loop around it reads back only a streamer's tokens and, every
 ``_EOS_CHECK_EVERY`` steps (each step on the CPU), whether every row has ended.
@@ -203,9 +203,8 @@ class GenerationMixin:
 
     def graphable(self) -> bool:
         """Whether ``decode_step`` is free of host synchronisation (so a CUDA graph can
-        capture it): dense MLPs only and no dynamic RoPE."""
-        return (not any(layer.sparse for layer in self.model.layers)
-                and not self.model.rotary_emb.dynamic)
+        capture it): no dynamic RoPE (MoE blocks route a decode step at fixed shapes)."""
+        return not self.model.rotary_emb.dynamic
 
     def decode_step(self, tokens: Tensor, position_ids: Tensor, cache_position: Tensor,
                     key_valid: Tensor | None, cache: KVCache,
@@ -305,7 +304,7 @@ class GenerationMixin:
                 ``TextStreamer``); gets the prompt, then each new ``(B,)`` token batch.
             generator: a ``genesis.Generator`` making sampling reproducible.
             use_cuda_graph: run the decode step as a captured CUDA graph (on a CUDA device
-                with ``genesis.cuda.graph``, dense models without dynamic RoPE; otherwise
+                with ``genesis.cuda.graph``, models without dynamic RoPE; otherwise
                 ignored: the step runs eagerly).
 
         Returns:
