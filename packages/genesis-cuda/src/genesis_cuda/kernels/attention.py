@@ -114,6 +114,20 @@ def _rows(src, start, n, stride, HEAD_DIM: tl.constexpr, BLOCK: tl.constexpr,
 
 
 @triton.jit
+def _key_blocks(start_m, S, CAUSAL: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr):
+    """``(full, hi)`` for the query rows ``start_m ..`` of one program: key blocks before
+    ``full`` need no mask and no bounds checks (whole blocks, wholly left of the diagonal
+    when causal); those from ``full`` to ``hi`` do (the diagonal or the ragged end)."""
+    if CAUSAL:
+        hi = tl.minimum(S, start_m + BM)
+        full = tl.minimum((start_m // BN) * BN, (S // BN) * BN)
+    else:
+        hi = S
+        full = (S // BN) * BN
+    return full, hi
+
+
+@triton.jit
 def _fwd_block(acc, m_i, l_i, q, k_src, v_src, m_row, start_n, offs_m, L, S, skn, svn, smn,
                qk_scale, bh, seed, rng_base, p_drop, HEAD_DIM: tl.constexpr, BN: tl.constexpr,
                CAUSAL: tl.constexpr, BOUNDS: tl.constexpr, MASK: tl.constexpr,
@@ -182,12 +196,7 @@ def _attn_fwd(Q, K, V, M, O, LSE,
     m_i = tl.full([BM], float("-inf"), tl.float32)
     l_i = tl.zeros([BM], tl.float32)
     acc = tl.zeros([BM, HEAD_DIM], tl.float32)
-    if CAUSAL:
-        hi = tl.minimum(S, start_m + BM)
-        full = tl.minimum((start_m // BN) * BN, (S // BN) * BN)  # wholly left of the diagonal
-    else:
-        hi = S
-        full = (S // BN) * BN
+    full, hi = _key_blocks(start_m, S, CAUSAL, BM, BN)
     for start_n in range(0, full, BN):
         acc, m_i, l_i = _fwd_block(acc, m_i, l_i, q, k_src, v_src, m_row, start_n, offs_m, L,
                                    S, skn, svn, smn, qk_scale, bh, seed, rng_base, p_drop,
@@ -371,12 +380,7 @@ def _attn_bwd_dq(Q, K, V, M, DO, O, LSE, DELTA, DQ,
     v_src = _head(V + b * svb + hk * svh, S, svn, HEAD_DIM, BN, TMA)
     m_row = M + b * smb + h * smh + offs_m[:, None] * smm
     dq = tl.zeros([BM, HEAD_DIM], tl.float32)
-    if CAUSAL:
-        hi = tl.minimum(S, start_m + BM)
-        full = tl.minimum((start_m // BN) * BN, (S // BN) * BN)  # wholly left of the diagonal
-    else:
-        hi = S
-        full = (S // BN) * BN
+    full, hi = _key_blocks(start_m, S, CAUSAL, BM, BN)
     for start_n in range(0, full, BN):
         dq = _dq_block(dq, q, do, lse2, delta, k_src, v_src, m_row, start_n, offs_m, L, S, skn,
                        svn, smn, qk_scale, bh, seed, rng_base, p_drop, inv_keep, HEAD_DIM, BN,
