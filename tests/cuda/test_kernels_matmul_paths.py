@@ -79,16 +79,18 @@ def launched(monkeypatch):
 @pytest.mark.parametrize("M", [1, 3, 40])
 @pytest.mark.parametrize("with_bias", [False, True])
 def test_small_m_linear(launched, dtype, M, with_bias):
-    # (N, K): odd sizes, a K tail after whole tiles, enough K to split into chunks, a K that
-    # takes a halved BLOCK_K
-    for i, (N, K) in enumerate([(5, 7), (33, 300), (130, 520), (64, 1100), (40, 384)]):
+    # (N, K): odd sizes, a K tail after whole tiles, enough K to split into chunks (M = 1
+    # splits only K-chunks of four 256-wide tiles or more: K = 2304), a K that takes a halved
+    # BLOCK_K
+    for i, (N, K) in enumerate([(5, 7), (33, 300), (130, 520), (64, 1100), (40, 384),
+                                (24, 2304)]):
         x = _rand((M, K), dtype, 10 * i + M, 1 / math.sqrt(K))
         w = _rand((N, K), dtype, 10 * i + 1)
         b = _rand((N,), dtype, 10 * i + 2) if with_bias else None
         torch.testing.assert_close(_linear(x, w, b), _ref_linear(x, w, b))
     # one launch per product, split-K included (its last chunk per n-block reduces)
     assert {name for name, _ in launched} == {"_small_m_kernel"}
-    assert len(launched) == 5 and any(grid[1] > 1 for _, grid in launched)
+    assert len(launched) == 6 and any(grid[1] > 1 for _, grid in launched)
 
 
 @pytest.mark.parametrize("M", [1, 3])
@@ -113,7 +115,7 @@ def test_small_m_splits_k():
     even = matmul_small._even_block_k
     assert (even(896, 256), even(4864, 256), even(96, 256), even(300, 256)) == (128, 256, 32, 256)
     sms = sm_count(0)
-    for bm, (N, K) in ((1, (33, 300)), (16, (130, 520))):
+    for bm, (N, K) in ((1, (24, 2304)), (16, (130, 520))):
         bn, bk, _, _, min_tiles, waves = matmul_small.SMALL_M_TILES[bm]
         bk = matmul_small._even_block_k(K, bk)
         target = waves * sms

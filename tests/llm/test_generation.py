@@ -178,6 +178,26 @@ def test_decode_step_keeps_its_shapes(pair):
     np.testing.assert_allclose(to_numpy(step), to_numpy(full)[:, -1], atol=1e-5, rtol=0)
 
 
+def test_prefill_writes_the_prompt_to_the_first_slots(qwen3):
+    """The prompt pass copies each layer's keys/values into slots 0 .. P-1 and leaves the
+    rest of the cache untouched; a prompt longer than the cache is refused by name."""
+    _, model = qwen3
+    from genesis.models.attention import KVCache
+
+    cfg = model.config
+    cache = KVCache(cfg, 1, 9, model.dtype, model.device)
+    ids = genesis.tensor([[3, 1, 4, 1, 5]])
+    with genesis.no_grad():
+        model.prefill(ids, genesis.arange(5).unsqueeze(0), None, cache)
+    for buf in (cache.keys[0], cache.values[-1]):
+        data = to_numpy(buf)
+        assert np.abs(data[:, :, :5]).max(axis=-1).min() > 0  # every prompt slot written
+        assert not data[:, :, 5:].any()
+    small = KVCache(cfg, 1, 3, model.dtype, model.device)
+    with genesis.no_grad(), pytest.raises(ValueError, match="5 tokens .* KV cache of 3 slots"):
+        model.prefill(ids, genesis.arange(5).unsqueeze(0), None, small)
+
+
 def test_bad_attention_masks(qwen3):
     _, model = qwen3
     ids = genesis.tensor([[1, 2, 3], [4, 5, 6]])

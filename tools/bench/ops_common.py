@@ -1,7 +1,8 @@
 """What every section of the op benchmark (``ops.py``) shares: the timing context and the reports.
 
 ``Bench`` holds torch, genesis's array module, the rows collected so far and the helpers a
-section uses: ``bench`` (median device time of a callable), ``to_g`` / ``to_t`` (values into a
+section uses: ``bench`` (median device time of a callable), ``graph_ms`` (device time per
+call inside a captured CUDA graph), ``to_g`` / ``to_t`` (values into a
 genesis ``CudaArray`` and back), ``gview`` (a genesis view with a torch view's geometry) and
 ``add`` (time a torch callable and a genesis one, print and keep the row). Genesis launches on
 its current stream, made torch's current stream too, so torch's events time both.
@@ -78,6 +79,35 @@ class Bench:
         return self.garr.as_strided(a, tuple(t_view.shape), tuple(t_view.stride()),
                                     t_view.storage_offset() - base.storage_offset())
 
+    def graph_ms(self, calls, framework: str, reps: int = 20):
+        """Device time in ms per call of ``calls`` (callables doing the same work, e.g. on
+        different weights so that the L2 cache holds none of them), captured in order as one
+        CUDA graph of ``framework`` ("torch" or "genesis") and replayed ``reps`` times: what a
+        call costs inside a captured decode step, where kernels follow each other without the
+        host launch latency that a single timed call includes."""
+        torch = self.torch
+        if framework == "torch":
+            graph, capture, sync = torch.cuda.CUDAGraph(), torch.cuda.graph, \
+                torch.cuda.synchronize
+        else:
+            import genesis.cuda
+
+            graph, capture, sync = genesis.cuda.CUDAGraph(), genesis.cuda.graph, \
+                genesis.cuda.synchronize
+        for call in calls:  # compile, warm the plan caches (nothing is compiled in capture)
+            call()
+        sync()
+        with capture(graph):
+            for call in calls:
+                call()
+        graph.replay()
+        sync()
+        t0 = time.perf_counter()  # the replays' host time is small against their work
+        for _ in range(reps):
+            graph.replay()
+        sync()
+        return (time.perf_counter() - t0) * 1e3 / (reps * len(calls))
+
     def add(self, group, name, dtype, shape, tfn, gfn, target, nbytes=None, check=None):
         """Time ``tfn`` (torch) and ``gfn`` (genesis) for the same work and keep the row;
         ``check()`` (if given) runs first, ``nbytes`` adds the achieved bandwidth."""
@@ -87,8 +117,11 @@ class Bench:
         torch.cuda.synchronize()
         if check is not None:
             check()
-        tt = self.bench(tfn)
-        gt = self.bench(gfn)
+        return self.record(group, name, dtype, shape, self.bench(tfn), self.bench(gfn), target,
+                           nbytes)
+
+    def record(self, group, name, dtype, shape, tt, gt, target, nbytes=None):
+        """Keep and print a row of torch time ``tt`` and genesis time ``gt`` (ms)."""
         row = {"group": group, "name": name, "dtype": str(dtype).replace("torch.", ""),
                "shape": list(shape), "torch_ms": tt, "genesis_ms": gt, "ratio": tt / gt,
                "target": target}

@@ -105,42 +105,58 @@ def training_rows(ctx):
                     print(f"  {name} {label} {tokens}: {type(exc).__name__}: {exc}", flush=True)
 
 
+_COLD_BYTES = 160e6  # weights cycled through per timing: over three times an H100/H200's L2
+
+
+def _cold_weights(torch, fout, fin, scale=1.0):
+    """Distinct (fout, fin) bf16 weights, together ``_COLD_BYTES`` or more (at most 40): a
+    decode step reads each layer's weight once, never from the L2 cache."""
+    n = max(2, min(40, int(_COLD_BYTES // (2 * fout * fin)) + 1))
+    return [torch.randn(fout, fin, device="cuda", dtype=torch.bfloat16) * scale
+            for _ in range(n)]
+
+
+def _graph_times(ctx, tfns, gfns):
+    """(torch ms, genesis ms) per call, each framework's calls replayed as one CUDA graph."""
+    return ctx.graph_ms(tfns, "torch"), ctx.graph_ms(gfns, "genesis")
+
+
 def decode_rows(ctx):
-    """Each linear shape at M = 1, 8, 32 rows (bf16, bias where Qwen2.5 has one), then one
-    decode step's linears added up (time per step and the tok/s it would allow)."""
+    """Each linear shape at M = 1, 8, 32 rows (bf16, bias where Qwen2.5 has one), timed as a
+    captured decode step runs them (``graph_ms``: one CUDA graph of products over distinct
+    weights, cold in L2), then one decode step's linears added up (time per step and the
+    tok/s it would allow)."""
     from genesis_cuda.kernels import matmul as mm
 
-    torch, add, to_g = ctx.torch, ctx.add, ctx.to_g
+    torch, to_g = ctx.torch, ctx.to_g
     F = torch.nn.functional
     bf = torch.bfloat16
     step = {m: [0.0, 0.0] for m in DECODE_ROWS}  # rows -> [torch ms, genesis ms]
     for name, fin, fout, has_bias in qwen05_linears():
-        w = torch.randn(fout, fin, device="cuda", dtype=bf) * fin ** -0.5
+        ws = _cold_weights(torch, fout, fin, fin ** -0.5)
         b = torch.randn(fout, device="cuda", dtype=bf) if has_bias else None
-        gw = to_g(w)
+        gws = [to_g(w) for w in ws]
         gb = to_g(b) if has_bias else None
         for m in DECODE_ROWS:
             x = torch.randn(m, fin, device="cuda", dtype=bf)
             gx = to_g(x)
             nbytes = 2 * (fout * fin + m * fin + m * fout)
-
-            def tfn():
-                return F.linear(x, w, b)
-
-            def gfn():
-                return mm.linear(gx, gw, gb)
-
+            tfns = [lambda w=w: F.linear(x, w, b) for w in ws]
+            gfns = [lambda w=w: mm.linear(gx, w, gb) for w in gws]
             try:
-                row = add("matmul-decode", f"{name} M={m} {fin}->{fout}", bf, (m, fout, fin),
-                          tfn, gfn, 0.95, nbytes=nbytes, check=_checker(ctx, tfn, gfn))
+                _checker(ctx, tfns[0], gfns[0])()
+                tt, gt = _graph_times(ctx, tfns, gfns)
+                row = ctx.record("matmul-decode", f"{name} M={m} {fin}->{fout}", bf,
+                                 (m, fout, fin), tt, gt, 0.95, nbytes=nbytes)
                 step[m][0] += _PER_STEP[name] * row["torch_ms"]
                 step[m][1] += _PER_STEP[name] * row["genesis_ms"]
             except Exception as exc:  # report, keep the rest of the table
                 print(f"  {name} M={m}: {type(exc).__name__}: {exc}", flush=True)
+        del ws, gws
     for m, (tt, gt) in step.items():
         print(f"  decode step linears, batch {m}: torch {tt:.3f} ms ({1e3 / tt:,.0f} steps/s), "
-              f"genesis {gt:.3f} ms ({1e3 / gt:,.0f} steps/s) (sum of the rows above; no "
-              "launch gaps)", flush=True)
+              f"genesis {gt:.3f} ms ({1e3 / gt:,.0f} steps/s) (sum of the graph-timed rows "
+              "above)", flush=True)
 
 
 def training_section(ctx, sweep: bool):
@@ -177,48 +193,54 @@ def print_tuning(top: int = 6):
 
 
 def small_m_sweep(ctx):
-    """Tiles and waves of the small-M kernel on every decode shape, each against torch, then
-    per kernel flavour (M = 1: CUDA-core GEMV; M = 8, 32: swapped tensor-core dot) the best
-    config per shape and the one config with the best geometric-mean ratio over the shapes
-    (an entry of ``matmul_small.SMALL_M_TILES``). Printed only."""
-    import math
-
+    """Tiles, shortest K-chunks and waves of the small-M kernel on every decode shape, each
+    against torch, timed as a captured decode step runs them (``graph_ms``, cold weights);
+    then per kernel flavour (M = 1: CUDA-core GEMV; M = 8, 32: swapped tensor-core dot) the
+    best config per shape and the one config with the least time per decode step (each shape
+    weighted by how often a step runs it): an entry of ``matmul_small.SMALL_M_TILES``.
+    Printed only."""
     from genesis_cuda.kernels import matmul as mm
     from genesis_cuda.kernels import matmul_small as ms
 
-    torch, to_g, bench = ctx.torch, ctx.to_g, ctx.bench
+    torch, to_g = ctx.torch, ctx.to_g
     bf = torch.bfloat16
     saved = dict(ms.SMALL_M_TILES)
-    # (BLOCK_N, BLOCK_K, warps, stages) per kernel flavour; the K-chunk minimum is kept
-    tiles = {1: ((8, 256, 4, 3), (8, 512, 4, 3), (16, 128, 4, 3), (16, 256, 4, 3),
-                 (32, 128, 4, 3), (32, 256, 4, 3), (64, 128, 8, 3)),
+    # (BLOCK_N, BLOCK_K, warps, stages) per kernel flavour
+    tiles = {1: ((8, 256, 4, 3), (8, 512, 4, 3), (16, 128, 4, 3), (16, 256, 2, 3),
+                 (16, 256, 4, 3), (32, 128, 4, 3), (32, 256, 4, 3), (64, 128, 8, 3)),
              16: ((32, 128, 4, 4), (64, 128, 4, 4), (64, 256, 4, 3), (128, 128, 4, 3),
                   (128, 128, 8, 3))}
-    results = {}  # (m, tile, waves) -> {shape name: (genesis ms, torch ms)}
+    results = {}  # (m, tile, min_tiles, waves) -> {shape: (genesis ms, torch ms)}
     print("sweep of the small-M kernel (bf16, x @ W.T, no bias):", flush=True)
     try:
         for m in (1, 8, 32):
             bm = 1 if m == 1 else max(16, 1 << (m - 1).bit_length())
             for name, fin, fout, _ in qwen05_linears():
-                w = torch.randn(fout, fin, device="cuda", dtype=bf)
+                ws = _cold_weights(torch, fout, fin)
                 x = torch.randn(m, fin, device="cuda", dtype=bf)
-                gx, gw = to_g(x), to_g(w)
-                tt = bench(lambda: torch.nn.functional.linear(x, w), rep=20)
+                gx, gws = to_g(x), [to_g(w) for w in ws]
+                tt = ctx.graph_ms([lambda w=w: torch.nn.functional.linear(x, w) for w in ws],
+                                  "torch")
                 gbytes = 2 * fout * fin / 1e9
                 for tile in tiles[1 if m == 1 else 16]:
                     for waves in (0, 1, 2, 4):  # 0: no split-K
-                        ms.SMALL_M_TILES[bm] = tile + (saved[bm][4], waves)
-                        mm._plans.clear()
-                        try:
-                            mm.linear(gx, gw, None)
-                            gt = bench(lambda: mm.linear(gx, gw, None), rep=20)
-                        except Exception as exc:  # e.g. out of shared memory
-                            print(f"  M={m} {name} {tile} waves {waves}: {type(exc).__name__}")
-                            continue
-                        results.setdefault((m, tile, waves), {})[name] = (gt, tt)
-                        print(f"  M={m:2d} {name:9s} BN,BK,warps,stages {str(tile):18s} "
-                              f"waves {waves}: {gt*1e3:7.1f} us ({gbytes / gt:5.2f} TB/s; "
-                              f"torch {tt*1e3:7.1f} us) ratio {tt/gt:5.2f}", flush=True)
+                        for min_tiles in (1, 4):  # shortest K-chunk, in K-tiles
+                            ms.SMALL_M_TILES[bm] = tile + (min_tiles, waves)
+                            mm._plans.clear()
+                            try:
+                                gt = ctx.graph_ms([lambda w=w: mm.linear(gx, w, None)
+                                                   for w in gws], "genesis")
+                            except Exception as exc:  # e.g. out of shared memory
+                                print(f"  M={m} {name} {tile} waves {waves}: "
+                                      f"{type(exc).__name__}")
+                                continue
+                            key = (m, tile, min_tiles, waves)
+                            results.setdefault(key, {})[name] = (gt, tt)
+                            print(f"  M={m:2d} {name:9s} BN,BK,warps,stages {str(tile):18s} "
+                                  f"min {min_tiles} waves {waves}: {gt*1e3:7.2f} us "
+                                  f"({gbytes / gt:5.2f} TB/s; torch {tt*1e3:7.2f} us) "
+                                  f"ratio {tt/gt:5.2f}", flush=True)
+                del ws, gws
     finally:
         ms.SMALL_M_TILES.clear()
         ms.SMALL_M_TILES.update(saved)
@@ -232,16 +254,15 @@ def small_m_sweep(ctx):
         print(f"  M={m}: best per shape (ratio = torch / genesis):", flush=True)
         for name in names:
             k, (gt, tt) = min(((k, v[name]) for k, v in mine.items()), key=lambda kv: kv[1][0])
-            print(f"    {name:9s} {str(k[1]):18s} waves {k[2]}: {gt*1e3:7.1f} us, torch "
-                  f"{tt*1e3:7.1f} us, ratio {tt/gt:5.2f}", flush=True)
-        cur = saved[bm][:4], saved[bm][5]
+            print(f"    {name:9s} {str(k[1]):18s} min {k[2]} waves {k[3]}: {gt*1e3:7.2f} us, "
+                  f"torch {tt*1e3:7.2f} us, ratio {tt/gt:5.2f}", flush=True)
 
-        def gmean(v):
-            return math.exp(sum(math.log(tt / gt) for gt, tt in v.values()) / len(v))
+        def step_ms(v, which=0):
+            return sum(_PER_STEP[name] * times[which] for name, times in v.items())
 
-        k_best = max(mine, key=lambda k: gmean(mine[k]))
-        now = mine.get((m, *cur))
-        print(f"    one table entry: SMALL_M_TILES[{bm}] = "
-              f"{k_best[1] + (saved[bm][4], k_best[2])}: geomean ratio {gmean(mine[k_best]):.2f}"
-              + (f" (current {cur[0]} waves {cur[1]}: {gmean(now):.2f})" if now else ""),
-              flush=True)
+        k_best = min(mine, key=lambda k: step_ms(mine[k]))
+        now = mine.get((m, saved[bm][:4], saved[bm][4], saved[bm][5]))
+        print(f"    one table entry: SMALL_M_TILES[{bm}] = {k_best[1] + k_best[2:]}: "
+              f"{step_ms(mine[k_best]):.3f} ms per decode step's linears (torch "
+              f"{step_ms(mine[k_best], 1):.3f})"
+              + (f"; current {saved[bm]}: {step_ms(now):.3f} ms" if now else ""), flush=True)

@@ -47,11 +47,16 @@ SMALL_M_MAX = 64  # products with at most this many rows take this path
 # two tiles in flight and two or more programs per SM; K-chunks of >= 256 elements (M > 1)
 # keep the float32 partials (split*M*N*4 bytes, mostly in L2) small against the weight
 # (N*K*2 bytes).
-# M = 1: 32x128 tiles (~100 registers a thread at 4 warps, ptxas for sm_90a); 32x256 took
-# 176 and ran the one shape it was used on (down_proj, K = 4864) at 0.19 TB/s on an H100,
-# while the K = 896 shapes ran 32x128 at 0.6-2.2 TB/s.
+# M = 1 (``ops.py --matmul-training --sweep``, timed inside a CUDA graph over weights cold in
+# L2, as a captured decode step runs them; H100, 2026-11-24): tiles of 8 weight rows by 256
+# of K (128 where 256 does not divide K), 4 warps, split-K only for K-chunks of >= 4 tiles (so the
+# K = 896 projections run unsplit, down_proj's K = 4864 in four chunks) gave 3.9-4.2 us for
+# the 896-wide projections, 7.9 us for down_proj and 98 us for lm_head, within 2% of cuBLAS
+# in the same graph; 16x256 at 2 warps is 10% faster on gate_up (N = 9728) but 2-3x slower
+# on down_proj. The earlier 32x128 entry was chosen from single-call timings, which a ~7 us
+# launch latency dominates, and cost 18% more per decode step.
 SMALL_M_TILES = {
-    1: (32, 128, 4, 3, 1, 2),
+    1: (8, 256, 4, 3, 4, 4),
     16: (64, 128, 4, 4, 2, 2),
     32: (64, 128, 4, 4, 2, 2),
     64: (64, 128, 4, 3, 2, 2),

@@ -92,6 +92,16 @@ class KVCache:
         self.values[layer].index_put_((None, None, slots), v)
         return self.keys[layer], self.values[layer]
 
+    def write_prompt(self, layer: int, k: Tensor, v: Tensor) -> None:
+        """Write a prompt's ``k``, ``v`` ``(B, Hkv, S, D)`` to slots ``0 .. S-1``: a copy into
+        the buffers' first ``S`` slots (no index tensor to walk)."""
+        s = k.shape[2]
+        if s > self.max_length:
+            raise ValueError(f"a prompt of {s} tokens does not fit a KV cache of "
+                             f"{self.max_length} slots")
+        self.keys[layer][:, :, :s].copy_(k)
+        self.values[layer][:, :, :s].copy_(v)
+
 
 class Attention(nn.Module):
     """Multi-head attention with grouped key/value heads, RoPE, optional q/k/v bias and
@@ -120,7 +130,7 @@ class Attention(nn.Module):
 
     def forward(self, x: Tensor, cos: Tensor, sin: Tensor, mask: Tensor | None,
                 cache: KVCache | None = None, slots: Tensor | None = None,
-                kv_len: int | None = None) -> Tensor:
+                prompt: bool = False) -> Tensor:
         """Attend.
 
         Args:
@@ -130,7 +140,8 @@ class Attention(nn.Module):
                 ``CacheSpan`` (a decode step, ``S == 1``, with ``cache``).
             cache: write this step's keys/values there and attend over the cache.
             slots: ``(S,)`` cache slots of the tokens in ``x`` (with ``cache``).
-            kv_len: attend to the first ``kv_len`` cache slots only (None: all of them).
+            prompt: the prompt pass (with ``cache``): ``x`` holds slots ``0 .. S-1``, whose
+                keys and values are written to the cache and attended as computed.
         """
         b, s, _ = x.shape
         q, k, v = self._project(x)
@@ -146,10 +157,10 @@ class Attention(nn.Module):
             out = F.attention_decode(q, cache.keys[i], cache.values[i], mask.lens, mask.starts,
                                      key=k, value=v)  # (B, H, 1, D)
         else:
-            if cache is not None:
+            if cache is not None and prompt:
+                cache.write_prompt(self.layer_idx, k, v)
+            elif cache is not None:
                 k, v = cache.update(self.layer_idx, k, v, slots)  # (B, Hkv, L, D)
-                if kv_len is not None:
-                    k, v = k[:, :, :kv_len], v[:, :, :kv_len]
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask,
                                                  is_causal=mask is None,
                                                  enable_gqa=True)  # (B, H, S, D)

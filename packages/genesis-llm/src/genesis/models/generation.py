@@ -198,7 +198,7 @@ class GenerationMixin:
         p = input_ids.shape[1]
         slots = genesis.arange(p, device=input_ids.device)
         masks = self.model.masks(slots, prompt_valid)
-        hidden, _ = self.model(input_ids, position_ids, masks, cache, slots, kv_len=p)
+        hidden, _ = self.model(input_ids, position_ids, masks, cache, slots, prompt=True)
         return self.logits_for_last(hidden)
 
     def graphable(self) -> bool:

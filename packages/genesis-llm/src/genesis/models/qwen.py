@@ -49,11 +49,11 @@ class DecoderLayer(nn.Module):
 
     def forward(self, x: Tensor, pending: Tensor | None, cos: Tensor, sin: Tensor,
                 mask: Tensor | None, cache: KVCache | None, slots: Tensor | None,
-                kv_len: int | None) -> tuple[Tensor, Tensor, Tensor | None]:
+                prompt: bool) -> tuple[Tensor, Tensor, Tensor | None]:
         """``(x, mlp_out, router_logits)``: the residual stream without, and the MLP output
         to add to it (``pending`` is the previous layer's, None for the first layer)."""
         x, h = _add_norm(pending, x, self.input_layernorm)
-        attn = self.self_attn(h, cos, sin, mask, cache, slots, kv_len)
+        attn = self.self_attn(h, cos, sin, mask, cache, slots, prompt)
         # under autocast the residual stream stays in its own dtype, as ``x + attn`` would
         # promote it
         x, h = _add_norm(attn.to(x.dtype), x, self.post_attention_layernorm)
@@ -122,14 +122,14 @@ class QwenModel(nn.Module):
 
     def forward(self, input_ids: Tensor, position_ids: Tensor, masks: dict,
                 cache: KVCache | None = None, slots: Tensor | None = None,
-                kv_len: int | None = None) -> tuple[Tensor, list[Tensor]]:
+                prompt: bool = False) -> tuple[Tensor, list[Tensor]]:
         """Final hidden states ``(B, S, hidden)`` and the router logits of sparse layers."""
         x = self.embed_tokens(input_ids)  # (B, S, hidden)
         cos, sin = self.rotary_emb(position_ids, x.dtype)  # (B, S, D)
         router_logits, pending = [], None
         for layer in self.layers:
             x, pending, logits = layer(x, pending, cos, sin, masks[layer.self_attn.window],
-                                       cache, slots, kv_len)
+                                       cache, slots, prompt)
             if logits is not None:
                 router_logits.append(logits)
         return _add_norm(pending, x, self.norm)[1], router_logits
