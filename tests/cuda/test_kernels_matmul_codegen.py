@@ -42,14 +42,14 @@ def _compile(fn, sig, consts, aligned, **options):
     return triton.compile(src, target=HOPPER, options=options)
 
 
-def _small_m(block_m, partial=False):
+def _small_m(block_m, partial=False, gated=False):
     bn, bk, warps, stages = ms.SMALL_M_TILES[block_m][:4]
     sig = {n: "*bf16" for n in ("x_ptr", "w_ptr", "out_ptr", "bias_ptr")}
     sig.update({"ws_ptr": "*fp32", "count_ptr": "*i32"})
     sig.update({n: "i32" for n in ("M", "N", "K", "k_per", "split", "sxm", "sxk", "swk", "swn",
                                    "sbias")})
     consts = {"sxk": 1, "swk": 1, "sbias": 1, "HAS_BIAS": True, "PARTIAL": partial,
-              "PREC": None, "BLOCK_M": block_m, "BLOCK_N": bn, "BLOCK_K": bk}
+              "PREC": None, "GATED": gated, "BLOCK_M": block_m, "BLOCK_N": bn, "BLOCK_K": bk}
     return _compile(ms._small_m_kernel, sig, consts,
                     ("x_ptr", "w_ptr", "out_ptr", "bias_ptr", "ws_ptr", "count_ptr", "N", "K",
                      "k_per", "sxm", "swn"),
@@ -63,8 +63,10 @@ def test_small_m_tensor_core_path_is_pipelined():
     assert k.metadata.shared >= 2 * (64 * 128 + 128 * 16) * 2  # at least two stages
 
 
-def test_small_m_gemv_loads_vectors():
-    ptx = _small_m(1).asm["ptx"]
+@pytest.mark.parametrize("gated", [False, True])
+def test_small_m_gemv_loads_vectors(gated):
+    # gated (SwiGLU folded in): the gate and up tiles load as vectors too
+    ptx = _small_m(1, gated=gated).asm["ptx"]
     assert ptx.count("ld.global.v4") >= ptx.count("ld.global.b16")
 
 

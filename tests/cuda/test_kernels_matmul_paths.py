@@ -175,6 +175,86 @@ def test_small_m_counters_never_shared(monkeypatch):
         matmul_small._counters(device, 5)
 
 
+# ------------------------------------------------------- SwiGLU folded into the small-M path
+def _gate_up(M, K, dtype, seed, lead=()):
+    """A gated MLP's (M, 2K) gate|up output, gate and up of order 1."""
+    return _rand((*lead, M, 2 * K), dtype, seed)
+
+
+def _ref_swiglu_linear(gate_up, w, b):
+    """The swiglu kernel on the two halves (read in place), then the float64 product of its
+    rounded output, rounded once. (The swiglu kernel, not torch: the Triton interpreter
+    truncates float32 to bfloat16 where the GPU rounds to nearest, and the fused kernel
+    must match swiglu's rounding, whichever it is.)"""
+    K = gate_up.shape[-1] // 2
+    return _ref_linear(_swiglu(gate_up, K), w, b)
+
+
+def _swiglu(gate_up, K):
+    from genesis_cuda.kernels import swiglu as sw
+
+    return host(sw.swiglu(dev(gate_up[..., :K]), dev(gate_up[..., K:])))
+
+
+def _swiglu_linear(gate_up, w, b):
+    return host(mm.swiglu_linear(dev(gate_up), dev(w), None if b is None else dev(b)))
+
+
+@pytest.mark.parametrize("dtype", HALF_AND_FLOAT, ids=str)
+@pytest.mark.parametrize("M", [1, 3, 16, 40])
+@pytest.mark.parametrize("with_bias", [False, True])
+def test_small_m_swiglu_linear(launched, dtype, M, with_bias):
+    # (N, K): odd sizes, a K tail after whole tiles, K split into chunks, a halved BLOCK_K
+    for i, (N, K) in enumerate([(5, 7), (33, 300), (64, 1100), (40, 384)]):
+        x = _gate_up(M, K, dtype, 10 * i + M)
+        w = _rand((N, K), dtype, 10 * i + 1, 1 / math.sqrt(K))
+        b = _rand((N,), dtype, 10 * i + 2) if with_bias else None
+        torch.testing.assert_close(_swiglu_linear(x, w, b), _ref_swiglu_linear(x, w, b))
+    # one launch per product, the SwiGLU included; split-K reduced in the same launch
+    assert {name for name, _ in launched} == {"_small_m_kernel"}
+    assert len(launched) == 4 and any(grid[1] > 1 for _, grid in launched)
+
+
+@pytest.mark.parametrize("M", [1, 3])
+def test_small_m_swiglu_linear_unsplit(monkeypatch, launched, M):
+    for bm, entry in list(matmul_small.SMALL_M_TILES.items()):
+        monkeypatch.setitem(matmul_small.SMALL_M_TILES, bm, entry[:5] + (0,))
+    for dtype in (torch.float32, torch.bfloat16):
+        x = _gate_up(M, 1100, dtype, M)
+        w = _rand((70, 1100), dtype, 2, 1 / math.sqrt(1100))
+        b = _rand((70,), dtype, 3)
+        torch.testing.assert_close(_swiglu_linear(x, w, b), _ref_swiglu_linear(x, w, b))
+    assert {name for name, _ in launched} == {"_small_m_kernel"}
+    assert all(grid[1] == 1 for _, grid in launched)
+
+
+def test_small_m_swiglu_linear_layouts():
+    dt, K, N = torch.bfloat16, 200, 72
+    w = _rand((N, K), dt, 1, 1 / math.sqrt(K))
+    # leading dims folded into M (decode: batch x 1 token)
+    x = _gate_up(1, K, dt, 2, lead=(4,))
+    torch.testing.assert_close(_swiglu_linear(x, w, None), _ref_swiglu_linear(x, w, None))
+    # rows of a wider buffer (row stride 2K + 24) and every other row
+    wide = _rand((6, 2 * K + 24), dt, 3)
+    for x in (wide[:, :2 * K], wide[::2, 5:5 + 2 * K]):
+        torch.testing.assert_close(_swiglu_linear(x, w, None), _ref_swiglu_linear(x, w, None))
+    # gate|up with a column stride (every other column), the weight a strided view
+    x = _rand((3, 4 * K), dt, 4)[:, ::2]
+    w2 = _rand((N, 2 * K), dt, 5, 1 / math.sqrt(K))[:, ::2]
+    torch.testing.assert_close(_swiglu_linear(x, w2, None), _ref_swiglu_linear(x, w2, None))
+
+
+def test_small_m_swiglu_linear_matches_swiglu_then_linear():
+    """bf16, M = 1 and 5: the same bits as the swiglu kernel followed by the plain product
+    (the gated kernel rounds the SwiGLU product as swiglu does, then runs the same tiles)."""
+    K, N = 520, 96
+    w = _rand((N, K), torch.bfloat16, 1, 1 / math.sqrt(K))
+    for M in (1, 5):
+        x = _gate_up(M, K, torch.bfloat16, 2 + M)
+        plain = _linear(_swiglu(x, K), w, None)
+        assert torch.equal(_swiglu_linear(x, w, None), plain)
+
+
 @pytest.fixture
 def gpu_132(monkeypatch):
     """Plans made afresh for a 132-SM device (an H100/H200), whatever runs the kernels."""

@@ -297,6 +297,9 @@ class CUDABackend(Backend):
     def swiglu_backward(self, grad, gate, up):
         return kernels.swiglu.swiglu_backward(grad, gate, up)
 
+    def swiglu_linear(self, gate_up, weight, bias):
+        return kernels.matmul.swiglu_linear(gate_up, weight, bias)
+
     def add_rms_norm(self, x, residual, weight, eps):
         return kernels.add_rms_norm.add_rms_norm(x, residual, weight, eps)
 

@@ -462,6 +462,15 @@ class Backend(ABC):
         ``grad * up * s * (1 + gate * (1 - s))`` and ``grad * gate * s``."""
         return llm_composite.swiglu_backward(self, grad, gate, up)
 
+    def swiglu_linear(self, gate_up: Array, weight: Array, bias: Array | None) -> Array:
+        """*Optional.* The down projection of a SwiGLU MLP in inference (no backward),
+        ``linear(swiglu(gate, up), weight, bias)``, with ``gate`` and ``up`` the first and
+        second halves of ``gate_up``'s last dim: gate_up (..., 2K) (any strides), weight
+        (N, K), bias (N,) or None, one floating dtype; result (..., N). The SwiGLU product
+        is rounded to the dtype before the matmul, as ``swiglu`` rounds its output. A
+        fused kernel makes it as it loads the matmul's left operand (no (..., K) array)."""
+        return llm_composite.swiglu_linear(self, gate_up, weight, bias)
+
     def add_rms_norm(self, x: Array, residual: Array, weight: Array | None,
                      eps: float) -> tuple[Array, Array, Array]:
         """*Optional.* The residual add and RMS norm of a pre-norm decoder block in one pass:

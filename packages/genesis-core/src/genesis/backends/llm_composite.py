@@ -1,11 +1,11 @@
 """Composite defaults of the contract's optional LLM-training kernels (issue 9).
 
-``Backend.cross_entropy``, ``swiglu``, ``add_rms_norm``, ``rotary``, ``attention_decode``,
-``adam_step``,
-``sgd_step``, ``multi_tensor_norm``, ``multi_tensor_scale_`` and ``amp_unscale_`` call
-these, so every backend runs the fused ops; a backend with kernels of its own overrides the
-methods. Each function takes the backend first (``b``), then the method's arguments, and
-returns exactly what the method must return. They are written with the contract's other
+``Backend.cross_entropy``, ``swiglu``, ``swiglu_linear``, ``add_rms_norm``, ``rotary``,
+``attention_decode``, ``adam_step``, ``sgd_step``, ``multi_tensor_norm``,
+``multi_tensor_scale_`` and ``amp_unscale_`` call these, so every backend runs the fused
+ops; a backend with kernels of its own overrides the methods. Each function takes the
+backend first (``b``), then the method's arguments, and returns exactly what the method
+must return. They are written with the contract's other
 methods and compute in float32 (float64 stays) with one rounding, except the optimizer
 steps, which replay genesis.optim's per-parameter update primitive by primitive.
 """
@@ -109,6 +109,17 @@ def swiglu_backward(b, grad: Array, gate: Array, up: Array) -> tuple[Array, Arra
     dsilu = b.binary("mul", s, b.binary("add", b.binary("mul", g, one_minus_s), 1.0))
     grad_gate = b.binary("mul", b.binary("mul", d, u), dsilu)
     return b.cast(grad_gate, dt), b.cast(b.binary("mul", d, silu), dt)
+
+
+def swiglu_linear(b, gate_up: Array, weight: Array, bias: Array | None) -> Array:
+    """The composite ``Backend.swiglu_linear`` (see its docstring): ``swiglu`` on the two
+    halves of ``gate_up`` (views), then ``linear``."""
+    half = gate_up.shape[-1] // 2
+    shape = tuple(gate_up.shape[:-1]) + (half,)
+    strides, offset = b.strides_of(gate_up), b.storage_offset_of(gate_up)
+    gate = b.as_strided(gate_up, shape, strides, offset)  # (..., K)
+    up = b.as_strided(gate_up, shape, strides, offset + half * strides[-1])  # (..., K)
+    return b.linear(b.swiglu(gate, up), weight, bias)
 
 
 def add_rms_norm(

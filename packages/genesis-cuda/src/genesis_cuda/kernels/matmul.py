@@ -60,6 +60,7 @@ from .matmul_tuning import (
     splitk_candidates,
     splitk_plan,
 )
+from .optim import _composite
 
 FP32_PRECISION = "ieee"  # "ieee" (torch's default), "tf32x3", or "tf32"
 _TUNE_MIN_FLOPS = 2**30  # below this (~2 us of tensor-core time), a config by rule, not timing
@@ -370,6 +371,54 @@ def _plan_linear(x, weight, bias):
     sb = _canon((K, N), [weight.strides[1], weight.strides[0]])
     sbias = bias.strides[0] if bias is not None else 0
     return _plan_2d(x, weight, bias, cshape, M, N, K, [], sa, sb, [N, 1], sbias)
+
+
+def _plan_swiglu_linear(gate_up, weight, bias):
+    """``run(gate_up, weight, bias)`` for ``swiglu_linear``: the gated small-M kernel where
+    the rows are few (a decode step), else the contract's composite (``swiglu`` reading the
+    two halves in place, then ``linear``)."""
+    *lead, K2 = gate_up.shape
+    K, N, M = K2 // 2, weight.shape[0], math.prod(lead)
+    dt = gate_up.dtype
+    lshape, (lstr,) = collapse(tuple(lead), [list(gate_up.strides[:-1])])
+    if (not 1 <= M <= SMALL_M_MAX or N == 0 or K == 0 or len(lshape) > 1
+            or dt not in (D.float16, D.bfloat16, D.float32)):
+        return lambda g, w, bias: _composite("swiglu_linear", g, w, bias)
+    # the column stride as it is (the kernel finds up K columns after gate through it)
+    sa = (lstr[0] if lshape else K2, gate_up.strides[-1])
+    sb = _canon((K, N), [weight.strides[1], weight.strides[0]])
+    sbias = bias.strides[0] if bias is not None else 0
+    go = matmul_small.plan(dt, M, N, K, sa, sb, bias is not None, sbias, FP32_PRECISION,
+                           gate_up.device, gated=True)
+    cshape = (*lead, N)
+
+    def run(g, w, bias):
+        c = _launch.empty(cshape, dt, g.device)
+        go(g, w, c, bias)
+        return c
+
+    return run
+
+
+def swiglu_linear(gate_up, weight, bias):
+    """``linear(swiglu(gate, up), weight, bias)`` with ``gate``/``up`` the two halves of
+    ``gate_up``'s last dim: gate_up (..., 2K), weight (N, K), bias (N,) or None -> (..., N).
+
+    At most ``SMALL_M_MAX`` rows (a decode step): one launch of the small-M kernel, which
+    makes the SwiGLU product as it loads the left operand; more rows: ``swiglu`` then
+    ``linear`` (the contract's composite). Plans are cached as ``linear``'s.
+
+    Example: ``swiglu_linear(h, w_down, None)`` with h (B, 1, 2I), w_down (H, I) gives
+    (B, 1, H).
+    """
+    key = ("swl", gate_up.shape, gate_up.strides, weight.shape, weight.strides,
+           gate_up.dtype, gate_up.device, FP32_PRECISION,
+           None if bias is None else bias.strides,
+           (gate_up.data_ptr() | weight.data_ptr()) & 15 == 0)
+    plan = _plans.get(key)
+    if plan is None:
+        plan = _remember(key, _plan_swiglu_linear(gate_up, weight, bias))
+    return plan(gate_up, weight, bias)
 
 
 def linear(x, weight, bias):

@@ -17,7 +17,12 @@ such a problem one row of 64-128-wide output tiles, ``cdiv(N, 128)`` programs (7
   (an atomic count per n-block) adds that block's partials in a fixed order
   (deterministic), adds the bias and rounds once: one launch, no reduction kernel (its
   launch gap would be a fifth of a 10 us decode product); an unsplit one adds the bias to
-  the float32 sums and stores C directly.
+  the float32 sums and stores C directly;
+* gated (``GATED``, a SwiGLU MLP's down projection in a decode step): the left operand is
+  the fused gate/up projection's (M, 2K) output and each loaded x element is
+  ``silu(gate) * up``, computed in float32 and rounded to the activation dtype as
+  ``swiglu`` rounds its output, so the result is that of ``swiglu`` then the plain product,
+  one launch fewer and no (M, K) intermediate.
 
 A plan is a rule applied to the shape (``SMALL_M_TILES``, revised by
 ``tools/bench/ops.py --matmul-training --sweep``): no timing run and no host
@@ -65,26 +70,40 @@ SMALL_M_TILES = {
 
 # ---------------------------------------------------------------------------- kernel
 @triton.jit
-def _load_tile(w_ptrs, x_ptrs, k_left, MASKED: tl.constexpr, BLOCK_M: tl.constexpr,
-               BLOCK_K: tl.constexpr):
+def _load_tile(w_ptrs, x_ptrs, up, k_left, MASKED: tl.constexpr, GATED: tl.constexpr,
+               BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
     """One K-tile of w (BLOCK_N, BLOCK_K) and of x: (1, BLOCK_K) for M == 1, else x^T
-    (BLOCK_K, BLOCK_M); MASKED: only the first ``k_left`` columns of K are read."""
+    (BLOCK_K, BLOCK_M); MASKED: only the first ``k_left`` columns of K are read. Returns
+    ``(w, x, u)``: GATED, x is the gate tile and u the up tile (``up`` elements after it),
+    else u is x (no load)."""
     if MASKED:
         rk = tl.arange(0, BLOCK_K)
         w = tl.load(w_ptrs, mask=rk[None, :] < k_left, other=0.0)
         if BLOCK_M == 1:
-            x = tl.load(x_ptrs, mask=rk[None, :] < k_left, other=0.0)
+            x_mask = rk[None, :] < k_left
         else:
-            x = tl.load(x_ptrs, mask=rk[:, None] < k_left, other=0.0)
+            x_mask = rk[:, None] < k_left
+        x = tl.load(x_ptrs, mask=x_mask, other=0.0)
+        u = x
+        if GATED:
+            u = tl.load(x_ptrs + up, mask=x_mask, other=0.0)
     else:
         w = tl.load(w_ptrs)
         x = tl.load(x_ptrs)
-    return w, x
+        u = x
+        if GATED:
+            u = tl.load(x_ptrs + up)
+    return w, x, u
 
 
 @triton.jit
-def _accumulate(acc, w, x, PREC: tl.constexpr, BLOCK_M: tl.constexpr):
-    """acc (BLOCK_N, BLOCK_K) += w * x for M == 1 (CUDA cores), else acc += w @ x^T."""
+def _accumulate(acc, w, x, u, PREC: tl.constexpr, GATED: tl.constexpr, BLOCK_M: tl.constexpr):
+    """acc (BLOCK_N, BLOCK_K) += w * x for M == 1 (CUDA cores), else acc += w @ x^T; GATED,
+    x is first ``silu(x) * u`` in float32, rounded to x's dtype (``swiglu``'s output)."""
+    if GATED:  # here, not at the load: the next tile's loads stay ahead of this math
+        g = x.to(tl.float32)
+        s = 1.0 / (1.0 + tl.exp(-g))
+        x = (g * s * u.to(tl.float32)).to(x.dtype)
     if BLOCK_M == 1:
         acc += w.to(tl.float32) * x.to(tl.float32)
     else:
@@ -95,8 +114,8 @@ def _accumulate(acc, w, x, PREC: tl.constexpr, BLOCK_M: tl.constexpr):
 @triton.jit
 def _small_m_kernel(x_ptr, w_ptr, out_ptr, bias_ptr, ws_ptr, count_ptr, M, N, K, k_per, split,
                     sxm, sxk, swk, swn, sbias, HAS_BIAS: tl.constexpr, PARTIAL: tl.constexpr,
-                    PREC: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                    BLOCK_K: tl.constexpr):
+                    PREC: tl.constexpr, GATED: tl.constexpr, BLOCK_M: tl.constexpr,
+                    BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
     """Program (n-block, K-chunk): C[:, n-block] (all M rows) summed over its K-chunk.
 
     ``w`` is the right operand read as (N, K) through its strides (a linear weight as
@@ -106,7 +125,11 @@ def _small_m_kernel(x_ptr, w_ptr, out_ptr, bias_ptr, ws_ptr, count_ptr, M, N, K,
     finishes an n-block's last chunk adds its partials in order (s = 0, 1, ...: the same
     bits whichever program is last; the loop unrolled so that loads are in flight together),
     adds the bias, rounds once, stores C and sets the count back to 0 for the next launch.
-    One launch, no reduction kernel after it."""
+    One launch, no reduction kernel after it.
+
+    GATED (a gated MLP's down projection): x is the (M, 2K) output of the fused gate/up
+    projection, gate in columns [0, K) and up in [K, 2K), and the product's left operand is
+    ``swiglu(gate, up)`` (M, K), made tile by tile as it is loaded: never written out."""
     pid_n = tl.program_id(0)
     pid_k = tl.program_id(1)
     rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -119,6 +142,7 @@ def _small_m_kernel(x_ptr, w_ptr, out_ptr, bias_ptr, ws_ptr, count_ptr, M, N, K,
     xm = (rm % M).to(tl.int64)
     ks = (k0 + rk).to(tl.int64)
     w_ptrs = w_ptr + wn[:, None] * swn + ks[None, :] * swk  # (BLOCK_N, BLOCK_K)
+    up = K * sxk  # GATED: from a gate element to its up element
     if BLOCK_M == 1:
         x_ptrs = x_ptr + xm[:, None] * sxm + ks[None, :] * sxk  # (1, BLOCK_K)
         acc = tl.zeros((BLOCK_N, BLOCK_K), dtype=tl.float32)
@@ -131,26 +155,28 @@ def _small_m_kernel(x_ptr, w_ptr, out_ptr, bias_ptr, ws_ptr, count_ptr, M, N, K,
         # two tiles in flight without relying on the compiler to pipeline loads that feed
         # no tl.dot.
         if full > 0:
-            w, x = _load_tile(w_ptrs, x_ptrs, 0, False, BLOCK_M, BLOCK_K)
+            w, x, u = _load_tile(w_ptrs, x_ptrs, up, 0, False, GATED, BLOCK_M, BLOCK_K)
             for _ in range(1, full):
                 w_ptrs += BLOCK_K * swk
                 x_ptrs += BLOCK_K * sxk
-                w_next, x_next = _load_tile(w_ptrs, x_ptrs, 0, False, BLOCK_M, BLOCK_K)
-                acc = _accumulate(acc, w, x, PREC, BLOCK_M)
-                w, x = w_next, x_next
-            acc = _accumulate(acc, w, x, PREC, BLOCK_M)
+                w_next, x_next, u_next = _load_tile(w_ptrs, x_ptrs, up, 0, False, GATED,
+                                                    BLOCK_M, BLOCK_K)
+                acc = _accumulate(acc, w, x, u, PREC, GATED, BLOCK_M)
+                w, x, u = w_next, x_next, u_next
+            acc = _accumulate(acc, w, x, u, PREC, GATED, BLOCK_M)
             w_ptrs += BLOCK_K * swk
             x_ptrs += BLOCK_K * sxk
     else:
         for _ in range(full):  # loads feeding tl.dot: pipelined over num_stages
-            w, x = _load_tile(w_ptrs, x_ptrs, 0, False, BLOCK_M, BLOCK_K)
-            acc = _accumulate(acc, w, x, PREC, BLOCK_M)
+            w, x, u = _load_tile(w_ptrs, x_ptrs, up, 0, False, GATED, BLOCK_M, BLOCK_K)
+            acc = _accumulate(acc, w, x, u, PREC, GATED, BLOCK_M)
             w_ptrs += BLOCK_K * swk
             x_ptrs += BLOCK_K * sxk
     left = k_len - full * BLOCK_K
     if left > 0:  # the K-chunk's masked tail (names of its own: scoped to this branch)
-        w_tail, x_tail = _load_tile(w_ptrs, x_ptrs, left, True, BLOCK_M, BLOCK_K)
-        acc = _accumulate(acc, w_tail, x_tail, PREC, BLOCK_M)
+        w_tail, x_tail, u_tail = _load_tile(w_ptrs, x_ptrs, up, left, True, GATED, BLOCK_M,
+                                            BLOCK_K)
+        acc = _accumulate(acc, w_tail, x_tail, u_tail, PREC, GATED, BLOCK_M)
     if BLOCK_M == 1:
         res = tl.sum(acc, axis=1)[:, None]  # (BLOCK_N, 1)
     else:
@@ -209,11 +235,14 @@ def _even_block_k(K: int, bk: int) -> int:
     return b if K % b == 0 else bk
 
 
-def plan(dt, M: int, N: int, K: int, sa, sb, has_bias: bool, sbias: int, precision, device):
+def plan(dt, M: int, N: int, K: int, sa, sb, has_bias: bool, sbias: int, precision, device,
+         gated: bool = False):
     """``go(a, b, c, bias)`` computing ``c = a @ b (+ bias)`` for ``a`` (M, K) with strides
     ``sa``, ``b`` (K, N) with strides ``sb`` (a linear weight ``(N, K)`` is ``b`` with its
     strides swapped), ``c`` contiguous (M, N); ``dt`` float16, bfloat16 or float32 and
-    ``1 <= M <= SMALL_M_MAX``. ``precision`` is the float32 ``tl.dot`` input precision."""
+    ``1 <= M <= SMALL_M_MAX``. ``precision`` is the float32 ``tl.dot`` input precision.
+    ``gated``: ``a`` is (M, 2K), gate then up along its rows (strides ``sa``), and the
+    product is ``swiglu(gate, up) @ b``."""
     bm = 1 if M == 1 else max(16, next_pow2(M))
     bn, bk, warps, stages, min_tiles, waves = SMALL_M_TILES[bm]
     if dt is D.float32 and bm > 1:  # 4-byte tiles: half as deep, two stages of shared memory
@@ -224,8 +253,8 @@ def plan(dt, M: int, N: int, K: int, sa, sb, has_bias: bool, sbias: int, precisi
     k_per = per * bk
     kern = Direct(_small_m_kernel, (n_blocks, split),
                   dict(HAS_BIAS=has_bias, PARTIAL=split > 1,
-                       PREC=precision if dt is D.float32 else None, BLOCK_M=bm, BLOCK_N=bn,
-                       BLOCK_K=bk, num_warps=warps, num_stages=stages))
+                       PREC=precision if dt is D.float32 else None, GATED=gated, BLOCK_M=bm,
+                       BLOCK_N=bn, BLOCK_K=bk, num_warps=warps, num_stages=stages))
     sam, sak = sa
     sbk, sbn = sb
     if split == 1:

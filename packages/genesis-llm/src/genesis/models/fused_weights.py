@@ -101,13 +101,18 @@ class FusedLinear:
             self._key = key
         return self._copy
 
+    def output(self, x: Tensor) -> Tensor | None:
+        """The layers' outputs for ``x`` (*, in) side by side, ``(*, sum of outputs)`` from
+        one matmul, or None where they cannot be fused (``copy=False``, see ``refresh``)."""
+        stacked = self.refresh()
+        return None if stacked is None else F.linear(x, stacked[0], stacked[1])
+
     def __call__(self, x: Tensor) -> list[Tensor]:
         """Every layer's output for ``x`` (*, in): views of one ``(*, sum of outputs)``, or
         the layers' own outputs where they cannot be fused."""
-        stacked = self.refresh()
-        if stacked is None:
+        out = self.output(x)
+        if out is None:
             return [m(x) for m in self.linears]
-        out = F.linear(x, stacked[0], stacked[1])
         views, start = [], 0
         for n in self.splits:
             views.append(out[..., start:start + n])

@@ -47,7 +47,12 @@ from genesis.nn.functional.dropout import (
     dropout2d,
     dropout3d,
 )
-from genesis.nn.functional.fused_llm import add_rms_norm, apply_rotary_emb, swiglu
+from genesis.nn.functional.fused_llm import (
+    add_rms_norm,
+    apply_rotary_emb,
+    swiglu,
+    swiglu_linear,
+)
 from genesis.nn.functional.fused_loss import linear_cross_entropy
 from genesis.nn.functional.linear import bilinear, linear
 from genesis.nn.functional.loss import (

@@ -2,8 +2,10 @@
 
 Each is one autograd Function over one optional backend kernel (``swiglu``,
 ``add_rms_norm``, ``rotary``), whose composite default in the backend contract makes it
-work on every backend. They compute in float32 and round once, so half-precision results
-are at least as accurate as the unfused torch expressions they replace.
+work on every backend; ``swiglu_linear`` (a gated MLP's down projection, for inference)
+has a kernel but no backward, and runs as differentiable ops where gradients are wanted.
+They compute in float32 and round once, so half-precision results are at least as
+accurate as the unfused torch expressions they replace.
 """
 
 from __future__ import annotations
@@ -13,8 +15,9 @@ from genesis import dtypes as D
 from genesis.autograd.function import Function, once_differentiable
 from genesis.ops.common import check_same_device, wrap
 from genesis.ops.fused import _flatten_norm_input
+from genesis.ops.linalg import linear as _linear
 
-__all__ = ["swiglu", "add_rms_norm", "apply_rotary_emb"]
+__all__ = ["swiglu", "swiglu_linear", "add_rms_norm", "apply_rotary_emb"]
 
 
 def _same(op: str, a, b, what: str) -> None:
@@ -60,6 +63,58 @@ def swiglu(gate, up):
     """
     _same("swiglu", gate, up, "gate and up")
     return SwiGLU.apply(gate, up)  # strided operands too (the halves of one projection)
+
+
+def swiglu_linear(gate_up, weight, bias=None):
+    """The down projection of a SwiGLU MLP on its fused gate/up output, fused.
+
+    Computes ``F.linear(F.swiglu(gate, up), weight, bias)`` with ``gate`` and ``up`` the
+    first and second halves of ``gate_up``'s last dim (the output of one linear whose
+    weight stacks gate_proj's rows over up_proj's). Where the backend has a kernel for it
+    (CUDA, at most 64 rows: a decode step) that is one launch, the SwiGLU product made as
+    the matmul loads it; elsewhere ``swiglu`` then ``linear``. The product is rounded to
+    the inputs' dtype before the matmul either way, as ``swiglu`` rounds its output.
+
+    The fused kernel has no backward: where grad mode is on and an input requires grad,
+    this runs ``linear(swiglu(gate, up), weight, bias)`` as differentiable ops.
+
+    Args:
+        gate_up: ``(*, 2 * K)``, gate in ``[..., :K]`` and up in ``[..., K:]``.
+        weight: ``(out_features, K)``.
+        bias: ``(out_features,)`` or ``None``.
+
+    Returns:
+        A new ``(*, out_features)`` tensor in the inputs' dtype.
+
+    Example:
+        >>> h = F.linear(x, gate_up_weight)                   # (B, S, 2 * I)
+        >>> y = F.swiglu_linear(h, down_proj.weight)          # (B, S, hidden)
+    """
+    _check_swiglu_linear_shapes(gate_up, weight, bias)
+    others = (weight,) if bias is None else (weight, bias)
+    if (genesis.is_grad_enabled() and (gate_up.requires_grad
+                                       or any(t.requires_grad for t in others))) \
+            or genesis.is_autocast_enabled(gate_up.device.type):
+        half = gate_up.shape[-1] // 2  # differentiable ops (autocast casts their inputs)
+        return _linear(swiglu(gate_up[..., :half], gate_up[..., half:]), weight, bias)
+    check_same_device("swiglu_linear", gate_up, *others)
+    if not gate_up.dtype.is_floating_point or any(t.dtype is not gate_up.dtype for t in others):
+        raise TypeError(f"swiglu_linear: expected gate_up, weight and bias of one floating "
+                        f"dtype, got {gate_up.dtype}, {weight.dtype} and "
+                        f"{None if bias is None else bias.dtype}")
+    out = gate_up._backend.swiglu_linear(gate_up._data, weight._data,
+                                         None if bias is None else bias._data)
+    return wrap(out, gate_up.device)
+
+
+def _check_swiglu_linear_shapes(gate_up, weight, bias) -> None:
+    if weight.ndim != 2 or gate_up.ndim < 1 or gate_up.shape[-1] != 2 * weight.shape[1]:
+        raise ValueError(f"swiglu_linear: expected gate_up (*, 2 * K) and weight "
+                         f"(out_features, K), got gate_up of shape {list(gate_up.shape)} and "
+                         f"weight of shape {list(weight.shape)}")
+    if bias is not None and tuple(bias.shape) != (weight.shape[0],):
+        raise ValueError(f"swiglu_linear: expected bias of shape [{weight.shape[0]}] for "
+                         f"weight of shape {list(weight.shape)}, got {list(bias.shape)}")
 
 
 # --------------------------------------------------------------- residual add + RMSNorm
