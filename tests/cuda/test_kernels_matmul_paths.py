@@ -204,15 +204,16 @@ def _swiglu_linear(gate_up, w, b):
 @pytest.mark.parametrize("M", [1, 3, 16, 40])
 @pytest.mark.parametrize("with_bias", [False, True])
 def test_small_m_swiglu_linear(launched, dtype, M, with_bias):
-    # (N, K): odd sizes, a K tail after whole tiles, K split into chunks, a halved BLOCK_K
-    for i, (N, K) in enumerate([(5, 7), (33, 300), (64, 1100), (40, 384)]):
+    # (N, K): odd sizes, a K tail after whole tiles, K split into chunks (M = 1: K = 2304),
+    # a halved BLOCK_K
+    for i, (N, K) in enumerate([(5, 7), (33, 300), (64, 1100), (40, 384), (24, 2304)]):
         x = _gate_up(M, K, dtype, 10 * i + M)
         w = _rand((N, K), dtype, 10 * i + 1, 1 / math.sqrt(K))
         b = _rand((N,), dtype, 10 * i + 2) if with_bias else None
         torch.testing.assert_close(_swiglu_linear(x, w, b), _ref_swiglu_linear(x, w, b))
     # one launch per product, the SwiGLU included; split-K reduced in the same launch
     assert {name for name, _ in launched} == {"_small_m_kernel"}
-    assert len(launched) == 4 and any(grid[1] > 1 for _, grid in launched)
+    assert len(launched) == 5 and any(grid[1] > 1 for _, grid in launched)
 
 
 @pytest.mark.parametrize("M", [1, 3])
