@@ -478,12 +478,17 @@ def test_decode_linear_replays_in_a_cuda_graph():
 
 
 @pytest.mark.skipif(INTERPRET, reason="GPU timing")
-def test_tuner_times_the_gpu_not_the_host():
+@pytest.mark.parametrize("spin_ns", [2_000_000, 100_000])
+def test_tuner_times_the_gpu_not_the_host(monkeypatch, spin_ns):
     """The autotuner's clock: a 50 us kernel measures ~50 us a call, and a launch whose host
-    side takes 200 us longer than its GPU side still measures its GPU time."""
+    side takes 200 us longer than its GPU side still measures its GPU time, also where the
+    first spin (100 us) runs out before the host has queued the calls (it is timed again
+    behind a longer one)."""
     import time
 
     from genesis_cuda.kernels import matmul_tuning as mt
+
+    monkeypatch.setattr(mt, "_SPIN_NS", spin_ns)
 
     def gpu_only():
         mt._spin_kernel[(1,)](50_000, num_warps=1)

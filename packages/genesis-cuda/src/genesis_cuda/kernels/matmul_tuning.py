@@ -135,21 +135,29 @@ def _spin_kernel(ns):
 
 
 _SPIN_NS = 2_000_000  # the stream is held while the host queues the timed calls
+_SPIN_NS_MAX = 64 * _SPIN_NS
 
 
 def _seconds_per_call(launch, reps: int) -> float:
     """GPU time of one ``launch()``: a spin kernel holds the stream while the host queues
     ``reps`` calls behind it, and events time the calls on the GPU, so the host's launch
     cost (two launches and a workspace for a split-K config) is not counted, as the
-    benchmarks' ``do_bench`` does not count it either."""
-    start, end = Event(enable_timing=True), Event(enable_timing=True)
-    _spin_kernel[(1,)](_SPIN_NS, num_warps=1)
-    start.record()
-    for _ in range(reps):
-        launch()
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end) / 1e3 / reps
+    benchmarks' ``do_bench`` does not count it either. Where the spin ran out before the
+    last call was queued (a busy or slow host: the GPU may have waited for a call), it is
+    timed again behind a spin twice as long."""
+    spin = _SPIN_NS
+    while True:
+        start, end = Event(enable_timing=True), Event(enable_timing=True)
+        _spin_kernel[(1,)](spin, num_warps=1)
+        start.record()
+        for _ in range(reps):
+            launch()
+        queued_in_time = not start.query()  # the spin still held the stream
+        end.record()
+        end.synchronize()
+        if queued_in_time or spin >= _SPIN_NS_MAX:
+            return start.elapsed_time(end) / 1e3 / reps
+        spin *= 2
 
 
 def choose(key, candidates, launch, flops: int):
