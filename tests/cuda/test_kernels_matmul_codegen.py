@@ -42,18 +42,37 @@ def _compile(fn, sig, consts, aligned, **options):
     return triton.compile(src, target=HOPPER, options=options)
 
 
-def _small_m(block_m, partial=False, gated=False):
+def _small_m(block_m, partial=False, gated=False, pdl=False):
     bn, bk, warps, stages = ms.SMALL_M_TILES[block_m][:4]
     sig = {n: "*bf16" for n in ("x_ptr", "w_ptr", "out_ptr", "bias_ptr")}
     sig.update({"ws_ptr": "*fp32", "count_ptr": "*i32"})
     sig.update({n: "i32" for n in ("M", "N", "K", "k_per", "split", "sxm", "sxk", "swk", "swn",
                                    "sbias")})
     consts = {"sxk": 1, "swk": 1, "sbias": 1, "HAS_BIAS": True, "PARTIAL": partial,
-              "PREC": None, "GATED": gated, "BLOCK_M": block_m, "BLOCK_N": bn, "BLOCK_K": bk}
+              "PREC": None, "GATED": gated, "PDL": pdl, "BLOCK_M": block_m, "BLOCK_N": bn,
+              "BLOCK_K": bk}
     return _compile(ms._small_m_kernel, sig, consts,
                     ("x_ptr", "w_ptr", "out_ptr", "bias_ptr", "ws_ptr", "count_ptr", "N", "K",
                      "k_per", "sxm", "swn"),
-                    num_warps=warps, num_stages=stages)
+                    num_warps=warps, num_stages=stages, launch_pdl=pdl)
+
+
+@pytest.mark.parametrize("block_m", [1, 16])
+@pytest.mark.parametrize("partial", [False, True])
+def test_small_m_dependent_launch_waits_before_it_reads_or_writes(block_m, partial):
+    """Launched with programmatic dependent launch, the kernel may run beside the one before
+    it: only L2 prefetches of the weight come before ``griddepcontrol.wait``; every load,
+    store and atomic comes after it."""
+    ptx = _small_m(block_m, partial, pdl=True).asm["ptx"]
+    body = ptx[ptx.index(".entry"):]
+    wait = body.index("griddepcontrol.wait")
+    assert "prefetch.global.L2" in body[:wait]
+    assert "griddepcontrol.launch_dependents" in body[wait:]
+    for op in ("ld.global", "st.global", "atom.", "red.", "cp.async"):
+        assert op not in body[:wait], op
+    assert "st.global" in body[wait:]
+    plain = _small_m(block_m, partial).asm["ptx"]
+    assert "griddepcontrol" not in plain and "prefetch" not in plain
 
 
 def test_small_m_tensor_core_path_is_pipelined():

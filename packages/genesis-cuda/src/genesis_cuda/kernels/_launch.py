@@ -32,6 +32,7 @@ from triton.runtime import driver as _triton_driver
 
 # re-exported for the kernel modules: geometry helpers, and ``empty``, the one allocation call
 from genesis_cuda.array import contiguous_strides, empty, geometry, is_contiguous  # noqa: F401
+from genesis_cuda.device import get_device_capability
 from genesis_cuda.streams import current_handle as _stream_handle
 
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
@@ -61,6 +62,26 @@ def sm_count(device) -> int:
             n = int(props["multiprocessor_count"])
         _sm_counts[device] = n
     return n
+
+
+_dependent_launch: dict = {}
+
+
+def dependent_launch(device) -> bool:
+    """Whether kernels on ``device`` may use programmatic dependent launch (cached):
+    compute capability 9.0 or newer (Hopper on), never under the interpreter. A kernel
+    launched with Triton's ``launch_pdl=True`` may then start while the kernel before it in
+    the stream finishes; it must ``tl.extra.cuda.gdc_wait()`` before it touches memory that
+    kernel writes or reads. (``gdc_launch_dependents`` lets the kernel after one start
+    early; it compiles only for capability 9.0 on, so it too goes behind this check.)"""
+    ok = _dependent_launch.get(device)
+    if ok is None:
+        if INTERPRET:
+            ok = False
+        else:
+            ok = get_device_capability(_device_index(device))[0] >= 9
+        _dependent_launch[device] = ok
+    return ok
 
 
 class Ptr:

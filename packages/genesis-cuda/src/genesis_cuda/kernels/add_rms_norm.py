@@ -22,7 +22,12 @@ from .softmax import SINGLE_MAX, config
 
 @triton.jit(do_not_specialize=["M"])
 def _add_rms_fwd(x_ptr, r_ptr, w_ptr, h_ptr, y_ptr, rstd_ptr, M, N, eps,
-                 HAS_W: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr):
+                 HAS_W: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
+                 LAUNCH_NEXT: tl.constexpr):
+    """LAUNCH_NEXT: the next kernel, if launched with programmatic dependent launch (a
+    decode step's projection, ``matmul_small``), may start now and fetch its weights."""
+    if LAUNCH_NEXT:
+        tl.extra.cuda.gdc_launch_dependents()
     rows = tl.program_id(0).to(tl.int64) * BM + tl.arange(0, BM)
     rmask = rows < M
     cols = tl.arange(0, BN)
@@ -60,7 +65,8 @@ def add_rms_norm(x, residual, weight, eps):
         return h, y, rstd
     _, bm, bn, warps = config(n)
     has_w = weight is not None
-    args = (x, residual, weight if has_w else x, h, y, rstd, m, n, float(eps), has_w, bm, bn)
+    args = (x, residual, weight if has_w else x, h, y, rstd, m, n, float(eps), has_w, bm, bn,
+            _launch.dependent_launch(x.device))
     key = (x.dtype.name, None if weight is None else weight.dtype.name, has_w, bm, bn,
            aligned(x, residual, weight, h, y, rstd), _launch.spec(n))
     _fwd[warps].launch(key, x.device, (cdiv(m, bm),), args, m * n >= 2**31)

@@ -91,10 +91,15 @@ def _attn_decode(Q, KC, VC, LENS, STARTS, O, PM, PL, sqb, sqh, sqm, skb, skh, sk
 
 
 @triton.jit(do_not_specialize=["n_split"])
-def _attn_decode_combine(PO, PM, PL, O, n_split, HEAD_DIM: tl.constexpr, BS: tl.constexpr):
+def _attn_decode_combine(PO, PM, PL, O, n_split, HEAD_DIM: tl.constexpr, BS: tl.constexpr,
+                         LAUNCH_NEXT: tl.constexpr):
     """One program per query row: the splits' partial softmaxes merged,
     ``sum_s acc_s 2^(m_s - M) / sum_s l_s 2^(m_s - M)`` with ``M = max_s m_s`` (a row with
-    no key anywhere gives zeros)."""
+    no key anywhere gives zeros). LAUNCH_NEXT: the next kernel, if launched with
+    programmatic dependent launch (the output projection, ``matmul_small``), may start now
+    and fetch its weights."""
+    if LAUNCH_NEXT:
+        tl.extra.cuda.gdc_launch_dependents()
     row = tl.program_id(0).to(tl.int64)
     offs_s = tl.arange(0, BS)
     offs_d = tl.arange(0, HEAD_DIM)
@@ -252,5 +257,5 @@ def attention_decode(q, k_cache, v_cache, cache_lens, scale=None, causal=True, k
         bs = next_pow2(splits)
         _launcher(_attn_decode_combine, 4, 1).launch(
             (d, bs, aligned(*dst, out)), q.device, (b * h * n_q,),
-            (po, pm, pl, out, splits, d, bs))
+            (po, pm, pl, out, splits, d, bs, _launch.dependent_launch(q.device)))
     return out
