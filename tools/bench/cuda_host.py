@@ -140,6 +140,12 @@ def install_null_device() -> None:
     driver._contexts[0] = object()
     driver._tls.device = 0
     device._initialized.add(0)
+    # what the kernels' planning asks of the device (an H100's figures)
+    device._props[0] = device.DeviceProperties(
+        name="null device", major=9, minor=0, total_memory=80 << 30, multi_processor_count=132,
+        l2_cache_size=50 << 20, max_threads_per_multi_processor=2048, warp_size=32,
+        regs_per_multiprocessor=65536, shared_memory_per_block_optin=232448,
+        clock_rate_khz=1_980_000, memory_clock_rate_khz=2_619_000, memory_bus_width=5120)
     memory._allocators[0] = CachingAllocator(_NullOps(), 0, OutOfMemoryError)
     triton_hooks._installed = True
     triton_driver.set_active(_NullTritonDriver())
