@@ -16,6 +16,10 @@ path instead.
 through Triton's JIT, as a plain ``kernel[grid](...)``), to measure what it saves or to rule it
 out when a kernel misbehaves; the check sits on the cache-miss path only.
 
+Programmatic dependent launch (Hopper on, ``dependent_launch``): the kernels of a decode step
+take a ``PDL`` constexpr and are compiled to start while the kernel ahead of them finishes,
+hiding part of each launch's latency (``GENESIS_DEPENDENT_LAUNCH=0`` turns it off).
+
 Families that launch through ``Launcher``: elementwise, reduction, softmax, norms. matmul
 keeps its own per-plan launches (``matmul_common.Direct``, also switched by the flag). layout,
 indexing, sorting and random still launch through Triton's JIT (layout and indexing through
@@ -28,6 +32,8 @@ from __future__ import annotations
 import os
 from math import prod as numel  # noqa: F401 - the element count of a shape, for the kernels
 
+import triton
+import triton.language as tl
 from triton.runtime import driver as _triton_driver
 
 # re-exported for the kernel modules: geometry helpers, and ``empty``, the one allocation call
@@ -37,6 +43,7 @@ from genesis_cuda.streams import current_handle as _stream_handle
 
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 DIRECT = os.environ.get("GENESIS_DIRECT_LAUNCH", "1") != "0"
+DEPENDENT = os.environ.get("GENESIS_DEPENDENT_LAUNCH", "1") != "0"
 
 # Under the Triton interpreter (CPU tests of the kernels) pointer arguments must be torch
 # tensors; the test-suite installs a converter here (and replaces ``empty`` with arrays
@@ -68,20 +75,38 @@ _dependent_launch: dict = {}
 
 
 def dependent_launch(device) -> bool:
-    """Whether kernels on ``device`` may use programmatic dependent launch (cached):
-    compute capability 9.0 or newer (Hopper on), never under the interpreter. A kernel
-    launched with Triton's ``launch_pdl=True`` may then start while the kernel before it in
-    the stream finishes; it must ``tl.extra.cuda.gdc_wait()`` before it touches memory that
-    kernel writes or reads. (``gdc_launch_dependents`` lets the kernel after one start
-    early; it compiles only for capability 9.0 on, so it too goes behind this check.)"""
+    """Whether kernels on ``device`` launch with programmatic dependent launch (cached):
+    compute capability 9.0 or newer (Hopper on), never under the interpreter, and not
+    switched off by ``GENESIS_DEPENDENT_LAUNCH=0``.
+
+    A kernel that takes a ``PDL`` constexpr is compiled with Triton's ``launch_pdl=True``
+    where its ``PDL`` argument is true (``Launcher`` and ``matmul_common.Direct`` see to
+    that): it may then start while the kernel ahead of it in the stream is finishing, so
+    it calls ``pdl_prologue`` before it touches memory (see there)."""
     ok = _dependent_launch.get(device)
     if ok is None:
-        if INTERPRET:
+        if INTERPRET or not DEPENDENT:
             ok = False
         else:
             ok = get_device_capability(_device_index(device))[0] >= 9
         _dependent_launch[device] = ok
     return ok
+
+
+@triton.jit
+def pdl_prologue(PDL: tl.constexpr):
+    """For a kernel launched with programmatic dependent launch (``PDL``): wait until the
+    kernel ahead has finished and its writes are visible (``gdc_wait``; nothing before this
+    may read or write memory that kernel uses), then let the kernel after this one launch
+    its programs, which wait in turn (``gdc_launch_dependents``). Nothing without ``PDL``."""
+    if PDL:
+        tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
+
+
+def compile_options(opts: dict, pdl: bool) -> dict:
+    """Triton's compile options ``opts`` for a launch whose ``PDL`` argument is ``pdl``."""
+    return {**opts, "launch_pdl": True} if pdl else opts
 
 
 class Ptr:
@@ -103,15 +128,22 @@ class Launcher:
     ``launch(key, device, grid, args, aligned)``: ``args`` are *all* the kernel's
     parameters in order (constexprs included, as Triton's launcher expects them); ``key``
     must identify the constexpr values; ``aligned`` is the tuple of 16-byte alignment flags
-    of the pointer arguments (folded into the key).
+    of the pointer arguments (folded into the key). A kernel with a ``PDL`` constexpr is
+    compiled with ``launch_pdl`` where that argument is true (``dependent_launch``).
     """
 
-    __slots__ = ("fn", "opts", "cache")
+    __slots__ = ("fn", "opts", "pdl_at", "cache")
 
     def __init__(self, fn, **opts):
         self.fn = fn
         self.opts = opts  # compile options: num_warps, num_stages
+        # a kernel with a PDL constexpr is compiled with launch_pdl where that argument is true
+        self.pdl_at = fn.arg_names.index("PDL") if "PDL" in fn.arg_names else None
         self.cache: dict = {}
+
+    def _options(self, args) -> dict:
+        i = self.pdl_at
+        return self.opts if i is None else compile_options(self.opts, args[i])
 
     def launch(self, key, device, grid, args, big=False):
         if INTERPRET:
@@ -120,11 +152,11 @@ class Launcher:
             self.fn[grid](*args, **self.opts)
             return
         if big:
-            self.fn[grid](*args, **self.opts)
+            self.fn[grid](*args, **self._options(args))
             return
         entry = self.cache.get((key, device))
         if entry is None:
-            compiled = self.fn[grid](*args, **self.opts)  # compiles, launches, returns it
+            compiled = self.fn[grid](*args, **self._options(args))  # compiles, launches
             if DIRECT:
                 run = compiled.run  # loads the module on first access
                 self.cache[(key, device)] = (run, compiled.function, compiled.packed_metadata)
@@ -149,7 +181,7 @@ class Launcher:
             conv = interpret_arg
             self.fn[grid](*[conv(a) if hasattr(a, "data_ptr") else a for a in full], **self.opts)
             return
-        compiled = self.fn[grid](*full, **self.opts)
+        compiled = self.fn[grid](*full, **self._options(full))
         if DIRECT:
             run = compiled.run
             self.cache[key] = (run, compiled.function, compiled.packed_metadata)

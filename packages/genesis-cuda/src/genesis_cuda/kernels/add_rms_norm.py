@@ -15,7 +15,7 @@ from genesis import dtypes as D
 
 from . import _launch
 from ._elementwise_math import _m_rsqrt
-from ._launch import Launcher, aligned, cdiv, is_contiguous
+from ._launch import Launcher, aligned, cdiv, is_contiguous, pdl_prologue
 from .optim import _composite
 from .softmax import SINGLE_MAX, config
 
@@ -23,11 +23,8 @@ from .softmax import SINGLE_MAX, config
 @triton.jit(do_not_specialize=["M"])
 def _add_rms_fwd(x_ptr, r_ptr, w_ptr, h_ptr, y_ptr, rstd_ptr, M, N, eps,
                  HAS_W: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
-                 LAUNCH_NEXT: tl.constexpr):
-    """LAUNCH_NEXT: the next kernel, if launched with programmatic dependent launch (a
-    decode step's projection, ``matmul_small``), may start now and fetch its weights."""
-    if LAUNCH_NEXT:
-        tl.extra.cuda.gdc_launch_dependents()
+                 PDL: tl.constexpr):
+    pdl_prologue(PDL)  # launched early (see _launch.dependent_launch): wait, then free the next
     rows = tl.program_id(0).to(tl.int64) * BM + tl.arange(0, BM)
     rmask = rows < M
     cols = tl.arange(0, BN)

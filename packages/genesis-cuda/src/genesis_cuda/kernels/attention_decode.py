@@ -21,7 +21,7 @@ import triton.language as tl
 from genesis import dtypes as D
 
 from . import _launch
-from ._launch import aligned, cdiv, next_pow2
+from ._launch import aligned, cdiv, dependent_launch, next_pow2, pdl_prologue
 from .attention import HALF, HEAD_DIMS, LOG2E, _big, _last_dim_unit, _launcher, _mma
 
 
@@ -29,11 +29,13 @@ from .attention import HALF, HEAD_DIMS, LOG2E, _big, _last_dim_unit, _launcher, 
 def _attn_decode(Q, KC, VC, LENS, STARTS, O, PM, PL, sqb, sqh, sqm, skb, skh, skn, svb, svh,
                  svn, n_q, n_rep, hkv, chunk, qk_scale, CAUSAL: tl.constexpr,
                  HAS_STARTS: tl.constexpr, SPLIT: tl.constexpr, HEAD_DIM: tl.constexpr,
-                 BM: tl.constexpr, BN: tl.constexpr):
+                 BM: tl.constexpr, BN: tl.constexpr, PDL: tl.constexpr):
     """One program: BM query rows (the heads of one KV group x the new tokens) of one batch
     row over cache slots ``[start, len)``, or, with SPLIT, over that range's part
     ``[split * chunk, (split + 1) * chunk)``: then it writes its un-normalised output, row
-    maximum and row sum (log2 units) for ``_attn_decode_combine``."""
+    maximum and row sum (log2 units) for ``_attn_decode_combine``. PDL: launched early
+    (``_launch.dependent_launch``), as are the other kernels of this file."""
+    pdl_prologue(PDL)
     bhk = tl.program_id(0).to(tl.int64)  # b * Hk + hk
     b = bhk // hkv
     hk = bhk % hkv
@@ -92,14 +94,11 @@ def _attn_decode(Q, KC, VC, LENS, STARTS, O, PM, PL, sqb, sqh, sqm, skb, skh, sk
 
 @triton.jit(do_not_specialize=["n_split"])
 def _attn_decode_combine(PO, PM, PL, O, n_split, HEAD_DIM: tl.constexpr, BS: tl.constexpr,
-                         LAUNCH_NEXT: tl.constexpr):
+                         PDL: tl.constexpr):
     """One program per query row: the splits' partial softmaxes merged,
     ``sum_s acc_s 2^(m_s - M) / sum_s l_s 2^(m_s - M)`` with ``M = max_s m_s`` (a row with
-    no key anywhere gives zeros). LAUNCH_NEXT: the next kernel, if launched with
-    programmatic dependent launch (the output projection, ``matmul_small``), may start now
-    and fetch its weights."""
-    if LAUNCH_NEXT:
-        tl.extra.cuda.gdc_launch_dependents()
+    no key anywhere gives zeros)."""
+    pdl_prologue(PDL)
     row = tl.program_id(0).to(tl.int64)
     offs_s = tl.arange(0, BS)
     offs_d = tl.arange(0, HEAD_DIM)
@@ -118,9 +117,10 @@ def _attn_decode_combine(PO, PM, PL, O, n_split, HEAD_DIM: tl.constexpr, BS: tl.
 
 @triton.jit(do_not_specialize=["n_q", "hkv"])
 def _kv_append(KN, VN, KC, VC, LENS, snb, snh, snm, svnb, svnh, svnm, skb, skh, skn, svb, svh,
-               svn, n_q, hkv, HEAD_DIM: tl.constexpr):
+               svn, n_q, hkv, HEAD_DIM: tl.constexpr, PDL: tl.constexpr):
     """One program per (batch, KV head, new token): its key and value rows written to the
     caches at slot ``len - n_q + i``."""
+    pdl_prologue(PDL)
     pid = tl.program_id(0).to(tl.int64)  # ((b * Hk) + hk) * n_q + i
     i = pid % n_q
     bh = pid // n_q
@@ -219,6 +219,7 @@ def attention_decode(q, k_cache, v_cache, cache_lens, scale=None, causal=True, k
     q, k_cache, v_cache = (_last_dim_unit(a) for a in (q, k_cache, v_cache))
     cache_lens = _contiguous_1d(cache_lens)
     key_starts = None if key_starts is None else _contiguous_1d(key_starts)
+    pdl = dependent_launch(q.device)
     if k_new is not None:
         k_new, v_new = _last_dim_unit(k_new), _last_dim_unit(v_new)
         _launcher(_kv_append, 1, 1).launch(
@@ -227,7 +228,7 @@ def attention_decode(q, k_cache, v_cache, cache_lens, scale=None, causal=True, k
                           *v_cache.strides[:3])), q.device,
             (b * hkv * n_q,), (k_new, v_new, k_cache, v_cache, cache_lens, *k_new.strides[:3],
                                *v_new.strides[:3], *k_cache.strides[:3], *v_cache.strides[:3],
-                               n_q, hkv, d), _big(k_new, v_new, k_cache, v_cache))
+                               n_q, hkv, d, pdl), _big(k_new, v_new, k_cache, v_cache))
     n_rep = h // hkv
     out = _launch.empty((b, h, n_q, d), q.dtype, q.device)
     scale = d ** -0.5 if scale is None else float(scale)
@@ -247,7 +248,7 @@ def attention_decode(q, k_cache, v_cache, cache_lens, scale=None, causal=True, k
     starts = cache_lens if key_starts is None else key_starts
     args = (q, k_cache, v_cache, cache_lens, starts, *dst, *q.strides[:3],
             *k_cache.strides[:3], *v_cache.strides[:3], n_q, n_rep, hkv, chunk,
-            scale * LOG2E, bool(causal), key_starts is not None, splits > 1, d, bm, bn)
+            scale * LOG2E, bool(causal), key_starts is not None, splits > 1, d, bm, bn, pdl)
     key = (d, bm, bn, bool(causal), key_starts is not None, splits > 1,
            aligned(q, k_cache, v_cache, cache_lens, starts, *dst),
            _launch.spec(*q.strides[:3], *k_cache.strides[:3], *v_cache.strides[:3]))
@@ -257,5 +258,5 @@ def attention_decode(q, k_cache, v_cache, cache_lens, scale=None, causal=True, k
         bs = next_pow2(splits)
         _launcher(_attn_decode_combine, 4, 1).launch(
             (d, bs, aligned(*dst, out)), q.device, (b * h * n_q,),
-            (po, pm, pl, out, splits, d, bs, _launch.dependent_launch(q.device)))
+            (po, pm, pl, out, splits, d, bs, pdl))
     return out

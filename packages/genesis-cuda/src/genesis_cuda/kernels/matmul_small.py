@@ -38,17 +38,11 @@ from genesis import dtypes as D
 from genesis_cuda import capture
 
 from . import _launch
-from ._launch import Ptr, cdiv, dependent_launch, next_pow2, sm_count
+from ._launch import Ptr, cdiv, dependent_launch, next_pow2, pdl_prologue, sm_count
 from .layout import fill_
 from .matmul_common import Direct, mma, split_k
 
 SMALL_M_MAX = 64  # products with at most this many rows take this path
-# Launch with programmatic dependent launch where the GPU has it (compute capability 9.0+):
-# each program's weight loads into L2 overlap the end of the kernel before it (see
-# ``_small_m_kernel``; the decode step's norms and attention combine let it start early).
-# Read when a plan is made. H100, 2026-11-24, Qwen2.5-0.5B shape, graph-captured decode of
-# 256 tokens: batch 1 929 -> 1,007 tok/s, batch 8 6,475 -> 6,663, the same greedy tokens.
-DEPENDENT_LAUNCH = True
 # BLOCK_M (1, or M rounded up to a power of two >= 16) ->
 #   (BLOCK_N, BLOCK_K, num_warps, num_stages, shortest K-chunk of a split in K-tiles, waves:
 #    programs per SM that split-K adds K-chunks up to, 0 for no split).
@@ -153,9 +147,11 @@ def _small_m_kernel(x_ptr, w_ptr, out_ptr, bias_ptr, ws_ptr, count_ptr, M, N, K,
     projection, gate in columns [0, K) and up in [K, 2K), and the product's left operand is
     ``swiglu(gate, up)`` (M, K), made tile by tile as it is loaded: never written out.
 
-    PDL (launched with programmatic dependent launch): the program may start while the
-    kernel before it finishes; it asks L2 for its weight chunk, then waits for that kernel
-    (``gdc_wait``) before it reads x or writes anything, and lets the next kernel launch."""
+    PDL (launched with programmatic dependent launch, ``_launch.dependent_launch``): the
+    program may start while the kernel ahead finishes; it asks L2 for its weight chunk, then
+    waits for that kernel before it reads x or writes anything (``pdl_prologue``). H100,
+    2026-11-24, Qwen2.5-0.5B shape, graph-captured decode of 256 tokens, this kernel alone
+    so launched: batch 1 929 -> 1,007 tok/s, batch 8 6,475 -> 6,663, the same tokens."""
     pid_n = tl.program_id(0)
     pid_k = tl.program_id(1)
     rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -171,8 +167,7 @@ def _small_m_kernel(x_ptr, w_ptr, out_ptr, bias_ptr, ws_ptr, count_ptr, M, N, K,
     up = K * sxk  # GATED: from a gate element to its up element
     if PDL:
         _prefetch_to_l2(w_ptr, wn, swn, swk, k0, k_len)
-        tl.extra.cuda.gdc_wait()
-        tl.extra.cuda.gdc_launch_dependents()
+    pdl_prologue(PDL)
     if BLOCK_M == 1:
         x_ptrs = x_ptr + xm[:, None] * sxm + ks[None, :] * sxk  # (1, BLOCK_K)
         acc = tl.zeros((BLOCK_N, BLOCK_K), dtype=tl.float32)
@@ -281,12 +276,12 @@ def plan(dt, M: int, N: int, K: int, sa, sb, has_bias: bool, sbias: int, precisi
     n_blocks = cdiv(N, bn)
     split, per = split_k(n_blocks, cdiv(K, bk), min_tiles, waves * sm_count(device))
     k_per = per * bk
-    pdl = DEPENDENT_LAUNCH and dependent_launch(device)
+    pdl = dependent_launch(device)
     kern = Direct(_small_m_kernel, (n_blocks, split),
                   dict(HAS_BIAS=has_bias, PARTIAL=split > 1,
                        PREC=precision if dt is D.float32 else None, GATED=gated, PDL=pdl,
                        BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, num_warps=warps,
-                       num_stages=stages, **({"launch_pdl": True} if pdl else {})))
+                       num_stages=stages))
     sam, sak = sa
     sbk, sbn = sb
     if split == 1:

@@ -15,7 +15,7 @@ import triton.language as tl
 from genesis import dtypes as D
 
 from . import _launch
-from ._launch import Launcher, cdiv, next_pow2
+from ._launch import Launcher, cdiv, next_pow2, pdl_prologue
 
 _INTS = ["HQ", "HK", "S", "qsb", "qsh", "qss", "ksb", "ksh", "kss", "csb", "css", "ssb", "sss"]
 
@@ -23,7 +23,8 @@ _INTS = ["HQ", "HK", "S", "qsb", "qsh", "qss", "ksb", "ksh", "kss", "csb", "css"
 @triton.jit(do_not_specialize=_INTS)
 def _rotary(q_ptr, k_ptr, c_ptr, s_ptr, qo_ptr, ko_ptr, HQ, HK, S, qsb, qsh, qss, ksb, ksh,
             kss, csb, css, ssb, sss, HALF: tl.constexpr, BD: tl.constexpr, BS: tl.constexpr,
-            INVERSE: tl.constexpr, CT: tl.constexpr):
+            INVERSE: tl.constexpr, CT: tl.constexpr, PDL: tl.constexpr):
+    pdl_prologue(PDL)  # launched early where it can be (see _launch.dependent_launch)
     pid = tl.program_id(0)
     b = pid // (HQ + HK)
     h = pid % (HQ + HK)
@@ -81,7 +82,7 @@ def rotary(q, k, cos, sin, inverse):
     ct = tl.float64 if q.dtype is D.float64 else tl.float32
     args = (q, k, cos, sin, qo, ko, hq, hk, s, *q.strides[:3], *k.strides[:3],
             cos.strides[0], cos.strides[1], sin.strides[0], sin.strides[1], half, bd, bs,
-            bool(inverse), ct)
+            bool(inverse), ct, _launch.dependent_launch(q.device))
     key = (q.dtype.name, cos.dtype.name, half, bs, bool(inverse),
            _launch.aligned(q, k, cos, sin, qo, ko))
     _launcher.launch(key, q.device, (b * (hq + hk), cdiv(s, bs)), args,

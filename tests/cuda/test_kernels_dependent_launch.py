@@ -1,0 +1,57 @@
+"""Programmatic dependent launch (``_launch.dependent_launch``): which launches are compiled
+with Triton's ``launch_pdl`` and when it is on. Runs on the CPU (no kernel is launched);
+that the kernels give the same results with it is what the GPU tests of each kernel check,
+on Hopper, where it is on."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("triton")
+
+from genesis_cuda.kernels import (  # noqa: E402
+    _launch,
+    add_rms_norm,
+    attention_decode,
+    matmul_small,
+    rotary,
+)
+from genesis_cuda.kernels.matmul_common import Direct  # noqa: E402
+
+DECODE_KERNELS = [add_rms_norm._add_rms_fwd, rotary._rotary, attention_decode._kv_append,
+                  attention_decode._attn_decode, attention_decode._attn_decode_combine,
+                  matmul_small._small_m_kernel]
+
+
+@pytest.mark.parametrize("fn", DECODE_KERNELS, ids=lambda f: f.__name__)
+def test_launcher_compiles_with_launch_pdl_exactly_when_the_pdl_argument_is_true(fn):
+    launcher = _launch.Launcher(fn, num_warps=4)
+    args = [0] * len(fn.arg_names)
+    args[fn.arg_names.index("PDL")] = True
+    assert launcher._options(args) == {"num_warps": 4, "launch_pdl": True}
+    args[fn.arg_names.index("PDL")] = False
+    assert launcher._options(args) == {"num_warps": 4}
+
+
+def test_kernels_without_a_pdl_argument_keep_their_options():
+    from genesis_cuda.kernels import softmax
+
+    fn = next(v for v in vars(softmax).values()
+              if hasattr(v, "arg_names") and "PDL" not in v.arg_names)
+    assert _launch.Launcher(fn, num_warps=8)._options([True] * len(fn.arg_names)) == \
+        {"num_warps": 8}
+
+
+def test_direct_launch_takes_launch_pdl_from_its_pdl_constexpr():
+    on = Direct(matmul_small._small_m_kernel, (1,), {"PDL": True, "num_warps": 4})
+    off = Direct(matmul_small._small_m_kernel, (1,), {"PDL": False, "num_warps": 4})
+    assert on.kw.get("launch_pdl") is True and "launch_pdl" not in off.kw
+    # launch_pdl is a compile option, not one of the kernel's arguments: the constexprs
+    # handed to the compiled launcher are PDL's value only
+    assert on.tail == (True,) and off.tail == (False,)
+
+
+def test_dependent_launch_switched_off_by_the_environment_flag(monkeypatch):
+    monkeypatch.setattr(_launch, "_dependent_launch", {})
+    monkeypatch.setattr(_launch, "DEPENDENT", False)
+    assert _launch.dependent_launch(0) is False
