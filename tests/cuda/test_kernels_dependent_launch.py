@@ -53,5 +53,19 @@ def test_direct_launch_takes_launch_pdl_from_its_pdl_constexpr():
 
 def test_dependent_launch_switched_off_by_the_environment_flag(monkeypatch):
     monkeypatch.setattr(_launch, "_dependent_launch", {})
+    monkeypatch.setattr(_launch, "INTERPRET", False)
+    monkeypatch.setattr(_launch, "get_device_capability", lambda index: (9, 0))
+    assert _launch.dependent_launch(0) is True  # Hopper, a Triton with gdc_wait
+    monkeypatch.setattr(_launch, "_dependent_launch", {})
     monkeypatch.setattr(_launch, "DEPENDENT", False)
+    assert _launch.dependent_launch(0) is False
+
+
+@pytest.mark.parametrize("capability, triton_has_gdc", [((8, 0), True), ((9, 0), False)])
+def test_no_dependent_launch_before_hopper_or_without_tritons_gdc(monkeypatch, capability,
+                                                                   triton_has_gdc):
+    monkeypatch.setattr(_launch, "_dependent_launch", {})
+    monkeypatch.setattr(_launch, "INTERPRET", False)
+    monkeypatch.setattr(_launch, "_TRITON_HAS_GDC", triton_has_gdc)
+    monkeypatch.setattr(_launch, "get_device_capability", lambda index: capability)
     assert _launch.dependent_launch(0) is False

@@ -71,13 +71,19 @@ def sm_count(device) -> int:
     return n
 
 
+try:  # grid dependency control (Triton 3.3 on; genesis-cuda allows older Tritons)
+    from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait  # noqa: F401
+
+    _TRITON_HAS_GDC = True
+except ImportError:
+    _TRITON_HAS_GDC = False
 _dependent_launch: dict = {}
 
 
 def dependent_launch(device) -> bool:
     """Whether kernels on ``device`` launch with programmatic dependent launch (cached):
-    compute capability 9.0 or newer (Hopper on), never under the interpreter, and not
-    switched off by ``GENESIS_DEPENDENT_LAUNCH=0``.
+    compute capability 9.0 or newer (Hopper on) and a Triton with grid dependency control,
+    never under the interpreter, and not switched off by ``GENESIS_DEPENDENT_LAUNCH=0``.
 
     A kernel that takes a ``PDL`` constexpr is compiled with Triton's ``launch_pdl=True``
     where its ``PDL`` argument is true (``Launcher`` and ``matmul_common.Direct`` see to
@@ -85,7 +91,7 @@ def dependent_launch(device) -> bool:
     it calls ``pdl_prologue`` before it touches memory (see there)."""
     ok = _dependent_launch.get(device)
     if ok is None:
-        if INTERPRET or not DEPENDENT:
+        if INTERPRET or not DEPENDENT or not _TRITON_HAS_GDC:
             ok = False
         else:
             ok = get_device_capability(_device_index(device))[0] >= 9
