@@ -54,6 +54,7 @@ def test_direct_launch_takes_launch_pdl_from_its_pdl_constexpr():
 def test_dependent_launch_switched_off_by_the_environment_flag(monkeypatch):
     monkeypatch.setattr(_launch, "_dependent_launch", {})
     monkeypatch.setattr(_launch, "INTERPRET", False)
+    monkeypatch.setattr(_launch, "_TRITON_HAS_GDC", True)
     monkeypatch.setattr(_launch, "get_device_capability", lambda index: (9, 0))
     assert _launch.dependent_launch(0) is True  # Hopper, a Triton with gdc_wait
     monkeypatch.setattr(_launch, "_dependent_launch", {})

@@ -116,11 +116,6 @@ def _cold_weights(torch, fout, fin, scale=1.0):
             for _ in range(n)]
 
 
-def _graph_times(ctx, tfns, gfns):
-    """(torch ms, genesis ms) per call, each framework's calls replayed as one CUDA graph."""
-    return ctx.graph_ms(tfns, "torch"), ctx.graph_ms(gfns, "genesis")
-
-
 def decode_rows(ctx):
     """Each linear shape at M = 1, 8, 32 rows (bf16, bias where Qwen2.5 has one), timed as a
     captured decode step runs them (``graph_ms``: one CUDA graph of products over distinct
@@ -145,7 +140,7 @@ def decode_rows(ctx):
             gfns = [lambda w=w: mm.linear(gx, w, gb) for w in gws]
             try:
                 _checker(ctx, tfns[0], gfns[0])()
-                tt, gt = _graph_times(ctx, tfns, gfns)
+                tt, gt = ctx.graph_ms(tfns, "torch"), ctx.graph_ms(gfns, "genesis")
                 row = ctx.record("matmul-decode", f"{name} M={m} {fin}->{fout}", bf,
                                  (m, fout, fin), tt, gt, 0.95, nbytes=nbytes)
                 step[m][0] += _PER_STEP[name] * row["torch_ms"]
