@@ -133,6 +133,19 @@ def test_strided_inputs_and_scale():
         _close(got, want, torch.bfloat16)
 
 
+def test_output_lies_query_major():
+    """The (B, H, L, D) output lies in memory as (B, L, H, D), so the output projection's
+    input ``out.transpose(1, 2).reshape(B, L, H * D)`` is a view; the backward reads it with
+    those strides (the other tests' gradients)."""
+    b, hq, hk, n, d = 2, 4, 2, 19, 32
+    q, k, v = _inputs(b, hq, hk, n, n, d, torch.bfloat16, seed=4)
+    out, _, _ = A.scaled_dot_product_attention(dev(q), dev(k), dev(v), None, 0.0, True,
+                                               d ** -0.5, None)
+    assert out.shape == (b, hq, n, d)
+    assert out.strides == (n * hq * d, d, hq * d, 1)
+    _close(host(out), _reference(q, k, v, causal=True)[0], torch.bfloat16)
+
+
 @pytest.mark.parametrize("kind", ["key_padding", "bool", "float", "dead_rows"])
 def test_masks(kind):
     b, hq, hk, n_q, n_k, d = 2, 4, 2, 19, 29, 32

@@ -67,6 +67,19 @@ def test_add_rms_norm(device, dtype, with_weight):
     _check(device, ref, got, inputs)
 
 
+def test_add_rms_norm_outputs_come_from_its_node():
+    """Over one normalised dim the outputs are the fused node's own (no view nodes around
+    it: the kernels take (*, N) as it is); over two dims they are views of its (*, N)."""
+    x, r = genesis.randn(2, 3, 8, requires_grad=True), genesis.randn(2, 3, 8)
+    h, y = F.add_rms_norm(x, r, (8,))
+    assert h.grad_fn.name() == y.grad_fn.name() == "AddRMSNormBackward"
+    h2, y2 = F.add_rms_norm(x, r, (3, 8), eps=1e-6)
+    assert y2.grad_fn.name() == "ViewBackward" and tuple(y2.shape) == (2, 3, 8)
+    tx, tr = (torch.tensor(t.tolist()) for t in (x, r))
+    assert_close(to_torch(h2), tx + tr)
+    assert_close(to_torch(y2), TF.rms_norm(tx + tr, (3, 8), None, 1e-6))
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("batched_angles", [False, True])
 def test_apply_rotary_emb(device, dtype, batched_angles):

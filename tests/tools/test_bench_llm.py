@@ -26,7 +26,7 @@ def test_llm_bench_tiny_cpu(tmp_path, capsys):
     doc = llm.main(["--device", "cpu", "--tiny", "--batch", "2", "--seq", "32", "--steps", "2",
                     "--warmup", "1", "--decode-batches", "1,2", "--prompt", "4",
                     "--new-tokens", "6", "--prefill", "48", "--decode-repeats", "1",
-                    "--out", str(out)])
+                    "--prefill-repeats", "2", "--out", str(out)])
     assert json.loads(out.read_text())["models"].keys() == {"qwen2.5-0.5b", "qwen3-0.6b"}
     for name, m in doc["models"].items():
         g, t = m["train"]["genesis"], m["train"]["transformers"]

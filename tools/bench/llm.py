@@ -31,7 +31,10 @@ Sections (each prints genesis/transformers ratios and goes into the JSON):
   refuses warns and runs eagerly): the untimed call captures it, the timed calls replay the
   step kept on the model (``timed_captures``: 0).
 * **prefill** -- the prompt pass of generation for one ``--prefill``-token prompt (filling
-  the KV cache, logits of the last position): tokens/s.
+  the KV cache, logits of the last position): tokens/s of the median of
+  ``--prefill-repeats`` synchronised calls, after two untimed ones. Both frameworks' calls
+  are host-bound at this size (tens of ms of Python for a few ms of kernels), so single calls
+  vary by tens of percent with the host's load: the median of many is the figure.
 
 The run ends with a markdown table of the figures (also written next to ``--out`` as .md).
 """
@@ -324,8 +327,9 @@ def bench_prefill(fw, path: str, cfg: dict, args) -> dict:
     model.eval()
     rng = np.random.default_rng(args.seed + 3)
     ids = fw.tokens(rng.integers(0, cfg["vocab_size"], (1, args.prefill), dtype=np.int64))
-    fw.prefill(model, ids)  # warm-up
-    t = statistics.median(_timed(fw, fw.prefill, args.decode_repeats + 2, model, ids)[0])
+    for _ in range(2):  # warm-up
+        fw.prefill(model, ids)
+    t = statistics.median(_timed(fw, fw.prefill, args.prefill_repeats, model, ids)[0])
     return {"tok_per_s": args.prefill / t, "ms": t * 1e3}
 
 
@@ -347,6 +351,7 @@ def parse_args(argv=None):
     ap.add_argument("--new-tokens", type=int, default=256)
     ap.add_argument("--decode-repeats", type=int, default=3, help="timed generate calls")
     ap.add_argument("--prefill", type=int, default=2048, help="prefill prompt length")
+    ap.add_argument("--prefill-repeats", type=int, default=21, help="timed prefill calls")
     ap.add_argument("--no-graph", action="store_true",
                     help="genesis decode: eager only (no CUDA-graph run)")
     ap.add_argument("--device", default="cuda", choices=("cuda", "cpu"))

@@ -10,7 +10,7 @@ from genesis import creation
 from genesis.autograd import grad_mode
 from genesis.autograd.function import Function
 from genesis.ops.common import normalize_dim, wrap
-from genesis.ops.views import _geometry, make_view
+from genesis.ops.views import _geometry, make_view, records_nothing
 from genesis.tensor import Tensor, interned_size, is_contiguous_geometry
 
 
@@ -120,8 +120,11 @@ def narrow(x: Tensor, dim: int, start: int, length: int) -> Tensor:
     if not 0 <= start <= n or length < 0 or start + length > n:
         raise RuntimeError(f"narrow: start ({start}) + length ({length}) exceeds dimension size "
                          f"({n}) of dim {d}")
-    key = (slice(None),) * d + (slice(start, start + length),)
-    return Slice.apply(x, key)
+    if records_nothing(x):  # the host path: the view's geometry directly, no Function
+        strides, offset = _geometry(x)
+        return make_view(x, x.shape[:d] + (length,) + x.shape[d + 1:], strides,
+                         offset + start * strides[d] if length else offset)
+    return Slice.apply(x, (slice(None),) * d + (slice(start, start + length),))
 
 
 def select(x: Tensor, dim: int, index: int) -> Tensor:

@@ -15,7 +15,7 @@ from genesis.autograd.function import Function, _op_observers
 from genesis.autograd.grad_mode import _state as _grad
 from genesis.dtypes import DType
 from genesis.ops.common import normalize_dim, shape_arg, sum_to_shape, wrap
-from genesis.tensor import Tensor, interned_size
+from genesis.tensor import Size, Tensor, interned_size
 
 
 def _geometry(x: Tensor):
@@ -145,6 +145,31 @@ def _all_ints(args: tuple) -> bool:
     return True
 
 
+_SHAPE_TYPES = (tuple, Size)
+
+
+def records_nothing(x: Tensor) -> bool:
+    """Whether a view of ``x`` made now needs no ``Function.apply``: no graph to record
+    and no op observers (the host paths of views check this first)."""
+    return type(x) is Tensor and not (_grad.enabled and x.requires_grad) and not _op_observers
+
+
+def _repeated_view(x: Tensor, shape: tuple) -> Tensor | None:
+    """The host path of a view or reshape met before, with nothing to record: the view
+    from the cached shape and strides, without ``Function.apply``; None where that does not
+    apply (a first meeting, a copy, a graph to record, op observers)."""
+    if not (records_nothing(x) and _all_ints(shape)):
+        return None
+    resolved = _VIEW_SHAPES.get((x.shape, shape))
+    if resolved is None:
+        return None
+    backend, data = x._backend, x._data
+    strides = _VIEW_STRIDES.get((x.shape, tuple(backend.strides_of(data)), resolved))
+    if strides is None:
+        return None
+    return wrap(backend.view(data, resolved, strides), x.device, x, resolved, x.dtype)
+
+
 def view(x: Tensor, *shape) -> Tensor:
     """The same memory seen with another shape (one ``-1`` is inferred); errors if the
     strides do not allow it (use ``reshape``).
@@ -156,17 +181,11 @@ def view(x: Tensor, *shape) -> Tensor:
     Returns:
         A view.
     """
-    if (type(x) is Tensor and not (_grad.enabled and x.requires_grad) and not _op_observers
-            and _all_ints(shape)):
-        # the host path of a repeated view with nothing to record: cached shape and strides,
-        # no Function.apply
-        resolved = _VIEW_SHAPES.get((x.shape, shape))
-        if resolved is not None:
-            backend, data = x._backend, x._data
-            strides = _VIEW_STRIDES.get((x.shape, tuple(backend.strides_of(data)), resolved))
-            if strides is not None:
-                return wrap(backend.view(data, resolved, strides), x.device, x, resolved,
-                            x.dtype)
+    if len(shape) == 1 and type(shape[0]) in _SHAPE_TYPES:
+        shape = shape[0]  # view((2, 3)) as view(2, 3)
+    fast = _repeated_view(x, shape)
+    if fast is not None:
+        return fast
     resolved = _resolved_shape(x, shape)
     if resolved is None:
         return view_dtype(x, shape[0])
@@ -193,6 +212,11 @@ def reshape(x: Tensor, *shape) -> Tensor:
     Returns:
         A view when the strides allow, otherwise a copy.
     """
+    if len(shape) == 1 and type(shape[0]) in _SHAPE_TYPES:
+        shape = shape[0]  # reshape((2, 3)) as reshape(2, 3)
+    fast = _repeated_view(x, shape)
+    if fast is not None:
+        return fast
     resolved = _resolved_shape(x, shape)
     if resolved is None:  # a dtype: reshape takes none
         raise TypeError(f"a shape must be ints, got {shape!r}")

@@ -53,6 +53,7 @@ import triton
 import triton.language as tl
 
 from genesis import dtypes as D
+from genesis_cuda.array import as_strided
 
 from . import _launch
 from ._launch import Launcher, aligned, cdiv
@@ -175,7 +176,7 @@ def _fwd_block(acc, m_i, l_i, q, k_src, v_src, m_row, start_n, offs_m, L, S, skn
 
 @triton.jit(do_not_specialize=["L", "S", "H", "n_rep", "seed", "rng_base"])
 def _attn_fwd(Q, K, V, M, O, LSE,
-              sqb, sqh, sqm, skb, skh, skn, svb, svh, svn, smb, smh, smm, smn,
+              sqb, sqh, sqm, skb, skh, skn, svb, svh, svn, smb, smh, smm, smn, sob, soh, som,
               L, S, H, n_rep, qk_scale, seed: tl.int64, rng_base: tl.int64, p_drop,
               inv_keep, HEAD_DIM: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
               CAUSAL: tl.constexpr, MASK: tl.constexpr, DROPOUT: tl.constexpr,
@@ -210,7 +211,7 @@ def _attn_fwd(Q, K, V, M, O, LSE,
     out = acc * (inv_keep / l_safe)[:, None]
     lse = tl.where(dead, float("inf"), (m_i + tl.math.log2(l_safe)) * 0.6931471805599453)
     rows = offs_m < L
-    tl.store(O + bh * L * HEAD_DIM + offs_m[:, None] * HEAD_DIM + offs_d[None, :],
+    tl.store(O + b * sob + h * soh + offs_m[:, None] * som + offs_d[None, :],
              out.to(O.dtype.element_ty), mask=rows[:, None])
     tl.store(LSE + bh * L + offs_m, lse, mask=rows)
 
@@ -353,7 +354,7 @@ def _dq_block(dq, q, do, lse2, delta, k_src, v_src, m_row, start_n, offs_m, L, S
 @triton.jit(do_not_specialize=["L", "S", "H", "n_rep", "seed", "rng_base"])
 def _attn_bwd_dq(Q, K, V, M, DO, O, LSE, DELTA, DQ,
                  sqb, sqh, sqm, skb, skh, skn, svb, svh, svn, smb, smh, smm, smn,
-                 sdob, sdoh, sdom, L, S, H, n_rep, qk_scale, scale, seed: tl.int64,
+                 sdob, sdoh, sdom, sob, soh, som, L, S, H, n_rep, qk_scale, scale, seed: tl.int64,
                  rng_base: tl.int64, p_drop, inv_keep, HEAD_DIM: tl.constexpr,
                  BM: tl.constexpr, BN: tl.constexpr, CAUSAL: tl.constexpr,
                  MASK: tl.constexpr, DROPOUT: tl.constexpr, TMA: tl.constexpr):
@@ -371,8 +372,8 @@ def _attn_bwd_dq(Q, K, V, M, DO, O, LSE, DELTA, DQ,
                HEAD_DIM, BM, True, TMA)
     lse2 = tl.load(LSE + bh * L + offs_m, mask=offs_m < L, other=float("inf")) \
         * 1.4426950408889634
-    # delta = rowsum(dO * O) of these rows (O is contiguous), also stored for the dK/dV kernel
-    o = tl.load(O + bh * L * HEAD_DIM + offs_m[:, None] * HEAD_DIM + offs_d[None, :], mask=rows,
+    # delta = rowsum(dO * O) of these rows, also stored for the dK/dV kernel
+    o = tl.load(O + b * sob + h * soh + offs_m[:, None] * som + offs_d[None, :], mask=rows,
                 other=0.0)
     delta = tl.sum(o.to(tl.float32) * do.to(tl.float32), 1)
     tl.store(DELTA + bh * L + offs_m, delta, mask=offs_m < L)
@@ -443,6 +444,14 @@ def _launcher(fn, warps: int, stages: int, maxnreg: int = 0) -> Launcher:
     return la
 
 
+def _heads_view(a):
+    """A ``(B, L, H, D)`` array seen as ``(B, H, L, D)``: the forward writes its output in
+    that memory order, so ``out.transpose(1, 2).reshape(B, L, H * D)`` (the output
+    projection's input) is a view, not a copy."""
+    b, n, h, d = a.shape
+    return as_strided(a, (b, h, n, d), (n * h * d, d, h * d, 1), a.offset)
+
+
 def _last_dim_unit(a):
     """``a`` itself when its last dim is contiguous, else a contiguous copy."""
     if a.strides[-1] == 1 or a.shape[-1] == 1:
@@ -507,7 +516,7 @@ def scaled_dot_product_attention(q, k, v, mask, dropout_p, is_causal, scale, gen
     q, k, v = _last_dim_unit(q), _last_dim_unit(k), _last_dim_unit(v)
     b, h, n_q, d = q.shape
     n_k = k.shape[2]
-    out = _launch.empty((b, h, n_q, d), q.dtype, q.device)
+    out = _heads_view(_launch.empty((b, n_q, h, d), q.dtype, q.device))
     lse = _launch.empty((b, h, n_q), D.float32, q.device)
     rng = None
     seed = base = 0
@@ -520,12 +529,12 @@ def scaled_dot_product_attention(q, k, v, mask, dropout_p, is_causal, scale, gen
     t = FWD_TILES[d]
     tma = t.tma and _tma_ready(q, k, v)
     args = (q, k, v, mask, out, lse, *q.strides[:3], *k.strides[:3], *v.strides[:3], *ms,
-            n_q, n_k, h, h // k.shape[1], float(scale) * LOG2E, seed, base, float(dropout_p),
-            1.0 / (1.0 - dropout_p) if dropout_p < 1.0 else 0.0, d, t.bm, t.bn,
-            bool(is_causal), kind, dropout_p > 0.0, tma)
+            *out.strides[:3], n_q, n_k, h, h // k.shape[1], float(scale) * LOG2E, seed, base,
+            float(dropout_p), 1.0 / (1.0 - dropout_p) if dropout_p < 1.0 else 0.0, d, t.bm,
+            t.bn, bool(is_causal), kind, dropout_p > 0.0, tma)
     key = (d, t.bm, t.bn, bool(is_causal), kind, dropout_p > 0.0, tma,
            aligned(q, k, v, mask, out, lse),
-           _launch.spec(*q.strides[:3], *k.strides[:3], *v.strides[:3], *ms))
+           _launch.spec(*q.strides[:3], *k.strides[:3], *v.strides[:3], *ms, *out.strides[:3]))
     _launcher(_attn_fwd, t.warps, t.stages, t.maxnreg).launch(
         key, q.device, (b * h, cdiv(n_q, t.bm)), args, _big(q, k, v, mask, out))
     return out, lse, rng
@@ -551,14 +560,16 @@ def scaled_dot_product_attention_backward(grad, q, k, v, out, lse, mask, dropout
     common = (n_q, n_k, h, h // hk, float(scale) * LOG2E, float(scale), seed, base,
               float(dropout_p), inv_keep, d)
     flags = (bool(is_causal), kind, dropout)
-    key = (d, *flags, aligned(q, k, v, mask, grad, out, lse, dk), _launch.spec(*strides))
+    key = (d, *flags, aligned(q, k, v, mask, grad, out, lse, dk),
+           _launch.spec(*strides, *out.strides[:3]))
     ready = _tma_ready(q, k, v, grad)
     # dQ first: it also writes delta = rowsum(dO * O), which the dK/dV kernel reads
     t = DQ_TILES[d]
     tma = t.tma and ready
     _launcher(_attn_bwd_dq, t.warps, t.stages, t.maxnreg).launch(
         (t.bm, t.bn, tma, *key), q.device, (b * h, cdiv(n_q, t.bm)),
-        (q, k, v, mask, grad, out, lse, delta, dq, *strides, *common, t.bm, t.bn, *flags, tma),
+        (q, k, v, mask, grad, out, lse, delta, dq, *strides, *out.strides[:3], *common, t.bm,
+         t.bn, *flags, tma),
         big)
     t = DKDV_TILES[d]
     tma = t.tma and ready

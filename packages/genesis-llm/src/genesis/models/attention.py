@@ -99,8 +99,8 @@ class KVCache:
         if s > self.max_length:
             raise ValueError(f"a prompt of {s} tokens does not fit a KV cache of "
                              f"{self.max_length} slots")
-        self.keys[layer][:, :, :s].copy_(k)
-        self.values[layer][:, :, :s].copy_(v)
+        self.keys[layer].narrow(2, 0, s).copy_(k)
+        self.values[layer].narrow(2, 0, s).copy_(v)
 
 
 class Attention(nn.Module):
@@ -144,10 +144,7 @@ class Attention(nn.Module):
                 keys and values are written to the cache and attended as computed.
         """
         b, s, _ = x.shape
-        q, k, v = self._project(x)
-        q = q.reshape(b, s, self.num_heads, self.head_dim)
-        k = k.reshape(b, s, self.num_kv_heads, self.head_dim)
-        v = v.reshape(b, s, self.num_kv_heads, self.head_dim)
+        q, k, v = self._project(x)  # (B, S, heads, D)
         if self.q_norm is not None:
             q, k = self.q_norm(q), self.k_norm(k)
         q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)  # (B, H, S, D)
@@ -168,7 +165,12 @@ class Attention(nn.Module):
         return self.o_proj(out)
 
     def _project(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        """q, k, v projections ``(B, S, H * D)``: one matmul in inference, three otherwise."""
-        if self.training or genesis.is_grad_enabled():
-            return self.q_proj(x), self.k_proj(x), self.v_proj(x)
-        return tuple(self.qkv(x))
+        """q ``(B, S, Hq, D)``, k and v ``(B, S, Hkv, D)``: in inference views of one matmul's
+        output, otherwise three projections."""
+        b, s, _ = x.shape
+        heads = (self.num_heads, self.num_kv_heads, self.num_kv_heads)
+        if not (self.training or genesis.is_grad_enabled()):
+            qkv = self.qkv.output(x)  # (B, S, (Hq + 2 * Hkv) * D)
+            return qkv.view(b, s, sum(heads), self.head_dim).split(heads, dim=2)
+        return tuple(proj(x).view(b, s, n, self.head_dim)
+                     for proj, n in zip((self.q_proj, self.k_proj, self.v_proj), heads))

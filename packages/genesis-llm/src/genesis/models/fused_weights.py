@@ -36,12 +36,11 @@ class FusedLinear:
     Example::
 
         >>> qkv = FusedLinear([attn.q_proj, attn.k_proj, attn.v_proj], copy=True)
-        >>> q, k, v = qkv(x)          # under genesis.no_grad(): views of one output
+        >>> out = qkv.output(x)       # (*, q + k + v features), under genesis.no_grad()
     """
 
     def __init__(self, linears, copy: bool) -> None:
         self.linears = list(linears)
-        self.splits = [m.out_features for m in self.linears]
         self.copy = copy
         self.shared = None  # (weight, bias): the buffers the layers' parameters view
         self._key = self._copy = None
@@ -106,18 +105,6 @@ class FusedLinear:
         one matmul, or None where they cannot be fused (``copy=False``, see ``refresh``)."""
         stacked = self.refresh()
         return None if stacked is None else F.linear(x, stacked[0], stacked[1])
-
-    def __call__(self, x: Tensor) -> list[Tensor]:
-        """Every layer's output for ``x`` (*, in): views of one ``(*, sum of outputs)``, or
-        the layers' own outputs where they cannot be fused."""
-        out = self.output(x)
-        if out is None:
-            return [m(x) for m in self.linears]
-        views, start = [], 0
-        for n in self.splits:
-            views.append(out[..., start:start + n])
-            start += n
-        return views
 
 
 def views_of(buffer: Tensor, parts: list[Tensor]) -> bool:

@@ -170,8 +170,9 @@ def add_rms_norm(input, residual, normalized_shape, weight=None, eps: float | No
         eps = _DEFAULT_EPS.get(input.dtype, 1.1920928955078125e-07)
     x, (w,) = _flatten_norm_input("add_rms_norm", input.contiguous(), normalized_shape,
                                   (("weight", weight),))
-    r = residual.contiguous().reshape(x.shape)
-    h, y = AddRMSNorm.apply(x, r, w, float(eps))
+    if x.shape == input.shape:  # one normalised dim: the kernel takes (*, N) as it is
+        return AddRMSNorm.apply(x, residual.contiguous(), w, float(eps))
+    h, y = AddRMSNorm.apply(x, residual.contiguous().reshape(x.shape), w, float(eps))
     return h.reshape(input.shape), y.reshape(input.shape)
 
 
