@@ -280,11 +280,11 @@ def _dkdv_block(dk, dv, k, v, q_src, do_src, lse_ptr, delta_ptr, m_base, start_m
 @triton.jit(do_not_specialize=["L", "S", "H", "n_rep", "seed", "rng_base"])
 def _attn_bwd_dkdv(Q, K, V, M, DO, LSE, DELTA, DK, DV,
                    sqb, sqh, sqm, skb, skh, skn, svb, svh, svn, smb, smh, smm, smn,
-                   sdob, sdoh, sdom, L, S, H, n_rep, qk_scale, scale, seed: tl.int64,
-                   rng_base: tl.int64, p_drop, inv_keep, HEAD_DIM: tl.constexpr,
-                   BM: tl.constexpr, BN: tl.constexpr, CAUSAL: tl.constexpr,
-                   MASK: tl.constexpr, DROPOUT: tl.constexpr, TMA: tl.constexpr,
-                   TRANS: tl.constexpr):
+                   sdob, sdoh, sdom, sdkb, sdkh, sdkn, L, S, H, n_rep, qk_scale, scale,
+                   seed: tl.int64, rng_base: tl.int64, p_drop, inv_keep,
+                   HEAD_DIM: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
+                   CAUSAL: tl.constexpr, MASK: tl.constexpr, DROPOUT: tl.constexpr,
+                   TMA: tl.constexpr, TRANS: tl.constexpr):
     bhk = tl.program_id(0).to(tl.int64)  # b * Hk + hk
     start_n = tl.program_id(1) * BN  # the first key blocks (most queries, causal) first
     hkv = H // n_rep
@@ -310,7 +310,7 @@ def _attn_bwd_dkdv(Q, K, V, M, DO, LSE, DELTA, DK, DV,
                                  m_base, start_m, offs_n, L, S, sqm, sdom, smm, smn, qk_scale,
                                  bh, seed, rng_base, p_drop, inv_keep, HEAD_DIM, BM, CAUSAL,
                                  MASK, DROPOUT, TMA, TRANS)
-    out = bhk * S * HEAD_DIM + offs_n[:, None] * HEAD_DIM + offs_d[None, :]
+    out = b * sdkb + hk * sdkh + offs_n[:, None] * sdkn + offs_d[None, :]  # dK, dV alike
     kv_rows = (offs_n < S)[:, None]
     tl.store(DK + out, (dk * scale).to(DK.dtype.element_ty), mask=kv_rows)
     tl.store(DV + out, dv.to(DV.dtype.element_ty), mask=kv_rows)
@@ -354,10 +354,11 @@ def _dq_block(dq, q, do, lse2, delta, k_src, v_src, m_row, start_n, offs_m, L, S
 @triton.jit(do_not_specialize=["L", "S", "H", "n_rep", "seed", "rng_base"])
 def _attn_bwd_dq(Q, K, V, M, DO, O, LSE, DELTA, DQ,
                  sqb, sqh, sqm, skb, skh, skn, svb, svh, svn, smb, smh, smm, smn,
-                 sdob, sdoh, sdom, sob, soh, som, L, S, H, n_rep, qk_scale, scale, seed: tl.int64,
-                 rng_base: tl.int64, p_drop, inv_keep, HEAD_DIM: tl.constexpr,
-                 BM: tl.constexpr, BN: tl.constexpr, CAUSAL: tl.constexpr,
-                 MASK: tl.constexpr, DROPOUT: tl.constexpr, TMA: tl.constexpr):
+                 sdob, sdoh, sdom, sob, soh, som, sdqb, sdqh, sdqm, L, S, H, n_rep, qk_scale,
+                 scale, seed: tl.int64, rng_base: tl.int64, p_drop, inv_keep,
+                 HEAD_DIM: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
+                 CAUSAL: tl.constexpr, MASK: tl.constexpr, DROPOUT: tl.constexpr,
+                 TMA: tl.constexpr):
     bh = tl.program_id(0).to(tl.int64)
     start_m = (tl.num_programs(1) - 1 - tl.program_id(1)) * BM  # longest rows first
     b = bh // H
@@ -390,7 +391,7 @@ def _attn_bwd_dq(Q, K, V, M, DO, O, LSE, DELTA, DQ,
         dq = _dq_block(dq, q, do, lse2, delta, k_src, v_src, m_row, start_n, offs_m, L, S, skn,
                        svn, smn, qk_scale, bh, seed, rng_base, p_drop, inv_keep, HEAD_DIM, BN,
                        CAUSAL, True, MASK, DROPOUT, TMA)
-    tl.store(DQ + bh * L * HEAD_DIM + offs_m[:, None] * HEAD_DIM + offs_d[None, :],
+    tl.store(DQ + b * sdqb + h * sdqh + offs_m[:, None] * sdqm + offs_d[None, :],
              (dq * scale).to(DQ.dtype.element_ty), mask=rows)
 
 
@@ -450,6 +451,17 @@ def _heads_view(a):
     projection's input) is a view, not a copy."""
     b, n, h, d = a.shape
     return as_strided(a, (b, h, n, d), (n * h * d, d, h * d, 1), a.offset)
+
+
+def _empty_like_heads(a):
+    """A new array for the gradient of ``a`` (B, H, n, D) in ``a``'s memory order: query-major
+    (as ``_heads_view``) where ``a`` is a transposed view of (B, n, H, D) memory, as a
+    model's projections make q, k and v, so the gradient flows back into the projection's
+    (B, n, H * D) as a view; head-major otherwise."""
+    b, h, n, d = a.shape
+    if a.strides[2] > a.strides[1]:
+        return _heads_view(_launch.empty((b, n, h, d), a.dtype, a.device))
+    return _launch.empty(a.shape, a.dtype, a.device)
 
 
 def _last_dim_unit(a):
@@ -547,9 +559,7 @@ def scaled_dot_product_attention_backward(grad, q, k, v, out, lse, mask, dropout
     q, k, v, grad = (_last_dim_unit(a) for a in (q, k, v, grad))
     b, h, n_q, d = q.shape
     hk, n_k = k.shape[1], k.shape[2]
-    dq = _launch.empty(q.shape, q.dtype, q.device)
-    dk = _launch.empty(k.shape, k.dtype, k.device)
-    dv = _launch.empty(v.shape, v.dtype, v.device)
+    dq, dk, dv = _empty_like_heads(q), _empty_like_heads(k), _empty_like_heads(v)
     delta = _launch.empty((b, h, n_q), D.float32, q.device)
     seed, base = rng if rng is not None else (0, 0)
     mask, kind, ms = _mask_args(mask, q)
@@ -561,22 +571,22 @@ def scaled_dot_product_attention_backward(grad, q, k, v, out, lse, mask, dropout
               float(dropout_p), inv_keep, d)
     flags = (bool(is_causal), kind, dropout)
     key = (d, *flags, aligned(q, k, v, mask, grad, out, lse, dk),
-           _launch.spec(*strides, *out.strides[:3]))
+           _launch.spec(*strides, *out.strides[:3], *dq.strides[:3], *dk.strides[:3]))
     ready = _tma_ready(q, k, v, grad)
     # dQ first: it also writes delta = rowsum(dO * O), which the dK/dV kernel reads
     t = DQ_TILES[d]
     tma = t.tma and ready
     _launcher(_attn_bwd_dq, t.warps, t.stages, t.maxnreg).launch(
         (t.bm, t.bn, tma, *key), q.device, (b * h, cdiv(n_q, t.bm)),
-        (q, k, v, mask, grad, out, lse, delta, dq, *strides, *out.strides[:3], *common, t.bm,
-         t.bn, *flags, tma),
+        (q, k, v, mask, grad, out, lse, delta, dq, *strides, *out.strides[:3],
+         *dq.strides[:3], *common, t.bm, t.bn, *flags, tma),
         big)
     t = DKDV_TILES[d]
     tma = t.tma and ready
     _launcher(_attn_bwd_dkdv, t.warps, t.stages, t.maxnreg).launch(
         (t.bm, t.bn, tma, t.trans, *key), q.device, (b * hk, cdiv(n_k, t.bn)),
-        (q, k, v, mask, grad, lse, delta, dk, dv, *strides, *common, t.bm, t.bn, *flags, tma,
-         t.trans), big)
+        (q, k, v, mask, grad, lse, delta, dk, dv, *strides, *dk.strides[:3], *common, t.bm,
+         t.bn, *flags, tma, t.trans), big)
     return dq, dk, dv
 
 
