@@ -9,6 +9,12 @@ Two measurements:
 2. A DDP training step (forward, backward, SGD step) of an MLP, with and without the
    DistributedDataParallel wrapper (gradient_as_bucket_view, zero_grad keeping the grads):
    the wrapper's overhead in percent (target: at most 3 %).
+3. DDP training of ``tools/bench/train.py``'s decoder (``--train-model``, default the
+   Qwen2.5-0.5B shape) under genesis and torch, the same code and float32 weights for both:
+   ``--train-batch`` x ``--train-seq`` tokens per rank, bf16 autocast, fused AdamW,
+   ``clip_grad_norm_(1.0)``; median step time of ``--train-steps`` synchronised steps after
+   three untimed ones, tokens/s over all ranks, each framework's peak memory. Scaling is the
+   two-GPU run's tokens/s over the one-GPU run's (two invocations; ``--no-train`` skips it).
 
 Usage (GPU machine, repository root):
 
@@ -38,6 +44,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--width", type=int, default=4096, help="DDP model: hidden width")
     p.add_argument("--depth", type=int, default=8, help="DDP model: linear layers")
     p.add_argument("--batch", type=int, default=2048, help="DDP model: rows per rank")
+    p.add_argument("--no-train", action="store_true", help="skip the decoder's DDP training")
+    p.add_argument("--train-model", default="qwen2.5-0.5b", help="a tools/bench/train.py model")
+    p.add_argument("--train-batch", type=int, default=8, help="decoder: sequences per rank")
+    p.add_argument("--train-seq", type=int, default=1024)
+    p.add_argument("--train-steps", type=int, default=10, help="decoder: timed steps")
     return p.parse_args(argv)
 
 
@@ -135,12 +146,77 @@ def bench_ddp_step(genesis, dist, torch, args) -> dict:
     return results
 
 
+def bench_ddp_train(dist, torch, args, where) -> dict:
+    """Tokens/s of DDP training of train.py's decoder, genesis then torch (section 3)."""
+    import importlib
+    import statistics
+    import sys
+
+    import numpy as np
+
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from train import MODELS, build_model, init_weights
+
+    cfg = MODELS[args.train_model]
+    weights = init_weights(cfg, args.train_seq, seed=0)
+    rng = np.random.default_rng(1 + where.rank)  # each rank its own batches
+    batches = [rng.integers(0, cfg.vocab, (args.train_batch, args.train_seq + 1))
+               for _ in range(3)]
+    results = {}
+    for name in ("genesis", "torch"):
+        lib = importlib.import_module(name)
+        for sub in ("nn", "nn.functional", "nn.utils", "optim"):
+            importlib.import_module(f"{name}.{sub}")
+        model = build_model(lib, cfg, args.train_seq)
+        model.load_state_dict({k: lib.from_numpy(v.copy()) for k, v in weights.items()})
+        model.to("cuda")
+        if name == "genesis":
+            ddp = dist.DistributedDataParallel(model)
+        else:
+            ddp = torch.nn.parallel.DistributedDataParallel(model,
+                                                            device_ids=[where.local_rank])
+        params = list(model.parameters())
+        opt = lib.optim.AdamW(params, lr=1e-4, weight_decay=0.1, fused=True)
+        data = [(lib.from_numpy(b[:, :-1].copy()).to("cuda"),
+                 lib.from_numpy(b[:, 1:].copy()).to("cuda")) for b in batches]
+
+        def step(i, lib=lib, ddp=ddp, opt=opt, params=params, data=data):
+            x, y = data[i % len(data)]
+            with lib.autocast("cuda", dtype=lib.bfloat16):
+                loss = ddp(x, y)
+            loss.backward()
+            lib.nn.utils.clip_grad_norm_(params, 1.0)
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            return loss
+
+        losses = [float(step(i).item()) for i in range(3)]
+        lib.cuda.reset_peak_memory_stats()
+        times = []
+        for i in range(3, 3 + args.train_steps):
+            lib.cuda.synchronize()
+            t0 = time.perf_counter()
+            losses.append(float(step(i).item()))
+            times.append(time.perf_counter() - t0)
+        step_s = statistics.median(times)
+        results[name] = {
+            "step_ms": step_s * 1e3,
+            "tok_per_s": where.world_size * args.train_batch * args.train_seq / step_s,
+            "peak_mem_gib": lib.cuda.max_memory_allocated() / 2**30, "losses": losses}
+        del ddp, model, opt, params, data
+        lib.cuda.empty_cache()
+    results["genesis_over_torch"] = (results["genesis"]["tok_per_s"]
+                                     / results["torch"]["tok_per_s"])
+    results["model"] = args.train_model
+    return results
+
+
 def main(argv=None) -> None:
     args = parse_args(argv)
     genesis, dist, torch, tdist, where = setup()
     rows = bench_all_reduce(genesis, dist, torch, tdist, where.world_size, args.quick)
     step = bench_ddp_step(genesis, dist, torch, args)
-    if where.rank == 0:
+    if where.rank == 0:  # printed before the (long) training section
         print(f"all_reduce fp32 SUM, {where.world_size} rank(s), "
               f"{torch.cuda.get_device_name()}")
         print(f"{'size':>8} {'genesis us':>11} {'torch us':>10} {'gen busbw':>10} "
@@ -151,10 +227,22 @@ def main(argv=None) -> None:
                   f"{r['genesis_algbw_GBps']:>10.1f} {r['ratio_torch_over_genesis']:>10.2f}")
         print(f"DDP step ({step['params_M']:.0f} M params, batch {args.batch}): plain "
               f"{step['plain_ms']:.2f} ms, DDP {step['ddp_ms']:.2f} ms, overhead "
-              f"{step['overhead_pct']:+.2f} %")
+              f"{step['overhead_pct']:+.2f} %", flush=True)
+    train = None if args.no_train else bench_ddp_train(dist, torch, args, where)
+    if where.rank == 0:
+        if train is not None:
+            print(f"DDP training, {args.train_model}, {where.world_size} rank(s) x "
+                  f"{args.train_batch} x {args.train_seq} tokens, bf16 autocast, fused AdamW:")
+            for name in ("genesis", "torch"):
+                r = train[name]
+                print(f"  {name:8s} {r['step_ms']:8.1f} ms/step {r['tok_per_s']:10,.0f} tok/s "
+                      f" peak {r['peak_mem_gib']:.2f} GiB  loss {r['losses'][0]:.4f} -> "
+                      f"{r['losses'][-1]:.4f}")
+            print(f"  genesis / torch tok/s: {train['genesis_over_torch']:.2f}x")
         report = {"date": time.strftime("%Y-%m-%d"), "gpu": torch.cuda.get_device_name(),
                   "world_size": where.world_size, "python": platform.python_version(),
-                  "all_reduce": rows, "ddp_step": step, "args": vars(args)}
+                  "all_reduce": rows, "ddp_step": step, "ddp_train": train,
+                  "args": vars(args)}
         os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
         with open(args.out, "w") as f:
             json.dump(report, f, indent=1)
