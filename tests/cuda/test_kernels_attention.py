@@ -146,20 +146,21 @@ def test_output_lies_query_major():
     _close(host(out), _reference(q, k, v, causal=True)[0], torch.bfloat16)
 
 
-@pytest.mark.parametrize("query_major", [False, True])
+@pytest.mark.parametrize("query_major", ["", "qkv", "v", "qk"])
 def test_gradients_lie_as_their_inputs(query_major):
-    """dq, dk and dv lie in memory as q, k and v do: query-major where the inputs are
-    transposed views of (B, S, H, D) projections (their gradient then flows back into the
-    projection as a view), head-major otherwise."""
+    """dq, dk and dv lie in memory as q, k and v do: query-major where the input is a
+    transposed view of a (B, S, H, D) projection (its gradient then flows back into the
+    projection as a view), head-major otherwise; mixed too, as a model with a composite
+    rotary embedding has them (q and k rotated into new head-major tensors, v a view)."""
     b, hq, hk, n, d = 2, 4, 2, 23, 32
     g = torch.Generator().manual_seed(6)
 
-    def make(h):
-        if query_major:
+    def make(h, name):
+        if name in query_major:
             return torch.randn(b, n, h, d, generator=g).to(torch.bfloat16).to(DEV).transpose(1, 2)
         return torch.randn(b, h, n, d, generator=g).to(torch.bfloat16).to(DEV)
 
-    q, k, v, grad = make(hq), make(hk), make(hk), make(hq)
+    q, k, v, grad = make(hq, "q"), make(hk, "k"), make(hk, "v"), make(hq, "")
     out, lse, rng = A.scaled_dot_product_attention(dev(q), dev(k), dev(v), None, 0.0, True,
                                                    d ** -0.5, None)
     grads = A.scaled_dot_product_attention_backward(dev(grad), dev(q), dev(k), dev(v), out,

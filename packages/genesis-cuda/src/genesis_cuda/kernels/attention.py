@@ -280,7 +280,8 @@ def _dkdv_block(dk, dv, k, v, q_src, do_src, lse_ptr, delta_ptr, m_base, start_m
 @triton.jit(do_not_specialize=["L", "S", "H", "n_rep", "seed", "rng_base"])
 def _attn_bwd_dkdv(Q, K, V, M, DO, LSE, DELTA, DK, DV,
                    sqb, sqh, sqm, skb, skh, skn, svb, svh, svn, smb, smh, smm, smn,
-                   sdob, sdoh, sdom, sdkb, sdkh, sdkn, L, S, H, n_rep, qk_scale, scale,
+                   sdob, sdoh, sdom, sdkb, sdkh, sdkn, sdvb, sdvh, sdvn, L, S, H, n_rep,
+                   qk_scale, scale,
                    seed: tl.int64, rng_base: tl.int64, p_drop, inv_keep,
                    HEAD_DIM: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
                    CAUSAL: tl.constexpr, MASK: tl.constexpr, DROPOUT: tl.constexpr,
@@ -310,10 +311,11 @@ def _attn_bwd_dkdv(Q, K, V, M, DO, LSE, DELTA, DK, DV,
                                  m_base, start_m, offs_n, L, S, sqm, sdom, smm, smn, qk_scale,
                                  bh, seed, rng_base, p_drop, inv_keep, HEAD_DIM, BM, CAUSAL,
                                  MASK, DROPOUT, TMA, TRANS)
-    out = b * sdkb + hk * sdkh + offs_n[:, None] * sdkn + offs_d[None, :]  # dK, dV alike
     kv_rows = (offs_n < S)[:, None]
-    tl.store(DK + out, (dk * scale).to(DK.dtype.element_ty), mask=kv_rows)
-    tl.store(DV + out, dv.to(DV.dtype.element_ty), mask=kv_rows)
+    tl.store(DK + b * sdkb + hk * sdkh + offs_n[:, None] * sdkn + offs_d[None, :],
+             (dk * scale).to(DK.dtype.element_ty), mask=kv_rows)
+    tl.store(DV + b * sdvb + hk * sdvh + offs_n[:, None] * sdvn + offs_d[None, :],
+             dv.to(DV.dtype.element_ty), mask=kv_rows)
 
 
 @triton.jit
@@ -571,7 +573,8 @@ def scaled_dot_product_attention_backward(grad, q, k, v, out, lse, mask, dropout
               float(dropout_p), inv_keep, d)
     flags = (bool(is_causal), kind, dropout)
     key = (d, *flags, aligned(q, k, v, mask, grad, out, lse, dk),
-           _launch.spec(*strides, *out.strides[:3], *dq.strides[:3], *dk.strides[:3]))
+           _launch.spec(*strides, *out.strides[:3], *dq.strides[:3], *dk.strides[:3],
+                        *dv.strides[:3]))
     ready = _tma_ready(q, k, v, grad)
     # dQ first: it also writes delta = rowsum(dO * O), which the dK/dV kernel reads
     t = DQ_TILES[d]
@@ -585,8 +588,8 @@ def scaled_dot_product_attention_backward(grad, q, k, v, out, lse, mask, dropout
     tma = t.tma and ready
     _launcher(_attn_bwd_dkdv, t.warps, t.stages, t.maxnreg).launch(
         (t.bm, t.bn, tma, t.trans, *key), q.device, (b * hk, cdiv(n_k, t.bn)),
-        (q, k, v, mask, grad, lse, delta, dk, dv, *strides, *dk.strides[:3], *common, t.bm,
-         t.bn, *flags, tma, t.trans), big)
+        (q, k, v, mask, grad, lse, delta, dk, dv, *strides, *dk.strides[:3], *dv.strides[:3],
+         *common, t.bm, t.bn, *flags, tma, t.trans), big)
     return dq, dk, dv
 
 
