@@ -184,7 +184,14 @@ def _loss(model, x, y):
 
 
 def _grads(model) -> list:
-    return [None if p.grad is None else p.grad.numpy().copy() for p in model.parameters()]
+    """Each parameter's gradient as a numpy array on the host (None where it has none)."""
+    return [None if p.grad is None else p.grad.cpu().numpy().copy()
+            for p in model.parameters()]
+
+
+def _grad_diff(model, reference) -> float:
+    """The largest absolute difference between the two models' gradients."""
+    return max(float(np.abs(a - b).max()) for a, b in zip(_grads(model), _grads(reference)))
 
 
 def ddp_matches_full_batch(rank: int, n: int, bucket_cap_mb: float, as_view: bool) -> dict:
@@ -211,8 +218,7 @@ def ddp_matches_full_batch(rank: int, n: int, bucket_cap_mb: float, as_view: boo
         opt_ref.zero_grad()
         _loss(model, x[shard], y[shard]).backward()
         _loss(reference, x, y).backward()
-        diffs.append(max(float(np.abs(a - b).max())
-                         for a, b in zip(_grads(model.module), _grads(reference))))
+        diffs.append(_grad_diff(model.module, reference))
         opt.step()
         opt_ref.step()
     res["grad_diff"] = max(diffs)
@@ -221,15 +227,16 @@ def ddp_matches_full_batch(rank: int, n: int, bucket_cap_mb: float, as_view: boo
     return res
 
 
-def ddp_no_sync(rank: int, n: int) -> dict:
+def ddp_no_sync(rank: int, n: int, device: str = "cpu") -> dict:
     """Two micro-batches, the first under no_sync: the gradient is the mean over ranks of
-    the accumulated gradients (== the reference's on both micro-batches)."""
+    the accumulated gradients (== the reference's on both micro-batches). ``device``:
+    where the models and the batch live ("cuda" on the NCCL backend)."""
     import genesis.distributed as dist
 
-    x, y = _batch(32)
+    x, y = (t.to(device) for t in _batch(32))
     half = len(x) // 2
-    reference = _mlp(seed=0)
-    model = dist.DistributedDataParallel(_mlp(seed=0), bucket_cap_mb=0.0001)
+    reference = _mlp(seed=0).to(device)
+    model = dist.DistributedDataParallel(_mlp(seed=0).to(device), bucket_cap_mb=0.0001)
     per = half // n
     micro = [slice(k * half + rank * per, k * half + (rank + 1) * per) for k in range(2)]
     with model.no_sync():
@@ -238,11 +245,7 @@ def ddp_no_sync(rank: int, n: int) -> dict:
     _loss(model, x[micro[1]], y[micro[1]]).backward()
     _loss(reference, x[:half], y[:half]).backward()
     _loss(reference, x[half:], y[half:]).backward()
-    return {
-        "local": local_after_no_sync,
-        "diff": max(float(np.abs(a - b).max())
-                    for a, b in zip(_grads(model.module), _grads(reference))),
-    }
+    return {"local": local_after_no_sync, "diff": _grad_diff(model.module, reference)}
 
 
 class _Branchy:
@@ -295,11 +298,12 @@ def ddp_unused(rank: int, n: int) -> dict:
     return res
 
 
-def ddp_shape_mismatch(rank: int, n: int) -> str:
+def ddp_shape_mismatch(rank: int, n: int, device: str = "cpu") -> str:
+    """Rank 1's last layer has 3 outputs, the others' 2: wrapping must raise everywhere."""
     import genesis.distributed as dist
     from genesis import nn
 
-    model = nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 3 if rank == 1 else 2))
+    model = nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 3 if rank == 1 else 2)).to(device)
     try:
         dist.DistributedDataParallel(model)
     except RuntimeError as exc:
@@ -338,19 +342,26 @@ def ddp_suite(rank: int, n: int) -> dict:
 
 
 # ------------------------------------------------------------------------- faults
-def killed_peer(rank: int, n: int) -> dict:
-    """Rank n - 1 dies; the others' next collective must fail with a clear error."""
+def killed_peer(rank: int, n: int, device: str = "cpu") -> dict:
+    """Rank n - 1 dies; the others' next collective must fail with a clear error.
+
+    On NCCL (``device="cuda"``) a collective is only queued: the host learns of the dead
+    peer when it waits (the barrier), once the watchdog has aborted the communicator after
+    the group's timeout; should the abort let that wait finish, the next collective raises.
+    """
     import genesis
     import genesis.distributed as dist
 
-    t = genesis.ones(4)
-    dist.all_reduce(t)  # everyone is connected
+    t = genesis.ones(4, device=device)
+    dist.all_reduce(t)
+    dist.barrier()  # everyone is connected, and the all_reduce has finished everywhere
     if rank == n - 1:
         os._exit(3)
     start = time.monotonic()
     try:
         for _ in range(3):
             dist.all_reduce(t)
+            dist.barrier()
         return {"error": None}
     except dist.DistBackendError as exc:
         return {"error": str(exc), "seconds": time.monotonic() - start}
@@ -423,7 +434,8 @@ def checkpoint(rank: int, n: int, path: str) -> dict:
 
 # --------------------------------------------------------------------- NCCL, 2+ GPUs
 def nccl_suite(rank: int, n: int) -> dict:
-    """The NCCL path across processes and GPUs: collectives on CUDA tensors, and DDP."""
+    """The NCCL path across processes and GPUs: collectives on CUDA tensors, DDP's
+    gradients, no_sync and the parameter-mismatch error (the world stays usable)."""
     import genesis
     import genesis.distributed as dist
 
@@ -457,6 +469,8 @@ def nccl_suite(rank: int, n: int) -> dict:
     res["irecv"] = out(got.cpu())
     dist.barrier()
     res["ddp"] = _ddp_on_gpu(rank, n)
+    res["no_sync"] = ddp_no_sync(rank, n, device="cuda")
+    res["mismatch"] = ddp_shape_mismatch(rank, n, device="cuda")
     return res
 
 
@@ -473,5 +487,4 @@ def _ddp_on_gpu(rank: int, n: int) -> float:
             p_ref.copy_(p)
     _loss(model, x[shard], y[shard]).backward()
     _loss(reference, x, y).backward()
-    return max(float(np.abs(a.grad.cpu().numpy() - b.grad.cpu().numpy()).max())
-               for a, b in zip(model.module.parameters(), reference.parameters()))
+    return _grad_diff(model.module, reference)
