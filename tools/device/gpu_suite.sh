@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # What the GPU machine checks, in one or two calls (see docs/developing.md). Run from the
-# repository root there:  bash tools/device/gpu_suite.sh tests|bench OUTDIR
+# repository root there:  bash tools/device/gpu_suite.sh tests|bench|train|multigpu OUTDIR [GPU]
 #   tests: every test that needs a GPU (markers cuda, multigpu) in parallel shards, then a
 #          compute-sanitizer memcheck pass over a subset of the GPU tests.
 #   bench: tools/bench/{ops,memory,overhead}.py, genesis vs torch in the same run.
 #   train: the end-to-end figures: tools/bench/train.py (eager and graph), tools/bench/llm.py
 #          (training, decode, prefill against transformers) and the fused-kernel rows of
 #          ops.py; GPU (h100 or h200, default h200) picks the peak FLOP/s behind MFU.
+#   multigpu: on a two-GPU kind (nvidia-h200-x2): the multigpu tests, tools/bench/ddp.py on
+#          one GPU then on two under torchrun, and genesis-sft on one GPU against two ranks
+#          with the same global batch (tools/bench/sft_ranks.py).
 # OUTDIR receives a handful of files (logs and results); scratch goes to /tmp/gpu_suite.
 set -uo pipefail
 what=${1:?tests, bench or train}
@@ -59,4 +62,20 @@ elif [ "$what" = train ]; then
         python3 tools/bench/ops.py --matmul-training --out "$res"
     } 2>&1 | tee "$out/train.log"
     tar czf "$out/train_results.tgz" -C "$work" results
+elif [ "$what" = multigpu ]; then
+    {
+        timeout 200 python3 -m pytest -q -p no:cacheprovider -m multigpu tests
+        sft=$work/sft
+        rm -rf "$sft" && python3 tools/bench/sft_ranks.py make "$sft"
+        args=(--model "$sft/base" --data "$sft/train.jsonl" --max-steps 30 --lr 1e-3
+              --warmup-steps 5 --seq-len 64 --device cuda --no-progress --no-plot
+              --eval-fraction 0.05 --eval-every 10)
+        timeout 100 python3 -m genesis.models.apps.sft_cli "${args[@]}" --out "$sft/one" \
+            --batch-size 8 | tail -n 2
+        timeout 120 torchrun --nproc_per_node=2 -m genesis.models.apps.sft_cli "${args[@]}" \
+            --out "$sft/two" --batch-size 4 | tail -n 2
+        python3 tools/bench/sft_ranks.py compare "$sft"
+        timeout 170 python3 tools/bench/ddp.py --out "$out/ddp_1gpu.json"
+        timeout 200 torchrun --nproc_per_node=2 tools/bench/ddp.py --out "$out/ddp_2gpu.json"
+    } 2>&1 | tee "$out/multigpu.log"
 fi
