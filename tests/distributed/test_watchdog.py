@@ -48,3 +48,24 @@ def test_an_error_while_checking_aborts_with_its_message():
     dog.watch("reduce", broken)
     dog.poll()
     assert aborted == [1] and "CUDA_ERROR_LAUNCH_FAILED" in dog.failure
+
+
+def test_a_wait_that_the_abort_ended_still_fails():
+    """Aborting the communicator can let the queued kernels end, and so the event a host
+    wait polls: the wait must raise the watchdog's failure, not return as if done."""
+    from genesis.distributed.backend_nccl import NcclBackend
+
+    dog = Watchdog(0.2, lambda: None, "rank 0 of group 'world' (size 2)")
+    dog.failure = "rank 0 of group 'world' (size 2): all_reduce did not finish within 0.2 s"
+
+    class Aborted:  # the backend's state after the watchdog's abort
+        _raise_async_error = NcclBackend._raise_async_error
+        _watchdog, _comm, _describe = dog, None, "rank 0 of group 'world' (size 2)"
+
+    class Ended:  # the event: complete at once
+        @staticmethod
+        def query() -> bool:
+            return True
+
+    with pytest.raises(DistBackendError, match="all_reduce did not finish"):
+        NcclBackend.wait_host(Aborted(), Ended())

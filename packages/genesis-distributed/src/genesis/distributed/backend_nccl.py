@@ -207,6 +207,9 @@ class NcclBackend:
         while not event.query():
             self._raise_async_error()
             time.sleep(0.0005)
+        # aborting the communicator can let the queued kernels end, and so the event: the
+        # work then failed although it completed
+        self._raise_async_error()
 
     def shutdown(self, abort: bool = False) -> None:
         """Release the communicator: destroy it once queued work is done (a wait the watchdog
