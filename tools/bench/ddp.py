@@ -32,7 +32,11 @@ import datetime
 import json
 import os
 import platform
+import statistics
+import sys
 import time
+
+import numpy as np
 
 MiB = 1 << 20
 
@@ -148,28 +152,18 @@ def bench_ddp_step(genesis, dist, torch, args) -> dict:
 
 def bench_ddp_train(dist, torch, args, where) -> dict:
     """Tokens/s of DDP training of train.py's decoder, genesis then torch (section 3)."""
-    import importlib
-    import statistics
-    import sys
-
-    import numpy as np
-
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from train import MODELS, build_model, init_weights
+    import train
 
-    cfg = MODELS[args.train_model]
-    weights = init_weights(cfg, args.train_seq, seed=0)
+    cfg = train.MODELS[args.train_model]
+    weights = train.init_weights(cfg, args.train_seq, seed=0)
     rng = np.random.default_rng(1 + where.rank)  # each rank its own batches
     batches = [rng.integers(0, cfg.vocab, (args.train_batch, args.train_seq + 1))
                for _ in range(3)]
     results = {}
     for name in ("genesis", "torch"):
-        lib = importlib.import_module(name)
-        for sub in ("nn", "nn.functional", "nn.utils", "optim"):
-            importlib.import_module(f"{name}.{sub}")
-        model = build_model(lib, cfg, args.train_seq)
-        model.load_state_dict({k: lib.from_numpy(v.copy()) for k, v in weights.items()})
-        model.to("cuda")
+        lib = train.import_framework(name)
+        model = train.load_model(lib, cfg, weights, args.train_seq, "cuda")
         if name == "genesis":
             ddp = dist.DistributedDataParallel(model)
         else:
@@ -179,31 +173,18 @@ def bench_ddp_train(dist, torch, args, where) -> dict:
         opt = lib.optim.AdamW(params, lr=1e-4, weight_decay=0.1, fused=True)
         data = [(lib.from_numpy(b[:, :-1].copy()).to("cuda"),
                  lib.from_numpy(b[:, 1:].copy()).to("cuda")) for b in batches]
-
-        def step(i, lib=lib, ddp=ddp, opt=opt, params=params, data=data):
-            x, y = data[i % len(data)]
-            with lib.autocast("cuda", dtype=lib.bfloat16):
-                loss = ddp(x, y)
-            loss.backward()
-            lib.nn.utils.clip_grad_norm_(params, 1.0)
-            opt.step()
-            opt.zero_grad(set_to_none=True)
-            return loss
-
+        step = train.training_step(lib, ddp, opt, params, data,
+                             lib.autocast("cuda", dtype=lib.bfloat16))
         losses = [float(step(i).item()) for i in range(3)]
         lib.cuda.reset_peak_memory_stats()
-        times = []
-        for i in range(3, 3 + args.train_steps):
-            lib.cuda.synchronize()
-            t0 = time.perf_counter()
-            losses.append(float(step(i).item()))
-            times.append(time.perf_counter() - t0)
+        times, timed_losses = train.timed_steps(lib, "cuda", step, 3, args.train_steps)
         step_s = statistics.median(times)
         results[name] = {
             "step_ms": step_s * 1e3,
             "tok_per_s": where.world_size * args.train_batch * args.train_seq / step_s,
-            "peak_mem_gib": lib.cuda.max_memory_allocated() / 2**30, "losses": losses}
-        del ddp, model, opt, params, data
+            "peak_mem_gib": lib.cuda.max_memory_allocated() / 2**30,
+            "losses": losses + timed_losses}
+        del ddp, model, opt, params, data, step
         lib.cuda.empty_cache()
     results["genesis_over_torch"] = (results["genesis"]["tok_per_s"]
                                      / results["torch"]["tok_per_s"])

@@ -197,23 +197,25 @@ def _sync(lib, device):
         lib.cuda.synchronize()
 
 
-def run_framework(name: str, cfg: ModelConfig, weights: dict, batches: list, args) -> dict:
-    """Train ``args.warmup + args.steps`` steps under framework ``name``; return its figures."""
+def import_framework(name: str):
+    """``genesis`` or ``torch`` with the sub-packages a training step uses."""
     lib = importlib.import_module(name)
     for sub in ("nn", "nn.functional", "nn.utils", "optim"):
         importlib.import_module(f"{name}.{sub}")  # genesis adds these as separate packages
-    device = args.device
-    lib.manual_seed(args.seed)
-    model = build_model(lib, cfg, args.seq)
+    return lib
+
+
+def load_model(lib, cfg: ModelConfig, weights: dict, seq: int, device: str):
+    """The decoder under ``lib`` with ``weights`` (from ``init_weights``), on ``device``."""
+    model = build_model(lib, cfg, seq)
     model.load_state_dict({k: lib.from_numpy(v.copy()) for k, v in weights.items()})
     model.to(device)
-    graphed = args.graph and name == "genesis" and device == "cuda"
-    # a captured step must keep AdamW's step count on the device (torch's capturable=True)
-    opt = lib.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.1,
-                          **({"capturable": True} if graphed else {}))
-    params = list(model.parameters())
-    data = [(lib.from_numpy(x).to(device), lib.from_numpy(y).to(device)) for x, y in batches]
-    amp = lib.autocast(device, dtype=lib.bfloat16, enabled=not args.no_autocast)
+    return model
+
+
+def training_step(lib, model, opt, params: list, data: list, amp):
+    """``step(i)``: forward on batch ``i`` (cycling through ``data``) under ``amp``,
+    backward, ``clip_grad_norm_(1.0)``, the optimizer step; returns the loss tensor."""
 
     def step(i):
         x, y = data[i % len(data)]
@@ -225,21 +227,44 @@ def run_framework(name: str, cfg: ModelConfig, weights: dict, batches: list, arg
         opt.zero_grad(set_to_none=True)
         return loss
 
-    losses = []
-    for i in range(args.warmup):
-        losses.append(float(step(i).item()))
-    if graphed:
-        step = _graphed_step(lib, model, opt, params, data, amp)
-    if device == "cuda":
-        lib.cuda.reset_peak_memory_stats()
-    times = []
-    for i in range(args.warmup, args.warmup + args.steps):
+    return step
+
+
+def timed_steps(lib, device: str, step, first: int, count: int) -> tuple[list, list]:
+    """Wall seconds of steps ``first .. first + count - 1``, each synchronised, and their
+    losses."""
+    times, losses = [], []
+    for i in range(first, first + count):
         _sync(lib, device)
         t0 = time.perf_counter()
         loss = step(i)
         _sync(lib, device)
         times.append(time.perf_counter() - t0)
         losses.append(float(loss.item()))
+    return times, losses
+
+
+def run_framework(name: str, cfg: ModelConfig, weights: dict, batches: list, args) -> dict:
+    """Train ``args.warmup + args.steps`` steps under framework ``name``; return its figures."""
+    lib = import_framework(name)
+    device = args.device
+    lib.manual_seed(args.seed)
+    model = load_model(lib, cfg, weights, args.seq, device)
+    graphed = args.graph and name == "genesis" and device == "cuda"
+    # a captured step must keep AdamW's step count on the device (torch's capturable=True)
+    opt = lib.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.1,
+                          **({"capturable": True} if graphed else {}))
+    params = list(model.parameters())
+    data = [(lib.from_numpy(x).to(device), lib.from_numpy(y).to(device)) for x, y in batches]
+    amp = lib.autocast(device, dtype=lib.bfloat16, enabled=not args.no_autocast)
+    step = training_step(lib, model, opt, params, data, amp)
+    losses = [float(step(i).item()) for i in range(args.warmup)]
+    if graphed:
+        step = _graphed_step(lib, model, opt, params, data, amp)
+    if device == "cuda":
+        lib.cuda.reset_peak_memory_stats()
+    times, timed_losses = timed_steps(lib, device, step, args.warmup, args.steps)
+    losses += timed_losses
     step_s = statistics.median(times)
     tokens = args.batch * args.seq
     res = {"framework": name, "step_ms": step_s * 1e3, "tok_per_s": tokens / step_s,
