@@ -108,8 +108,9 @@ def _tile_reducer(M, N, whole, rest, split, bm, bn, gm, has_bias, sbias):
 def _tma_binder(dt, M, N, K, batch, sa, sb, has_bias, sbias, device):
     """``bind(cfg) -> go(a, b, c, bias)`` for the TMA kernels, or None when TMA cannot read
     these operands (layout or 16-byte alignment). Host descriptors are built once per plan;
-    each call only points them at its arrays. Batched problems build per-matrix
-    descriptors on the device instead."""
+    each call points them at its arrays for the launch only (``launch_on``), so a plan
+    never keeps the last call's operands, and their memory, alive. Batched problems build
+    per-matrix descriptors on the device instead."""
     from triton.tools.tensor_descriptor import TensorDescriptor
 
     isz = dt.itemsize
@@ -145,6 +146,14 @@ def _tma_binder(dt, M, N, K, batch, sa, sb, has_bias, sbias, device):
 
     sms = sm_count(device)
 
+    def launch_on(a, b, c, kern, *args):
+        # The descriptors point at a, b, c for this launch only, then at the placeholder.
+        a_desc.base, b_desc.base, c_desc.base = a, b, c
+        try:
+            kern(a_desc, b_desc, c_desc, *args)
+        finally:
+            a_desc.base = b_desc.base = c_desc.base = placeholder
+
     def bind(cfg):
         tag = cfg[0] if isinstance(cfg[0], str) else ""
         bm, bn, bk, gm, st, nw = cfg[-6:]
@@ -169,10 +178,9 @@ def _tma_binder(dt, M, N, K, batch, sa, sb, has_bias, sbias, device):
             reduce = _tile_reducer(M, N, whole, rest, split, bm, bn, gm, has_bias, sbias)
 
             def go_split(a, b, c, bias):
-                a_desc.base, b_desc.base, c_desc.base = a, b, c
                 ws = _launch.empty((rest * split, bm, bn), D.float32, c.device) if rest else c
-                kern(a_desc, b_desc, c_desc, ws, M, N, K, whole, split, per,
-                     c if bias is None else bias, sbias)
+                launch_on(a, b, c, kern, ws, M, N, K, whole, split, per,
+                          c if bias is None else bias, sbias)
                 if rest:
                     reduce(ws, c, bias)
 
@@ -182,17 +190,15 @@ def _tma_binder(dt, M, N, K, batch, sa, sb, has_bias, sbias, device):
             kern = Direct(_mm_tma_persistent_kernel, (min(sms, tiles * batch),), kw)
 
             def go_persistent(a, b, c, bias):
-                a_desc.base, b_desc.base, c_desc.base = a, b, c
-                kern(a_desc, b_desc, c_desc, M, N, K, batch, a_rows, b_rows,
-                     c if bias is None else bias, sbias)
+                launch_on(a, b, c, kern, M, N, K, batch, a_rows, b_rows,
+                          c if bias is None else bias, sbias)
 
             return go_persistent
         kern = Direct(_mm_tma_kernel, (tiles, batch), kw)
 
         def go(a, b, c, bias):
-            a_desc.base, b_desc.base, c_desc.base = a, b, c
-            kern(a_desc, b_desc, c_desc, M, N, K, a_rows, b_rows, c if bias is None else bias,
-                 sbias)
+            launch_on(a, b, c, kern, M, N, K, a_rows, b_rows, c if bias is None else bias,
+                      sbias)
 
         return go
 
