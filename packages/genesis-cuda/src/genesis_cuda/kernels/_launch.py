@@ -6,7 +6,8 @@ mark every integer argument ``do_not_specialize`` and pass what matters for code
 as constexprs, so the only specialisation Triton adds on its own is the 16-byte alignment
 of each pointer. ``Launcher`` keys its own cache on exactly that (plus the constexprs the
 caller folds into its key), compiles through Triton's JIT on the first call and afterwards
-calls the compiled kernel's launcher directly (~2 µs).
+calls the compiled kernel's launcher directly (``direct_entry``: Triton's C launcher itself
+where its Python wrapper would add nothing).
 
 Integer arguments are only guaranteed to be typed ``i32`` by Triton when they are below
 2**31; callers pass ``big=True`` (any extent >= 2**31) to take Triton's own, fully keyed
@@ -115,6 +116,31 @@ def compile_options(opts: dict, pdl: bool) -> dict:
     return {**opts, "launch_pdl": True} if pdl else opts
 
 
+# Triton versions whose ``CudaLauncher.__call__`` was read (3.5.0, 3.5.1, 3.6.0): it only
+# allocates scratch memory, for kernels that ask for some, and hands its C launcher the grid,
+# the stream, the function, (cooperative grid, PDL, global scratch, profile scratch) and then
+# its own arguments. For a kernel without scratch memory ``direct_entry`` calls that C
+# launcher itself, which saves the wrapper's Python call on every launch (see
+# docs/benchmarks.md). Other versions keep the wrapper.
+_TRITON_VERSION = tuple(int(p) for p in triton.__version__.split(".")[:2] if p.isdigit())
+C_LAUNCH_VERSIONS = {(3, 5), (3, 6)}
+
+
+def direct_entry(compiled) -> tuple:
+    """``(launch, head)`` for launching ``compiled`` (a Triton ``CompiledKernel``) again
+    with no argument binding: ``launch(grid0, grid1, grid2, stream, *head, *args)``, where
+    ``args`` are all the kernel's parameters in order, constexprs included. Triton's C
+    launcher where this Triton's wrapper is known to add nothing for this kernel (see
+    ``C_LAUNCH_VERSIONS``), else the launcher wrapper (``compiled.run``)."""
+    run = compiled.run  # loads the module on first access
+    fn, meta = compiled.function, compiled.packed_metadata
+    if (_TRITON_VERSION in C_LAUNCH_VERSIONS and type(run).__name__ == "CudaLauncher"
+            and not run.global_scratch_size and not run.profile_scratch_size):
+        return run.launch, (fn, run.launch_cooperative_grid, run.launch_pdl, None, None, meta,
+                            None, None, None)
+    return run, (fn, meta, None, None, None)
+
+
 class Ptr:
     """A typed device address for a kernel's pointer argument (a sub-view's first element)."""
 
@@ -164,13 +190,12 @@ class Launcher:
         if entry is None:
             compiled = self.fn[grid](*args, **self._options(args))  # compiles, launches
             if DIRECT:
-                run = compiled.run  # loads the module on first access
-                self.cache[(key, device)] = (run, compiled.function, compiled.packed_metadata)
+                self.cache[(key, device)] = direct_entry(compiled)
             return
         stream = _stream_handle(device)
         g1 = grid[1] if len(grid) > 1 else 1
         g2 = grid[2] if len(grid) > 2 else 1
-        entry[0](grid[0], g1, g2, stream, entry[1], entry[2], None, None, None, *args)
+        entry[0](grid[0], g1, g2, stream, *entry[1], *args)
 
     def launch_ptrs(self, key, device, grid, args, objs):
         """The hot path: ``args`` hold raw addresses (ints) for the first ``len(objs)``
@@ -180,7 +205,7 @@ class Launcher:
         entry = self.cache.get(key)
         if entry is not None:
             entry[0](grid[0], grid[1] if len(grid) > 1 else 1, 1, _stream_handle(device),
-                     entry[1], entry[2], None, None, None, *args)
+                     *entry[1], *args)
             return
         full = tuple(objs) + tuple(args[len(objs):])
         if INTERPRET:
@@ -189,8 +214,7 @@ class Launcher:
             return
         compiled = self.fn[grid](*full, **self._options(full))
         if DIRECT:
-            run = compiled.run
-            self.cache[key] = (run, compiled.function, compiled.packed_metadata)
+            self.cache[key] = direct_entry(compiled)
 
 
 def run(kernel, grid, *args, **constexprs) -> None:
@@ -220,7 +244,7 @@ class Site:
         e = self.entry
         if e is not None:
             e[0](grid[0], grid[1] if len(grid) > 1 else 1, 1, _stream_handle(device),
-                 e[1], e[2], None, None, None, *args)
+                 *e[1], *args)
             return
         self.launcher.launch_ptrs(self.key, device, grid, args, objs)
         self.entry = self.launcher.cache.get(self.key)  # None under the interpreter

@@ -47,13 +47,13 @@ class Direct:
             drv = _driver.active
             stream = drv.get_current_stream(drv.get_current_device())
             g = self.grid
-            e[0](g[0], g[1], g[2], stream, e[1], e[2], None, None, None, *args, *self.tail)
+            e[0](g[0], g[1], g[2], stream, *e[1], *args, *self.tail)
             return
         if INTERPRET:
             args = [_interpret(a) for a in args]
         compiled = self.fn[self.grid](*args, **self.kw)
         if DIRECT and not INTERPRET and compiled is not None:
-            self.entry = (compiled.run, compiled.function, compiled.packed_metadata)
+            self.entry = _launch.direct_entry(compiled)
 
 
 def _interpret(arg):
