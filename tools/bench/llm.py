@@ -23,6 +23,9 @@ Sections (each prints genesis/transformers ratios and goes into the JSON):
   ``tools/bench/train.py``, against the GPU's dense bf16 peak) and the losses; with
   ``--profile``, kernel launches and kernel time of one step (train.py's ``profile_step``);
   for decode, of one more ``generate`` call at the first batch size (and launches per token).
+  The profiler leaves CUPTI attached to the process, which slows every later launch: with
+  ``--profile``, figures timed after the first profiled call are not comparable (train.py
+  times every framework before it profiles any).
 * **decode** -- ``generate`` of ``--new-tokens`` greedy tokens after a ``--prompt``-token
   prompt, for each batch size in ``--decode-batches``, first model only: tokens/s
   (batch x new tokens / wall time of the call, prefill included, as a user sees it), after
@@ -359,7 +362,8 @@ def parse_args(argv=None):
                     help="GPU whose dense bf16 peak the MFU is taken against")
     ap.add_argument("--profile", action="store_true",
                     help="profile one more training step, and one more generate call at the "
-                         "first decode batch size, per framework (GPU: kernel table)")
+                         "first decode batch size, per framework (GPU: kernel table; slows "
+                         "every launch timed after it)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=None,
                     help="write the results as JSON here (and the table next to it as .md)")
