@@ -174,7 +174,7 @@ def bench_ddp_train(dist, torch, args, where) -> dict:
         data = [(lib.from_numpy(b[:, :-1].copy()).to("cuda"),
                  lib.from_numpy(b[:, 1:].copy()).to("cuda")) for b in batches]
         step = train.training_step(lib, ddp, opt, params, data,
-                             lib.autocast("cuda", dtype=lib.bfloat16))
+                                   lib.autocast("cuda", dtype=lib.bfloat16))
         losses = [float(step(i).item()) for i in range(3)]
         lib.cuda.reset_peak_memory_stats()
         times, timed_losses = train.timed_steps(lib, "cuda", step, 3, args.train_steps)
