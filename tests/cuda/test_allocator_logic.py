@@ -29,7 +29,15 @@ def make(capacity: int = 1 << 34) -> CachingAllocator:
 
 
 def check_invariants(alloc: CachingAllocator) -> None:
-    """Segments tile exactly; free chunks are merged and listed exactly once, sorted."""
+    """Segments tile exactly; free chunks are merged and listed exactly once, sorted; held
+    chunks are listed once under their stream and size, and stay out of the pools."""
+    held = {}
+    for stream, by_size in alloc._held.items():
+        for size, chunks in by_size.items():
+            for chunk in chunks:
+                assert chunk.size == size and chunk.stream == stream and chunk.allocated
+                assert chunk.ptr not in held
+                held[chunk.ptr] = chunk
     listed = {}
     for pools in (alloc._small, alloc._large):
         for stream, free in pools.items():
@@ -37,7 +45,7 @@ def check_invariants(alloc: CachingAllocator) -> None:
             for size, ptr, chunk in free:
                 assert chunk.size == size and chunk.ptr == ptr and chunk.stream == stream
                 assert not chunk.allocated and not chunk.event_count
-                assert ptr not in listed
+                assert ptr not in listed and ptr not in held
                 listed[ptr] = chunk
     seen_free = {}
     for base, head in alloc._segments.items():
@@ -228,6 +236,74 @@ def test_events_are_pooled():
         alloc.ops.finish(3)
         alloc.malloc(512)  # processes the event
     assert len(alloc.ops.events) == 1
+
+
+# ----------------------------------------------------------------- held chunks
+def test_a_freed_chunk_is_held_for_its_size_and_stream():
+    alloc = make()
+    s = alloc.malloc(4000)
+    ptr = s.ptr
+    del s
+    assert [c.ptr for c in alloc._held[0][4096]] == [ptr]
+    assert alloc.allocated_bytes == 0
+    assert alloc.stats()["inactive_split_bytes.all.current"] == SMALL_SEGMENT
+    other_size = alloc.malloc(8192)
+    assert other_size.ptr != ptr
+    other_stream = alloc.malloc(4096, stream=5)
+    assert other_stream.ptr != ptr
+    again = alloc.malloc(4096)  # taken back from the held list, no search
+    assert again.ptr == ptr and alloc._held[0][4096] == []
+    assert alloc.allocated_bytes == 4096 + 8192 + 4096 and alloc.num_allocs == 4
+    check_invariants(alloc)
+
+
+def test_held_chunks_merge_before_a_new_segment_is_taken():
+    alloc = make()
+    quarters = [alloc.malloc(512 * 1024) for _ in range(4)]  # the whole 2 MiB segment
+    assert alloc.ops.mallocs == 1
+    del quarters  # four held chunks, unmerged
+    check_invariants(alloc)
+    whole = alloc.malloc(MiB)  # fits only once they are merged back
+    assert alloc.ops.mallocs == 1 and whole.ptr == min(alloc._segments)
+    assert alloc._held == {}
+    check_invariants(alloc)
+
+
+def test_empty_cache_and_snapshot_release_held_chunks():
+    alloc = make()
+    a, b = alloc.malloc(512), alloc.malloc(3 * MiB)
+    del a, b
+    (small, large) = sorted(alloc.snapshot(), key=lambda seg: seg["total_size"])
+    assert [ch["state"] for ch in small["chunks"]] == ["free"]
+    assert [ch["state"] for ch in large["chunks"]] == ["free"]
+    c = alloc.malloc(512)
+    del c
+    assert alloc.empty_cache() == SMALL_SEGMENT + LARGE_SEGMENT
+    assert alloc.reserved_bytes == 0 and alloc.ops.live == {}
+
+
+def test_held_chunks_are_released_when_memory_runs_out():
+    alloc = make(capacity=40 * MiB)
+    a = alloc.malloc(30 * MiB)
+    del a  # held: 30 MiB reserved, none of it in a pool
+    b = alloc.malloc(32 * MiB)  # needs the driver to take the 30 MiB segment back
+    assert alloc.num_alloc_retries == 1 and b.size == 32 * MiB
+    check_invariants(alloc)
+
+
+def test_nothing_is_held_during_capture():
+    alloc = make()
+    s = alloc.malloc(512)
+    alloc.begin_capture(("graph", 1))
+    del s  # ordinary memory freed during capture waits for the capture's end
+    assert alloc._held == {}
+    inside = alloc.malloc(512)  # from the graph's pool, not from anything held
+    assert inside._chunk.stream == ("graph", 1)
+    alloc.end_capture()
+    assert len(alloc._held[0][512]) == 1
+    del inside
+    assert ("graph", 1) not in alloc._held
+    check_invariants(alloc)
 
 
 # ------------------------------------------------------------------------- OOM

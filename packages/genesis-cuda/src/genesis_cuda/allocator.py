@@ -14,6 +14,13 @@ The design is PyTorch's (``c10/cuda/CUDACachingAllocator.cpp``), in plain Python
   When a chunk was also used on other streams (``Storage.record_stream``, or freed while
   another stream is current), an event is recorded on each of those streams at free time
   and the chunk returns to its pool only once they have all completed.
+* A chunk freed on the stream it was allocated on (the common case) is first *held*: kept
+  unmerged in a list of its exact size, where the next request of that size on that stream
+  takes it back with two dictionary lookups (a training step frees and re-requests the same
+  sizes over and over). Held memory counts as free in the statistics. Before a request is
+  served by a new segment, the stream's held chunks are released into the pools and merged
+  and the search is repeated, so holding never makes the allocator reserve more; emptying
+  the cache and ``snapshot`` release them too.
 * When the driver runs out of memory, every cached (wholly free) segment is released and the
   allocation retried once; then ``genesis.cuda.OutOfMemoryError`` is raised. Nothing is lost
   on that path: live storages stay valid and later allocations that fit succeed.
@@ -104,7 +111,7 @@ class Chunk:
         self.small = small
         self.prev = prev  # neighbours in the same segment (None at its ends)
         self.next = next
-        self.allocated = False
+        self.allocated = False  # owned by a Storage, or held: not in a pool, never merged
         self.event_count = 0  # events still to complete before the chunk is reusable
         self.stream_uses = None  # other streams it was used on (a set), or None
 
@@ -176,6 +183,8 @@ class CachingAllocator:
         self._large: dict[int, list] = {}
         self._segments: dict[int, Chunk] = {}  # segment base address -> its first chunk
         self._segment_sizes: dict[int, int] = {}
+        # Held chunks: stream handle -> chunk size -> chunks freed there, not yet merged.
+        self._held: dict[int, dict[int, list]] = {}
         self._pending: list = []  # (event, chunk) waiting for another stream's work
         self._event_pool: list = []
         # A Storage's __del__ may run in the middle of malloc/free (the garbage collector
@@ -211,24 +220,33 @@ class CachingAllocator:
     # ------------------------------------------------------------- allocate
     def malloc(self, nbytes: int, stream: int | None = None) -> Storage:
         """A ``Storage`` of at least ``nbytes`` bytes usable on ``stream`` (default: current)."""
+        size = ((nbytes + 511) >> 9) << 9 or MIN_BLOCK
         if self.capture_pool is not None:
             stream = self.capture_pool  # everything allocated during capture is the graph's
-        elif stream is None:
-            stream = self.current_stream
-        size = ((nbytes + 511) >> 9) << 9 or MIN_BLOCK
+        else:
+            if stream is None:
+                stream = self.current_stream
+            held = self._held.get(stream)
+            if held and not self._pending:
+                chunks = held.get(size)
+                if chunks:  # the fast path: a held chunk of this very size
+                    chunk = chunks.pop()
+                    allocated = self.allocated_bytes + size
+                    self.allocated_bytes = allocated
+                    if allocated > self.peak_allocated:
+                        self.peak_allocated = allocated
+                    self.num_allocs += 1
+                    self.num_cache_hits += 1
+                    return Storage(chunk.ptr, size, self.device, chunk, self)
         small = size <= SMALL_SIZE
         self._busy = True
         try:
             if self._pending and self.capture_pool is None:
                 self._process_events()
-            free = (self._small if small else self._large).get(stream)
-            chunk = None
-            if free:
-                key = (size,)
-                i = bisect_left(free, key)  # no allocation between here and pop: no GC
-                if i < len(free):
-                    chunk = free.pop(i)[2]
-                    self.num_cache_hits += 1
+            chunk = self._best_fit(size, stream, small)
+            if chunk is None and self._held.get(stream):
+                self._release_held(stream)  # merged, they may serve it: no new segment
+                chunk = self._best_fit(size, stream, small)
             if chunk is None:
                 chunk = self._new_segment(size, stream, small)
             rest = chunk.size - size
@@ -239,8 +257,7 @@ class CachingAllocator:
                     chunk.next.prev = tail
                 chunk.next = tail
                 chunk.size = size
-                insort(free if free is not None else self._pool(stream, small),
-                       (rest, tail.ptr, tail))
+                insort(self._pool(stream, small), (rest, tail.ptr, tail))
             chunk.allocated = True
             allocated = self.allocated_bytes + chunk.size
             self.allocated_bytes = allocated
@@ -253,6 +270,27 @@ class CachingAllocator:
         if self._deferred:
             self._drain_deferred()
         return storage
+
+    def _best_fit(self, size: int, stream: int, small: bool) -> Chunk | None:
+        """The smallest free chunk of ``stream``'s pool that holds ``size``, taken out of
+        the pool; None when none does."""
+        free = (self._small if small else self._large).get(stream)
+        if free:
+            i = bisect_left(free, (size,))  # no allocation between here and pop: no GC
+            if i < len(free):
+                self.num_cache_hits += 1
+                return free.pop(i)[2]
+        return None
+
+    def _release_held(self, stream=None) -> None:
+        """Put the held chunks of ``stream`` (default: every stream) into their pools,
+        merged with free neighbours. Called with ``_busy`` set."""
+        streams = list(self._held) if stream is None else [stream]
+        for s in streams:
+            for chunks in self._held.pop(s, {}).values():
+                for chunk in chunks:
+                    chunk.allocated = False
+                    self._release_chunk(chunk)
 
     def _pool(self, stream: int, small: bool) -> list:
         pools = self._small if small else self._large
@@ -307,6 +345,19 @@ class CachingAllocator:
     # ----------------------------------------------------------------- free
     def free(self, chunk: Chunk) -> None:
         """Return ``chunk`` (called by ``Storage.__del__``)."""
+        stream = chunk.stream
+        if (stream == self.current_stream and chunk.stream_uses is None and not self._busy
+                and self.capture_pool is None):  # the fast path: hold it for reuse
+            self.allocated_bytes -= chunk.size
+            self.num_frees += 1
+            held = self._held.get(stream)
+            if held is None:  # (setdefault: a collection may free chunks while [] is made)
+                held = self._held.setdefault(stream, {})
+            chunks = held.get(chunk.size)
+            if chunks is None:
+                chunks = held.setdefault(chunk.size, [])
+            chunks.append(chunk)
+            return
         if self._busy:
             self._deferred.append(chunk)
             return
@@ -462,6 +513,7 @@ class CachingAllocator:
     # ---------------------------------------------------------------- cache
     def _release_cached(self) -> int:
         """Give every wholly free segment back to the driver; returns bytes released."""
+        self._release_held()
         self.synchronize_pending()
         released = 0
         synced = False
@@ -503,6 +555,8 @@ class CachingAllocator:
         """Counters and sizes as a flat dict (torch-style dotted names included)."""
         cached = sum(size for pools in (self._small, self._large)
                      for free in pools.values() for size, _, _ in free)
+        cached += sum(size * len(chunks) for held in self._held.values()
+                      for size, chunks in held.items())
         s = {
             "allocated_bytes.all.current": self.allocated_bytes,
             "allocated_bytes.all.peak": self.peak_allocated,
@@ -527,7 +581,15 @@ class CachingAllocator:
         return s
 
     def snapshot(self) -> list[dict]:
-        """Every segment with its chunks, for ``memory_summary`` and debugging."""
+        """Every segment with its chunks, for ``memory_summary`` and debugging (held
+        chunks are released first: they show as the merged free memory they are)."""
+        self._busy = True
+        try:
+            self._release_held()
+        finally:
+            self._busy = False
+        if self._deferred:
+            self._drain_deferred()
         out = []
         for base, head in sorted(self._segments.items()):
             chunks = []

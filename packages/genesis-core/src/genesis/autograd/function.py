@@ -58,7 +58,11 @@ class Node:
     def save_for_backward(self, *tensors) -> None:
         """Keep tensors for backward; editing one in place before backward is an error."""
         self._saved = tensors
-        self._saved_versions = tuple([None if t is None else t._version_box[0] for t in tensors])
+        for t in tensors:
+            if t is not None:  # (nothing but None, as add saves: the class's () stays)
+                self._saved_versions = tuple([None if t is None else t._version_box[0]
+                                              for t in tensors])
+                return
 
     @property
     def saved_tensors(self) -> tuple:
@@ -283,16 +287,23 @@ def _bump_versions(tensors) -> None:
 
 def _record(ctx: Node, args, out) -> None:
     """Connect ``ctx`` to the inputs' graph and make it the outputs' grad_fn."""
-    edges, needs = [], []
-    for a in args:
-        if type(a) in _TENSOR_TYPES and a.requires_grad:
-            edges.append(grad_edge(a))
-            needs.append(True)
-        else:
-            edges.append(None)
-            needs.append(False)
-    ctx.next_functions = tuple(edges)
-    ctx.needs_input_grad = tuple(needs)
+    if len(args) == 2:  # (most ops: spelled out, it costs a third of the loop below)
+        a, b = args
+        ea = grad_edge(a) if type(a) in _TENSOR_TYPES and a.requires_grad else None
+        eb = grad_edge(b) if type(b) in _TENSOR_TYPES and b.requires_grad else None
+        ctx.next_functions = (ea, eb)
+        ctx.needs_input_grad = (ea is not None, eb is not None)
+    else:
+        edges, needs = [], []
+        for a in args:
+            if type(a) in _TENSOR_TYPES and a.requires_grad:
+                edges.append(grad_edge(a))
+                needs.append(True)
+            else:
+                edges.append(None)
+                needs.append(False)
+        ctx.next_functions = tuple(edges)
+        ctx.needs_input_grad = tuple(needs)
     special = ctx._non_differentiable or ctx._dirty  # (rare: sets only then)
     if type(out) is not tuple:
         if not special and out.dtype.is_floating_point:  # the common case: one output

@@ -53,16 +53,15 @@ def unary_host_path(op: decl.Op, slow, cls):
 
     def fn(input: Tensor) -> Tensor:
         if (type(input) in _TENSOR_TYPES and not _observers
+                and (not floats or input.dtype.is_floating_point)
                 and (category is None or not _autocast.enabled
-                     or _autocast.keeps(category, input))
-                and (not floats or input.dtype.is_floating_point)):
+                     or _autocast.keeps(category, input))):
             if check is not None:
                 check(input)
             backend = input._backend
-            k = table.get(backend) or fetch(backend)
-            y = new_tensor(k(input._data), input.device, backend, input.shape,
-                           D.bool_ if to_bool else input.dtype)
-            if cls is not None and _grad.enabled and input.requires_grad:
+            y = new_tensor((table.get(backend) or fetch(backend))(input._data), input.device,
+                           backend, input.shape, D.bool_ if to_bool else input.dtype)
+            if cls is not None and input.requires_grad and _grad.enabled:
                 ctx = Node(cls)  # what Function.apply records, with forward done above
                 ctx.save_for_backward(input if cls.save_x else None, y if cls.save_y else None)
                 record(ctx, (input,), y)
@@ -81,29 +80,32 @@ def binary_host_path(op: decl.Op, slow, cls):
 
     def apply(input, other):  # (torch's parameter names: it is the public function too)
         a, b = input, other
-        if (type(a) in _TENSOR_TYPES and not _observers
-                and (category is None or not _autocast.enabled
-                     or (_autocast.keeps(category, a)
-                         and (type(b) not in _TENSOR_TYPES or _autocast.keeps(category, b))))):
+        if type(a) in _TENSOR_TYPES and not _observers:
             dtype = a.dtype
             if type(b) in _TENSOR_TYPES:
-                plain = (b.dtype is dtype and b.shape == a.shape and b.device is a.device
-                         and (not floats or dtype.is_floating_point))
+                if (b.dtype is not dtype or b.device is not a.device
+                        or (b.shape is not a.shape and b.shape != a.shape)
+                        or (floats and not dtype.is_floating_point)):
+                    return slow(a, b)
                 y, b_grad = b._data, b.requires_grad
-            else:  # a Python float never changes a floating tensor's dtype
-                plain = type(b) is float and dtype.is_floating_point
+            elif type(b) is float and dtype.is_floating_point:  # keeps a floating dtype
                 y, b_grad = b, False
-            if plain:
-                if check is not None:
-                    check(a, b)
-                backend = a._backend
-                z = new_tensor((table.get(backend) or fetch(backend))(a._data, y), a.device,
-                               backend, a.shape, D.bool_ if to_bool else dtype)
-                if cls is not None and _grad.enabled and (a.requires_grad or b_grad):
-                    ctx = Node(cls)  # what Function.apply records, with forward done above
-                    save_binary(cls, ctx, a, b, z)
-                    record(ctx, (a, b), z)
-                return z
+            else:
+                return slow(a, b)
+            if category is not None and _autocast.enabled and not (
+                    _autocast.keeps(category, a)
+                    and (y is b or _autocast.keeps(category, b))):  # (y is b: a float)
+                return slow(a, b)
+            if check is not None:
+                check(a, b)
+            backend = a._backend
+            z = new_tensor((table.get(backend) or fetch(backend))(a._data, y), a.device,
+                           backend, a.shape, D.bool_ if to_bool else dtype)
+            if cls is not None and (a.requires_grad or b_grad) and _grad.enabled:
+                ctx = Node(cls)  # what Function.apply records, with forward done above
+                save_binary(cls, ctx, a, b, z)
+                record(ctx, (a, b), z)
+            return z
         return slow(a, b)
 
     apply.__name__ = apply.__qualname__ = op.name

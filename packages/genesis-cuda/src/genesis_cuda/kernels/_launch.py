@@ -250,6 +250,34 @@ class Site:
         self.entry = self.launcher.cache.get(self.key)  # None under the interpreter
 
 
+class AlignedSites:
+    """The launches of one plan of a ``Launcher``'s kernel (``key``: its constexprs) whose
+    pointers are passed as raw addresses, by device and alignment: ``mask`` has bit ``i`` set
+    when pointer ``i`` is 16-byte aligned (at most three pointers). A repeat costs one
+    lookup of a small int, not the hash of the plan's whole key (the flat elementwise
+    kernels: the tiny ops of a training step)."""
+
+    __slots__ = ("launcher", "key", "entries")
+
+    def __init__(self, launcher: Launcher, key):
+        self.launcher = launcher
+        self.key = key
+        self.entries: dict = {}  # device << 3 | mask -> compiled entry
+
+    def launch(self, device, mask, grid0, args, tail, objs):
+        """A 1-D launch of ``grid0`` programs with arguments ``args + tail`` (``args`` start
+        with the addresses of ``objs``; see ``Launcher.launch_ptrs``)."""
+        e = self.entries.get(device << 3 | mask)
+        if e is not None:
+            e[0](grid0, 1, 1, _stream_handle(device), *e[1], *args, *tail)
+            return
+        key = (self.key, device, mask)
+        self.launcher.launch_ptrs(key, device, (grid0,), args + tail, objs)
+        e = self.launcher.cache.get(key)
+        if e is not None:  # (none under the interpreter or with direct launches off)
+            self.entries[device << 3 | mask] = e
+
+
 def aligned(*arrays) -> tuple:
     """What Triton specialises a pointer argument on: its element type and whether its
     first element is 16-byte aligned (None for absent operands). Part of every cache key."""

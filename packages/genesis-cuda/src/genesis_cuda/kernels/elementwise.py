@@ -26,7 +26,7 @@ from genesis import dtypes as D
 
 from . import _launch
 from ._elementwise_kernels import _ew_flat, _ew_tiled
-from ._launch import Launcher, Site, aligned, cdiv, collapse, numel, tl_dtype
+from ._launch import AlignedSites, Launcher, Site, aligned, cdiv, collapse, numel, tl_dtype
 
 UNARY_BOOL_OUT = frozenset(("logical_not", "isnan", "isinf", "isfinite"))
 BINARY_BOOL_OUT = frozenset(("eq", "ne", "lt", "le", "gt", "ge",
@@ -331,7 +331,7 @@ _BIG_N = 2**31 - 2**20
 
 
 def _flat_plan(op, dt, odt, modes, tag, sbits, n_small):
-    """(launcher, constexpr tail of the args, key prefix, block) of one flat-kernel variant."""
+    """(its launches, constexpr tail of the args, block) of one flat-kernel variant."""
     ct = _ct(dt) if op != "bool_not" else D.int8
     nin = 1 if modes[1] == _NONE else 2
     if n_small:
@@ -343,7 +343,7 @@ def _flat_plan(op, dt, odt, modes, tag, sbits, n_small):
             launcher = _flat_by_warps[FLAT_WARPS] = Launcher(_ew_flat, num_warps=FLAT_WARPS)
     tail = (op, modes[0], modes[1], modes[2], tl_dtype(ct), tl_dtype(odt), sbits, nin,
             _NBITS.get(ct.name, 0), True, block, False)
-    return launcher, tail, ("flat", op, dt.name, odt.name, modes, tag, block), block
+    return AlignedSites(launcher, ("flat", op, dt.name, odt.name, modes, tag, block)), tail, block
 
 
 def unary_kernel(op):
@@ -370,12 +370,10 @@ def unary_kernel(op):
             plan = plans.get(pk)
             if plan is None:
                 plan = plans[pk] = _flat_plan(o, dt, odt, modes, None, False, small)
-            launcher, tail, kb, block = plan
+            sites, tail, block = plan
             pa, po = a.data_ptr(), out.data_ptr()
-            dev = a.device
-            launcher.launch_ptrs((kb, dev, (pa & 15) == 0, (po & 15) == 0), dev,
-                                 ((n + block - 1) // block,), (po, pa, None, None, 0, 0, n) + tail,
-                                 (out, a))
+            sites.launch(a.device, ((po & 15) == 0) | ((pa & 15) == 0) << 1,
+                         (n + block - 1) // block, (po, pa, None, None, 0, 0, n), tail, (out, a))
             return out
         return launch(o, out, a, None, None, 1)
 
@@ -410,22 +408,22 @@ def binary_kernel(op):
                 plan = plans.get(pk)
                 if plan is None:
                     plan = plans[pk] = _flat_plan(op, dt, odt, scalar_modes, tag, bits, small)
-                launcher, tail, kb, block = plan
+                sites, tail, block = plan
                 pa, po = a.data_ptr(), out.data_ptr()
-                launcher.launch_ptrs((kb, dev, (pa & 15) == 0, (po & 15) == 0), dev,
-                                     ((n + block - 1) // block,),
-                                     (po, pa, None, None, arg, 0, n) + tail, (out, a))
+                sites.launch(dev, ((po & 15) == 0) | ((pa & 15) == 0) << 1,
+                             (n + block - 1) // block, (po, pa, None, None, arg, 0, n), tail,
+                             (out, a))
                 return out
             if b.strides == cs and b.dtype is dt:
                 pk = (dt, odt, small)
                 plan = plans.get(pk)
                 if plan is None:
                     plan = plans[pk] = _flat_plan(op, dt, odt, tensor_modes, None, False, small)
-                launcher, tail, kb, block = plan
+                sites, tail, block = plan
                 pa, pb, po = a.data_ptr(), b.data_ptr(), out.data_ptr()
-                launcher.launch_ptrs(
-                    (kb, dev, (pa & 15) == 0, (pb & 15) == 0, (po & 15) == 0), dev,
-                    ((n + block - 1) // block,), (po, pa, pb, None, 0, 0, n) + tail, (out, a, b))
+                sites.launch(dev, ((po & 15) == 0) | ((pa & 15) == 0) << 1 | ((pb & 15) == 0) << 2,
+                             (n + block - 1) // block, (po, pa, pb, None, 0, 0, n), tail,
+                             (out, a, b))
                 return out
         return launch(op, out, a, b, None, 2)
 
