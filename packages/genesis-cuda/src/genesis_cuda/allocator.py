@@ -388,6 +388,17 @@ class CachingAllocator:
         if self._deferred:
             self._drain_deferred()
 
+    def _exclusively(self, fn, *args):
+        """``fn(*args)`` with ``_busy`` set: frees that the garbage collector makes meanwhile
+        are queued, and done once it returns (malloc and free spell this out: hot paths)."""
+        self._busy = True
+        try:
+            return fn(*args)
+        finally:
+            self._busy = False
+            if self._deferred:
+                self._drain_deferred()
+
     def _drain_deferred(self) -> None:
         while self._deferred:
             self.free(self._deferred.pop())
@@ -462,13 +473,7 @@ class CachingAllocator:
             self._dissolve_pool(pool)
 
     def _dissolve_pool(self, pool) -> None:
-        self._busy = True
-        try:
-            self._dissolve_segments(pool)
-        finally:
-            self._busy = False
-        if self._deferred:
-            self._drain_deferred()
+        self._exclusively(self._dissolve_segments, pool)
 
     def _dissolve_segments(self, pool) -> None:
         heads = [h for h in self._segments.values() if h.stream == pool]
@@ -535,13 +540,7 @@ class CachingAllocator:
 
     def empty_cache(self) -> int:
         """Release all unused cached memory to the driver (live storages are untouched)."""
-        self._busy = True
-        try:
-            return self._release_cached()
-        finally:
-            self._busy = False
-            if self._deferred:
-                self._drain_deferred()
+        return self._exclusively(self._release_cached)
 
     def set_memory_fraction(self, fraction: float) -> None:
         """Cap what this allocator may reserve at ``fraction`` of the device's memory."""
@@ -583,13 +582,7 @@ class CachingAllocator:
     def snapshot(self) -> list[dict]:
         """Every segment with its chunks, for ``memory_summary`` and debugging (held
         chunks are released first: they show as the merged free memory they are)."""
-        self._busy = True
-        try:
-            self._release_held()
-        finally:
-            self._busy = False
-        if self._deferred:
-            self._drain_deferred()
+        self._exclusively(self._release_held)
         out = []
         for base, head in sorted(self._segments.items()):
             chunks = []
