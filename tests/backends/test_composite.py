@@ -147,3 +147,22 @@ def test_random_composites_are_seeded_and_distributed():
     assert p1.dtype == torch.int32 and sorted(p1.tolist()) == list(range(50))
     assert Backend.randperm(cpu, 0, D.int64, None, gen).shape == (0,)
 
+
+
+@pytest.mark.parametrize("dtype", (D.int64, D.float32, D.bfloat16), ids=str)
+def test_inplace_kernels_write_what_the_out_kernels_do(dtype):
+    # the CPU backend's own in-place kernels (torch's x.add_(y) ...) against the default,
+    # which calls binary_kernel with out=a; on a strided view, with an array and a scalar b
+    from genesis.op_declarations import BINARY
+
+    for op in (op for op in BINARY if op.inplace):
+        if op.ints == "float" and not dtype.is_floating_point:
+            continue
+        for b in (extremes(dtype).t()[1:].abs().clamp(1, 7), 3):
+            a_default = extremes(dtype).t()[1:].abs().clamp(1, 7)
+            a_cpu = a_default.clone().t().contiguous().t()  # the same values, other strides
+            Backend.inplace_kernel(cpu, op.name)(a_default, b)
+            cpu.inplace_kernel(op.name)(a_cpu, b)
+            same(a_cpu, a_default)
+            same(a_default, cpu.binary_kernel(op.name)(extremes(dtype).t()[1:].abs().clamp(1, 7),
+                                                       b))

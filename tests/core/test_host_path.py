@@ -11,6 +11,8 @@ import torch
 import genesis
 from genesis.autocast import _state as autocast_state
 from genesis.autograd import function as function_module
+from genesis.backends import registry
+from genesis.backends.cpu import CPUBackend
 from genesis.ops import elementwise
 
 
@@ -140,6 +142,50 @@ def test_view_errors_stay_on_the_host_path():
         x.view(4)
     with pytest.raises(TypeError):
         _t([1.0, 2.0]).view(2.0)
+
+
+def test_remembered_views_are_per_strides_and_int_sizes():
+    """The host path's remembered view of a (2, 3) tensor is not reused for another (2, 3)
+    tensor with other strides, nor for float sizes."""
+    a = _t([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
+    for _ in range(2):  # the first call remembers the plan, the second uses it
+        assert a.view(3, 2).tolist() == [[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]]
+    b = _t([[1.0, 4.0], [2.0, 5.0], [3.0, 6.0]]).t()  # a's values and shape, other strides
+    with pytest.raises(RuntimeError, match="not compatible"):
+        b.view(3, 2)
+    r = b.reshape(3, 2)  # a copy, not the remembered view of b's memory
+    assert r._base is not b and r.tolist() == [[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]]
+    with pytest.raises(TypeError):
+        a.view(3.0, 2)
+    with pytest.raises(TypeError):
+        a.reshape(3, 2.0)
+
+
+class _InPlaceRecording(CPUBackend):
+    """The CPU kernels, on device type 'inplacerec', noting its in-place kernel calls."""
+
+    name = "inplacerec"
+
+    def __init__(self):
+        super().__init__()
+        self.calls = []
+
+    def inplace_kernel(self, op):
+        run = super().inplace_kernel(op)
+        return lambda a, b: self.calls.append(op) or run(a, b)
+
+
+def test_in_place_ops_call_the_backends_in_place_kernel():
+    backend = _InPlaceRecording()
+    registry.register("inplacerec", backend)
+    try:
+        a = genesis.ones(3, device="inplacerec")
+        a.add_(genesis.full((3,), 2.0, device="inplacerec"))
+        a.mul_(0.5)
+        assert a.tolist() == [1.5, 1.5, 1.5] and a._version == 2
+        assert backend.calls == ["add", "mul"]
+    finally:
+        registry._loaded.pop("inplacerec", None)
 
 
 def test_cpu_kernels_are_torch_functions():

@@ -105,7 +105,8 @@ def test_saved_tensors_are_what_the_gradient_reads():
 # Calls that name an elementwise kernel with a string literal: (function or method name,
 # position of the kernel-name argument, which list it must be in).
 _KERNEL_CALLS = {"unary": (0, "unary"), "unary_kernel": (0, "unary"),
-                 "binary": (0, "binary"), "binary_kernel": (0, "binary")}
+                 "binary": (0, "binary"), "binary_kernel": (0, "binary"),
+                 "inplace_kernel": (0, "binary")}
 
 
 def _kernel_names_used() -> list[tuple[str, str, str]]:

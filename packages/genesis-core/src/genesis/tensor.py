@@ -51,7 +51,7 @@ class Tensor:
     _grad = None
     grad_fn = None
     _out_idx = 0
-    _accumulator = None
+    _leaf_edge = None  # (AccumulateGrad, 0) of a leaf that joined a graph, made once
     _retains_grad = False
 
     def __init_subclass__(cls, **kwargs):

@@ -168,10 +168,10 @@ def grad_edge(t):
                 != t._version_box[0]:
             _regenerate_view_history(t)
         return (t.grad_fn, t._out_idx)
-    acc = t._accumulator
-    if acc is None:
-        acc = t._accumulator = AccumulateGrad(t)
-    return (acc, 0)
+    edge = t._leaf_edge
+    if edge is None:  # a leaf's edge is made once: every op it joins shares it
+        edge = t._leaf_edge = (AccumulateGrad(t), 0)
+    return edge
 
 
 def _regenerate_view_history(t) -> None:

@@ -196,6 +196,13 @@ class Backend(ABC):
         """A callable ``(a, b, out=None) -> Array`` for ``op`` (``out`` by keyword); cached."""
         return lambda a, b, out=None: self.binary(op, a, b, out)
 
+    def inplace_kernel(self, op: str):
+        """*Optional.* A callable ``(a, b)`` writing ``op(a, b)`` into ``a`` (``x.add_(y)``;
+        ``b`` an array of ``a``'s shape and dtype, or a scalar); cached. The default calls
+        ``binary_kernel(op)`` with ``out=a``."""
+        run = self.binary_kernel(op)
+        return lambda a, b: run(a, b, out=a)
+
     @abstractmethod
     def where(self, cond: Array, a: Array | Scalar, b: Array | Scalar) -> Array:
         """``a`` where ``cond`` (bool) else ``b``; all the same shape, ``a``/``b`` the same

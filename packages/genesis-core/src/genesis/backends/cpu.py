@@ -79,8 +79,7 @@ class CPUBackend(Backend):
         return a.as_strided(shape, strides, offset)
 
     def view(self, a, shape, strides):
-        # (torch parses separate ints faster than a tuple; a 0-d shape has none)
-        return a.view(*shape) if shape else a.view(())
+        return a.as_strided(shape, strides)  # at a's own offset; torch's cheapest view call
 
     def reinterpret(self, a, dtype):
         return a.view(_TO_TORCH[dtype])
@@ -159,6 +158,12 @@ class CPUBackend(Backend):
             return kernel
         return fn
 
+    def inplace_kernel(self, op):
+        method = getattr(torch.Tensor, op + "_", None)  # torch's own x.add_(y): no out= to parse
+        if method is None or op in _NEEDS_TENSOR_B:
+            return super().inplace_kernel(op)
+        return method
+
     def where(self, cond, a, b):
         if not isinstance(a, torch.Tensor):
             a = torch.tensor(a, dtype=b.dtype)
@@ -175,8 +180,9 @@ class CPUBackend(Backend):
             return a.to(_TO_TORCH[dtype], copy=True)
         t = _TO_TORCH[dtype]
         if t is a.dtype:  # torch's cheapest calls: its argument parsing is the cost here
-            return torch.sum(a) if not keepdim and len(dims) == a.dim() else \
-                torch.sum(a, dims, keepdim)
+            if not keepdim and len(dims) == a.dim():
+                return a.sum()
+            return torch.sum(a, dims, keepdim)
         return torch.sum(a, dims, keepdim=keepdim, dtype=t)
 
     def prod(self, a, dims, keepdim, dtype):
@@ -213,7 +219,7 @@ class CPUBackend(Backend):
 
     # linalg
     def matmul(self, a, b):
-        return torch.matmul(a, b)
+        return a @ b  # (torch.matmul by its cheapest call)
 
     def linear(self, x, weight, bias):
         return torch.nn.functional.linear(x, weight, bias)

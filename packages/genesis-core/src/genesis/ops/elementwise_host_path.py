@@ -33,21 +33,23 @@ def kernel(backend, arity: int, op: str):
 
 
 class KernelTable:
-    """backend -> that backend's kernel for one op (``table``), filled by ``fetch`` on a miss."""
+    """backend -> that backend's kernel for one op (``table``), filled by ``fetch`` on a miss
+    with ``make(backend)``."""
 
-    def __init__(self, arity: int, name: str):
+    def __init__(self, make):
         self.table: dict = {}
-        self.arity, self.name = arity, name
+        self.make = make
 
     def fetch(self, backend):
-        k = self.table[backend] = kernel(backend, self.arity, self.name)
+        k = self.table[backend] = self.make(backend)
         return k
 
 
 def unary_host_path(op: decl.Op, slow, cls):
     """The public function of a declared unary op (``cls``: its Function, or None when not
     differentiable): the host path above, else ``slow``."""
-    kernels, check, category = KernelTable(1, op.name), op.check, op.autocast
+    kernels = KernelTable(lambda backend: kernel(backend, 1, op.name))
+    check, category = op.check, op.autocast
     table, fetch = kernels.table, kernels.fetch
     floats, to_bool = op.ints == "float", op.ints == "bool"
 
@@ -74,7 +76,8 @@ def unary_host_path(op: decl.Op, slow, cls):
 def binary_host_path(op: decl.Op, slow, cls):
     """``apply(a, b)`` of a declared binary op (``cls``: its Function, or None when not
     differentiable): the host path above, else ``slow``."""
-    kernels, check, category = KernelTable(2, op.name), op.check, op.autocast
+    kernels = KernelTable(lambda backend: kernel(backend, 2, op.name))
+    check, category = op.check, op.autocast
     table, fetch = kernels.table, kernels.fetch
     floats, to_bool = op.ints == "float", op.ints == "bool"
 
@@ -112,14 +115,20 @@ def binary_host_path(op: decl.Op, slow, cls):
     return apply
 
 
+_SAVES_NOTHING = (None, None, None)
+
+
 def save_binary(cls, ctx: Node, a, b, z) -> None:
     """Save what the wanted gradients read (as torch): editing anything else in place later
     does not break backward."""
-    a_t, b_t = isinstance(a, Tensor), isinstance(b, Tensor)
+    a_t, b_t = type(a) in _TENSOR_TYPES, type(b) in _TENSOR_TYPES
     save_a, save_b, save_z = cls.saves[(a_t and a.requires_grad) * 2
                                        + (b_t and b.requires_grad)]
-    ctx.save_for_backward(a if save_a and a_t else None, b if save_b and b_t else None,
-                          z if save_z else None)
+    if save_a or save_b or save_z:
+        ctx.save_for_backward(a if save_a and a_t else None, b if save_b and b_t else None,
+                              z if save_z else None)
+    else:  # (add, sub: what save_for_backward of three Nones records, without the call)
+        ctx._saved = _SAVES_NOTHING
     ctx.a_scalar = None if a_t else a
     ctx.b_scalar = None if b_t else b
     ctx.metas = ((a.shape, a.dtype) if a_t else None, (b.shape, b.dtype) if b_t else None)

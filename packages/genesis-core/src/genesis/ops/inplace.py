@@ -59,22 +59,22 @@ def apply_inplace(t: Tensor, compute, *others) -> Tensor:
 
 
 def _binary_inplace(op: decl.Op):
-    """``t.op_(other)`` for a declared binary op: a direct ``out=`` kernel call unless
-    autograd must record it."""
+    """``t.op_(other)`` for a declared binary op: one call of the backend's in-place kernel
+    unless autograd must record it."""
     fn = E.FUNCTIONS[op.name]
-    kernels = KernelTable(2, op.name)
-    table, fetch, floats = kernels.table, kernels.fetch, op.ints == "float"
+    kernels = KernelTable(lambda backend: backend.inplace_kernel(op.name))
+    table, fetch, floats, check = kernels.table, kernels.fetch, op.ints == "float", op.check
 
     def method(self: Tensor, other, **kwargs) -> Tensor:
-        if (not kwargs and type(self) is Tensor and op.check is None
+        if (type(self) is Tensor and check is None and not kwargs
                 and not (_grad_state.enabled and (self.requires_grad or (
                     self._base is not None and self._base.requires_grad)))):
             # the host path (as elementwise's): same dtype, shape and device, or a Python
-            # float; nothing to record. One out= kernel call.
+            # float; nothing to record. One in-place kernel call.
             dtype = self.dtype
             if type(other) is Tensor:
-                plain = (other.dtype is dtype and other.shape == self.shape
-                         and other.device is self.device
+                plain = (other.dtype is dtype and other.device is self.device
+                         and (other.shape is self.shape or other.shape == self.shape)
                          and (not floats or dtype.is_floating_point)
                          and not (_grad_state.enabled and other.requires_grad))
                 y = other._data
@@ -82,11 +82,11 @@ def _binary_inplace(op: decl.Op):
                 plain, y = type(other) is float and dtype.is_floating_point, other
             if plain:
                 backend = self._backend
-                (table.get(backend) or fetch(backend))(self._data, y, out=self._data)
+                (table.get(backend) or fetch(backend))(self._data, y)
                 self._version_box[0] += 1
                 return self
-        if op.check is not None:
-            op.check(self, other)
+        if check is not None:
+            check(self, other)
         if _records(self, (other,)):
             return apply_inplace(self, lambda s: fn(s, other, **kwargs), other)
         alpha = kwargs.pop("alpha", 1)

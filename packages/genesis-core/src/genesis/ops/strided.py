@@ -255,7 +255,7 @@ def rebase_view_history(base: Tensor, view_t: Tensor) -> None:
     before = Tensor._wrap(base._data, base.device)
     before.requires_grad, before.grad_fn, before._out_idx = \
         base.requires_grad, base.grad_fn, base._out_idx
-    before._accumulator = base._accumulator
+    before._leaf_edge = base._leaf_edge
     after = Tensor._wrap(view_t._data, view_t.device)
     after.requires_grad, after.grad_fn, after._out_idx = True, view_t.grad_fn, view_t._out_idx
     with grad_mode.enable_grad():

@@ -147,6 +147,10 @@ def _all_ints(args: tuple) -> bool:
 
 _SHAPE_TYPES = (tuple, Size)
 
+# (input shape, input strides, int shape arguments) -> (resolved Size, its strides): the
+# host path of a view or reshape that was met before, as one lookup
+_VIEW_PLANS: dict = {}
+
 
 def records_nothing(x: Tensor) -> bool:
     """Whether a view of ``x`` made now needs no ``Function.apply``: no graph to record
@@ -154,20 +158,28 @@ def records_nothing(x: Tensor) -> bool:
     return type(x) is Tensor and not (_grad.enabled and x.requires_grad) and not _op_observers
 
 
-def _repeated_view(x: Tensor, shape: tuple) -> Tensor | None:
-    """The host path of a view or reshape met before, with nothing to record: the view
-    from the cached shape and strides, without ``Function.apply``; None where that does not
-    apply (a first meeting, a copy, a graph to record, op observers)."""
-    if not (records_nothing(x) and _all_ints(shape)):
-        return None
-    resolved = _VIEW_SHAPES.get((x.shape, shape))
-    if resolved is None:
-        return None
-    backend, data = x._backend, x._data
-    strides = _VIEW_STRIDES.get((x.shape, tuple(backend.strides_of(data)), resolved))
-    if strides is None:
-        return None
-    return wrap(backend.view(data, resolved, strides), x.device, x, resolved, x.dtype)
+def _remember_view(x: Tensor, shape: tuple, resolved: Size) -> None:
+    """Keep the plan of ``x.view(*shape)`` when it is a view, for the host path."""
+    strides = tuple(x._backend.strides_of(x._data))
+    new_strides = _cached_view_strides(x.shape, strides, resolved)
+    if new_strides is not None and _all_ints(shape):
+        if len(_VIEW_PLANS) > 4096:
+            _VIEW_PLANS.clear()
+        _VIEW_PLANS[(x.shape, strides, shape)] = (resolved, new_strides)
+
+
+def _planned_view(x: Tensor, shape: tuple) -> Tensor | None:
+    """The host path of a view or reshape met before, with nothing to record: one lookup
+    of the remembered plan and the view, without ``Function.apply``; None where that does
+    not apply (a first meeting, a copy, a graph to record, op observers)."""
+    if (type(x) is Tensor and not (_grad.enabled and x.requires_grad) and not _op_observers
+            and _all_ints(shape)):  # (records_nothing, inline; 2.0 == 2 as a key)
+        backend, data = x._backend, x._data
+        plan = _VIEW_PLANS.get((x.shape, backend.strides_of(data), shape))
+        if plan is not None:
+            size, strides = plan
+            return wrap(backend.view(data, size, strides), x.device, x, size, x.dtype)
+    return None
 
 
 def view(x: Tensor, *shape) -> Tensor:
@@ -183,13 +195,15 @@ def view(x: Tensor, *shape) -> Tensor:
     """
     if len(shape) == 1 and type(shape[0]) in _SHAPE_TYPES:
         shape = shape[0]  # view((2, 3)) as view(2, 3)
-    fast = _repeated_view(x, shape)
+    fast = _planned_view(x, shape)
     if fast is not None:
         return fast
     resolved = _resolved_shape(x, shape)
     if resolved is None:
         return view_dtype(x, shape[0])
-    return View.apply(x, resolved)
+    out = View.apply(x, resolved)
+    _remember_view(x, shape, resolved)
+    return out
 
 
 def view_dtype(x: Tensor, dtype: DType) -> Tensor:
@@ -214,16 +228,18 @@ def reshape(x: Tensor, *shape) -> Tensor:
     """
     if len(shape) == 1 and type(shape[0]) in _SHAPE_TYPES:
         shape = shape[0]  # reshape((2, 3)) as reshape(2, 3)
-    fast = _repeated_view(x, shape)
+    fast = _planned_view(x, shape)
     if fast is not None:
         return fast
     resolved = _resolved_shape(x, shape)
     if resolved is None:  # a dtype: reshape takes none
         raise TypeError(f"a shape must be ints, got {shape!r}")
     strides, _ = _geometry(x)
-    if _cached_view_strides(x.shape, strides, resolved) is not None:
-        return View.apply(x, resolved)
-    return View.apply(contiguous(x), resolved)
+    if _cached_view_strides(x.shape, strides, resolved) is None:
+        return View.apply(contiguous(x), resolved)
+    out = View.apply(x, resolved)
+    _remember_view(x, shape, resolved)
+    return out
 
 
 class Contiguous(Function):
