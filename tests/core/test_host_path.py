@@ -117,6 +117,24 @@ def test_views_with_nothing_to_record_skip_function_apply(monkeypatch):
     assert w.grad.tolist() == tw.grad.tolist()
 
 
+def test_recorded_full_sum_makes_its_node_without_function_apply(monkeypatch):
+    """``w.sum()`` of a tensor that requires grad records SumBackward directly; the
+    gradient, and a second-order gradient through it, are torch's."""
+    calls = []
+    apply = function_module.Function.apply.__func__
+    monkeypatch.setattr(function_module.Function, "apply",
+                        classmethod(lambda cls, *args: calls.append(cls.__name__)
+                                    or apply(cls, *args)))
+    p = genesis.Tensor._make_subclass(_Leaf, _t([[0.5, -1.0], [2.0, 3.0]]), requires_grad=True)
+    y = p.sum()
+    assert calls == [] and y.grad_fn.name() == "SumBackward" and y.shape == ()
+    assert y.grad_fn.next_functions[0][0].variable is p
+    (g,) = genesis.autograd.grad((p * p).sum(), p, create_graph=True)
+    assert g.tolist() == [[1.0, -2.0], [4.0, 6.0]] and g.requires_grad
+    g.sum().backward()
+    assert p.grad.tolist() == [[2.0, 2.0], [2.0, 2.0]]
+
+
 def test_cast_host_path_records_the_cast():
     """``to(dtype)`` makes the Cast node directly: a floating result is in the graph and
     its gradient comes back in the input's dtype; an integer result is not; under no_grad

@@ -276,6 +276,13 @@ class Tensor:
         engine.run_backward(self, gradient, retain_graph, create_graph,
                             inputs=inputs, accumulate=True)
 
+    def _implicit_grad(self) -> Tensor:
+        """The gradient ``backward()`` of a one-element tensor starts from: ones of its
+        shape, dtype and device (made directly: this runs once per training step)."""
+        backend = self._backend
+        return new_tensor(backend.full(self.shape, 1, self.dtype, self.device.index),
+                          self.device, backend, self.shape, self.dtype)
+
     # ------------------------------------------------------------ host access
     def item(self):
         """The value of a one-element tensor as a Python number."""

@@ -42,7 +42,7 @@ def _initial_grads(outputs: tuple, grad_outputs: tuple) -> list:
                 raise RuntimeError(
                     f"grad can be implicitly created only for scalar outputs; output {i} has "
                     f"shape {tuple(out.shape)}: pass `gradient=` with that shape")
-            g = out.new_ones(out.shape)
+            g = out._implicit_grad()
         elif type(g) not in _TENSOR_TYPES:
             g = out.new_tensor(g)
         elif g.shape != out.shape:
@@ -261,7 +261,7 @@ def _accumulate(leaf, g, create_graph: bool) -> None:
     elif create_graph:
         leaf.grad = leaf.grad + g
     else:
-        leaf.grad.add_(g.detach())
+        leaf.grad.add_(g.detach() if g.requires_grad else g)
 
 
 def _unshared(g, leaf) -> bool:

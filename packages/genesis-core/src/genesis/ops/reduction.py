@@ -13,11 +13,13 @@ from genesis import dtypes as D
 from genesis import op_declarations as decl
 from genesis.autocast import _state as _autocast
 from genesis.autocast import is_autocast_enabled
-from genesis.autograd.function import Function, Node, _op_observers
+from genesis.autograd.function import _TENSOR_TYPES, Function, Node, _op_observers
+from genesis.autograd.function import _record as record
 from genesis.autograd.grad_mode import _state as _grad
 from genesis.autograd.grad_mode import is_grad_enabled
 from genesis.ops.common import normalize_dim, normalize_dims, wrap
 from genesis.ops.elementwise import where
+from genesis.ops.views import Expand
 from genesis.tensor import Tensor, interned_size, new_tensor
 
 values_indices = namedtuple("values_indices", ["values", "indices"])
@@ -26,7 +28,7 @@ values_indices = namedtuple("values_indices", ["values", "indices"])
 def _unreduce(g: Tensor, in_shape: tuple, dims: tuple, keepdim: bool) -> Tensor:
     """Broadcast a reduced gradient back to the input's shape."""
     if not keepdim and len(dims) == len(in_shape):  # a full reduction: g is 0-d
-        return g.expand(in_shape)
+        return Expand.apply(g, in_shape) if in_shape else g  # (expand(), its checks known)
     if not keepdim:
         shape = list(g.shape)
         for d in dims:
@@ -74,9 +76,14 @@ class _Reduce(Function):
             data = kernel(x._data, dims, keepdim)
         y = wrap(data, x.device)
         if type(ctx) is Node:
-            ctx.save_for_backward(x if cls.save_x else None, y if cls.save_y else None)
-            ctx.in_shape, ctx.in_dtype, ctx.dims, ctx.keepdim = x.shape, x.dtype, dims, keepdim
+            cls.save(ctx, x, y, dims, keepdim)
         return y
+
+    @classmethod
+    def save(cls, ctx: Node, x, y, dims, keepdim) -> None:
+        """Keep what backward reads (x or y only where the gradient formula reads it)."""
+        ctx.save_for_backward(x if cls.save_x else None, y if cls.save_y else None)
+        ctx.in_shape, ctx.in_dtype, ctx.dims, ctx.keepdim = x.shape, x.dtype, dims, keepdim
 
     @classmethod
     def backward(cls, ctx, g):
@@ -154,16 +161,21 @@ def _reduction_function(op: decl.Reduction):
         casts, kernel = op.autocast is not None, op.name
 
         def fn(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
-            if (dim is None and not keepdim and dtype is None and type(input) is Tensor
-                    and not (_grad.enabled and input.requires_grad) and not _op_observers
-                    and not (casts and _autocast.enabled)):
-                # the host path of x.sum(): every dim, nothing to record, no Function.apply
-                dtype, backend = input.dtype, input._backend
+            if (dim is None and not keepdim and dtype is None and type(input) in _TENSOR_TYPES
+                    and not _op_observers and not (casts and _autocast.enabled)):
+                # the host path of x.sum(): every dim, no Function.apply; the graph node
+                # made directly when the input requires grad
+                dtype = input.dtype
                 if dtype.category < 2:
                     dtype = D.int64
-                data = getattr(backend, kernel)(input._data, _all_dims(len(input.shape)),
-                                                False, dtype)
-                return new_tensor(data, input.device, backend, _SCALAR, dtype)
+                backend, dims = input._backend, _all_dims(len(input.shape))
+                y = new_tensor(getattr(backend, kernel)(input._data, dims, False, dtype),
+                               input.device, backend, _SCALAR, dtype)
+                if input.requires_grad and _grad.enabled:
+                    ctx = Node(cls)  # what Function.apply records, with forward done above
+                    cls.save(ctx, input, y, dims, False)
+                    record(ctx, (input, dims, False, None), y)
+                return y
             return cls.apply(input, normalize_dims(dim, input.ndim), keepdim, dtype)
     elif op.result == "keep":
         def fn(input: Tensor, dim=(), keepdim: bool = False) -> Tensor:
