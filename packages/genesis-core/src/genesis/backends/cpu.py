@@ -180,9 +180,8 @@ class CPUBackend(Backend):
             return a.to(_TO_TORCH[dtype], copy=True)
         t = _TO_TORCH[dtype]
         if t is a.dtype:  # torch's cheapest calls: its argument parsing is the cost here
-            if not keepdim and len(dims) == a.dim():
-                return a.sum()
-            return torch.sum(a, dims, keepdim)
+            return torch.sum(a) if not keepdim and len(dims) == a.dim() else \
+                torch.sum(a, dims, keepdim)
         return torch.sum(a, dims, keepdim=keepdim, dtype=t)
 
     def prod(self, a, dims, keepdim, dtype):

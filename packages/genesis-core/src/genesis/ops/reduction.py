@@ -19,6 +19,7 @@ from genesis.autograd.grad_mode import _state as _grad
 from genesis.autograd.grad_mode import is_grad_enabled
 from genesis.ops.common import normalize_dim, normalize_dims, wrap
 from genesis.ops.elementwise import where
+from genesis.ops.elementwise_host_path import KernelTable
 from genesis.ops.views import Expand
 from genesis.tensor import Tensor, interned_size, new_tensor
 
@@ -158,7 +159,9 @@ def _reduction_function(op: decl.Reduction):
             "sum_like": op.result == "sum", "refuse_empty": op.refuse_empty,
             "__doc__": f"Autograd Function of ``{op.name}`` (declared in op_declarations)."})
     if op.result == "sum":
-        casts, kernel = op.autocast is not None, op.name
+        casts = op.autocast is not None
+        kernels = KernelTable(lambda backend: getattr(backend, op.name))
+        table, fetch = kernels.table, kernels.fetch
 
         def fn(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
             if (dim is None and not keepdim and dtype is None and type(input) in _TENSOR_TYPES
@@ -169,7 +172,8 @@ def _reduction_function(op: decl.Reduction):
                 if dtype.category < 2:
                     dtype = D.int64
                 backend, dims = input._backend, _all_dims(len(input.shape))
-                y = new_tensor(getattr(backend, kernel)(input._data, dims, False, dtype),
+                y = new_tensor((table.get(backend) or fetch(backend))(input._data, dims, False,
+                                                                      dtype),
                                input.device, backend, _SCALAR, dtype)
                 if input.requires_grad and _grad.enabled:
                     ctx = Node(cls)  # what Function.apply records, with forward done above
