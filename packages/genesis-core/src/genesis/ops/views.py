@@ -161,11 +161,11 @@ def records_nothing(x: Tensor) -> bool:
 def _remember_view(x: Tensor, shape: tuple, resolved: Size) -> None:
     """Keep the plan of ``x.view(*shape)`` for the host path, when it is a view the host
     path could make (a view that records a graph never looks its plan up)."""
-    if not records_nothing(x):
+    if not (records_nothing(x) and _all_ints(shape)):  # (a list of sizes: never looked up)
         return
     strides = tuple(x._backend.strides_of(x._data))
     new_strides = _cached_view_strides(x.shape, strides, resolved)
-    if new_strides is not None and _all_ints(shape):
+    if new_strides is not None:
         if len(_VIEW_PLANS) > 4096:
             _VIEW_PLANS.clear()
         _VIEW_PLANS[(x.shape, strides, shape)] = (resolved, new_strides)
