@@ -4,6 +4,8 @@ Markers:
     cuda      needs a CUDA GPU; skipped when ``genesis.cuda.is_available()`` is False.
     multigpu  needs two or more CUDA GPUs; skipped when ``genesis.cuda.device_count() < 2``.
     slow      takes more than a few seconds; runs by default (deselect with ``-m "not slow"``).
+    gpu_timing  asserts on measured GPU time: other processes' kernels on the same GPU make
+              it slow, so ``tools/device/gpu_suite.sh`` runs these alone after the shards.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ MARKERS = {
     "cuda": "needs a CUDA GPU (skipped when genesis.cuda.is_available() is False)",
     "multigpu": "needs two or more CUDA GPUs (skipped when genesis.cuda.device_count() < 2)",
     "slow": "takes more than a few seconds (deselect with -m 'not slow')",
+    "gpu_timing": "asserts on measured GPU time (run alone, not beside other GPU work)",
 }
 
 

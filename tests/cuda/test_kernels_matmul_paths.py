@@ -477,6 +477,7 @@ def test_decode_linear_replays_in_a_cuda_graph():
         assert torch.equal(torch.from_dlpack(static), torch.from_dlpack(GF.linear(new, w, b)))
 
 
+@pytest.mark.gpu_timing
 @pytest.mark.skipif(INTERPRET, reason="GPU timing")
 @pytest.mark.parametrize("spin_ns", [2_000_000, 100_000])
 def test_tuner_times_the_gpu_not_the_host(monkeypatch, spin_ns):
