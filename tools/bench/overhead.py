@@ -19,7 +19,13 @@ measured calls:
   (plain operands: no promotion, no ``Function.apply``) skip ``forward`` altogether, so
   there this figure is small or negative: the call costs less than the general forward;
 * autograd record — the same call on an input that requires grad minus the call without:
-  making the graph node and saving tensors.
+  making the graph node and saving tensors;
+* floor — not a stage but a bound: the leanest Python function that still does the op's
+  job, timed alone. It takes the public call's arguments, reads the tensor fields it needs,
+  calls the same backend kernel and makes the result Tensor (a view or slice looks its
+  result's geometry up in one dict), with no checks, no autograd and no observers. Its
+  ratio to torch's time is as low as a host path written in Python around this backend's
+  kernel can go.
 """
 
 from __future__ import annotations
@@ -64,10 +70,12 @@ def _time_loops(fns: list, iters: int, syncs: list, repeats: int = 7) -> list:
 
 
 def _stage_cases(device):
-    """Per op: (launch, forward without graph, public call, public call recording a graph);
-    None where a stage does not exist for the op."""
+    """Per op: (launch, forward without graph, public call, public call recording a graph,
+    floor); None where a stage does not exist for the op."""
     from genesis.autograd.function import _NO_GRAD_CTX as nog
     from genesis.ops import elementwise, linalg, reduction, strided, views
+    from genesis.ops.common import wrap
+    from genesis.tensor import Size, new_tensor
 
     a = genesis.ones(16, device=device)
     b = genesis.ones(16, device=device)
@@ -83,38 +91,81 @@ def _stage_cases(device):
     add, mul, exp = fn["add"].function, fn["mul"].function, fn["exp"].function
     ad, bd, md = a._data, b._data, m._data
     f32 = a.dtype
+    scalar, by_4x4 = Size(()), Size((4, 4))
+    products = {(m.shape, m.shape): by_4x4}
+    view_plans = {(a.shape, (4, 4)): (by_4x4, (4, 1))}
+    slice_plans = {(a.shape, 2, 10, None): (Size((8,)), (1,), 2)}
+
+    # the floors (see the module docstring)
+    def add_floor(x, y):
+        return new_tensor(k_add(x._data, y._data), x.device, x._backend, x.shape, x.dtype)
+
+    def mul_floor(x, y):
+        return new_tensor(k_mul(x._data, y), x.device, x._backend, x.shape, x.dtype)
+
+    def exp_floor(x):
+        return new_tensor(k_exp(x._data), x.device, x._backend, x.shape, x.dtype)
+
+    def sum_floor(x):
+        return new_tensor(be.sum(x._data, (0,), False, x.dtype), x.device, x._backend,
+                          scalar, x.dtype)
+
+    def matmul_floor(x, y):
+        return new_tensor(x._backend.matmul(x._data, y._data), x.device, x._backend,
+                          products[(x.shape, y.shape)], x.dtype)
+
+    def view_floor(x, *shape):
+        size, strides = view_plans[(x.shape, shape)]
+        return wrap(x._backend.view(x._data, size, strides), x.device, x, size, x.dtype)
+
+    def slice_floor(x, k):
+        size, strides, offset = slice_plans[(x.shape, k.start, k.stop, k.step)]
+        return wrap(x._backend.as_strided(x._data, size, strides, offset), x.device, x, size,
+                    x.dtype)
+
+    def add__floor(x, y):
+        k_add_(x._data, y._data)
+        x._version_box[0] += 1
+        return x
+
     return {
         "add (a + b)": (lambda: k_add(ad, bd), lambda: add.forward(nog, a, b),
-                        lambda: a + b, lambda: w + b),
+                        lambda: a + b, lambda: w + b, lambda: add_floor(a, b)),
         "mul by scalar (a * 2.0)": (lambda: k_mul(ad, 2.0), lambda: mul.forward(nog, a, 2.0),
-                                    lambda: a * 2.0, lambda: w * 2.0),
+                                    lambda: a * 2.0, lambda: w * 2.0,
+                                    lambda: mul_floor(a, 2.0)),
         "exp": (lambda: k_exp(ad), lambda: exp.forward(nog, a), lambda: a.exp(),
-                lambda: w.exp()),
+                lambda: w.exp(), lambda: exp_floor(a)),
         "sum()": (lambda: be.sum(ad, (0,), False, f32),
                   lambda: reduction.Sum.forward(nog, a, (0,), False, None),
-                  lambda: a.sum(), lambda: w.sum()),
+                  lambda: a.sum(), lambda: w.sum(), lambda: sum_floor(a)),
         "matmul 4x4": (lambda: be.matmul(md, md), lambda: linalg.Matmul.forward(nog, m, m),
-                       lambda: m @ m, lambda: wm @ m),
+                       lambda: m @ m, lambda: wm @ m, lambda: matmul_floor(m, m)),
         "view/reshape": (lambda: be.view(ad, (4, 4), (4, 1)),
                          lambda: views.View.forward(nog, a, (4, 4)),
-                         lambda: a.view(4, 4), lambda: w.view(4, 4)),
+                         lambda: a.view(4, 4), lambda: w.view(4, 4),
+                         lambda: view_floor(a, 4, 4)),
         "slice a[2:10]": (lambda: be.as_strided(ad, (8,), (1,), 2),
                           lambda: strided.Slice.forward(nog, a, (slice(2, 10),)),
-                          lambda: a[2:10], lambda: w[2:10]),
-        "in-place add_": (lambda: k_add_(ad, bd), None, lambda: a.add_(b), None),
+                          lambda: a[2:10], lambda: w[2:10], lambda: slice_floor(a, slice(2, 10))),
+        "in-place add_": (lambda: k_add_(ad, bd), None, lambda: a.add_(b), None,
+                          lambda: add__floor(a, b)),
     }
 
 
-def _stages(device, iters: int, sync, repeats: int) -> list:
+def _stages(device, iters: int, sync, repeats: int, torch_us: dict) -> list:
+    """The stage table's rows; ``torch_us``: torch's time per op from the main table."""
     rows = []
     for name, fns in _stage_cases(device).items():
-        t_launch, t_fwd, t_call, t_rec = _time_loops(list(fns), iters, [sync] * 4, repeats)
+        t_launch, t_fwd, t_call, t_rec, t_floor = _time_loops(list(fns), iters, [sync] * 5,
+                                                              repeats)
         inner = t_fwd if t_fwd is not None else t_launch
         rows.append({"op": name, "launch_us": round(t_launch, 2),
                      "dispatch_us": None if t_fwd is None else round(t_fwd - t_launch, 2),
                      "wrapper_us": round(t_call - inner, 2),
                      "autograd_record_us": None if t_rec is None else round(t_rec - t_call, 2),
-                     "total_us": round(t_call, 2)})
+                     "total_us": round(t_call, 2), "floor_us": round(t_floor, 2),
+                     "floor_over_torch": round(t_floor / torch_us[name], 2)})
     return rows
 
 
@@ -170,15 +221,20 @@ def main() -> None:
     for r in rows:
         print(f"| {r['op']:<30} | {r['genesis_us']:>10.2f} | {r['torch_us']:>8.2f} | "
               f"{r['genesis_over_torch']:>13.2f} |")
-    stages = [] if args.no_stages else _stages(args.device, args.iters, sync_g, args.repeats)
+    torch_us = {r["op"]: r["torch_us"] for r in rows}
+    stages = [] if args.no_stages else _stages(args.device, args.iters, sync_g, args.repeats,
+                                               torch_us)
     if stages:
-        print("\ngenesis host time by stage, µs (see the module docstring)")
-        print(f"| {'op':<30} | launch | dispatch | wrapper | autograd record | total |")
-        print(f"|{'-' * 32}|-------:|---------:|--------:|----------------:|------:|")
+        print("\ngenesis host time by stage, µs, and the floor (see the module docstring)")
+        print(f"| {'op':<30} | launch | dispatch | wrapper | autograd record | total "
+              "| floor | floor/torch |")
+        print(f"|{'-' * 32}|-------:|---------:|--------:|----------------:|------:"
+              "|------:|------------:|")
         for r in stages:
             print(f"| {r['op']:<30} | {_show(r['launch_us']):>6} | {_show(r['dispatch_us']):>8} "
                   f"| {_show(r['wrapper_us']):>7} | {_show(r['autograd_record_us']):>15} "
-                  f"| {_show(r['total_us']):>5} |")
+                  f"| {_show(r['total_us']):>5} | {_show(r['floor_us']):>5} "
+                  f"| {_show(r['floor_over_torch']):>11} |")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"device": args.device, "torch": torch.__version__, "rows": rows,
