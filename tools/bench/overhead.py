@@ -153,19 +153,21 @@ def _stage_cases(device):
     }
 
 
-def _stages(device, iters: int, sync, repeats: int, torch_us: dict) -> list:
-    """The stage table's rows; ``torch_us``: torch's time per op from the main table."""
+def _stages(device, iters: int, sync_g, sync_t, repeats: int) -> list:
+    """The stage table's rows. Torch's own call takes turns with the stages, so the floor's
+    ratio compares two figures of the same loops."""
     rows = []
+    torch_cases = _cases(torch, device)
     for name, fns in _stage_cases(device).items():
-        t_launch, t_fwd, t_call, t_rec, t_floor = _time_loops(list(fns), iters, [sync] * 5,
-                                                              repeats)
+        t_launch, t_fwd, t_call, t_rec, t_floor, t_torch = _time_loops(
+            [*fns, torch_cases[name]], iters, [sync_g] * 5 + [sync_t], repeats)
         inner = t_fwd if t_fwd is not None else t_launch
         rows.append({"op": name, "launch_us": round(t_launch, 2),
                      "dispatch_us": None if t_fwd is None else round(t_fwd - t_launch, 2),
                      "wrapper_us": round(t_call - inner, 2),
                      "autograd_record_us": None if t_rec is None else round(t_rec - t_call, 2),
                      "total_us": round(t_call, 2), "floor_us": round(t_floor, 2),
-                     "floor_over_torch": round(t_floor / torch_us[name], 2)})
+                     "floor_over_torch": round(t_floor / t_torch, 2)})
     return rows
 
 
@@ -221,9 +223,8 @@ def main() -> None:
     for r in rows:
         print(f"| {r['op']:<30} | {r['genesis_us']:>10.2f} | {r['torch_us']:>8.2f} | "
               f"{r['genesis_over_torch']:>13.2f} |")
-    torch_us = {r["op"]: r["torch_us"] for r in rows}
-    stages = [] if args.no_stages else _stages(args.device, args.iters, sync_g, args.repeats,
-                                               torch_us)
+    stages = [] if args.no_stages else _stages(args.device, args.iters, sync_g, sync_t,
+                                               args.repeats)
     if stages:
         print("\ngenesis host time by stage, µs, and the floor (see the module docstring)")
         print(f"| {'op':<30} | launch | dispatch | wrapper | autograd record | total "
