@@ -5,6 +5,7 @@ it casts an operand."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
@@ -177,6 +178,25 @@ def test_remembered_views_are_per_strides_and_int_sizes():
         a.view(3.0, 2)
     with pytest.raises(TypeError):
         a.reshape(3, 2.0)
+
+
+def test_remembered_slices_are_per_strides_offset_and_int_bounds():
+    """The host path's remembered ``x[1:3]`` of a (3, 2) tensor is not reused for another
+    (3, 2) tensor with other strides, starts at each tensor's own offset, and float bounds
+    still raise while numpy ints and 0-d tensors still index."""
+    a = _t([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])
+    for _ in range(2):  # the first call remembers the plan, the second uses it
+        assert a[1:3].tolist() == [[3.0, 4.0], [5.0, 6.0]]
+    b = _t([[1.0, 3.0, 5.0], [2.0, 4.0, 6.0]]).t()  # a's values and shape, other strides
+    assert b[1:3].tolist() == [[3.0, 4.0], [5.0, 6.0]]
+    c = _t([[0.0, 0.0], [1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])[1:]  # a's geometry at offset 2
+    assert c[1:3].tolist() == [[3.0, 4.0], [5.0, 6.0]]
+    assert c[1:3].storage_offset() == 4 and c[1:3]._base is c._base
+    with pytest.raises(TypeError):
+        a[1.0:3]
+    assert a[np.int64(1):np.int64(3)].tolist() == [[3.0, 4.0], [5.0, 6.0]]
+    assert a[genesis.tensor(1):3].tolist() == [[3.0, 4.0], [5.0, 6.0]]
+    assert a[::2].tolist() == [[1.0, 2.0], [5.0, 6.0]]
 
 
 class _InPlaceRecording(CPUBackend):

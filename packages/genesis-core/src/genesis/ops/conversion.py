@@ -31,7 +31,7 @@ def _cast(x: Tensor, dtype: D.DType) -> Tensor:
     listening): the kernel call, and the graph node made directly when ``x`` wants grad."""
     backend = x._backend
     y = new_tensor(backend.cast(x._data, dtype), x.device, backend, x.shape, dtype)
-    if _grad.enabled and x.requires_grad:
+    if x.requires_grad and _grad.enabled:
         ctx = Node(Cast)  # what Function.apply records, with forward done above
         ctx.in_dtype = x.dtype
         record(ctx, (x, dtype), y)

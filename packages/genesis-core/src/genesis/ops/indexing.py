@@ -212,7 +212,7 @@ def full_indices(shape: tuple, indices: list) -> list:
 def getitem(x: Tensor, key) -> Tensor:
     """``x[key]``: basic indexing gives a view, advanced indexing a copy (torch rules)."""
     if type(key) in (int, slice) or key is None:  # not bool: x[True] adds a dim
-        if type(x) is Tensor and not (_grad.enabled and x.requires_grad) and not _op_observers:
+        if type(x) is Tensor and not (x.requires_grad and _grad.enabled) and not _op_observers:
             if type(key) is slice and x.shape:  # the host path of x[a:b]
                 return slice_dim0(x, key)
             return Slice.forward(_NO_GRAD_CTX, x, _basic_key(x, (key,)))  # nothing to record

@@ -66,10 +66,10 @@ def _binary_inplace(op: decl.Op):
     table, fetch, floats, check = kernels.table, kernels.fetch, op.ints == "float", op.check
 
     def method(self: Tensor, other, **kwargs) -> Tensor:
-        grad = _grad_state.enabled
         if (type(self) is Tensor and check is None and not kwargs
-                and not (grad and (self.requires_grad or (
-                    self._base is not None and self._base.requires_grad)))):
+                and not ((self.requires_grad or (
+                    self._base is not None and self._base.requires_grad))
+                    and _grad_state.enabled)):
             # the host path (as elementwise's): same dtype, shape and device, or a Python
             # float; nothing to record. One in-place kernel call.
             dtype = self.dtype
@@ -77,7 +77,7 @@ def _binary_inplace(op: decl.Op):
                 plain = (other.dtype is dtype and other.device is self.device
                          and (other.shape is self.shape or other.shape == self.shape)
                          and (not floats or dtype.is_floating_point)
-                         and not (grad and other.requires_grad))
+                         and not (other.requires_grad and _grad_state.enabled))
                 y = other._data
             else:
                 plain, y = type(other) is float and dtype.is_floating_point, other

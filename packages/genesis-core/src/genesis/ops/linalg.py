@@ -156,7 +156,7 @@ def matmul(input: Tensor, other: Tensor) -> Tensor:
     """
     if (type(input) is Tensor and type(other) is Tensor and input.dtype is other.dtype
             and input.device is other.device
-            and not (_grad.enabled and (input.requires_grad or other.requires_grad))
+            and not ((input.requires_grad or other.requires_grad) and _grad.enabled)
             and not _autocast.enabled and not _op_observers):
         # the host path: two matrices seen before, nothing to record, no autocast — no
         # Function.apply

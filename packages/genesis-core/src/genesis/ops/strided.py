@@ -83,14 +83,35 @@ def _leading_slice(shape: tuple, strides: tuple, offset: int, k: slice) -> tuple
             offset + start * strides[0] if length else offset)
 
 
+# (input shape, input strides, start, stop, step) -> (result Size, strides, offset added):
+# the host path of an x[a:b] met before, as one lookup
+_SLICE_PLANS: dict = {}
+_INT_OR_NONE = {int, type(None)}  # slice bounds a plan is kept for (2.0 == 2 as a key)
+
+
 def slice_dim0(x: Tensor, k: slice) -> Tensor:
     """``x[k]`` for one slice ``k`` of a tensor of at least one dim, recording nothing (the
     host path of ``x[a:b]``)."""
     backend, data = x._backend, x._data
-    shape, strides, offset = _leading_slice(x.shape, tuple(backend.strides_of(data)),
-                                            backend.storage_offset_of(data), k)
-    shape = interned_size(shape)
-    return wrap(backend.as_strided(data, shape, strides, offset), x.device, x, shape, x.dtype)
+    strides = backend.strides_of(data)
+    start, stop, step = k.start, k.stop, k.step
+    if type(start) in _INT_OR_NONE and type(stop) in _INT_OR_NONE \
+            and type(step) in _INT_OR_NONE:
+        key = (x.shape, strides, start, stop, step)
+        plan = _SLICE_PLANS.get(key)
+        if plan is None:
+            shape, new_strides, added = _leading_slice(x.shape, strides, 0, k)
+            if len(_SLICE_PLANS) > 4096:  # many distinct slices: start over
+                _SLICE_PLANS.clear()
+            plan = _SLICE_PLANS[key] = (interned_size(shape), new_strides, added)
+        size, new_strides, added = plan
+        offset = backend.storage_offset_of(data) + added
+    else:  # bounds given as other index types (numpy ints, 0-d tensors): no plan kept
+        shape, new_strides, offset = _leading_slice(x.shape, tuple(strides),
+                                                    backend.storage_offset_of(data), k)
+        size = interned_size(shape)
+    return wrap(backend.as_strided(data, size, new_strides, offset), x.device, x, size,
+                x.dtype)
 
 
 def _slice_extent(k: slice, n: int) -> tuple:

@@ -154,8 +154,10 @@ _VIEW_PLANS: dict = {}
 
 def records_nothing(x: Tensor) -> bool:
     """Whether a view of ``x`` made now needs no ``Function.apply``: no graph to record
-    and no op observers (the host paths of views check this first)."""
-    return type(x) is Tensor and not (_grad.enabled and x.requires_grad) and not _op_observers
+    and no op observers (the host paths of views check this first). The host paths read a
+    tensor's ``requires_grad`` before the grad mode: the flag is usually False, and the mode
+    is a thread-local read."""
+    return type(x) is Tensor and not (x.requires_grad and _grad.enabled) and not _op_observers
 
 
 def _remember_view(x: Tensor, shape: tuple, resolved: Size) -> None:
@@ -175,7 +177,7 @@ def _planned_view(x: Tensor, shape: tuple) -> Tensor | None:
     """The host path of a view or reshape met before, with nothing to record: one lookup
     of the remembered plan and the view, without ``Function.apply``; None where that does
     not apply (a first meeting, a copy, a graph to record, op observers)."""
-    if (type(x) is Tensor and not (_grad.enabled and x.requires_grad) and not _op_observers
+    if (type(x) is Tensor and not (x.requires_grad and _grad.enabled) and not _op_observers
             and _all_ints(shape)):  # (records_nothing, inline; 2.0 == 2 as a key)
         backend, data = x._backend, x._data
         plan = _VIEW_PLANS.get((x.shape, backend.strides_of(data), shape))
