@@ -107,7 +107,7 @@ def slice_dim0(x: Tensor, k: slice) -> Tensor:
         size, new_strides, added = plan
         offset = backend.storage_offset_of(data) + added
     else:  # bounds given as other index types (numpy ints, 0-d tensors): no plan kept
-        shape, new_strides, offset = _leading_slice(x.shape, tuple(strides),
+        shape, new_strides, offset = _leading_slice(x.shape, strides,
                                                     backend.storage_offset_of(data), k)
         size = interned_size(shape)
     return wrap(backend.as_strided(data, size, new_strides, offset), x.device, x, size,
