@@ -148,7 +148,6 @@ def test_random_composites_are_seeded_and_distributed():
     assert Backend.randperm(cpu, 0, D.int64, None, gen).shape == (0,)
 
 
-
 @pytest.mark.parametrize("dtype", (D.int64, D.float32, D.bfloat16), ids=str)
 def test_inplace_kernels_write_what_the_out_kernels_do(dtype):
     # the CPU backend's own in-place kernels (torch's x.add_(y) ...) against the default,
