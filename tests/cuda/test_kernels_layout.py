@@ -133,3 +133,26 @@ def test_fill_strided(dtype, value):
 
     whole = array.CudaArray((4, 6), (6, 1), 0, a.dtype, a.storage, a.device)  # a's storage
     assert torch.equal(to_torch(whole), expect.cpu())
+
+
+def test_cached_copies_are_per_integer_class():
+    """The copy's launches are cached per class of each size and stride (1, multiple of 16,
+    other): views that take turns between those classes each copy correctly."""
+    from genesis_cuda.kernels import layout
+
+    base = torch.randn(33, 48, device="cuda")
+    views = [base[:, :1], base[:, :16], base[:, :7], base[:1, :7], base[::2, :16],
+             base[::3, 1:8].t(), base[:, :1], base[:, :7]]
+    for v in views * 2:
+        assert torch.equal(to_torch(layout.clone(to_dev(v))), v.contiguous().cpu())
+
+
+@pytest.mark.parametrize("value", [1, 7, 16, 2**40])
+def test_fill_value_is_not_a_cached_constant(value):
+    """``fill_`` with one value after another (1 is a value Triton may compile in)."""
+    from genesis_cuda.kernels import layout
+
+    a = to_dev(torch.zeros(5, dtype=torch.int64, device="cuda"))
+    for v in (1, value, 1):
+        layout.fill_(a, v)
+        assert to_torch(a).tolist() == [v] * 5

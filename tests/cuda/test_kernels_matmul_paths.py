@@ -492,7 +492,7 @@ def test_tuner_times_the_gpu_not_the_host(monkeypatch, spin_ns):
     monkeypatch.setattr(mt, "_SPIN_NS", spin_ns)
 
     def gpu_only():
-        mt._spin_kernel[(1,)](50_000, num_warps=1)
+        mt._spin((1,), 50_000)
 
     def slow_host():
         t0 = time.perf_counter()

@@ -26,7 +26,7 @@ class PhiloxGenerator:
 
     Example (inside a random kernel's launcher):
         >>> offset = gen.next_offset(numel)   # counters [offset, offset + numel) are ours
-        >>> _uniform_kernel[grid](out, numel, gen.seed, offset, ...)
+        >>> _random(grid, out, numel, gen.seed, offset, ...)
     """
 
     __slots__ = ("device", "seed", "offset")

@@ -21,11 +21,13 @@ Programmatic dependent launch (Hopper on, ``dependent_launch``): the kernels of 
 take a ``PDL`` constexpr and are compiled to start while the kernel ahead of them finishes,
 hiding part of each launch's latency (``GENESIS_DEPENDENT_LAUNCH=0`` turns it off).
 
-Families that launch through ``Launcher``: elementwise, reduction, softmax, norms. matmul
-keeps its own per-plan launches (``matmul_common.Direct``, also switched by the flag). layout,
-indexing, sorting and random still launch through Triton's JIT (layout and indexing through
-``run``): their integer arguments are left to Triton's specialisation, so a key would need
-``spec`` of each and the i32/i64 class of the large ones.
+Every kernel family launches through ``Launcher``, except matmul, whose plans fix their
+compiled kernel, grid and constexprs once (``matmul_common.Direct``, also switched by the
+flag). The hot families (elementwise, reduction, softmax, norms, the fused LLM kernels, the
+optimizers) build their keys themselves, from what their plans already know. The others
+(layout, indexing, sorting, random) call the launcher with the kernel's arguments and let it
+work the key out from them, as Triton keys its own compiled kernels (``Launcher.__call__``,
+``arg_class``).
 """
 
 from __future__ import annotations
@@ -36,6 +38,8 @@ from math import prod as numel  # noqa: F401 - the element count of a shape, for
 import triton
 import triton.language as tl
 from triton.runtime import driver as _triton_driver
+
+from genesis_cuda import device as _device
 
 # re-exported for the kernel modules: geometry helpers, and ``empty``, the one allocation call
 from genesis_cuda.array import contiguous_strides, empty, geometry, is_contiguous  # noqa: F401
@@ -157,14 +161,16 @@ class Ptr:
 class Launcher:
     """Cached direct launches of one ``@triton.jit`` function.
 
-    ``launch(key, device, grid, args, aligned)``: ``args`` are *all* the kernel's
-    parameters in order (constexprs included, as Triton's launcher expects them); ``key``
-    must identify the constexpr values; ``aligned`` is the tuple of 16-byte alignment flags
-    of the pointer arguments (folded into the key). A kernel with a ``PDL`` constexpr is
-    compiled with ``launch_pdl`` where that argument is true (``dependent_launch``).
+    ``launch(key, device, grid, args, big)``: ``args`` are *all* the kernel's parameters in
+    order (constexprs included, as Triton's launcher expects them); ``key`` must identify
+    everything Triton specialises the compiled kernel on: the constexpr values, each
+    pointer's dtype and 16-byte alignment (``aligned``) and each integer argument's class
+    (``spec``). A kernel with a ``PDL`` constexpr is compiled with ``launch_pdl`` where that
+    argument is true (``dependent_launch``). ``launcher(grid, *args, **constexprs)`` works
+    the key out from the arguments.
     """
 
-    __slots__ = ("fn", "opts", "pdl_at", "cache")
+    __slots__ = ("fn", "opts", "pdl_at", "cache", "names", "constexpr_at")
 
     def __init__(self, fn, **opts):
         self.fn = fn
@@ -172,6 +178,21 @@ class Launcher:
         # a kernel with a PDL constexpr is compiled with launch_pdl where that argument is true
         self.pdl_at = fn.arg_names.index("PDL") if "PDL" in fn.arg_names else None
         self.cache: dict = {}
+        self.names = tuple(fn.arg_names)
+        # which parameters are constexprs (keyed by value); nothing is keyed under the interpreter
+        self.constexpr_at = None if INTERPRET else tuple(p.is_constexpr for p in fn.params)
+
+    def __call__(self, grid, *args, **constexprs):
+        """``kernel[grid](*args, **constexprs)`` on the current device, as Triton's own
+        launch, keyed as Triton keys its compiled kernels: each constexpr by its value, every
+        other argument by ``arg_class``. Constexprs may be passed by name (after all the
+        positional arguments). For the families off the hot path: the key costs a pass over
+        the arguments."""
+        if constexprs:
+            args = args + tuple(constexprs[name] for name in self.names[len(args):])
+        key = None if INTERPRET else tuple(a if c else arg_class(a)
+                                           for a, c in zip(args, self.constexpr_at))
+        self.launch(key, _device._current_device, grid, args)
 
     def _options(self, args) -> dict:
         i = self.pdl_at
@@ -215,15 +236,6 @@ class Launcher:
         compiled = self.fn[grid](*full, **self._options(full))
         if DIRECT:
             self.cache[key] = direct_entry(compiled)
-
-
-def run(kernel, grid, *args, **constexprs) -> None:
-    """A plain ``kernel[grid](*args, **constexprs)`` launch, through Triton's own argument
-    binding (the families that are not on ``Launcher``); under the interpreter, pointer
-    arguments go through ``interpret_arg`` first."""
-    if INTERPRET:
-        args = [interpret_arg(a) if hasattr(a, "data_ptr") else a for a in args]
-    kernel[grid](*args, **constexprs)
 
 
 class Site:
@@ -350,7 +362,36 @@ def collapse(shape, stride_sets):
     return out_shape, out_strides
 
 
+_I32, _I64 = 2**31, 2**63
+
+
+def int_class(v: int) -> int:
+    """What Triton specialises a compiled kernel on for an integer argument ``v``: 1
+    (compiled in as a constant), a multiple of 16, or another value; plus, outside int32,
+    the width Triton gives it (int64, or uint64 from 2**63)."""
+    if v == 1:
+        return 1
+    return (16 if v % 16 == 0 else 0) + (0 if -_I32 <= v < _I32 else 64 if v < _I64 else 128)
+
+
 def spec(*ints) -> tuple:
-    """Triton's specialisation class of each integer argument (1, multiple of 16, other):
-    part of a cache key whenever those arguments are left specialisable."""
-    return tuple(1 if v == 1 else 16 if v % 16 == 0 else 0 for v in ints)
+    """``int_class`` of each integer argument: part of a cache key whenever those arguments
+    are left specialisable, or may leave int32."""
+    return tuple(map(int_class, ints))
+
+
+def arg_class(a):
+    """What Triton specialises a compiled kernel on for a non-constexpr argument ``a``:
+    ``int_class`` of an int, the type of a float or a bool, the dtype and 16-byte alignment
+    of a pointer (anything with ``data_ptr()``, as ``aligned``), None for None."""
+    t = a.__class__
+    if t is int:
+        return int_class(a)
+    if t is float or t is bool:
+        return t.__name__
+    if a is None:
+        return None
+    if not hasattr(a, "data_ptr"):
+        raise TypeError(f"a kernel argument must be an int, float, bool, None or an array "
+                        f"with data_ptr(), got {t.__name__}")
+    return a.dtype.name, (a.data_ptr() & 15) == 0

@@ -23,7 +23,7 @@ from genesis_cuda import array as _array
 from genesis_cuda import capture, kernel_errors, transfer
 
 from . import _launch
-from ._launch import Ptr, cdiv, contiguous_strides, numel, run
+from ._launch import Launcher, Ptr, cdiv, contiguous_strides, numel
 from .layout import (
     BLOCK,
     clone,
@@ -208,6 +208,14 @@ def _nz_write_kernel(a, prefix, out, n, n1, n2, n3, n4, n5, n6, n7,
 
 
 # ------------------------------------------------------------------------------ walks
+_gather = Launcher(_gather_kernel)
+_scatter = Launcher(_scatter_kernel)
+_offsets = Launcher(_offsets_kernel)
+_nz_count = Launcher(_nz_count_kernel)
+_scan = Launcher(_scan_kernel)
+_nz_write = Launcher(_nz_write_kernel)
+
+
 def _error_word(op, device):
     """(error word, OP code) for a launch that checks its indices for ``op``; ``op`` None:
     indices known to be in range (any pointer will do, OP 0 never reads it)."""
@@ -226,9 +234,9 @@ def _gather_walk(out, src, src_strides, idx, idx_strides, scale: int, size: int,
            (idx.data_ptr(), idx.dtype.itemsize, idx_strides)]
     err, code = _error_word(op, out.device)
     for n, s6, ((optr, os_), (sp, ss), (ip, is_)), big in plan(shape, ops):
-        run(_gather_kernel, grid1(n), Ptr(optr, out.dtype), Ptr(sp, src.dtype),
-            Ptr(ip, idx.dtype), err or Ptr(optr, out.dtype), n, scale, size, *s6[1:], *os_,
-            *ss, *is_, OP=code, BLOCK=BLOCK, BIG=big)
+        _gather(grid1(n), Ptr(optr, out.dtype), Ptr(sp, src.dtype), Ptr(ip, idx.dtype),
+                err or Ptr(optr, out.dtype), n, scale, size, *s6[1:], *os_, *ss, *is_,
+                OP=code, BLOCK=BLOCK, BIG=big)
 
 
 def _scatter_walk(shape, dst, dst_strides, idx, idx_strides, scale: int, size: int,
@@ -256,9 +264,9 @@ def _scatter_walk(shape, dst, dst_strides, idx, idx_strides, scale: int, size: i
            (idx.data_ptr(), idx.dtype.itemsize, idx_strides)]
     err, code = _error_word(op, dst.device)
     for n, s6, ((dp, ds), (sp, ss), (ip, is_)), big in plan(tuple(shape), ops):
-        run(_scatter_kernel, grid1(n), Ptr(dp, dst.dtype), Ptr(sp, sdt), Ptr(ip, idx.dtype),
-            err or Ptr(dp, dst.dtype), n, scale, size, value_f, value_i, *s6[1:], *ds, *ss,
-            *is_, OP=code, SCALAR=scalar, ADD=bool(add), BLOCK=BLOCK, BIG=big)
+        _scatter(grid1(n), Ptr(dp, dst.dtype), Ptr(sp, sdt), Ptr(ip, idx.dtype),
+                 err or Ptr(dp, dst.dtype), n, scale, size, value_f, value_i, *s6[1:], *ds, *ss,
+                 *is_, OP=code, SCALAR=scalar, ADD=bool(add), BLOCK=BLOCK, BIG=big)
 
 
 # ----------------------------------------------------------------------------- public
@@ -378,9 +386,9 @@ def _advanced(op, a_shape, a_strides, indices, device):
             istr = _broadcast_strides(ix.shape, ix.strides, bshape)
             ops = [(off.data_ptr(), 8, ostr), (ix.data_ptr(), ix.dtype.itemsize, istr)]
             for n, s6, ((optr, os_), (ip, is_)), big in plan(tuple(bshape), ops):
-                run(_offsets_kernel, grid1(n), Ptr(optr, D.int64), Ptr(ip, ix.dtype), err, n,
-                    a_strides[d], a_shape[d], *s6[1:], *os_, *is_, OP=code, FIRST=i == 0,
-                    BLOCK=BLOCK, BIG=big)
+                _offsets(grid1(n), Ptr(optr, D.int64), Ptr(ip, ix.dtype), err, n, a_strides[d],
+                         a_shape[d], *s6[1:], *os_, *is_, OP=code, FIRST=i == 0, BLOCK=BLOCK,
+                         BIG=big)
     offs = off.strides
     shape = [a_shape[x] if k == "d" else bshape[x] for k, x in layout]
     tstr = [a_strides[x] if k == "d" else 0 for k, x in layout]
@@ -441,10 +449,10 @@ def nonzero(a):
                                 "also boolean-mask indexing and masked_select)", a.device)
     counts = _launch.empty((nb,), D.int64, a.device)
     prefix = _launch.empty((nb + 1,), D.int64, a.device)
-    _nz_count_kernel[(nb,)](a, counts, n, *shape8[1:], *str8, BLOCK=nblock)
-    _scan_kernel[(1,)](counts, prefix, nb, CH=1024)
+    _nz_count((nb,), a, counts, n, *shape8[1:], *str8, BLOCK=nblock)
+    _scan((1,), counts, prefix, nb, CH=1024)
     total = int(transfer.item(_array.as_strided(prefix, (), (), nb)))
     out = _launch.empty((total, nd), D.int64, a.device)
     if total and nd:
-        _nz_write_kernel[(nb,)](a, prefix, out, n, *shape8[1:], *str8, NDIM=nd, BLOCK=nblock)
+        _nz_write((nb,), a, prefix, out, n, *shape8[1:], *str8, NDIM=nd, BLOCK=nblock)
     return out

@@ -18,7 +18,7 @@ import triton
 import triton.language as tl
 
 from . import _launch, elementwise
-from ._launch import Ptr, View, cdiv, collapse, contiguous_strides, numel, run
+from ._launch import Launcher, Ptr, View, cdiv, collapse, contiguous_strides, numel
 
 MAXD = 6  # dims a strided kernel addresses directly; more are split on the host
 BLOCK = 1024
@@ -164,6 +164,11 @@ def _arange_kernel(out, n, start: tl.float64, step: tl.float64, istart: tl.int64
 
 
 # ------------------------------------------------------------------------ launchers
+_copy = Launcher(_copy_kernel)
+_fill = Launcher(_fill_kernel)
+_arange = Launcher(_arange_kernel)
+
+
 def copy_strided(dst_ptr: int, dst_dtype, dst_strides, src_ptr: int, src_dtype, src_strides,
                  shape, mode: int = 0, diag: int = 0) -> None:
     """Copy (casting) ``shape`` elements between two strided views given by raw pointers."""
@@ -171,8 +176,8 @@ def copy_strided(dst_ptr: int, dst_dtype, dst_strides, src_ptr: int, src_dtype, 
         return
     ops = [(dst_ptr, dst_dtype.itemsize, dst_strides), (src_ptr, src_dtype.itemsize, src_strides)]
     for n, s6, ((dp, ds), (sp, ss)), big in plan(shape, ops, keep_last=2 if mode else 0):
-        run(_copy_kernel, grid1(n), Ptr(dp, dst_dtype), Ptr(sp, src_dtype), n, *s6[1:], *ds,
-            *ss, diag, MODE=mode, BLOCK=BLOCK, BIG=big)
+        _copy(grid1(n), Ptr(dp, dst_dtype), Ptr(sp, src_dtype), n, *s6[1:], *ds, *ss, diag,
+              MODE=mode, BLOCK=BLOCK, BIG=big)
 
 
 def copy_into(dst, src) -> None:
@@ -195,8 +200,7 @@ def fill_(a, value):
     vf, vi = scalar_args(value)
     for n, s6, ((p, ds),), big in plan(tuple(a.shape), [(a.data_ptr(), a.dtype.itemsize,
                                                          a.strides)]):
-        run(_fill_kernel, grid1(n), Ptr(p, a.dtype), n, vf, vi, *s6[1:], *ds, BLOCK=BLOCK,
-            BIG=big)
+        _fill(grid1(n), Ptr(p, a.dtype), n, vf, vi, *s6[1:], *ds, BLOCK=BLOCK, BIG=big)
     return a
 
 
@@ -262,6 +266,6 @@ def arange(start, end, step, dtype, device):
         is_int = not dtype.is_floating_point
         istart = int(start) if is_int else 0
         istep = int(step) if is_int else 0
-        run(_arange_kernel, grid1(n), out, n, float(start), float(step), istart, istep,
-            IS_INT=is_int, BLOCK=BLOCK)
+        _arange(grid1(n), out, n, float(start), float(step), istart, istep, IS_INT=is_int,
+                BLOCK=BLOCK)
     return out

@@ -16,7 +16,7 @@ import triton.language as tl
 from genesis_cuda import capture
 from genesis_cuda.streams import Event
 
-from ._launch import cdiv
+from ._launch import Launcher, cdiv
 
 # (BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_stages, num_warps)
 # A leading "p" marks the persistent kernel (unbatched problems only); split-K candidates
@@ -134,6 +134,7 @@ def _spin_kernel(ns):
         t = _clock(ns)
 
 
+_spin = Launcher(_spin_kernel, num_warps=1)
 _SPIN_NS = 2_000_000  # the stream is held while the host queues the timed calls
 _SPIN_NS_MAX = 64 * _SPIN_NS
 
@@ -148,7 +149,7 @@ def _seconds_per_call(launch, reps: int) -> float:
     spin = _SPIN_NS
     while True:
         start, end = Event(enable_timing=True), Event(enable_timing=True)
-        _spin_kernel[(1,)](spin, num_warps=1)
+        _spin((1,), spin)
         start.record()
         for _ in range(reps):
             launch()

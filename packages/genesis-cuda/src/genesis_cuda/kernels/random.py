@@ -18,7 +18,7 @@ import triton.language as tl
 
 from genesis import dtypes as D
 
-from ._launch import Ptr, empty
+from ._launch import Launcher, Ptr, empty
 from .layout import BLOCK, clone, grid1, offset6, plan, unravel6
 
 
@@ -89,6 +89,9 @@ def _random_kernel(out, n, seed, base, p0: tl.float64, p1: tl.float64, span, low
     tl.store(out + offset6(c0, c1, c2, c3, c4, c5, d0, d1, d2, d3, d4, d5), y, mask=mask)
 
 
+_random = Launcher(_random_kernel)
+
+
 def _signed64(x: int) -> int:
     """A 64-bit counter as the int64 with the same bits (Philox uses the bits)."""
     x &= (1 << 64) - 1
@@ -106,8 +109,8 @@ def _fill_random(a, gen, kind: int, p0=0.0, p1=0.0, span=1, low=0):
     f64 = a.dtype is D.float64
     for n, s6, ((p, ds),), _big in plan(tuple(a.shape), [(a.data_ptr(), a.dtype.itemsize,
                                                           a.strides)]):
-        _random_kernel[grid1(n)](Ptr(p, a.dtype), n, seed, base, float(p0), float(p1),
-                                 span, low, *s6[1:], *ds, KIND=kind, F64=f64, BLOCK=BLOCK)
+        _random(grid1(n), Ptr(p, a.dtype), n, seed, base, float(p0), float(p1), span, low,
+                *s6[1:], *ds, KIND=kind, F64=f64, BLOCK=BLOCK)
         base = _signed64(base + n)  # host-split launches walk consecutive C-order ranges
     return a
 

@@ -22,7 +22,7 @@ import triton.language as tl
 
 from genesis import dtypes as D
 
-from ._launch import cdiv, collapse, contiguous_strides, empty, next_pow2, numel
+from ._launch import Launcher, cdiv, collapse, contiguous_strides, empty, next_pow2, numel
 from .layout import MAXD, clone, copy_strided, fill_, offset6, unravel6
 
 MAX_BITONIC = 4096  # longest row sorted in registers by one program
@@ -185,6 +185,12 @@ def _finish_kernel(x, ids, vals, idxs, n, P, n1, n2, n3, n4, n5,
 
 
 # ------------------------------------------------------------------------------- host
+_sort_rows = {w: Launcher(_sort_rows_kernel, num_warps=w) for w in (4, 8)}
+_sort_chunks = Launcher(_sort_chunks_kernel, num_warps=8)
+_merge = Launcher(_merge_kernel, num_warps=4)
+_finish = Launcher(_finish_kernel)
+
+
 def _row_geometry(a, dim):
     """Collapsed (shape6, input strides6, output strides6) of the rows around ``dim``."""
     shape = tuple(a.shape)
@@ -226,10 +232,10 @@ def sort(a, dim: int, descending: bool, stable: bool):
         rows = max(1, min(next_pow2(R), 2048 // block))
         log_n = block.bit_length() - 1
         n_dims = log_n + rows.bit_length() - 1
-        _sort_rows_kernel[(cdiv(R, rows),)](
-            a, vals, idxs, R, n, int(bool(descending)), *rshape[1:], *xs, xd, *os_, od,
-            WIDE=wide, ROWS=rows, BLOCK=block, LOG_N=log_n,
-            N_DIMS=n_dims, num_warps=8 if block * rows >= 2048 else 4)
+        sort_rows = _sort_rows[8 if block * rows >= 2048 else 4]  # (by num_warps)
+        sort_rows((cdiv(R, rows),), a, vals, idxs, R, n, int(bool(descending)), *rshape[1:],
+                  *xs, xd, *os_, od, WIDE=wide, ROWS=rows, BLOCK=block, LOG_N=log_n,
+                  N_DIMS=n_dims)
         return vals, idxs
     # Long rows: sorted chunks, then stable pairwise merges.
     C = MAX_BITONIC
@@ -239,19 +245,17 @@ def sort(a, dim: int, descending: bool, stable: bool):
     k0, v0 = empty((R, P), kdt, a.device), empty((R, P), D.int32, a.device)
     k1, v1 = empty((R, P), kdt, a.device), empty((R, P), D.int32, a.device)
     log_c = C.bit_length() - 1
-    _sort_chunks_kernel[(chunks, R)](a, k0, v0, n, P, int(bool(descending)), *rshape[1:], *xs,
-                                     xd, WIDE=wide, BLOCK=C,
-                                     LOG_N=log_c, num_warps=8)
+    _sort_chunks((chunks, R), a, k0, v0, n, P, int(bool(descending)), *rshape[1:], *xs, xd,
+                 WIDE=wide, BLOCK=C, LOG_N=log_c)
     L = C
     mb = min(1024, P)
     while L < P:
-        _merge_kernel[(P // mb, R)](k0, v0, k1, v1, P, L, L.bit_length(), BLOCK=mb,
-                                    num_warps=4)
+        _merge((P // mb, R), k0, v0, k1, v1, P, L, L.bit_length(), BLOCK=mb)
         k0, v0, k1, v1 = k1, v1, k0, v0
         L *= 2
     fb = 1024
-    _finish_kernel[(cdiv(n, fb), R)](a, v0, vals, idxs, n, P, *rshape[1:], *xs, xd,
-                                            *os_, od, BLOCK=fb)
+    _finish((cdiv(n, fb), R), a, v0, vals, idxs, n, P, *rshape[1:], *xs, xd, *os_, od,
+            BLOCK=fb)
     return vals, idxs
 
 
