@@ -190,8 +190,9 @@ class Launcher:
         the arguments."""
         if constexprs:
             args = args + tuple(constexprs[name] for name in self.names[len(args):])
-        key = None if INTERPRET else tuple(a if c else arg_class(a)
-                                           for a, c in zip(args, self.constexpr_at))
+        key = None if INTERPRET else tuple(
+            a if c else int_class(a) if a.__class__ is int else arg_class(a)  # (ints: most)
+            for a, c in zip(args, self.constexpr_at))
         self.launch(key, _device._current_device, grid, args)
 
     def _options(self, args) -> dict:
