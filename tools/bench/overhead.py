@@ -194,6 +194,25 @@ def _cases(lib, device):
     }
 
 
+def _layout_and_indexing_cases(lib, device):
+    """``--layout-indexing``: ops whose CUDA kernels key their launch from their arguments
+    (``Launcher.__call__``); not among the host-path targets above."""
+    x = lib.ones(16, device=device)
+    m = lib.ones(4, 4, device=device)
+    idx = lib.tensor([0, 3, 5, 7], device=device)
+    rows = lib.tensor([[0, 1, 2, 3]] * 4, device=device)
+    return {
+        "arange(16)": lambda: lib.arange(16, device=device),
+        "m.gather(1, rows)": lambda: m.gather(1, rows),
+        "x.index_select(0, idx)": lambda: x.index_select(0, idx),
+        "x[idx]": lambda: x[idx],
+        "x.sort()": lambda: x.sort(),
+        "m.flip(0)": lambda: m.flip(0),
+        "m.tril()": lambda: m.tril(),
+        "x.uniform_()": lambda: x.uniform_(),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cpu")
@@ -201,6 +220,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=21,
                         help="timed loops per row; the median is reported")
     parser.add_argument("--no-stages", action="store_true", help="skip the stage breakdown")
+    parser.add_argument("--layout-indexing", action="store_true",
+                        help="add rows for arange, gather, index_select, x[idx], sort, flip, "
+                             "tril and uniform_")
     parser.add_argument("--json", default=None, help="also write the table as JSON here")
     args = parser.parse_args()
 
@@ -209,6 +231,9 @@ def main() -> None:
     else:
         sync_g = sync_t = lambda: None
     g_cases, t_cases = _cases(genesis, args.device), _cases(torch, args.device)
+    if args.layout_indexing:
+        g_cases.update(_layout_and_indexing_cases(genesis, args.device))
+        t_cases.update(_layout_and_indexing_cases(torch, args.device))
     rows = []
     for name in g_cases:
         tg, tt = _time_loops([g_cases[name], t_cases[name]], args.iters, [sync_g, sync_t],
