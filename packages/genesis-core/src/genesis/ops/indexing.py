@@ -34,8 +34,10 @@ def _check_index_tensor(op: str, index: Tensor, size: int) -> Tensor:
         index = index.to(D.int64)
     if not checks_values(index):
         return index
-    if index.numel():
-        lo, hi = int(index.min()), int(index.max())
+    if index.numel():  # (the backend's reductions: a check, not an op to record)
+        backend, data, every_dim = index._backend, index._data, tuple(range(index.ndim))
+        lo = backend.item(backend.amin(data, every_dim, False))
+        hi = backend.item(backend.amax(data, every_dim, False))
         # only x[index] wraps negative indices; gather, scatter, index_select ... refuse them
         if lo < (-size if op == "index" else 0) or hi >= size:
             bad = hi if hi >= size else lo
