@@ -28,9 +28,10 @@ def test_launcher_compiles_with_launch_pdl_exactly_when_the_pdl_argument_is_true
     launcher = _launch.Launcher(fn, num_warps=4)
     args = [0] * len(fn.arg_names)
     args[fn.arg_names.index("PDL")] = True
-    assert launcher._options(args) == {"num_warps": 4, "launch_pdl": True}
+    assert launcher._options(args) == {**_launch.COMPILE_OPTIONS, "num_warps": 4,
+                                       "launch_pdl": True}
     args[fn.arg_names.index("PDL")] = False
-    assert launcher._options(args) == {"num_warps": 4}
+    assert launcher._options(args) == {**_launch.COMPILE_OPTIONS, "num_warps": 4}
 
 
 def test_kernels_without_a_pdl_argument_keep_their_options():
@@ -39,7 +40,7 @@ def test_kernels_without_a_pdl_argument_keep_their_options():
     fn = next(v for v in vars(softmax).values()
               if hasattr(v, "arg_names") and "PDL" not in v.arg_names)
     assert _launch.Launcher(fn, num_warps=8)._options([True] * len(fn.arg_names)) == \
-        {"num_warps": 8}
+        {**_launch.COMPILE_OPTIONS, "num_warps": 8}
 
 
 def test_direct_launch_takes_launch_pdl_from_its_pdl_constexpr():

@@ -22,7 +22,7 @@ triton = pytest.importorskip("triton")
 from triton.backends.compiler import GPUTarget  # noqa: E402
 from triton.compiler import ASTSource  # noqa: E402
 
-from genesis_cuda.kernels import indexing  # noqa: E402
+from genesis_cuda.kernels import _launch, indexing  # noqa: E402
 
 HOPPER = GPUTarget("cuda", 90, 32)
 
@@ -36,7 +36,7 @@ def _ptx(fn, pointers: dict, consts: dict, floats=()) -> str:
         src = ASTSource(fn=fn, signature=sig, constexprs=consts)
     except TypeError as exc:  # another Triton's spelling of a compile request
         pytest.skip(f"this Triton's ASTSource takes other arguments: {exc}")
-    return triton.compile(src, target=HOPPER).asm["ptx"]
+    return triton.compile(src, target=HOPPER, options=_launch.COMPILE_OPTIONS).asm["ptx"]
 
 
 def _cas_count(ptx: str) -> int:

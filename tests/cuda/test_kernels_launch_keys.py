@@ -49,7 +49,7 @@ class _Compiler:
 
     def __getitem__(self, grid):
         def compile_and_launch(*args, **opts):
-            self.compiles.append(args)
+            self.compiles.append((args, opts))
             self.launches.append(args)
             return SimpleNamespace(run=self._run, function=None, packed_metadata=None)
         return compile_and_launch
@@ -140,3 +140,14 @@ def test_int_class_groups_integers_as_tritons_own_specialisation():
         for b in VALUES:
             assert (_launch.int_class(a) == _launch.int_class(b)) == (tritons(a) == tritons(b)), \
                 (a, b, tritons(a), tritons(b))
+
+
+def test_every_kernel_compiles_with_fp_fusion(probe):
+    """a * b + c as one fused multiply-add, whatever this Triton's default (3.10 turns it
+    off): Launcher and matmul's Direct both ask for it."""
+    from genesis_cuda.kernels.matmul_common import Direct
+
+    probe((1,), _Pointer(0x1000), 32, 1.0, True, BLOCK=64)
+    (_, opts), = probe.fn.compiles
+    assert opts["enable_fp_fusion"] is True
+    assert Direct(_probe, (1,), {"BLOCK": 64, "num_warps": 4}).kw["enable_fp_fusion"] is True

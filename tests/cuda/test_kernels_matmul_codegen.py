@@ -24,6 +24,7 @@ mm = pytest.importorskip("genesis_cuda.kernels.matmul")
 from triton.backends.compiler import GPUTarget  # noqa: E402
 from triton.compiler import ASTSource  # noqa: E402
 
+from genesis_cuda.kernels import _launch  # noqa: E402
 from genesis_cuda.kernels import matmul_small as ms  # noqa: E402
 from genesis_cuda.kernels.matmul_tuning import SPLITK_TILES  # noqa: E402
 
@@ -39,7 +40,7 @@ def _compile(fn, sig, consts, aligned, **options):
         src = ASTSource(fn=fn, signature=sig, constexprs=consts, attrs=attrs)
     except TypeError as exc:  # another Triton's spelling of a compile request
         pytest.skip(f"this Triton's ASTSource takes other arguments: {exc}")
-    return triton.compile(src, target=HOPPER, options=options)
+    return triton.compile(src, target=HOPPER, options={**_launch.COMPILE_OPTIONS, **options})
 
 
 def _small_m(block_m, partial=False, gated=False, pdl=False):

@@ -115,6 +115,13 @@ def pdl_prologue(PDL: tl.constexpr):
         tl.extra.cuda.gdc_launch_dependents()
 
 
+# Triton compile options every genesis kernel is built with (``Launcher`` and
+# ``matmul_common.Direct`` add them). Floating-point fusion (``a * b + c`` as one fused
+# multiply-add, as nvcc builds torch's kernels by default) is Triton's default up to 3.9, and
+# 3.10 turns that default off: it is asked for here, so every Triton builds the same kernels.
+COMPILE_OPTIONS = {"enable_fp_fusion": True}
+
+
 def compile_options(opts: dict, pdl: bool) -> dict:
     """Triton's compile options ``opts`` for a launch whose ``PDL`` argument is ``pdl``."""
     return {**opts, "launch_pdl": True} if pdl else opts
@@ -174,7 +181,7 @@ class Launcher:
 
     def __init__(self, fn, **opts):
         self.fn = fn
-        self.opts = opts  # compile options: num_warps, num_stages
+        self.opts = {**COMPILE_OPTIONS, **opts}  # num_warps, num_stages, ...
         # a kernel with a PDL constexpr is compiled with launch_pdl where that argument is true
         self.pdl_at = fn.arg_names.index("PDL") if "PDL" in fn.arg_names else None
         self.cache: dict = {}

@@ -37,7 +37,8 @@ class Direct:
     def __init__(self, fn, grid, kw):
         self.fn = fn
         self.grid = tuple(grid) + (1,) * (3 - len(grid))
-        self.kw = _launch.compile_options(kw, kw.get("PDL", False))  # see dependent_launch
+        # constexprs and compile options; launch_pdl where PDL is true (see dependent_launch)
+        self.kw = _launch.compile_options({**_launch.COMPILE_OPTIONS, **kw}, kw.get("PDL", False))
         self.tail = tuple(kw[n] for n in fn.arg_names if n in kw)  # constexprs, in order
         self.entry = None
 
