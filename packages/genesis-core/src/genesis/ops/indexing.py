@@ -149,6 +149,8 @@ def _empty_index(device) -> Tensor:
 def _prepare_advanced(view: Tensor, advanced: dict) -> list:
     """Per-dim entries for ``Backend.index``: checked int64 arrays broadcast together."""
     tensors = {d: _check_index_tensor("index", t, view.shape[d]) for d, t in advanced.items()}
+    if len(tensors) == 1:  # nothing to broadcast together
+        return [tensors.get(d) for d in range(view.ndim)]
     shape = broadcast_shapes(*(t.shape for t in tensors.values()))
     return [tensors[d].expand(shape) if d in tensors else None for d in range(view.ndim)]
 
@@ -219,6 +221,9 @@ def getitem(x: Tensor, key) -> Tensor:
                 return slice_dim0(x, key)
             return Slice.forward(_NO_GRAD_CTX, x, _basic_key(x, (key,)))  # nothing to record
         return Slice.apply(x, _basic_key(x, (key,)))
+    if type(key) is Tensor and key.dtype is not D.bool_ and x.ndim:  # x[index] on dim 0
+        check_same_device("index", x, key)
+        return Index.apply(x, _prepare_advanced(x, {0: key}))
     basic, advanced = _split_key(x, key)
     view = Slice.apply(x, _basic_key(x, basic)) if basic else x
     if not advanced:
