@@ -36,13 +36,31 @@ def needs_i64(n: int, shape, stride_sets) -> bool:
     return False
 
 
+_PLANS: dict = {}  # (shape, keep_last, (itemsize, strides) per operand) -> its launches
+
+
 def plan(shape, operands, keep_last: int = 0):
     """Split a strided walk into launches of at most ``MAXD`` dims.
 
     ``operands`` is a list of ``(base_ptr, itemsize, strides)``. Yields
     ``(numel, shape6, [(ptr, strides6), ...], big)`` per launch, shapes and strides padded
-    to ``MAXD`` leading dims. ``keep_last`` trailing dims are kept as they are (not merged,
-    not dropped), for kernels that need their coordinates (tril/triu)."""
+    to ``MAXD`` leading dims (lists shared between calls: read them, never change them).
+    ``keep_last`` trailing dims are kept as they are (not merged, not dropped), for kernels
+    that need their coordinates (tril/triu). The launches of a geometry met before are one
+    lookup (``_PLANS``); only the base pointers are added per call."""
+    key = (tuple(shape), keep_last, *[(op[1], tuple(op[2])) for op in operands])
+    launches = _PLANS.get(key)
+    if launches is None:
+        if len(_PLANS) > 4096:  # many distinct geometries: start over
+            _PLANS.clear()
+        launches = _PLANS[key] = _plan_launches(shape, operands, keep_last)
+    for n, shape6, offsets, big in launches:
+        yield n, shape6, [(op[0] + off, strides6)
+                          for op, (off, strides6) in zip(operands, offsets)], big
+
+
+def _plan_launches(shape, operands, keep_last: int) -> list:
+    """``plan``'s launches with each operand's byte offset from its base pointer."""
     stride_sets = [tuple(op[2]) for op in operands]
     if keep_last:
         head = len(shape) - keep_last
@@ -58,12 +76,13 @@ def plan(shape, operands, keep_last: int = 0):
     shape6 = [1] * pad + inner
     n = numel(inner)
     big = needs_i64(n, inner, [s[max(extra, 0):] for s in cstr])
+    inner_strides = [[0] * pad + s[max(extra, 0):] for s in cstr]
+    launches = []
     for idx in lead:
-        ops = []
-        for (ptr, isz, _), s in zip(operands, cstr):
-            off = sum(i * st for i, st in zip(idx, s))
-            ops.append((ptr + off * isz, [0] * pad + s[max(extra, 0):]))
-        yield n, shape6, ops, big
+        offsets = [(sum(i * st for i, st in zip(idx, s)) * op[1], strides6)
+                   for op, s, strides6 in zip(operands, cstr, inner_strides)]
+        launches.append((n, shape6, offsets, big))
+    return launches
 
 
 def grid1(n: int, block: int = BLOCK):
