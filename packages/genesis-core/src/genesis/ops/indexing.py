@@ -414,7 +414,7 @@ def index_select(input: Tensor, dim: int, index: Tensor) -> Tensor:
     _check_dim_index("index_select", input, index)
     if index.ndim > 1:
         raise IndexError("index_select(): Index is supposed to be a vector")
-    index = _check_index_tensor("index_select", index.reshape(-1),
+    index = _check_index_tensor("index_select", index if index.ndim == 1 else index.reshape(-1),
                                 input.shape[d] if input.ndim else 1)
     return IndexSelect.apply(input, d, index)
 
