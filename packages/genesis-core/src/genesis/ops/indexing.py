@@ -225,10 +225,15 @@ def getitem(x: Tensor, key) -> Tensor:
         check_same_device("index", x, key)
         return Index.apply(x, _prepare_advanced(x, {0: key}))
     basic, advanced = _split_key(x, key)
+    if advanced and all(k == _WHOLE_DIM for k in basic):  # x[:, idx]: no view to make first
+        return Index.apply(x, _prepare_advanced(x, advanced))
     view = Slice.apply(x, _basic_key(x, basic)) if basic else x
     if not advanced:
         return view
     return Index.apply(view, _prepare_advanced(view, advanced))
+
+
+_WHOLE_DIM = slice(None)
 
 
 def _basic_key(x: Tensor, key: tuple) -> tuple:
