@@ -4,6 +4,14 @@ import builtins
 
 from genesis.ops.comparison import allclose, equal, isclose
 from genesis.ops.conversion import clone, to, type_as
+from genesis.ops.dim_indexing import (
+    bincount,
+    gather,
+    index_add,
+    index_select,
+    scatter,
+    scatter_add,
+)
 from genesis.ops.elementwise import (
     FUNCTIONS as _DECLARED,
 )
@@ -23,16 +31,10 @@ from genesis.ops.elementwise import (
 from genesis.ops.fused import layer_norm, log_softmax, rms_norm, softmax
 from genesis.ops.indexing import (
     argwhere,
-    bincount,
-    gather,
-    index_add,
-    index_select,
     masked_fill,
     masked_select,
     nonzero,
     one_hot,
-    scatter,
-    scatter_add,
 )
 from genesis.ops.joining import (
     cat,

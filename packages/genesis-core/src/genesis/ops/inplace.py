@@ -13,6 +13,7 @@ from genesis import dtypes as D
 from genesis import op_declarations as decl
 from genesis.autograd.function import check_inplace
 from genesis.autograd.grad_mode import _state as _grad_state
+from genesis.ops import dim_indexing as DI
 from genesis.ops import elementwise as E
 from genesis.ops import indexing as I
 from genesis.ops.common import broadcast_shapes, check_same_device, expand_array
@@ -238,16 +239,16 @@ def index_put_(t: Tensor, indices: tuple, values, accumulate: bool = False) -> T
 
 
 def scatter_(t: Tensor, dim, index, src=None, *, value=None, reduce=None) -> Tensor:
-    return apply_inplace(t, lambda s: I.scatter(s, dim, index, src, value=value, reduce=reduce),
+    return apply_inplace(t, lambda s: DI.scatter(s, dim, index, src, value=value, reduce=reduce),
                          src)
 
 
 def scatter_add_(t: Tensor, dim, index, src) -> Tensor:
-    return apply_inplace(t, lambda s: I.scatter_add(s, dim, index, src), src)
+    return apply_inplace(t, lambda s: DI.scatter_add(s, dim, index, src), src)
 
 
 def index_add_(t: Tensor, dim, index, source, *, alpha=1) -> Tensor:
-    return apply_inplace(t, lambda s: I.index_add(s, dim, index, source, alpha=alpha), source)
+    return apply_inplace(t, lambda s: DI.index_add(s, dim, index, source, alpha=alpha), source)
 
 
 def setitem(x: Tensor, key, value) -> None:
