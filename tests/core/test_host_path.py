@@ -199,6 +199,19 @@ def test_remembered_slices_are_per_strides_offset_and_int_bounds():
     assert a[::2].tolist() == [[1.0, 2.0], [5.0, 6.0]]
 
 
+def test_kept_geometry_follows_the_array():
+    """A tensor's strides and offset are read from its array once and kept; ``.data = other``
+    swaps the array, and with it the geometry (here: other strides at another offset)."""
+    a = _t([[1.0, 2.0], [3.0, 4.0]])
+    assert (a.stride(), a.storage_offset()) == ((2, 1), 0)
+    a.data = _t([[0.0, 1.0, 3.0], [0.0, 2.0, 4.0]])[:, 1:].t()
+    assert (a.stride(), a.storage_offset()) == ((1, 3), 1)
+    with pytest.raises(RuntimeError, match="not compatible"):  # (4,) needs C order
+        a.view(4)
+    assert a[1:].tolist() == [[3.0, 4.0]] and a[1:].storage_offset() == 2
+    assert a.contiguous().view(4).tolist() == [1.0, 2.0, 3.0, 4.0]
+
+
 class _InPlaceRecording(CPUBackend):
     """The CPU kernels, on device type 'inplacerec', noting its in-place kernel calls."""
 

@@ -143,6 +143,9 @@ def test_view_chain_geometry_values_and_writes(chain):
                 [s for s, n in zip(t.stride(), t.shape) if n > 1], (steps, step)
             assert g.storage_offset() == t.storage_offset(), (steps, step)
         assert g.is_contiguous() == t.is_contiguous(), (steps, step)
+        # the geometry a view was made with (``_geom``) is its array's, as the backend reads it
+        be = g._backend
+        assert g._geom in (None, (tuple(be.strides_of(g._data)), be.storage_offset_of(g._data)))
     # writes through the final tensor: torch's base changes iff genesis's does, the same way
     if t.numel() and 0 not in t.stride():
         t.fill_(-1.0)

@@ -1,8 +1,9 @@
 """``genesis.Tensor``: an n-d array on a device, with the autograd bookkeeping.
 
 A Tensor wraps one backend *array* (``_data``) and caches what the host path reads most
-(``shape``, ``dtype``, ``device``, ``_backend``). Views share their base's version
-counter (``_version_box``), which is how autograd notices in-place edits of saved tensors.
+(``shape``, ``dtype``, ``device``, ``_backend``, and once read or known, the array's strides
+and offset: ``_geom``). Views share their base's version counter (``_version_box``), which
+is how autograd notices in-place edits of saved tensors.
 Math methods live in ``genesis.ops`` and are attached in ``tensor_methods``.
 """
 
@@ -44,7 +45,7 @@ class Tensor:
     """
 
     __slots__ = ("_data", "_backend", "shape", "dtype", "device", "_version_box", "_base",
-                 "__weakref__", "__dict__")
+                 "_geom", "__weakref__", "__dict__")
     # Autograd state, as class-level defaults: most tensors never change them, so making a
     # tensor sets none of them (an instance that does gets its own value in __dict__).
     requires_grad = False
@@ -74,6 +75,7 @@ class Tensor:
         t.shape = shape if shape is not None else interned_size(data.shape)
         t.dtype = dtype if dtype is not None else backend.dtype_of(data)
         t.device = device
+        t._geom = None
         if base is None:
             t._version_box = [0]
             t._base = None
@@ -112,11 +114,11 @@ class Tensor:
 
     def stride(self, dim: int | None = None):
         """Strides in elements (of one dim, or all)."""
-        strides = tuple(self._backend.strides_of(self._data))
+        strides = geometry(self)[0]
         return strides if dim is None else strides[_wrap_dim(dim, len(strides))]
 
     def storage_offset(self) -> int:
-        return self._backend.storage_offset_of(self._data)
+        return geometry(self)[1]
 
     def data_ptr(self) -> int:
         return self._backend.data_ptr(self._data)
@@ -173,6 +175,7 @@ class Tensor:
             self.shape, self.dtype, self.device = value.shape, value.dtype, value.device
             self._backend = value._backend
         self._data = value._data
+        self._geom = value._geom
 
     # -------------------------------------------------------------- autograd
     @property
@@ -409,7 +412,34 @@ def new_tensor(data, device, backend, shape: Size, dtype: D.DType) -> Tensor:
     t.device = device
     t._version_box = [0]
     t._base = None
+    t._geom = None
     return t
+
+
+def view_tensor(x: Tensor, data, shape: Size, strides: tuple, offset: int) -> Tensor:
+    """A view of ``x`` (plain Tensor, no graph) whose array ``data`` the backend made with
+    ``strides`` and ``offset``: the result of every view op's host path, geometry kept."""
+    t = _new(Tensor)
+    t._data = data
+    t._backend = x._backend
+    t.shape = shape
+    t.dtype = x.dtype
+    t.device = x.device
+    t._version_box = x._version_box
+    base = x._base
+    t._base = x if base is None else base
+    t._geom = (strides, offset)
+    return t
+
+
+def geometry(t: Tensor) -> tuple:
+    """``(strides, storage offset)`` of ``t``'s array, read from the backend once per tensor
+    (an array's geometry never changes; views are made knowing theirs)."""
+    geom = t._geom
+    if geom is None:
+        backend, data = t._backend, t._data
+        geom = t._geom = (tuple(backend.strides_of(data)), backend.storage_offset_of(data))
+    return geom
 _SIZES: dict = {}  # shape tuple -> its interned Size (a training run meets few shapes)
 
 
@@ -448,4 +478,5 @@ def is_contiguous_geometry(shape, strides) -> bool:
 
 
 _TENSOR_TYPES.add(Tensor)
-__all__ = ["Size", "Tensor", "interned_size", "is_contiguous_geometry", "new_tensor"]
+__all__ = ["Size", "Tensor", "geometry", "interned_size", "is_contiguous_geometry", "new_tensor",
+           "view_tensor"]

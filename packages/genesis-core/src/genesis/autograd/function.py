@@ -178,12 +178,10 @@ def _regenerate_view_history(t) -> None:
     """A view whose base was edited in place since the view's history was recorded: its
     values changed, so its history becomes an as_strided of the base's current history
     (torch regenerates a view's grad_fn the same way)."""
-    b = t._backend
     prev = _grad_state.enabled
     _grad_state.enabled = True
     try:  # (Tensor.as_strided: the views live in genesis.ops, above autograd)
-        new = t._base.as_strided(tuple(t.shape), tuple(b.strides_of(t._data)),
-                                 b.storage_offset_of(t._data))
+        new = t._base.as_strided(tuple(t.shape), t.stride(), t.storage_offset())
     finally:
         _grad_state.enabled = prev
     if new.grad_fn is not None:

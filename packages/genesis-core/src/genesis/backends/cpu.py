@@ -76,7 +76,7 @@ class CPUBackend(Backend):
         return a.data_ptr()
 
     def as_strided(self, a, shape, strides, offset):
-        return a.as_strided(shape, strides, offset)
+        return torch.as_strided(a, shape, strides, offset)  # (cheaper than the method's form)
 
     def view(self, a, shape, strides):
         return a.as_strided(shape, strides)  # at a's own offset; torch's cheapest view call

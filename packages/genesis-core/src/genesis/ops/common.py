@@ -6,7 +6,7 @@ import os
 from operator import index as _index
 
 from genesis import dtypes as D
-from genesis.tensor import Size, Tensor
+from genesis.tensor import Size, Tensor, geometry
 
 wrap = Tensor._wrap
 
@@ -54,14 +54,11 @@ def expand_array(t: Tensor, shape: tuple):
     """``t``'s array viewed at the broadcast ``shape`` (zero strides; no copy)."""
     if t.shape == shape:
         return t._data
-    backend = t._backend
-    pad = len(shape) - len(t.shape)
-    strides = backend.strides_of(t._data)
-    new_strides = [0] * pad
+    strides, offset = geometry(t)
+    new_strides = [0] * (len(shape) - len(t.shape))
     for n, s in zip(t.shape, strides):
         new_strides.append(0 if n == 1 else s)
-    return backend.as_strided(t._data, shape, tuple(new_strides),
-                              backend.storage_offset_of(t._data))
+    return t._backend.as_strided(t._data, shape, tuple(new_strides), offset)
 
 
 def normalize_dim(dim: int, ndim: int) -> int:

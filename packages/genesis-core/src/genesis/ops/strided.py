@@ -10,8 +10,8 @@ from genesis import creation
 from genesis.autograd import grad_mode
 from genesis.autograd.function import Function
 from genesis.ops.common import normalize_dim, wrap
-from genesis.ops.views import _geometry, make_view, records_nothing
-from genesis.tensor import Tensor, interned_size, is_contiguous_geometry
+from genesis.ops.views import make_view, records_nothing
+from genesis.tensor import Tensor, geometry, interned_size, is_contiguous_geometry, view_tensor
 
 
 class Slice(Function):
@@ -48,7 +48,7 @@ class SliceBackward(Function):
 
 def slice_geometry(x: Tensor, key: tuple):
     """Shape, strides and offset of ``x[key]`` for a normalised basic-index ``key``."""
-    strides, offset = _geometry(x)
+    strides, offset = geometry(x)
     if len(key) == 1 and type(key[0]) is slice and x.shape:  # x[a:b], the common key
         return _leading_slice(x.shape, strides, offset, key[0])
     shape_out, strides_out = [], []
@@ -92,8 +92,7 @@ _INT_OR_NONE = {int, type(None)}  # slice bounds a plan is kept for (2.0 == 2 as
 def slice_dim0(x: Tensor, k: slice) -> Tensor:
     """``x[k]`` for one slice ``k`` of a tensor of at least one dim, recording nothing (the
     host path of ``x[a:b]``)."""
-    backend, data = x._backend, x._data
-    strides = backend.strides_of(data)
+    strides, offset = x._geom or geometry(x)
     start, stop, step = k.start, k.stop, k.step
     if type(start) in _INT_OR_NONE and type(stop) in _INT_OR_NONE \
             and type(step) in _INT_OR_NONE:
@@ -105,13 +104,12 @@ def slice_dim0(x: Tensor, k: slice) -> Tensor:
                 _SLICE_PLANS.clear()
             plan = _SLICE_PLANS[key] = (interned_size(shape), new_strides, added)
         size, new_strides, added = plan
-        offset = backend.storage_offset_of(data) + added
+        offset += added
     else:  # bounds given as other index types (numpy ints, 0-d tensors): no plan kept
-        shape, new_strides, offset = _leading_slice(x.shape, strides,
-                                                    backend.storage_offset_of(data), k)
+        shape, new_strides, offset = _leading_slice(x.shape, strides, offset, k)
         size = interned_size(shape)
-    return wrap(backend.as_strided(data, size, new_strides, offset), x.device, x, size,
-                x.dtype)
+    return view_tensor(x, x._backend.as_strided(x._data, size, new_strides, offset), size,
+                       new_strides, offset)
 
 
 def _slice_extent(k: slice, n: int) -> tuple:
@@ -142,7 +140,7 @@ def narrow(x: Tensor, dim: int, start: int, length: int) -> Tensor:
         raise RuntimeError(f"narrow: start ({start}) + length ({length}) exceeds dimension size "
                          f"({n}) of dim {d}")
     if records_nothing(x):  # the host path: the view's geometry directly, no Function
-        strides, offset = _geometry(x)
+        strides, offset = geometry(x)
         return make_view(x, x.shape[:d] + (length,) + x.shape[d + 1:], strides,
                          offset + start * strides[d] if length else offset)
     return Slice.apply(x, (slice(None),) * d + (slice(start, start + length),))
@@ -180,7 +178,7 @@ def unbind(x: Tensor, dim: int = 0) -> tuple:
 class AsStrided(Function):
     @staticmethod
     def forward(ctx, x, shape, strides, offset):
-        in_strides, in_offset = _geometry(x)
+        in_strides, in_offset = geometry(x)
         ctx.geom = (x.shape, in_strides, in_offset, shape, strides, offset)
         return make_view(x, shape, strides, offset)
 
@@ -235,7 +233,7 @@ def unfold(x: Tensor, dimension: int, size: int, step: int) -> Tensor:
         raise RuntimeError(f"maximum size for tensor at dimension {d} is {n} but size is {size}")
     if step <= 0:
         raise RuntimeError(f"step is {step} but must be > 0")
-    strides, offset = _geometry(x)
+    strides, offset = geometry(x)
     if x.ndim == 0:
         return AsStrided.apply(x, (size,), (1,), offset)
     count = (n - size) // step + 1
@@ -267,11 +265,11 @@ class CopySlices(Function):
 
 def rebase_view_history(base: Tensor, view_t: Tensor) -> None:
     """After an in-place op recorded on ``view_t``, route ``base``'s history through it."""
-    base_strides, base_offset = _geometry(base)
+    base_strides, base_offset = geometry(base)
     if not is_contiguous_geometry(base.shape, base_strides):
         raise RuntimeError("in-place ops on views of a non-contiguous base tensor that needs "
                            "gradients are not supported; call .contiguous() on the base first")
-    strides, offset = _geometry(view_t)
+    strides, offset = geometry(view_t)
     region = (view_t.shape, strides, offset - base_offset)
     before = Tensor._wrap(base._data, base.device)
     before.requires_grad, before.grad_fn, before._out_idx = \

@@ -15,20 +15,15 @@ from genesis.autograd.function import Function, _op_observers
 from genesis.autograd.grad_mode import _state as _grad
 from genesis.dtypes import DType
 from genesis.ops.common import normalize_dim, shape_arg, sum_to_shape, wrap
-from genesis.tensor import Size, Tensor, interned_size
-
-
-def _geometry(x: Tensor):
-    b = x._backend
-    return tuple(b.strides_of(x._data)), b.storage_offset_of(x._data)
+from genesis.tensor import Size, Tensor, geometry, interned_size, view_tensor
 
 
 def make_view(x: Tensor, shape, strides, offset) -> Tensor:
     """A tensor viewing ``x``'s memory with the given geometry (records no graph; no kernel
     and no allocation: the backend only describes the same storage anew)."""
-    shape = interned_size(tuple(shape))
-    data = x._backend.as_strided(x._data, shape, tuple(strides), offset)
-    return wrap(data, x.device, x, shape, x.dtype)
+    shape, strides = interned_size(tuple(shape)), tuple(strides)
+    return view_tensor(x, x._backend.as_strided(x._data, shape, strides, offset), shape, strides,
+                       offset)
 
 
 def contiguous_strides(shape) -> tuple:
@@ -103,7 +98,7 @@ def _cached_view_strides(old_shape, old_strides, new_shape):
 class View(Function):
     @staticmethod
     def forward(ctx, x, shape):
-        strides = tuple(x._backend.strides_of(x._data))
+        strides, offset = geometry(x)
         new_strides = _cached_view_strides(x.shape, strides, shape)
         if new_strides is None:
             raise RuntimeError(
@@ -112,7 +107,8 @@ class View(Function):
                 "across two contiguous subspaces). Use .reshape(...) instead.")
         ctx.in_shape = x.shape
         shape = interned_size(shape)
-        return wrap(x._backend.view(x._data, shape, new_strides), x.device, x, shape, x.dtype)
+        return view_tensor(x, x._backend.view(x._data, shape, new_strides), shape, new_strides,
+                           offset)
 
     @staticmethod
     def backward(ctx, g):
@@ -165,7 +161,7 @@ def _remember_view(x: Tensor, shape: tuple, resolved: Size) -> None:
     path could make (a view that records a graph never looks its plan up)."""
     if not (records_nothing(x) and _all_ints(shape)):  # (a list of sizes: never looked up)
         return
-    strides = tuple(x._backend.strides_of(x._data))
+    strides = geometry(x)[0]
     new_strides = _cached_view_strides(x.shape, strides, resolved)
     if new_strides is not None:
         if len(_VIEW_PLANS) > 4096:
@@ -177,13 +173,16 @@ def _planned_view(x: Tensor, shape: tuple) -> Tensor | None:
     """The host path of a view or reshape met before, with nothing to record: one lookup
     of the remembered plan and the view, without ``Function.apply``; None where that does
     not apply (a first meeting, a copy, a graph to record, op observers)."""
-    if (type(x) is Tensor and not (x.requires_grad and _grad.enabled) and not _op_observers
-            and _all_ints(shape)):  # (records_nothing, inline; 2.0 == 2 as a key)
-        backend, data = x._backend, x._data
-        plan = _VIEW_PLANS.get((x.shape, backend.strides_of(data), shape))
+    if type(x) is Tensor and not (x.requires_grad and _grad.enabled) and not _op_observers:
+        for n in shape:  # (records_nothing and _all_ints, inline; 2.0 == 2 as a key)
+            if type(n) is not int:
+                return None
+        strides, offset = x._geom or geometry(x)
+        plan = _VIEW_PLANS.get((x.shape, strides, shape))
         if plan is not None:
-            size, strides = plan
-            return wrap(backend.view(data, size, strides), x.device, x, size, x.dtype)
+            size, new_strides = plan
+            return view_tensor(x, x._backend.view(x._data, size, new_strides), size,
+                               new_strides, offset)
     return None
 
 
@@ -239,7 +238,7 @@ def reshape(x: Tensor, *shape) -> Tensor:
     resolved = _resolved_shape(x, shape)
     if resolved is None:  # a dtype: reshape takes none
         raise TypeError(f"a shape must be ints, got {shape!r}")
-    strides, _ = _geometry(x)
+    strides = geometry(x)[0]
     if _cached_view_strides(x.shape, strides, resolved) is None:
         return View.apply(contiguous(x), resolved)
     out = View.apply(x, resolved)
@@ -274,7 +273,7 @@ def contiguous(x: Tensor) -> Tensor:
 class Permute(Function):
     @staticmethod
     def forward(ctx, x, dims):
-        strides, offset = _geometry(x)
+        strides, offset = geometry(x)
         ctx.dims = dims
         return make_view(x, [x.shape[d] for d in dims], [strides[d] for d in dims], offset)
 
@@ -368,7 +367,7 @@ moveaxis = movedim
 class Expand(Function):
     @staticmethod
     def forward(ctx, x, shape):
-        strides, offset = _geometry(x)
+        strides, offset = geometry(x)
         pad = len(shape) - x.ndim
         new_strides = [0] * pad
         for i, (n, s) in enumerate(zip(x.shape, strides)):
@@ -460,7 +459,7 @@ def unsqueeze(x: Tensor, dim: int) -> Tensor:
     """
     d = normalize_dim(dim, x.ndim + 1)
     shape = x.shape[:d] + (1,) + x.shape[d:]
-    strides, offset = _geometry(x)
+    strides, offset = geometry(x)
     inner = strides[d] * x.shape[d] if d < x.ndim else 1
     new_strides = strides[:d] + (inner,) + strides[d:]
     return _GeometryView.apply(x, shape, new_strides, offset)
