@@ -215,10 +215,11 @@ def full_indices(shape: tuple, indices: list) -> list:
 
 def getitem(x: Tensor, key) -> Tensor:
     """``x[key]``: basic indexing gives a view, advanced indexing a copy (torch rules)."""
+    if type(key) is slice and type(x) is Tensor and x.shape \
+            and not (x.requires_grad and _grad.enabled) and not _op_observers:
+        return slice_dim0(x, key)  # the host path of x[a:b]: nothing to record
     if type(key) in (int, slice) or key is None:  # not bool: x[True] adds a dim
         if type(x) is Tensor and not (x.requires_grad and _grad.enabled) and not _op_observers:
-            if type(key) is slice and x.shape:  # the host path of x[a:b]
-                return slice_dim0(x, key)
             return Slice.forward(_NO_GRAD_CTX, x, _basic_key(x, (key,)))  # nothing to record
         return Slice.apply(x, _basic_key(x, (key,)))
     if type(key) is Tensor and key.dtype is not D.bool_ and x.ndim:  # x[index] on dim 0

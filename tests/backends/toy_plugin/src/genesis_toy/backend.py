@@ -9,7 +9,6 @@ wrap the arrays it returns.
 from __future__ import annotations
 
 import abc
-import functools
 from collections import Counter
 
 import torch
@@ -53,14 +52,14 @@ def _wrap(x):
 
 
 def _delegate(name: str):
-    cpu_kernel = getattr(CPUBackend, name)
-
-    @functools.wraps(cpu_kernel)
     def kernel(self, *args, **kwargs):
         self.calls[name] += 1
         args = _unwrap(args)
         kwargs = {k: _unwrap(v) for k, v in kwargs.items()}
-        return _wrap(cpu_kernel(self._cpu, *args, **kwargs))
+        # (looked up on the instance: some CPU kernels are torch functions, not methods)
+        return _wrap(getattr(self._cpu, name)(*args, **kwargs))
+
+    kernel.__name__ = kernel.__qualname__ = name
 
     return kernel
 
