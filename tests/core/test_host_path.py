@@ -136,6 +136,29 @@ def test_recorded_full_sum_makes_its_node_without_function_apply(monkeypatch):
     assert p.grad.tolist() == [[2.0, 2.0], [2.0, 2.0]]
 
 
+def test_full_reduction_backward_views_its_gradient_without_function_apply(monkeypatch):
+    """A full reduction's backward broadcasts its 0-d gradient by a view made directly (no
+    Function.apply) when nothing is recorded; a gradient that is itself recorded
+    (create_graph) is expanded by Expand, so the second-order gradient is torch's."""
+    calls = []
+    apply = function_module.Function.apply.__func__
+    monkeypatch.setattr(function_module.Function, "apply",
+                        classmethod(lambda cls, *args: calls.append(cls.__name__)
+                                    or apply(cls, *args)))
+    p = genesis.Tensor._make_subclass(_Leaf, _t([[0.5, -1.0], [2.0, 3.0]]), requires_grad=True)
+    for name in ("sum", "amax", "prod"):
+        getattr(p, name)().backward()
+    assert "Expand" not in calls
+    assert p.grad.tolist() == [[-5.0, 4.0], [-0.5, 1.0]]  # 1 + (amax: 0 or 1) + prod/p
+    y = p.prod()
+    (g,) = genesis.autograd.grad(y * y, p, create_graph=True)  # prod's gradient: 2y, recorded
+    assert "Expand" in calls and g.requires_grad
+    (gg,) = genesis.autograd.grad(g.sum(), p)
+    t = torch.tensor([[0.5, -1.0], [2.0, 3.0]], requires_grad=True)
+    (tg,) = torch.autograd.grad(t.prod() ** 2, t, create_graph=True)
+    torch.testing.assert_close(torch.from_numpy(gg.numpy()), torch.autograd.grad(tg.sum(), t)[0])
+
+
 def test_cast_host_path_records_the_cast():
     """``to(dtype)`` makes the Cast node directly: a floating result is in the graph and
     its gradient comes back in the input's dtype; an integer result is not; under no_grad

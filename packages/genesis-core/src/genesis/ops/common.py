@@ -4,11 +4,22 @@ from __future__ import annotations
 
 import os
 from operator import index as _index
+from operator import itemgetter
 
 from genesis import dtypes as D
 from genesis.tensor import Size, Tensor, geometry
 
 wrap = Tensor._wrap
+
+
+def argument_picker(names: tuple, wanted: tuple):
+    """``pick(values) -> tuple``: the ``wanted`` entries of ``values``, laid out as ``names``
+    (how a backward hands a declared gradient formula just the arguments it reads)."""
+    pos = [names.index(n) for n in wanted]
+    if len(pos) == 1:  # (itemgetter of one index gives the item, not a tuple)
+        i = pos[0]
+        return lambda values: (values[i],)
+    return itemgetter(*pos)
 
 
 def broadcast_shapes(*shapes) -> tuple:

@@ -6,13 +6,12 @@ stated here once for every elementwise op; erfinv is in ``special``.
 
 from __future__ import annotations
 
-from operator import itemgetter
-
 from genesis import dtypes as D
 from genesis import op_declarations as decl
 from genesis.autograd.function import Function, Node
 from genesis.device import CPU
 from genesis.ops.common import (
+    argument_picker,
     broadcast_shapes,
     broadcast_size,
     check_same_device,
@@ -109,14 +108,7 @@ def _formula(op: decl.Op, i: int, names: tuple):
     f = op.grads[i] if i < len(op.grads) else None
     if f is None:
         return None
-    pos = [names.index(n) for n in ("g",) + op.reads(i)]
-    if len(pos) == 1:
-        return f, _first
-    return f, itemgetter(*pos)
-
-
-def _first(values: tuple) -> tuple:
-    return values[:1]
+    return f, argument_picker(names, ("g",) + op.reads(i))
 
 
 # --------------------------------------------------------------------- unary

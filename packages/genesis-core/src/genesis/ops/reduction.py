@@ -17,11 +17,11 @@ from genesis.autograd.function import _TENSOR_TYPES, Function, Node, _op_observe
 from genesis.autograd.function import _record as record
 from genesis.autograd.grad_mode import _state as _grad
 from genesis.autograd.grad_mode import is_grad_enabled
-from genesis.ops.common import normalize_dim, normalize_dims, wrap
+from genesis.ops.common import argument_picker, normalize_dim, normalize_dims, wrap
 from genesis.ops.elementwise import where
 from genesis.ops.elementwise_host_path import KernelTable
-from genesis.ops.views import Expand
-from genesis.tensor import Tensor, interned_size, new_tensor
+from genesis.ops.views import Expand, make_view, records_nothing
+from genesis.tensor import Tensor, geometry, interned_size, new_tensor
 
 values_indices = namedtuple("values_indices", ["values", "indices"])
 
@@ -29,7 +29,11 @@ values_indices = namedtuple("values_indices", ["values", "indices"])
 def _unreduce(g: Tensor, in_shape: tuple, dims: tuple, keepdim: bool) -> Tensor:
     """Broadcast a reduced gradient back to the input's shape."""
     if not keepdim and len(dims) == len(in_shape):  # a full reduction: g is 0-d
-        return Expand.apply(g, in_shape) if in_shape else g  # (expand(), its checks known)
+        if not in_shape:
+            return g
+        if records_nothing(g):  # (a backward without create_graph): the view itself
+            return make_view(g, in_shape, (0,) * len(in_shape), geometry(g)[1])
+        return Expand.apply(g, in_shape)  # (expand(), its checks known)
     if not keepdim:
         shape = list(g.shape)
         for d in dims:
@@ -58,7 +62,7 @@ class _Reduce(Function):
     ``_reduction_function``."""
 
     decl: decl.Reduction
-    args: tuple = ()  # what the gradient formula takes: g and some of x, y, dims
+    grad: tuple  # (formula, picker of its arguments from (g, x, y, dims)): see argument_picker
     save_x = save_y = False
     # the row's fields the forward reads, as plain class attributes (host path)
     kernel = ""
@@ -90,9 +94,11 @@ class _Reduce(Function):
     def backward(cls, ctx, g):
         x, y = ctx.saved_tensors
         shape, dims, keepdim = ctx.in_shape, ctx.dims, ctx.keepdim
-        env = {"g": _unreduce(g, shape, dims, keepdim), "x": x, "dims": dims,
-               "y": None if y is None else _unreduce(y, shape, dims, keepdim)}
-        gx = cls.decl.grad(*(env[n] for n in cls.args))
+        g = _unreduce(g, shape, dims, keepdim)
+        if y is not None:
+            y = _unreduce(y, shape, dims, keepdim)
+        formula, pick = cls.grad
+        gx = formula(*pick((g, x, y, dims)))
         return (gx if gx.dtype is ctx.in_dtype else gx.to(ctx.in_dtype)), None, None, None
 
 
@@ -155,7 +161,9 @@ def _reduction_function(op: decl.Reduction):
         reads = op.reads()
         cls = type(op.name.capitalize(), (_Reduce,), {
             "decl": op, "autocast": op.autocast, "save_x": "x" in reads, "save_y": "y" in reads,
-            "args": code.co_varnames[:code.co_argcount], "kernel": op.name,
+            "grad": (op.grad, argument_picker(("g", "x", "y", "dims"),
+                                              code.co_varnames[:code.co_argcount])),
+            "kernel": op.name,
             "sum_like": op.result == "sum", "refuse_empty": op.refuse_empty,
             "__doc__": f"Autograd Function of ``{op.name}`` (declared in op_declarations)."})
     if op.result == "sum":
