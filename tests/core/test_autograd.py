@@ -416,6 +416,36 @@ def test_custom_function_without_grad_inputs_records_nothing():
     assert not y.requires_grad and y.grad_fn is None
 
 
+
+def test_custom_function_gradients_are_checked_as_torch_does():
+    """A backward's gradients: too few, or extra ones that are not None, is an error; a
+    gradient for an input that needs none is ignored; a gradient of the wrong shape for a
+    leaf is an error naming both shapes."""
+    class Scale(genesis.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, y, mode):
+            ctx.mode = mode
+            return x * y
+
+        @staticmethod
+        def backward(ctx, g):
+            if ctx.mode == "few":
+                return (g,)
+            if ctx.mode == "shape":
+                return g.sum(), None, None
+            if ctx.mode == "extra":
+                return g * 2, g * 3, None, g
+            return g * 2, g * 3, None, None  # y needs no grad: its gradient is ignored
+
+    x, y = genesis.ones(3, requires_grad=True), genesis.ones(3)
+    Scale.apply(x, y, "ok").sum().backward()
+    assert x.grad.tolist() == [2.0, 2.0, 2.0] and y.grad is None
+    for mode, returned in (("few", 1), ("extra", 4)):
+        with pytest.raises(RuntimeError, match=f"returned {returned} gradients; expected 3"):
+            Scale.apply(x, y, mode).sum().backward()
+    with pytest.raises(RuntimeError, match=r"gradient of shape \(\) for an input of shape \(3,\)"):
+        Scale.apply(x, y, "shape").sum().backward()
+
 # -------------------------------------------------------------------- grad modes
 def test_no_grad_and_enable_grad_blocks():
     x = genesis.ones(2, requires_grad=True)

@@ -146,14 +146,19 @@ def run_backward(outputs, grad_outputs=None, retain_graph=None, create_graph=Fal
                 if not retain_graph:
                     node.release()
             elif needed is None or id(node) in needed:  # autograd.grad skips unneeded nodes
-                for edge, g in zip(edges, _call_node(node, grads_in, retain_graph)):
-                    if g is not None and edge is not None:  # _add_to_buffer, inlined
+                for edge, g, needs in zip(edges, _call_node(node, grads_in),
+                                          node.needs_input_grad):
+                    if g is not None and needs:  # (an input that needs grad has an edge)
                         child, idx = edge
-                        slot = buffers.get(child)
+                        if type(child) is AccumulateGrad and g.shape != child.variable.shape:
+                            _wrong_shape(node, g, child.variable)
+                        slot = buffers.get(child)  # _add_to_buffer, inlined
                         if slot is None:
                             buffers[child] = {idx: g}
                         else:
                             slot[idx] = g if idx not in slot else slot[idx] + g
+                if not retain_graph and node._saved is not None:
+                    node.release()
             for edge in edges:  # count the edges as done; children left with none are ready
                 if edge is not None:
                     child = edge[0]
@@ -196,9 +201,9 @@ def _call_hooks(node, grads: dict) -> dict:
     return grads
 
 
-def _call_node(node: Node, grads_in: dict, retain_graph: bool) -> tuple:
-    """Run ``node``'s backward on its output grads; one checked gradient (or None) per
-    forward input."""
+def _call_node(node: Node, grads_in: dict) -> tuple:
+    """Run ``node``'s backward on its output grads: one gradient (or None) per forward
+    input."""
     if node._n_outputs == 1 and 0 in grads_in:  # the common case: one output, its grad
         grads = (grads_in[0],)
     else:
@@ -223,26 +228,19 @@ def _call_node(node: Node, grads_in: dict, retain_graph: bool) -> tuple:
             result = (result,)
     edges = node.next_functions
     if len(result) != len(edges):
-        if len(result) < len(edges):
+        # more gradients than inputs is fine only when the extra ones are None (as torch)
+        if len(result) < len(edges) or any(g is not None for g in result[len(edges):]):
             raise RuntimeError(f"function {node.name()} returned {len(result)} gradients; "
                                f"expected {len(edges)}")
         result = result[:len(edges)]
     for hook in node._post_hooks:
         hook(result, grads)
-    checked = []
-    for edge, g, needs in zip(edges, result, node.needs_input_grad):
-        if g is None or not needs:
-            checked.append(None)
-            continue
-        child = edge[0]
-        if type(child) is AccumulateGrad and g.shape != child.variable.shape:
-            raise RuntimeError(
-                f"function {node.name()} returned a gradient of shape {tuple(g.shape)} "
-                f"for an input of shape {tuple(child.variable.shape)}")
-        checked.append(g)
-    if not retain_graph and node._saved is not None:
-        node.release()
-    return checked
+    return result
+
+
+def _wrong_shape(node: Node, g, leaf) -> None:
+    raise RuntimeError(f"function {node.name()} returned a gradient of shape {tuple(g.shape)} "
+                       f"for an input of shape {tuple(leaf.shape)}")
 
 
 def _accumulate(leaf, g, create_graph: bool) -> None:

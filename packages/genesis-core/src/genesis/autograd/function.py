@@ -8,8 +8,6 @@ mode is on and an input requires grad — makes a ``Node`` (which is also the ``
 from __future__ import annotations
 
 import time
-from itertools import repeat
-from operator import is_not
 from types import MappingProxyType
 
 from genesis.autograd import grad_mode
@@ -115,8 +113,11 @@ class Node:
         """Free saved tensors (after a backward without ``retain_graph``)."""
         # A node that saved no tensor (add, neg, ...) can run again, as in torch
         saved = self._saved
-        if saved is not None and any(map(is_not, saved, repeat(None))):
-            self._saved = None
+        if saved is not None:
+            for t in saved:
+                if t is not None:
+                    self._saved = None
+                    return
 
     def apply_backward(self, grads: tuple) -> tuple:
         result = self._fn.backward(self, *grads)
