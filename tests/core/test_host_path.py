@@ -187,11 +187,15 @@ def test_view_errors_stay_on_the_host_path():
 
 
 def test_remembered_views_are_per_strides_and_int_sizes():
-    """The host path's remembered view of a (2, 3) tensor is not reused for another (2, 3)
-    tensor with other strides, nor for float sizes."""
+    """The host path's remembered view of a (2, 3) tensor keeps each input's offset, is not
+    reused for another (2, 3) tensor with other strides, nor for float sizes."""
     a = _t([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
     for _ in range(2):  # the first call remembers the plan, the second uses it
         assert a.view(3, 2).tolist() == [[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]]
+        assert (a.view(3, 2).stride(), a.view(3, 2).storage_offset()) == ((2, 1), 0)
+        c = _t([0.0, 0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0])[2:].view(2, 3)  # a at offset 2
+        assert c.view(3, 2).tolist() == [[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]]
+        assert (c.view(3, 2).stride(), c.view(3, 2).storage_offset()) == ((2, 1), 2)
     b = _t([[1.0, 4.0], [2.0, 5.0], [3.0, 6.0]]).t()  # a's values and shape, other strides
     with pytest.raises(RuntimeError, match="not compatible"):
         b.view(3, 2)
@@ -210,6 +214,7 @@ def test_remembered_slices_are_per_strides_offset_and_int_bounds():
     a = _t([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])
     for _ in range(2):  # the first call remembers the plan, the second uses it
         assert a[1:3].tolist() == [[3.0, 4.0], [5.0, 6.0]]
+        assert (a[1:3].stride(), a[1:3].storage_offset()) == ((2, 1), 2)
     b = _t([[1.0, 3.0, 5.0], [2.0, 4.0, 6.0]]).t()  # a's values and shape, other strides
     assert b[1:3].tolist() == [[3.0, 4.0], [5.0, 6.0]]
     c = _t([[0.0, 0.0], [1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])[1:]  # a's geometry at offset 2

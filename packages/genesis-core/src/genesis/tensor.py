@@ -416,9 +416,9 @@ def new_tensor(data, device, backend, shape: Size, dtype: D.DType) -> Tensor:
     return t
 
 
-def view_tensor(x: Tensor, data, shape: Size, strides: tuple, offset: int) -> Tensor:
+def view_tensor(x: Tensor, data, shape: Size, geom: tuple) -> Tensor:
     """A view of ``x`` (plain Tensor, no graph) whose array ``data`` the backend made with
-    ``strides`` and ``offset``: the result of every view op's host path, geometry kept."""
+    ``geom = (strides, offset)``: the result of every view op's host path, geometry kept."""
     t = _new(Tensor)
     t._data = data
     t._backend = x._backend
@@ -428,7 +428,7 @@ def view_tensor(x: Tensor, data, shape: Size, strides: tuple, offset: int) -> Te
     t._version_box = x._version_box
     base = x._base
     t._base = x if base is None else base
-    t._geom = (strides, offset)
+    t._geom = geom
     return t
 
 

@@ -83,10 +83,11 @@ def _leading_slice(shape: tuple, strides: tuple, offset: int, k: slice) -> tuple
             offset + start * strides[0] if length else offset)
 
 
-# (input shape, input strides, start, stop, step) -> (result Size, strides, offset added):
-# the host path of an x[a:b] met before, as one lookup
+# (input shape, input strides, start, stop, step) -> (result Size, strides, offset added,
+# the result's geometry when the input's offset is 0): the host path of an x[a:b] met before,
+# as one lookup. Plans are kept for int and None bounds only (2.0 == 2 as a key, and torch
+# refuses float bounds).
 _SLICE_PLANS: dict = {}
-_INT_OR_NONE = {int, type(None)}  # slice bounds a plan is kept for (2.0 == 2 as a key)
 
 
 def slice_dim0(x: Tensor, k: slice) -> Tensor:
@@ -94,22 +95,26 @@ def slice_dim0(x: Tensor, k: slice) -> Tensor:
     host path of ``x[a:b]``)."""
     strides, offset = x._geom or geometry(x)
     start, stop, step = k.start, k.stop, k.step
-    if type(start) in _INT_OR_NONE and type(stop) in _INT_OR_NONE \
-            and type(step) in _INT_OR_NONE:
+    if (start is None or type(start) is int) and (stop is None or type(stop) is int) \
+            and (step is None or type(step) is int):
         key = (x.shape, strides, start, stop, step)
         plan = _SLICE_PLANS.get(key)
         if plan is None:
             shape, new_strides, added = _leading_slice(x.shape, strides, 0, k)
             if len(_SLICE_PLANS) > 4096:  # many distinct slices: start over
                 _SLICE_PLANS.clear()
-            plan = _SLICE_PLANS[key] = (interned_size(shape), new_strides, added)
-        size, new_strides, added = plan
-        offset += added
+            plan = _SLICE_PLANS[key] = (interned_size(shape), new_strides, added,
+                                        (new_strides, added))
+        size, new_strides, added, geom = plan
+        if offset:
+            offset += added
+            geom = (new_strides, offset)
+        else:
+            offset = added
     else:  # bounds given as other index types (numpy ints, 0-d tensors): no plan kept
         shape, new_strides, offset = _leading_slice(x.shape, strides, offset, k)
-        size = interned_size(shape)
-    return view_tensor(x, x._backend.as_strided(x._data, size, new_strides, offset), size,
-                       new_strides, offset)
+        size, geom = interned_size(shape), (new_strides, offset)
+    return view_tensor(x, x._backend.as_strided(x._data, size, new_strides, offset), size, geom)
 
 
 def _slice_extent(k: slice, n: int) -> tuple:

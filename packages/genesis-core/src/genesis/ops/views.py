@@ -22,8 +22,8 @@ def make_view(x: Tensor, shape, strides, offset) -> Tensor:
     """A tensor viewing ``x``'s memory with the given geometry (records no graph; no kernel
     and no allocation: the backend only describes the same storage anew)."""
     shape, strides = interned_size(tuple(shape)), tuple(strides)
-    return view_tensor(x, x._backend.as_strided(x._data, shape, strides, offset), shape, strides,
-                       offset)
+    return view_tensor(x, x._backend.as_strided(x._data, shape, strides, offset), shape,
+                       (strides, offset))
 
 
 def contiguous_strides(shape) -> tuple:
@@ -107,8 +107,8 @@ class View(Function):
                 "across two contiguous subspaces). Use .reshape(...) instead.")
         ctx.in_shape = x.shape
         shape = interned_size(shape)
-        return view_tensor(x, x._backend.view(x._data, shape, new_strides), shape, new_strides,
-                           offset)
+        return view_tensor(x, x._backend.view(x._data, shape, new_strides), shape,
+                           (new_strides, offset))
 
     @staticmethod
     def backward(ctx, g):
@@ -143,8 +143,9 @@ def _all_ints(args: tuple) -> bool:
 
 _SHAPE_TYPES = (tuple, Size)
 
-# (input shape, input strides, int shape arguments) -> (resolved Size, its strides): the
-# host path of a view or reshape that was met before, as one lookup
+# (input shape, input strides, int shape arguments) -> (resolved Size, its strides, the
+# view's geometry at offset 0, the common one): the host path of a view or reshape that was
+# met before, as one lookup
 _VIEW_PLANS: dict = {}
 
 
@@ -166,7 +167,7 @@ def _remember_view(x: Tensor, shape: tuple, resolved: Size) -> None:
     if new_strides is not None:
         if len(_VIEW_PLANS) > 4096:
             _VIEW_PLANS.clear()
-        _VIEW_PLANS[(x.shape, strides, shape)] = (resolved, new_strides)
+        _VIEW_PLANS[(x.shape, strides, shape)] = (resolved, new_strides, (new_strides, 0))
 
 
 def _planned_view(x: Tensor, shape: tuple) -> Tensor | None:
@@ -180,9 +181,9 @@ def _planned_view(x: Tensor, shape: tuple) -> Tensor | None:
         strides, offset = x._geom or geometry(x)
         plan = _VIEW_PLANS.get((x.shape, strides, shape))
         if plan is not None:
-            size, new_strides = plan
+            size, new_strides, geom = plan
             return view_tensor(x, x._backend.view(x._data, size, new_strides), size,
-                               new_strides, offset)
+                               (new_strides, offset) if offset else geom)
     return None
 
 
