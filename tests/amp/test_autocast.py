@@ -376,6 +376,41 @@ def test_thread_started_inside_does_not_inherit():
     assert out["dt"] is genesis.float32
 
 
+def test_count_of_threads_with_autocast_on():
+    """The host paths read the thread-local flag only while some thread has autocast on:
+    the count is each thread with its flag on, through nesting, ``enabled=False`` regions,
+    exceptions and a second thread, and is zero again afterwards."""
+    from genesis.autocast import _anywhere
+
+    assert _anywhere.on == 0
+    with genesis.autocast("cpu", dtype=genesis.bfloat16):
+        with genesis.autocast("cuda", dtype=genesis.float16):
+            assert _anywhere.on == 1
+        with genesis.autocast("cpu", enabled=False):
+            assert _anywhere.on == 0
+            assert (randn(3, 3) @ randn(3, 3)).dtype is genesis.float32
+        assert _anywhere.on == 1
+        inside, release, seen = threading.Event(), threading.Event(), []
+
+        def worker():
+            with genesis.autocast("cpu", dtype=genesis.float16):
+                seen.append(_anywhere.on)
+                inside.set()
+                release.wait(timeout=30)
+
+        thread = threading.Thread(target=worker)
+        thread.start()
+        inside.wait(timeout=30)
+        assert _anywhere.on == 2 and (randn(3, 3) @ randn(3, 3)).dtype is genesis.bfloat16
+        release.set()
+        thread.join()
+        assert seen == [2] and _anywhere.on == 1
+        with pytest.raises(RuntimeError, match="inside"), genesis.autocast("cpu", enabled=False):
+            raise RuntimeError("inside")
+        assert _anywhere.on == 1 and (randn(3, 3) @ randn(3, 3)).dtype is genesis.bfloat16
+    assert _anywhere.on == 0 and (randn(3, 3) @ randn(3, 3)).dtype is genesis.float32
+
+
 def test_decorator_form():
     @genesis.autocast("cpu", dtype=genesis.bfloat16)
     def f(a, b):

@@ -77,8 +77,39 @@ class _AutocastState(threading.local):
         return cast
 
 
+class _Anywhere:
+    """How many threads have autocast on (``on``): while none has, the host paths skip
+    reading the thread-local flag (a thread-local read costs twice a plain one). A thread
+    counts itself before its flag goes on and uncounts after it goes off (``_set_enabled``),
+    so a zero count always means every thread's flag is off."""
+
+    __slots__ = ("on",)
+
+    def __init__(self) -> None:
+        self.on = 0
+
+
+_count_lock = threading.Lock()
+
+
+def _set_enabled(enabled: bool) -> None:
+    """Set this thread's ``_state.enabled``, keeping ``_anywhere.on``."""
+    if enabled == _state.enabled:
+        return
+    if enabled:
+        with _count_lock:
+            _anywhere.on += 1
+        _state.enabled = True
+    else:
+        _state.enabled = False
+        with _count_lock:
+            _anywhere.on -= 1
+
+
 _state = _AutocastState()
+_anywhere = _Anywhere()
 _function._autocast_state = _state
+_function._autocast_anywhere = _anywhere
 
 _DEFAULT_DTYPES = {"cuda": D.float16, "cpu": D.bfloat16}
 
@@ -142,13 +173,13 @@ class autocast:  # noqa: N801 - torch's name
             _state.by_device.pop(self.device_type, None)
         if self._cache_enabled is not None:
             _state.cache_enabled = bool(self._cache_enabled)
-        _state.enabled = bool(_state.by_device)
+        _set_enabled(bool(_state.by_device))
         _state.depth += 1
         return self
 
     def __exit__(self, *exc) -> None:
         _state.by_device = self._prev
-        _state.enabled = bool(self._prev)
+        _set_enabled(bool(self._prev))
         _state.cache_enabled = self._prev_cache
         _state.depth -= 1
         if _state.depth == 0:

@@ -223,7 +223,7 @@ class Function:
 
     @classmethod
     def apply(cls, *args, **kwargs):
-        if cls.autocast is not None and _autocast_state.enabled:
+        if cls.autocast is not None and _autocast_anywhere.on and _autocast_state.enabled:
             args = _autocast_state.cast_args(cls.autocast, args)
         record = False
         if _grad_state.enabled:
@@ -365,13 +365,15 @@ def _rebase_inplace(ctx: Node, t, idx: int) -> None:
         base._rebase_view_history(t)
 
 
-class _AutocastState:
-    """Placeholder until genesis.autocast installs the real state (avoids an import cycle)."""
+class _AutocastOff:
+    """Placeholder of genesis.autocast's thread-local state and thread count until that
+    module installs them (avoids an import cycle)."""
 
     enabled = False
+    on = 0
 
 
-_autocast_state = _AutocastState()
+_autocast_state = _autocast_anywhere = _AutocastOff()
 _TENSOR_TYPES: set = set()  # Tensor and its subclasses register themselves
 
 

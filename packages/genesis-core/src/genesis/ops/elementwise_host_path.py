@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from genesis import dtypes as D
 from genesis import op_declarations as decl
+from genesis.autocast import _anywhere as _autocast_anywhere
 from genesis.autocast import _state as _autocast
 from genesis.autograd.function import _TENSOR_TYPES, Node
 from genesis.autograd.function import _op_observers as _observers
@@ -56,7 +57,7 @@ def unary_host_path(op: decl.Op, slow, cls):
     def fn(input: Tensor) -> Tensor:
         if (type(input) in _TENSOR_TYPES and not _observers
                 and (not floats or input.dtype.is_floating_point)
-                and (category is None or not _autocast.enabled
+                and (category is None or not (_autocast_anywhere.on and _autocast.enabled)
                      or _autocast.keeps(category, input))):
             if check is not None:
                 check(input)
@@ -95,7 +96,7 @@ def binary_host_path(op: decl.Op, slow, cls):
                 y, b_grad = b, False
             else:
                 return slow(a, b)
-            if category is not None and _autocast.enabled and not (
+            if category is not None and _autocast_anywhere.on and _autocast.enabled and not (
                     _autocast.keeps(category, a)
                     and (y is b or _autocast.keeps(category, b))):  # (y is b: a float)
                 return slow(a, b)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+from genesis.autocast import _anywhere as _autocast_anywhere
 from genesis.autocast import _state as _autocast
 from genesis.autograd.function import Function, _op_observers
 from genesis.autograd.grad_mode import _state as _grad
@@ -157,7 +158,7 @@ def matmul(input: Tensor, other: Tensor) -> Tensor:
     if (type(input) is Tensor and type(other) is Tensor and input.dtype is other.dtype
             and input.device is other.device
             and not ((input.requires_grad or other.requires_grad) and _grad.enabled)
-            and not _autocast.enabled and not _op_observers):
+            and not (_autocast_anywhere.on and _autocast.enabled) and not _op_observers):
         # the host path: two matrices seen before, nothing to record, no autocast — no
         # Function.apply
         shape = _MATRIX_PRODUCT.get((input.shape, other.shape))

@@ -11,6 +11,7 @@ from collections import namedtuple
 from genesis import creation
 from genesis import dtypes as D
 from genesis import op_declarations as decl
+from genesis.autocast import _anywhere as _autocast_anywhere
 from genesis.autocast import _state as _autocast
 from genesis.autocast import is_autocast_enabled
 from genesis.autograd.function import _TENSOR_TYPES, Function, Node, _op_observers
@@ -173,7 +174,8 @@ def _reduction_function(op: decl.Reduction):
 
         def fn(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
             if (dim is None and not keepdim and dtype is None and type(input) in _TENSOR_TYPES
-                    and not _op_observers and not (casts and _autocast.enabled)):
+                    and not _op_observers
+                    and not (casts and _autocast_anywhere.on and _autocast.enabled)):
                 # the host path of x.sum(): every dim, no Function.apply; the graph node
                 # made directly when the input requires grad
                 dtype = input.dtype
