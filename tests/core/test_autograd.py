@@ -377,6 +377,23 @@ def test_custom_function_save_for_backward():
     assert type(y.grad_fn).__name__ != "NoneType" and "Cube" in y.grad_fn.name()
 
 
+def test_each_function_records_nodes_of_its_own_class():
+    """A Function's graph nodes are instances of its own Node subclass, ``<Name>Backward``
+    (as torch's ``MulBackward0``), for custom Functions and the declared ops alike; the
+    no-grad path records none."""
+    Cube, MulAdd, _ = _custom_functions(genesis)
+    x = genesis.ones(2, requires_grad=True)
+    y = Cube.apply(x, 2.0)
+    assert type(y.grad_fn) is Cube.node and Cube.node.__name__ == "CubeBackward"
+    assert issubclass(Cube.node, genesis.autograd.Node) and Cube.node is not MulAdd.node
+    assert type(y.grad_fn)._fn is Cube and y.grad_fn.name() == "CubeBackward"
+    z = (x * 2.0).sum()
+    assert type(z.grad_fn).__name__ == "SumBackward"
+    assert type(z.grad_fn.next_functions[0][0]).__name__ == "MulBackward"
+    with genesis.no_grad():
+        assert Cube.apply(x, 2.0).grad_fn is None
+
+
 def test_custom_function_needs_input_grad():
     def scenario(lib):
         _, MulAdd, _ = _custom_functions(lib)

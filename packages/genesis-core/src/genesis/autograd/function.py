@@ -30,6 +30,9 @@ def remove_op_observer(fn) -> None:
 class Node:
     """A recorded op in the graph: the ``ctx`` of ``forward`` and the ``grad_fn`` of its outputs.
 
+    Each Function has its own subclass, ``<Function>Backward`` (``Function.node``, made once
+    with the Function), whose ``_fn`` is the Function: making a node runs no ``__init__``.
+
     Attributes:
         next_functions: per forward input, ``(node, output_index)`` or ``None``.
         needs_input_grad: per forward input, whether a gradient is wanted.
@@ -48,9 +51,7 @@ class Node:
     _dirty: tuple = ()
     _non_differentiable: tuple = ()
     materialize_grads = True
-
-    def __init__(self, fn_cls):
-        self._fn = fn_cls
+    _fn: type  # the Function, a class attribute of each Function's node class
 
     # -- ctx API used inside forward/backward
     def save_for_backward(self, *tensors) -> None:
@@ -212,6 +213,12 @@ class Function:
 
     # Autocast category of the op (see genesis.autocast); None: inputs are left alone.
     autocast: str | None = None
+    node: type  # this Function's graph node class, ``<Function>Backward`` (see Node)
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        cls.node = type(f"{cls.__name__}Backward", (Node,),
+                        {"_fn": cls, "__module__": cls.__module__})
 
     @staticmethod
     def forward(ctx, *args, **kwargs):
@@ -235,7 +242,7 @@ class Function:
             if _op_observers:
                 return _observed(cls, _NO_GRAD_CTX, args, kwargs)
             return cls.forward(_NO_GRAD_CTX, *args, **kwargs)
-        ctx = Node(cls)
+        ctx = cls.node()
         _grad_state.enabled = False  # forward's own ops are not recorded
         try:
             out = _observed(cls, ctx, args, kwargs) if _op_observers \

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from genesis import dtypes as D
-from genesis.autograd.function import _TENSOR_TYPES, Function, Node
+from genesis.autograd.function import _TENSOR_TYPES, Function
 from genesis.autograd.function import _op_observers as _observers
 from genesis.autograd.function import _record as record
 from genesis.autograd.grad_mode import _state as _grad
@@ -32,7 +32,7 @@ def _cast(x: Tensor, dtype: D.DType) -> Tensor:
     backend = x._backend
     y = new_tensor(backend.cast(x._data, dtype), x.device, backend, x.shape, dtype)
     if x.requires_grad and _grad.enabled:
-        ctx = Node(Cast)  # what Function.apply records, with forward done above
+        ctx = Cast.node()  # what Function.apply records, with forward done above
         ctx.in_dtype = x.dtype
         record(ctx, (x, dtype), y)
     return y

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from genesis import dtypes as D
 from genesis import op_declarations as decl
-from genesis.autograd.function import Function, Node
+from genesis.autograd.function import _NO_GRAD_CTX, Function
 from genesis.device import CPU
 from genesis.ops.common import (
     argument_picker,
@@ -125,7 +125,7 @@ class _Unary(Function):
         dtype = float_dtype_for(x.dtype) if op.ints == "float" else x.dtype
         data = x._data if dtype is x.dtype else x._backend.cast(x._data, dtype)
         y = wrap(kernel(x._backend, 1, op.name)(data), x.device, None, x.shape, dtype)
-        if type(ctx) is Node:
+        if ctx is not _NO_GRAD_CTX:  # (recording)
             ctx.save_for_backward(x if cls.save_x else None, y if cls.save_y else None)
         return y
 
@@ -197,7 +197,7 @@ class _Binary(Function):
             op.check(a, b)
         backend, device, x, y, dtype, shape = _operands(op.name, a, b, result_dtype(op, a, b))
         z = wrap(kernel(backend, 2, op.name)(x, y), device, None, shape, dtype)
-        if type(ctx) is Node:
+        if ctx is not _NO_GRAD_CTX:  # (recording)
             save_binary(cls, ctx, a, b, z)
         return z
 

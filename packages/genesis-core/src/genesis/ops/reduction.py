@@ -14,7 +14,7 @@ from genesis import op_declarations as decl
 from genesis.autocast import _anywhere as _autocast_anywhere
 from genesis.autocast import _state as _autocast
 from genesis.autocast import is_autocast_enabled
-from genesis.autograd.function import _TENSOR_TYPES, Function, Node, _op_observers
+from genesis.autograd.function import _NO_GRAD_CTX, _TENSOR_TYPES, Function, Node, _op_observers
 from genesis.autograd.function import _record as record
 from genesis.autograd.grad_mode import _state as _grad
 from genesis.autograd.grad_mode import is_grad_enabled
@@ -81,7 +81,7 @@ class _Reduce(Function):
         else:
             data = kernel(x._data, dims, keepdim)
         y = wrap(data, x.device)
-        if type(ctx) is Node:
+        if ctx is not _NO_GRAD_CTX:  # (recording)
             cls.save(ctx, x, y, dims, keepdim)
         return y
 
@@ -186,7 +186,7 @@ def _reduction_function(op: decl.Reduction):
                                                                       dtype),
                                input.device, backend, _SCALAR, dtype)
                 if input.requires_grad and _grad.enabled:
-                    ctx = Node(cls)  # what Function.apply records, with forward done above
+                    ctx = cls.node()  # what Function.apply records, with forward done above
                     cls.save(ctx, input, y, dims, False)
                     record(ctx, (input, dims, False, None), y)
                 return y
