@@ -440,6 +440,8 @@ def geometry(t: Tensor) -> tuple:
         backend, data = t._backend, t._data
         geom = t._geom = (tuple(backend.strides_of(data)), backend.storage_offset_of(data))
     return geom
+
+
 _SIZES: dict = {}  # shape tuple -> its interned Size (a training run meets few shapes)
 
 
