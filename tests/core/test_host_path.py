@@ -87,15 +87,22 @@ def test_observers_see_every_op():
     assert seen == ["Add", "Exp", "Sum", "View", "Slice", "Cast", "View", "Slice"]
 
 
-def test_views_with_nothing_to_record_skip_function_apply(monkeypatch):
-    """A view, reshape (shape given as ints, a tuple or a Size) met before and a narrow
-    make their view directly when there is no graph to record; with one they record."""
-    a = _t([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
+def _function_applies(monkeypatch) -> list:
+    """The names of the Functions whose ``apply`` runs from now on, in order (the host paths
+    under test make their result or node without it)."""
     calls = []
     apply = function_module.Function.apply.__func__
     monkeypatch.setattr(function_module.Function, "apply",
                         classmethod(lambda cls, *args: calls.append(cls.__name__)
                                     or apply(cls, *args)))
+    return calls
+
+
+def test_views_with_nothing_to_record_skip_function_apply(monkeypatch):
+    """A view, reshape (shape given as ints, a tuple or a Size) met before and a narrow
+    make their view directly when there is no graph to record; with one they record."""
+    a = _t([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
+    calls = _function_applies(monkeypatch)
     shapes = ((3, 2), (6,), a.shape)
     for shape in shapes:  # first meetings: the geometry is worked out (and remembered)
         a.reshape(shape)
@@ -121,11 +128,7 @@ def test_views_with_nothing_to_record_skip_function_apply(monkeypatch):
 def test_recorded_full_sum_makes_its_node_without_function_apply(monkeypatch):
     """``w.sum()`` of a tensor that requires grad records SumBackward directly; the
     gradient, and a second-order gradient through it, are torch's."""
-    calls = []
-    apply = function_module.Function.apply.__func__
-    monkeypatch.setattr(function_module.Function, "apply",
-                        classmethod(lambda cls, *args: calls.append(cls.__name__)
-                                    or apply(cls, *args)))
+    calls = _function_applies(monkeypatch)
     p = genesis.Tensor._make_subclass(_Leaf, _t([[0.5, -1.0], [2.0, 3.0]]), requires_grad=True)
     y = p.sum()
     assert calls == [] and y.grad_fn.name() == "SumBackward" and y.shape == ()
@@ -140,11 +143,7 @@ def test_full_reduction_backward_views_its_gradient_without_function_apply(monke
     """A full reduction's backward broadcasts its 0-d gradient by a view made directly (no
     Function.apply) when nothing is recorded; a gradient that is itself recorded
     (create_graph) is expanded by Expand, so the second-order gradient is torch's."""
-    calls = []
-    apply = function_module.Function.apply.__func__
-    monkeypatch.setattr(function_module.Function, "apply",
-                        classmethod(lambda cls, *args: calls.append(cls.__name__)
-                                    or apply(cls, *args)))
+    calls = _function_applies(monkeypatch)
     p = genesis.Tensor._make_subclass(_Leaf, _t([[0.5, -1.0], [2.0, 3.0]]), requires_grad=True)
     for name in ("sum", "amax", "prod"):
         getattr(p, name)().backward()
