@@ -384,8 +384,9 @@ def test_each_function_records_nodes_of_its_own_class():
     Cube, MulAdd, _ = _custom_functions(genesis)
     x = genesis.ones(2, requires_grad=True)
     y = Cube.apply(x, 2.0)
-    assert type(y.grad_fn) is Cube.node and Cube.node.__name__ == "CubeBackward"
-    assert issubclass(Cube.node, genesis.autograd.Node) and Cube.node is not MulAdd.node
+    node_class = Cube._backward_cls
+    assert type(y.grad_fn) is node_class and node_class.__name__ == "CubeBackward"
+    assert issubclass(node_class, genesis.autograd.Node) and node_class is not MulAdd._backward_cls
     assert type(y.grad_fn)._fn is Cube and y.grad_fn.name() == "CubeBackward"
     z = (x * 2.0).sum()
     assert type(z.grad_fn).__name__ == "SumBackward"

@@ -30,8 +30,9 @@ def remove_op_observer(fn) -> None:
 class Node:
     """A recorded op in the graph: the ``ctx`` of ``forward`` and the ``grad_fn`` of its outputs.
 
-    Each Function has its own subclass, ``<Function>Backward`` (``Function.node``, made once
-    with the Function), whose ``_fn`` is the Function: making a node runs no ``__init__``.
+    Each Function has its own subclass, ``<Function>Backward`` (``Function._backward_cls``,
+    made with the Function, as torch's), whose ``_fn`` is the Function: making a node runs
+    no ``__init__``.
 
     Attributes:
         next_functions: per forward input, ``(node, output_index)`` or ``None``.
@@ -213,12 +214,12 @@ class Function:
 
     # Autocast category of the op (see genesis.autocast); None: inputs are left alone.
     autocast: str | None = None
-    node: type  # this Function's graph node class, ``<Function>Backward`` (see Node)
+    _backward_cls: type  # this Function's graph node class, ``<Function>Backward`` (see Node)
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
-        cls.node = type(f"{cls.__name__}Backward", (Node,),
-                        {"_fn": cls, "__module__": cls.__module__})
+        cls._backward_cls = type(f"{cls.__name__}Backward", (Node,),
+                                 {"_fn": cls, "__module__": cls.__module__})
 
     @staticmethod
     def forward(ctx, *args, **kwargs):
@@ -242,7 +243,7 @@ class Function:
             if _op_observers:
                 return _observed(cls, _NO_GRAD_CTX, args, kwargs)
             return cls.forward(_NO_GRAD_CTX, *args, **kwargs)
-        ctx = cls.node()
+        ctx = cls._backward_cls()
         _grad_state.enabled = False  # forward's own ops are not recorded
         try:
             out = _observed(cls, ctx, args, kwargs) if _op_observers \

@@ -32,7 +32,7 @@ def _cast(x: Tensor, dtype: D.DType) -> Tensor:
     backend = x._backend
     y = new_tensor(backend.cast(x._data, dtype), x.device, backend, x.shape, dtype)
     if x.requires_grad and _grad.enabled:
-        ctx = Cast.node()  # what Function.apply records, with forward done above
+        ctx = Cast._backward_cls()  # what Function.apply records, with forward done above
         ctx.in_dtype = x.dtype
         record(ctx, (x, dtype), y)
     return y

@@ -65,7 +65,7 @@ def unary_host_path(op: decl.Op, slow, cls):
             y = new_tensor((table.get(backend) or fetch(backend))(input._data), input.device,
                            backend, input.shape, D.bool_ if to_bool else input.dtype)
             if cls is not None and input.requires_grad and _grad.enabled:
-                ctx = cls.node()  # what Function.apply records, with forward done above
+                ctx = cls._backward_cls()  # what Function.apply records, with forward done above
                 ctx.save_for_backward(input if cls.save_x else None, y if cls.save_y else None)
                 record(ctx, (input,), y)
             return y
@@ -106,7 +106,7 @@ def binary_host_path(op: decl.Op, slow, cls):
             z = new_tensor((table.get(backend) or fetch(backend))(a._data, y), a.device,
                            backend, a.shape, D.bool_ if to_bool else dtype)
             if cls is not None and (a.requires_grad or b_grad) and _grad.enabled:
-                ctx = cls.node()  # what Function.apply records, with forward done above
+                ctx = cls._backward_cls()  # what Function.apply records, with forward done above
                 save_binary(cls, ctx, a, b, z)
                 record(ctx, (a, b), z)
             return z

@@ -186,7 +186,8 @@ def _reduction_function(op: decl.Reduction):
                                                                       dtype),
                                input.device, backend, _SCALAR, dtype)
                 if input.requires_grad and _grad.enabled:
-                    ctx = cls.node()  # what Function.apply records, with forward done above
+                    # what Function.apply records, with forward done above
+                    ctx = cls._backward_cls()
                     cls.save(ctx, input, y, dims, False)
                     record(ctx, (input, dims, False, None), y)
                 return y
