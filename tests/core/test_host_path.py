@@ -71,6 +71,22 @@ def test_recorded_host_path_gives_graph_and_gradients():
     assert p.grad.tolist() == [1.0, 1.0, 1.0]
 
 
+def test_making_and_recording_tensors_keeps_autograd_state_in_slots():
+    # requires_grad, grad_fn, _out_idx and _leaf_edge are slots set when a tensor is made: a
+    # read is one specialised slot load (a class-level default read through an instance is
+    # not specialised by CPython), and recording an output allocates no instance dict
+    w = _t([1.0, 2.0], requires_grad=True)
+    x = _t([3.0, 4.0])
+    made = [x, x + x, x[1:], x.view(2, 1), w * x, (w * x).sum(), w.exp()]
+    assert all(type(t).__dictoffset__ and not t.__dict__ for t in made)
+    assert all(name in genesis.Tensor.__slots__
+               for name in ("requires_grad", "grad_fn", "_out_idx", "_leaf_edge"))
+    y = w * x
+    assert y.requires_grad and y.grad_fn is not None and not y.__dict__
+    y.sum().backward()
+    assert w.grad.tolist() == [3.0, 4.0]
+
+
 def test_observers_see_every_op():
     seen = []
 

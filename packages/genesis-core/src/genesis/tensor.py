@@ -45,14 +45,14 @@ class Tensor:
     """
 
     __slots__ = ("_data", "_backend", "shape", "dtype", "device", "_version_box", "_base",
-                 "_geom", "__weakref__", "__dict__")
-    # Autograd state, as class-level defaults: most tensors never change them, so making a
-    # tensor sets none of them (an instance that does gets its own value in __dict__).
-    requires_grad = False
+                 "_geom", "requires_grad", "grad_fn", "_out_idx", "_leaf_edge", "__weakref__",
+                 "__dict__")
+    # requires_grad, grad_fn, _out_idx and _leaf_edge (the (AccumulateGrad, 0) edge of a leaf
+    # that joined a graph, made once) are read by every op and set on every recorded output:
+    # slots, set when a tensor is made. (CPython does not specialise reading a class-level
+    # default through an instance, and a recorded output would allocate an instance dict.)
+    # The rarer autograd state stays a class-level default, set per instance where it changes.
     _grad = None
-    grad_fn = None
-    _out_idx = 0
-    _leaf_edge = None  # (AccumulateGrad, 0) of a leaf that joined a graph, made once
     _retains_grad = False
 
     def __init_subclass__(cls, **kwargs):
@@ -76,6 +76,10 @@ class Tensor:
         t.dtype = dtype if dtype is not None else backend.dtype_of(data)
         t.device = device
         t._geom = None
+        t.requires_grad = False
+        t.grad_fn = None
+        t._out_idx = 0
+        t._leaf_edge = None
         if base is None:
             t._version_box = [0]
             t._base = None
@@ -413,6 +417,10 @@ def new_tensor(data, device, backend, shape: Size, dtype: D.DType) -> Tensor:
     t._version_box = [0]
     t._base = None
     t._geom = None
+    t.requires_grad = False
+    t.grad_fn = None
+    t._out_idx = 0
+    t._leaf_edge = None
     return t
 
 
@@ -429,6 +437,10 @@ def view_tensor(x: Tensor, data, shape: Size, geom: tuple) -> Tensor:
     base = x._base
     t._base = x if base is None else base
     t._geom = geom
+    t.requires_grad = False
+    t.grad_fn = None
+    t._out_idx = 0
+    t._leaf_edge = None
     return t
 
 
