@@ -134,6 +134,98 @@ def test_sdpa_dropout_is_random_and_reproducible():
     assert not np.allclose(a, base)
 
 
+# ----------------------------------------- the CPU backend's fused attention
+def _sdpa_fused_and_composite(monkeypatch, dtype, q, k, v, **kw):
+    """Output and q/k/v gradients of F.scaled_dot_product_attention on the CPU twice: through
+    the backend's fused kernel (checked to be taken) and through the composite (the kernel
+    declining), for the same inputs and output gradient."""
+    from genesis.backends.cpu import CPUBackend
+
+    calls = []
+    fused = CPUBackend.scaled_dot_product_attention
+
+    def spy(self, *args):
+        result = fused(self, *args)
+        calls.append(result is not None)
+        return result
+
+    g_out = genesis.tensor(randn(*q.shape[:-1], v.shape[-1])).to(dtype)
+    results = []
+    for kernel in (spy, lambda self, *args: None):
+        monkeypatch.setattr(CPUBackend, "scaled_dot_product_attention", kernel)
+        ins = [genesis.tensor(a).to(dtype).requires_grad_() for a in (q, k, v)]
+        out = F.scaled_dot_product_attention(*ins, **kw)
+        out.backward(g_out)
+        results.append([to_torch(t).float() for t in (out, *(t.grad for t in ins))])
+    assert calls == [True], "the fused kernel was not taken"
+    return results
+
+
+@pytest.mark.parametrize("case", ["plain", "causal_short_q", "causal_long_q", "bool_mask",
+                                  "float_mask", "gqa", "fully_masked_row"])
+def test_cpu_fused_attention_matches_the_composite(case, monkeypatch):
+    q, k, v = randn(2, 4, 5, 8), randn(2, 4, 7, 8), randn(2, 4, 7, 8)
+    kw = {"scale": 0.3}
+    if case == "causal_short_q":
+        kw["is_causal"] = True
+    elif case == "causal_long_q":  # top-left aligned: query i sees keys 0..i
+        q, kw["is_causal"] = randn(2, 4, 9, 8), True
+    elif case in ("bool_mask", "fully_masked_row"):
+        mask = RNG.random((2, 1, 5, 7)) > 0.4
+        mask[..., 0] = True
+        if case == "fully_masked_row":
+            mask[1, 0, 2] = False
+        kw["attn_mask"] = genesis.tensor(mask)
+    elif case == "float_mask":
+        kw["attn_mask"] = genesis.tensor(randn(5, 7))
+    elif case == "gqa":
+        k, v, kw["enable_gqa"] = randn(2, 2, 7, 8), randn(2, 2, 7, 8), True
+    fused, composite = _sdpa_fused_and_composite(monkeypatch, genesis.float32, q, k, v, **kw)
+    for f, c in zip(fused, composite):
+        assert torch.isfinite(f).all()
+        assert_close(f, c, atol=1e-5, rtol=1e-4)
+    if case == "fully_masked_row":
+        assert not fused[0][1, :, 2].any() and not fused[1][1, :, 2].any()
+
+
+def test_cpu_fused_attention_in_bfloat16(monkeypatch):
+    q, k, v = randn(1, 2, 16, 8), randn(1, 2, 16, 8), randn(1, 2, 16, 8)
+    fused, composite = _sdpa_fused_and_composite(monkeypatch, genesis.bfloat16, q, k, v,
+                                                 is_causal=True)
+    for f, c in zip(fused, composite):  # bf16 keeps 8 bits: both round differently
+        assert_close(f, c, atol=3e-2, rtol=3e-2)
+
+
+@pytest.mark.parametrize("shape_q,shape_kv", [((2, 3, 0, 8), (2, 3, 4, 8)),
+                                              ((0, 3, 5, 8), (0, 3, 4, 8)),
+                                              ((2, 3, 5, 8), (2, 3, 0, 8)),
+                                              ((2, 3, 5, 0), (2, 3, 4, 0))])
+def test_sdpa_empty_operands_on_the_cpu(shape_q, shape_kv):
+    # torch's CPU flash kernel divides by zero on an empty query: the backend declines it
+    q = genesis.zeros(*shape_q, requires_grad=True)
+    k = genesis.zeros(*shape_kv, requires_grad=True)
+    out = F.scaled_dot_product_attention(q, k, k)
+    out.sum().backward()
+    tq = torch.zeros(*shape_q, requires_grad=True)
+    tk = torch.zeros(*shape_kv, requires_grad=True)
+    ref = TF.scaled_dot_product_attention(tq, tk, tk)
+    ref.sum().backward()
+    assert_close(to_torch(out), ref)
+    assert_close(to_torch(q.grad), tq.grad)
+    assert_close(to_torch(k.grad), tk.grad)
+
+
+def test_cpu_fused_attention_declines_dropout_and_a_wider_value():
+    from genesis.backends.cpu import CPUBackend
+
+    q = torch.tensor(randn(1, 2, 3, 8))
+    backend = CPUBackend()
+    assert backend.scaled_dot_product_attention(q, q, q, None, 0.1, False, 0.5, None) is None
+    wide_v = torch.tensor(randn(1, 2, 3, 6))
+    assert backend.scaled_dot_product_attention(q, q, wide_v, None, 0.0, False, 0.5,
+                                                None) is None
+
+
 # ------------------------------------------------------- MultiheadAttention
 def make_mha(**kwargs):
     t = tnn.MultiheadAttention(**kwargs)

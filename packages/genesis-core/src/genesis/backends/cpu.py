@@ -29,6 +29,14 @@ _UNARY = {op: getattr(torch, op) for op in Backend.UNARY_OPS if op not in _NO_OU
 _BINARY = {op: getattr(torch, op) for op in Backend.BINARY_OPS}
 _NEEDS_TENSOR_B = {"maximum", "minimum", "atan2"}  # torch rejects a Python scalar there
 
+# torch's CPU flash attention (forward and backward), where this torch has it with masks
+_FLASH = getattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu", None)
+_FLASH_BACKWARD = getattr(torch.ops.aten,
+                          "_scaled_dot_product_flash_attention_for_cpu_backward", None)
+if _FLASH is None or _FLASH_BACKWARD is None \
+        or "attn_mask" not in str(_FLASH_BACKWARD.default._schema):
+    _FLASH = _FLASH_BACKWARD = None
+
 
 def to_torch_dtype(dtype: D.DType) -> torch.dtype:
     """The torch dtype matching a genesis dtype."""
@@ -311,3 +319,30 @@ class CPUBackend(Backend):
             fn = torch.log_softmax if log else torch.softmax
             return fn(x, dim, dtype=torch.float32).to(x.dtype)
         return torch.log_softmax(x, dim) if log else torch.softmax(x, dim)
+
+    def scaled_dot_product_attention(self, q, k, v, mask, dropout_p, is_causal, scale, gen):
+        # torch's flash kernel: no dropout, one head size for q, k and v, and no empty
+        # operand (it divides by zero on one)
+        if _FLASH is None or dropout_p > 0.0 or v.shape[-1] != q.shape[-1] \
+                or not q.numel() or not k.numel():
+            return None
+        out, lse = _FLASH(q, k, v, 0.0, is_causal, attn_mask=_additive_mask(mask, q.dtype),
+                          scale=scale)
+        return out, lse, None
+
+    def scaled_dot_product_attention_backward(self, grad, q, k, v, out, lse, mask, dropout_p,
+                                              is_causal, scale, rng):
+        return _FLASH_BACKWARD(grad, q, k, v, out, lse, 0.0, is_causal,
+                               attn_mask=_additive_mask(mask, q.dtype), scale=scale)
+
+
+def _additive_mask(mask, dtype):
+    """The contract's mask (bool, True = may attend; or float, added) as the float mask of
+    ``dtype`` that torch's flash kernel takes. Only the stored values are converted: a mask
+    broadcast to (B, Hq, L, S) keeps its zero strides."""
+    if mask is None or mask.dtype is dtype:
+        return mask
+    stored = mask[tuple(slice(0, 1) if step == 0 else slice(None) for step in mask.stride())]
+    if stored.dtype is torch.bool:
+        stored = torch.zeros(stored.shape, dtype=dtype).masked_fill_(~stored, float("-inf"))
+    return stored.to(dtype).expand(mask.shape)

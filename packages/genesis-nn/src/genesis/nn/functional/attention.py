@@ -1,10 +1,11 @@
 """Attention: ``scaled_dot_product_attention`` and ``multi_head_attention_forward``.
 
 ``scaled_dot_product_attention`` first offers the call to the device backend's optional fused
-kernel (``Backend.scaled_dot_product_attention``: flash attention on CUDA, no S x S matrix in
-memory); where the backend declines (the CPU, unsupported head dims or dtypes) it runs the
-composite written here with core matmul/softmax ops, whose gradients come from autograd and which
-is the reference the fused kernels are tested against.
+kernel (``Backend.scaled_dot_product_attention``: flash attention on CUDA, torch's CPU flash
+attention on the CPU; no S x S matrix in memory); where the backend declines (dropout on the
+CPU, unsupported head dims or dtypes) it runs the composite written here with core
+matmul/softmax ops, whose gradients come from autograd and which is the reference the fused
+kernels are tested against.
 """
 
 from __future__ import annotations
@@ -84,7 +85,8 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
                 f"scaled_dot_product_attention: number of query heads ({hq}) must be a "
                 f"multiple of key/value heads ({hk}, {value.shape[-3]}) with enable_gqa=True"
             )
-    scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
+    if scale is None:  # (an empty embedding gives torch's 1 / sqrt(0) = inf, not an error)
+        scale = 1.0 / math.sqrt(query.shape[-1]) if query.shape[-1] else math.inf
     fused = _fused_attention(query, key, value, attn_mask, dropout_p, is_causal, scale,
                              enable_gqa)
     if fused is not None:
