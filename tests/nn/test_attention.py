@@ -12,6 +12,7 @@ from torch.testing import assert_close
 import genesis
 import genesis.nn as nn
 import genesis.nn.functional as F
+from genesis.backends.cpu import CPUBackend
 
 RNG = np.random.default_rng(3)
 
@@ -139,8 +140,6 @@ def _sdpa_fused_and_composite(monkeypatch, dtype, q, k, v, **kw):
     """Output and q/k/v gradients of F.scaled_dot_product_attention on the CPU twice: through
     the backend's fused kernel (checked to be taken) and through the composite (the kernel
     declining), for the same inputs and output gradient."""
-    from genesis.backends.cpu import CPUBackend
-
     calls = []
     fused = CPUBackend.scaled_dot_product_attention
 
@@ -216,8 +215,6 @@ def test_sdpa_empty_operands_on_the_cpu(shape_q, shape_kv):
 
 
 def test_cpu_fused_attention_declines_dropout_and_a_wider_value():
-    from genesis.backends.cpu import CPUBackend
-
     q = torch.tensor(randn(1, 2, 3, 8))
     backend = CPUBackend()
     assert backend.scaled_dot_product_attention(q, q, q, None, 0.1, False, 0.5, None) is None
