@@ -190,6 +190,10 @@ def test_index_errors_are_clear():
     _raises(IndexError, "out of bounds", x.gather, 1, genesis.tensor([[0, 3]]))
     _raises(IndexError, "single ellipsis", lambda: x[..., ...])
     _raises(ValueError, "step", lambda: x[::-1])
+    _raises(TypeError, "slice indices must be integers", lambda: x[1.0:2])
+    _raises(IndexError, "slice\\(\\) cannot be applied to a 0-dim tensor", lambda: x.sum()[1:2])
+    w = genesis.ones(3, requires_grad=True).sum()
+    _raises(IndexError, "slice\\(\\) cannot be applied to a 0-dim tensor", lambda: w[:])
     _raises(RuntimeError, "only one dimension", x.view, -1, -1)
     _raises(RuntimeError, "permutation", x.permute, 0, 0)
 

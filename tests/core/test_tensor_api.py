@@ -14,6 +14,30 @@ import genesis
 
 
 # ----------------------------------------------------------------- metadata
+def test_the_tensor_class_is_not_a_constructor():
+    """``genesis.Tensor(...)`` and a subclass without ``__new__`` say how tensors are made;
+    a subclass with its own ``__new__`` (``nn.Parameter``) constructs."""
+    refusal = r"genesis\.tensor\(\.\.\.\).*not Tensor\(\.\.\.\)"
+    for args in (([1.0],), (), (2, 3)):
+        with pytest.raises(TypeError, match=refusal):
+            genesis.Tensor(*args)
+
+    class Plain(genesis.Tensor):
+        __slots__ = ()
+
+    with pytest.raises(TypeError, match=r"not Plain\(\.\.\.\)"):
+        Plain()
+
+    class Made(genesis.Tensor):
+        __slots__ = ()
+
+        def __new__(cls, data):
+            return genesis.Tensor._make_subclass(cls, data)
+
+    made = Made(genesis.ones(2))
+    assert type(made) is Made and made.tolist() == [1.0, 1.0]
+
+
 def test_shape_size_dtype_device_ndim_numel():
     x = genesis.zeros(2, 3, 4)
     assert x.shape == (2, 3, 4) and isinstance(x.shape, genesis.Size)

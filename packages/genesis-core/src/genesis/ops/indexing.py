@@ -16,8 +16,8 @@ from genesis.ops.common import (
     wrap,
 )
 from genesis.ops.elementwise import where
-from genesis.ops.strided import Slice, slice_dim0
-from genesis.tensor import Tensor
+from genesis.ops.strided import SLICE_PLANS, Slice, slice_plan
+from genesis.tensor import Tensor, geometry, view_tensor
 
 
 # ------------------------------------------------------------- index checks
@@ -213,11 +213,30 @@ def full_indices(shape: tuple, indices: list) -> list:
     return [t.expand(result_shape) for t in out]
 
 
+# The plan lookup of x[a:b]'s host path, as a bound method: CPython 3.12 compiles
+# ``SLICE_PLANS.get(...)`` on an imported name as an attribute read plus a call.
+_known_slice_plan = SLICE_PLANS.get
+
+
 def getitem(x: Tensor, key) -> Tensor:
     """``x[key]``: basic indexing gives a view, advanced indexing a copy (torch rules)."""
     if type(key) is slice and type(x) is Tensor and x.shape \
             and not (x.requires_grad and _grad.enabled) and not _op_observers:
-        return slice_dim0(x, key)  # the host path of x[a:b]: nothing to record
+        # The host path of x[a:b] with int bounds: one plan lookup, no Function, no record
+        strides, offset = x._geom or geometry(x)
+        start, stop, step = key.start, key.stop, key.step
+        if (start is None or type(start) is int) and (stop is None or type(stop) is int) \
+                and (step is None or type(step) is int):
+            size, new_strides, added, geom = \
+                _known_slice_plan((x.shape, strides, start, stop, step)) \
+                or slice_plan(x.shape, strides, start, stop, step)
+            if offset:
+                offset += added
+                geom = (new_strides, offset)
+            else:
+                offset = added
+            return view_tensor(x, x._backend.as_strided(x._data, size, new_strides, offset),
+                               size, geom)
     if type(key) in (int, slice) or key is None:  # not bool: x[True] adds a dim
         if type(x) is Tensor and not (x.requires_grad and _grad.enabled) and not _op_observers:
             return Slice.forward(_NO_GRAD_CTX, x, _basic_key(x, (key,)))  # nothing to record
@@ -238,8 +257,10 @@ _WHOLE_DIM = slice(None)
 
 
 def _basic_key(x: Tensor, key: tuple) -> tuple:
-    if not isinstance(key[0], int) or x.ndim:
+    if x.ndim or not isinstance(key[0], (int, slice)):
         return key
+    if type(key[0]) is slice:
+        raise IndexError("slice() cannot be applied to a 0-dim tensor.")
     raise IndexError("invalid index of a 0-dim tensor. Use `tensor.item()` to convert a "
                      "0-dim tensor to a number")
 

@@ -11,7 +11,7 @@ from genesis.autograd import grad_mode
 from genesis.autograd.function import Function
 from genesis.ops.common import normalize_dim, wrap
 from genesis.ops.views import make_view, records_nothing
-from genesis.tensor import Tensor, geometry, interned_size, is_contiguous_geometry, view_tensor
+from genesis.tensor import Tensor, geometry, interned_size, is_contiguous_geometry
 
 
 class Slice(Function):
@@ -83,38 +83,22 @@ def _leading_slice(shape: tuple, strides: tuple, offset: int, k: slice) -> tuple
             offset + start * strides[0] if length else offset)
 
 
-# (input shape, input strides, start, stop, step) -> (result Size, strides, offset added,
-# the result's geometry when the input's offset is 0): the host path of an x[a:b] met before,
-# as one lookup. Plans are kept for int and None bounds only (2.0 == 2 as a key, and torch
-# refuses float bounds).
-_SLICE_PLANS: dict = {}
+# (input shape, input strides, start, stop, step) -> the plan of x[start:stop:step] (see
+# slice_plan): the host path of an x[a:b] met before, as one lookup. Plans are kept for int
+# and None bounds only (2.0 == 2 as a key, and torch refuses float bounds).
+SLICE_PLANS: dict = {}
 
 
-def slice_dim0(x: Tensor, k: slice) -> Tensor:
-    """``x[k]`` for one slice ``k`` of a tensor of at least one dim, recording nothing (the
-    host path of ``x[a:b]``)."""
-    strides, offset = x._geom or geometry(x)
-    start, stop, step = k.start, k.stop, k.step
-    if (start is None or type(start) is int) and (stop is None or type(stop) is int) \
-            and (step is None or type(step) is int):
-        key = (x.shape, strides, start, stop, step)
-        plan = _SLICE_PLANS.get(key)
-        if plan is None:
-            shape, new_strides, added = _leading_slice(x.shape, strides, 0, k)
-            if len(_SLICE_PLANS) > 4096:  # many distinct slices: start over
-                _SLICE_PLANS.clear()
-            plan = _SLICE_PLANS[key] = (interned_size(shape), new_strides, added,
-                                        (new_strides, added))
-        size, new_strides, added, geom = plan
-        if offset:
-            offset += added
-            geom = (new_strides, offset)
-        else:
-            offset = added
-    else:  # bounds given as other index types (numpy ints, 0-d tensors): no plan kept
-        shape, new_strides, offset = _leading_slice(x.shape, strides, offset, k)
-        size, geom = interned_size(shape), (new_strides, offset)
-    return view_tensor(x, x._backend.as_strided(x._data, size, new_strides, offset), size, geom)
+def slice_plan(shape: tuple, strides: tuple, start, stop, step) -> tuple:
+    """The plan of ``x[start:stop:step]`` (int or None bounds) for ``x`` of at least one dim,
+    made and kept: ``(result Size, result strides, offset added, the result's geometry when
+    x's offset is 0)``."""
+    new_shape, new_strides, added = _leading_slice(shape, strides, 0, slice(start, stop, step))
+    if len(SLICE_PLANS) > 4096:  # many distinct slices: start over
+        SLICE_PLANS.clear()
+    plan = SLICE_PLANS[(shape, strides, start, stop, step)] = (
+        interned_size(new_shape), new_strides, added, (new_strides, added))
+    return plan
 
 
 def _slice_extent(k: slice, n: int) -> tuple:

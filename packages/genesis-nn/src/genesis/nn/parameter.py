@@ -35,9 +35,6 @@ class Parameter(Tensor):
             )
         return Tensor._make_subclass(cls, data.detach(), requires_grad)
 
-    def __init__(self, data: Tensor | None = None, requires_grad: bool = True) -> None:
-        pass  # everything happened in __new__; Tensor.__init__ must not run again
-
     def __deepcopy__(self, memo: dict) -> Parameter:
         if id(self) in memo:
             return memo[id(self)]
