@@ -77,8 +77,12 @@ def test_making_and_recording_tensors_keeps_autograd_state_in_slots():
     # not specialised by CPython), and recording an output allocates no instance dict
     w = _t([1.0, 2.0], requires_grad=True)
     x = _t([3.0, 4.0])
-    made = [x, x + x, x[1:], x.view(2, 1), w * x, (w * x).sum(), w.exp()]
+    made = [x, x + x, x[1:], x[1:][1:], x.view(2, 1), w * x, (w * x).sum(), w.exp(),
+            genesis.tensor(1.0), w.detach(), x.T, x.narrow(0, 0, 1)]
     assert all(not t.__dict__ for t in made)
+    # every maker (Tensor._wrap, new_tensor, view_tensor, x[a:b]'s host path) sets every slot
+    fields = [name for name in genesis.Tensor.__slots__ if not name.startswith("__")]
+    assert [[name for name in fields if not hasattr(t, name)] for t in made] == [[]] * len(made)
     assert all(name in genesis.Tensor.__slots__
                for name in ("requires_grad", "grad_fn", "_out_idx", "_leaf_edge"))
     y = w * x

@@ -36,8 +36,8 @@ class Size(tuple):
 class _TensorType(type):
     """Tensor's metaclass. ``genesis.Tensor(...)`` is not a constructor (tensors come from
     ``genesis.tensor``, ``genesis.zeros`` and friends); a subclass with its own ``__new__``
-    (``nn.Parameter``) constructs as usual. Genesis makes its tensors with ``_blank``, which
-    does not come here."""
+    (``nn.Parameter``) constructs as usual. Genesis makes its tensors with ``blank_tensor``,
+    which does not come here."""
 
     def __call__(cls, *args, **kwargs):
         if cls.__new__ is object.__new__:
@@ -79,7 +79,7 @@ class Tensor(metaclass=_TensorType):
 
         ``shape`` (a ``Size``) and ``dtype``, when the caller knows them, spare reading them
         off the array (the host path's most frequent backend calls)."""
-        t = _blank() if cls is Tensor else _new(cls)
+        t = blank_tensor() if cls is Tensor else _new(cls)
         t._data = data
         backend = t._backend = device._backend or device.backend  # (property: first use)
         t.shape = shape if shape is not None else interned_size(data.shape)
@@ -413,16 +413,17 @@ class Tensor(metaclass=_TensorType):
 
 
 _new = object.__new__
-# A Tensor with no field set yet: the class call (``type.__call__``) bound to Tensor, which
-# skips _TensorType.__call__. It costs what ``C()`` costs for a class with no ``__init__``
-# and about 60 ns less than ``object.__new__(Tensor)``, on every op's result.
-_blank = type.__call__.__get__(Tensor)
+# A Tensor with no field set yet, for the makers below (and x[a:b]'s host path, which sets
+# the fields inline): the class call (``type.__call__``) bound to Tensor, which skips
+# _TensorType.__call__. It costs what ``C()`` costs for a class with no ``__init__``: 30-65 ns
+# less than ``object.__new__(Tensor)``, on every op's result.
+blank_tensor = type.__call__.__get__(Tensor)
 
 
 def new_tensor(data, device, backend, shape: Size, dtype: D.DType) -> Tensor:
     """A new Tensor (no view) of the array ``data``, all of whose metadata the caller knows:
     ``Tensor._wrap`` with nothing to look up, for the host path of the tiny ops."""
-    t = _blank()
+    t = blank_tensor()
     t._data = data
     t._backend = backend
     t.shape = shape
@@ -441,7 +442,7 @@ def new_tensor(data, device, backend, shape: Size, dtype: D.DType) -> Tensor:
 def view_tensor(x: Tensor, data, shape: Size, geom: tuple) -> Tensor:
     """A view of ``x`` (plain Tensor, no graph) whose array ``data`` the backend made with
     ``geom = (strides, offset)``: the result of every view op's host path, geometry kept."""
-    t = _blank()
+    t = blank_tensor()
     t._data = data
     t._backend = x._backend
     t.shape = shape
@@ -506,5 +507,5 @@ def is_contiguous_geometry(shape, strides) -> bool:
 
 
 _TENSOR_TYPES.add(Tensor)
-__all__ = ["Size", "Tensor", "geometry", "interned_size", "is_contiguous_geometry", "new_tensor",
-           "view_tensor"]
+__all__ = ["Size", "Tensor", "blank_tensor", "geometry", "interned_size", "is_contiguous_geometry",
+           "new_tensor", "view_tensor"]
