@@ -415,8 +415,8 @@ class Tensor(metaclass=_TensorType):
 _new = object.__new__
 # A Tensor with no field set yet, for the makers below (and x[a:b]'s host path, which sets
 # the fields inline): the class call (``type.__call__``) bound to Tensor, which skips
-# _TensorType.__call__. It costs what ``C()`` costs for a class with no ``__init__``: 30-65 ns
-# less than ``object.__new__(Tensor)``, on every op's result.
+# _TensorType.__call__. It costs what ``C()`` costs for a class with no ``__init__``: 55-100 ns
+# less than ``object.__new__(Tensor)`` where measured (docs/benchmarks.md), on every result.
 blank_tensor = type.__call__.__get__(Tensor)
 
 
