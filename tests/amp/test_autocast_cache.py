@@ -12,7 +12,7 @@ from torch.testing import assert_close
 
 import genesis
 import genesis.nn.functional as F
-from genesis.autograd import function as function_module
+from genesis.dispatch import DispatchMode
 
 _state = importlib.import_module("genesis.autocast")._state
 
@@ -21,15 +21,14 @@ def _casts_in(fn) -> int:
     """How many dtype conversions (the ``Cast`` op) ``fn`` runs."""
     seen = []
 
-    def watch(name, start, end):
-        seen.append(name)
+    class Watch(DispatchMode):
+        def __genesis_dispatch__(self, op, args, kwargs):
+            seen.append(op.name)
+            return op(*args, **kwargs)
 
-    function_module.add_op_observer(watch)
-    try:
+    with Watch():
         fn()
-    finally:
-        function_module.remove_op_observer(watch)
-    return seen.count("Cast")
+    return seen.count("cast")
 
 
 def test_weight_cast_once_per_region_and_gradients_match_torch(device):

@@ -1,7 +1,7 @@
-"""The host paths of the tiny ops (plain operands: no Function.apply, no promotion) give what
-the ops' full paths give: values, dtypes, views sharing their base's version counter, graph
-nodes and gradients; and they step aside for the profiler's observers and for autocast when
-it casts an operand."""
+"""The tiny ops' plainest cases (plain operands: one kernel call, no promotion; views and
+slices met before) give what the ops' general paths give: values, dtypes, views sharing their
+base's version counter, graph nodes and gradients; and they step aside for dispatch modes and
+for autocast when it casts an operand."""
 
 from __future__ import annotations
 
@@ -10,11 +10,22 @@ import pytest
 import torch
 
 import genesis
-from genesis.autocast import _state as autocast_state
 from genesis.autograd import function as function_module
 from genesis.backends import registry
 from genesis.backends.cpu import CPUBackend
+from genesis.dispatch import DispatchMode
 from genesis.ops import elementwise
+
+
+class _OpNames(DispatchMode):
+    """The names of the ops called while active."""
+
+    def __init__(self):
+        self.names = []
+
+    def __genesis_dispatch__(self, op, args, kwargs):
+        self.names.append(op.name)
+        return op(*args, **kwargs)
 
 
 def _t(values, **kw):
@@ -91,22 +102,6 @@ def test_making_and_recording_tensors_keeps_autograd_state_in_slots():
     assert w.grad.tolist() == [3.0, 4.0]
 
 
-def test_observers_see_every_op():
-    seen = []
-
-    def watch(name, start, end):
-        seen.append(name)
-
-    a = _t([1.0, 2.0, 3.0, 4.0])
-    function_module.add_op_observer(watch)
-    try:
-        a + a, a.exp(), a.sum(), a.view(2, 2), a[1:3], a.to(genesis.bfloat16)
-        a.reshape(a.shape), a.narrow(0, 1, 2)
-    finally:
-        function_module.remove_op_observer(watch)
-    assert seen == ["Add", "Exp", "Sum", "View", "Slice", "Cast", "View", "Slice"]
-
-
 def _function_applies(monkeypatch) -> list:
     """The names of the Functions whose ``apply`` runs from now on, in order (the host paths
     under test make their result or node without it)."""
@@ -145,13 +140,12 @@ def test_views_with_nothing_to_record_skip_function_apply(monkeypatch):
     assert w.grad.tolist() == tw.grad.tolist()
 
 
-def test_recorded_full_sum_makes_its_node_without_function_apply(monkeypatch):
-    """``w.sum()`` of a tensor that requires grad records SumBackward directly; the
-    gradient, and a second-order gradient through it, are torch's."""
-    calls = _function_applies(monkeypatch)
+def test_recorded_full_sum_gives_torchs_gradients():
+    """``w.sum()`` of a tensor that requires grad records SumBackward; the gradient, and a
+    second-order gradient through it, are torch's."""
     p = genesis.Tensor._make_subclass(_Leaf, _t([[0.5, -1.0], [2.0, 3.0]]), requires_grad=True)
     y = p.sum()
-    assert calls == [] and y.grad_fn.name() == "SumBackward" and y.shape == ()
+    assert y.grad_fn.name() == "SumBackward" and y.shape == ()
     assert y.grad_fn.next_functions[0][0].variable is p
     (g,) = genesis.autograd.grad((p * p).sum(), p, create_graph=True)
     assert g.tolist() == [[1.0, -2.0], [4.0, 6.0]] and g.requires_grad
@@ -178,8 +172,8 @@ def test_full_reduction_backward_views_its_gradient_without_function_apply(monke
     torch.testing.assert_close(torch.from_numpy(gg.numpy()), torch.autograd.grad(tg.sum(), t)[0])
 
 
-def test_cast_host_path_records_the_cast():
-    """``to(dtype)`` makes the Cast node directly: a floating result is in the graph and
+def test_cast_records_the_cast():
+    """``to(dtype)`` makes a Cast node: a floating result is in the graph and
     its gradient comes back in the input's dtype; an integer result is not; under no_grad
     nothing is recorded."""
     p = genesis.Tensor._make_subclass(_Leaf, _t([0.5, -1.25, 3.0]), requires_grad=True)
@@ -287,26 +281,25 @@ def test_in_place_ops_call_the_backends_in_place_kernel():
 
 
 def test_cpu_kernels_are_torch_functions():
-    """No Python frame between the host path and torch on the CPU."""
-    a = _t([1.0])
-    assert elementwise.kernel(a._backend, 2, "add") is torch.add
-    assert elementwise.kernel(a._backend, 1, "exp") is torch.exp
+    """No Python frame between an elementwise op's forward and torch on the CPU."""
+    backend = _t([1.0])._backend
+    assert elementwise.DECLARED["add"].function.kernels.fetch(backend) is torch.add
+    assert elementwise.DECLARED["exp"].function.kernels.fetch(backend) is torch.exp
 
 
-def test_autocast_casts_only_where_the_dtype_changes(monkeypatch):
-    """Under autocast, an fp32-category op (exp, pow) of float32 operands takes the host path
-    (no cast needed); a bfloat16 operand still goes through autocast's cast to float32."""
-    calls = []
-    state = type(autocast_state)
-    cast_args = state.cast_args
-    monkeypatch.setattr(state, "cast_args",
-                        lambda self, cat, args: calls.append(cat) or cast_args(self, cat, args))
+def test_autocast_casts_only_where_the_dtype_changes():
+    """Under autocast, an fp32-category op (exp, pow) of float32 operands runs without a
+    cast; a bfloat16 operand is cast to float32 first."""
     x = _t([0.5, -1.0, 2.0], requires_grad=True)
     with genesis.autocast("cpu", dtype=genesis.bfloat16):
         y = x.exp()
         z = x ** 2.0
-        w = x.to(genesis.bfloat16).exp()
-    assert calls == ["fp32"]  # only the bfloat16 exp
+        with _OpNames() as seen:
+            w = x.to(genesis.bfloat16).exp()
+        with _OpNames() as unseen:
+            x.exp()
+    assert seen.names == ["cast", "cast", "exp"]  # the user's cast, autocast's, the op
+    assert unseen.names == ["exp"]
     assert y.dtype is z.dtype is w.dtype is genesis.float32
     assert y.grad_fn.name() == "ExpBackward" and z.grad_fn.name() == "PowBackward"
     (y + z + w).sum().backward()

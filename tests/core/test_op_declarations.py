@@ -13,6 +13,7 @@ import pytest
 import genesis
 from genesis import op_declarations as decl
 from genesis.backends.base import Backend
+from genesis.dispatch import REGISTRY
 from genesis.ops import elementwise, reduction
 
 _PACKAGES = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, os.pardir,
@@ -47,9 +48,9 @@ def test_declared_ops_are_made_everywhere():
             if op.method:
                 assert getattr(genesis.Tensor, name) is elementwise.FUNCTIONS[op.name], name
             assert hasattr(genesis.Tensor, name + "_") == op.inplace, name
-        if op.differentiable:
-            fn = elementwise.DECLARED[op.name].function
-            assert fn.__name__ == op.name.capitalize() and fn.autocast == op.autocast
+        fn = elementwise.DECLARED[op.name].function  # every declared op is a Function
+        assert fn.__name__ == op.name.capitalize() and fn.autocast == op.autocast
+        assert fn.differentiable == op.differentiable and fn.op is REGISTRY[op.name]
 
 
 def test_contract_lists_are_the_declarations():
@@ -69,11 +70,10 @@ def test_declared_reductions_are_made_everywhere():
         fn = reduction.FUNCTIONS[op.name]
         assert getattr(genesis, op.name) is fn and getattr(reduction, op.name) is fn, op.name
         assert (getattr(genesis.Tensor, op.name, None) is fn) == op.method, op.name
-        if op.differentiable:
-            assert fn.function.__name__ == op.name.capitalize()
-            assert fn.function.autocast == op.autocast
-        else:
-            assert fn.function is None
+        assert fn.function.__name__ == op.name.capitalize()  # every reduction is a Function
+        assert fn.function.autocast == op.autocast
+        assert fn.function.differentiable == op.differentiable
+        assert fn.function.op is REGISTRY[op.name]
 
 
 def test_reduction_kernels_are_contract_methods_with_the_declared_parameters():

@@ -7,17 +7,17 @@ inputs instead. Both free saved tensors unless ``retain_graph`` is set.
 from __future__ import annotations
 
 import sys
-import time
 from collections.abc import Sequence
 
 from genesis.autograd.function import (
     _TENSOR_TYPES,
     AccumulateGrad,
     Node,
-    _op_observers,
     grad_edge,
 )
 from genesis.autograd.grad_mode import _state as _grad_state
+from genesis.dispatch import _modes as _intercepting
+from genesis.dispatch import intercept_backward
 
 
 def _as_tuple(x) -> tuple:
@@ -216,12 +216,8 @@ def _call_node(node: Node, grads_in: dict) -> tuple:
                 g = some.new_zeros(shape, dtype=dtype, device=device)
             grads.append(g)
         grads = tuple(grads)
-    if _op_observers:
-        start = time.perf_counter_ns()
-        result = node.apply_backward(grads)
-        end = time.perf_counter_ns()
-        for obs in _op_observers:
-            obs(node.name(), start, end)
+    if _intercepting:  # dispatch modes see the node run (its formula's ops they see anyway)
+        result = intercept_backward(node, lambda: node.apply_backward(grads))
     else:
         result = node._fn.backward(node, *grads)  # Node.apply_backward, inlined
         if not isinstance(result, tuple):

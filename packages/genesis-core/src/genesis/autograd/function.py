@@ -1,30 +1,20 @@
 """``Function``: an op with its forward and backward side by side, and the graph nodes.
 
-Calling ``SomeFunction.apply(*args)`` runs ``forward`` without recording, then — if grad
-mode is on and an input requires grad — makes a ``Node`` (which is also the ``ctx``
-``forward`` saw) and hangs it on the floating outputs as their ``grad_fn``.
+Calling ``SomeFunction.apply(*args)`` is the dispatcher: it hands the call to the active
+``genesis.dispatch`` modes, applies autocast, runs ``forward`` without recording, then — if
+grad mode is on and an input requires grad — makes a ``Node`` (which is also the ``ctx``
+``forward`` saw) and hangs it on the floating outputs as their ``grad_fn``. Each Function is
+an op of the registry (``genesis.dispatch.REGISTRY``) under its snake-case name.
 """
 
 from __future__ import annotations
 
-import time
 from types import MappingProxyType
 
 from genesis.autograd import grad_mode
 from genesis.autograd.grad_mode import _state as _grad_state
-
-# Observers of every op call (the profiler); empty in normal runs, so the check is cheap.
-_op_observers: list = []
-
-
-def add_op_observer(fn) -> None:
-    """Call ``fn(op_name, start_ns, end_ns)`` after every op until removed."""
-    _op_observers.append(fn)
-
-
-def remove_op_observer(fn) -> None:
-    """Stop calling an observer added with ``add_op_observer``."""
-    _op_observers.remove(fn)
+from genesis.dispatch import OpHandle, intercept, op_name_of, register
+from genesis.dispatch import _modes as _intercepting
 
 
 class Node:
@@ -214,12 +204,19 @@ class Function:
 
     # Autocast category of the op (see genesis.autocast); None: inputs are left alone.
     autocast: str | None = None
+    # False: the outputs never require grad (comparisons, floor_divide ...): nothing recorded
+    differentiable = True
     _backward_cls: type  # this Function's graph node class, ``<Function>Backward`` (see Node)
+    op: OpHandle | None  # this Function's entry in the op registry (genesis.dispatch)
+    # A class may set ``op_name`` (None: a base class, not an op); by default the registry
+    # name is the class name in snake case.
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
         cls._backward_cls = type(f"{cls.__name__}Backward", (Node,),
                                  {"_fn": cls, "__module__": cls.__module__})
+        name = cls.__dict__.get("op_name", op_name_of(cls.__name__))
+        cls.op = None if name is None else register(OpHandle(name, cls.apply, cls))
 
     @staticmethod
     def forward(ctx, *args, **kwargs):
@@ -232,37 +229,27 @@ class Function:
     @classmethod
     def apply(cls, *args, **kwargs):
         if cls.autocast is not None and _autocast_anywhere.on and _autocast_state.enabled:
-            args = _autocast_state.cast_args(cls.autocast, args)
+            args = _autocast_state.cast_args(cls.autocast, args)  # (modes see these casts)
+        if _intercepting:
+            return intercept(cls.op, args, kwargs)
         record = False
         if _grad_state.enabled:
             for a in args:
                 if type(a) in _TENSOR_TYPES and a.requires_grad:
                     record = True
                     break
-        if not record:  # the common inference/optimizer path: no graph, no Node
-            if _op_observers:
-                return _observed(cls, _NO_GRAD_CTX, args, kwargs)
+        if not record or not cls.differentiable:  # inference, optimizers: no graph, no Node
             return cls.forward(_NO_GRAD_CTX, *args, **kwargs)
         ctx = cls._backward_cls()
         _grad_state.enabled = False  # forward's own ops are not recorded
         try:
-            out = _observed(cls, ctx, args, kwargs) if _op_observers \
-                else cls.forward(ctx, *args, **kwargs)
+            out = cls.forward(ctx, *args, **kwargs)
         finally:
             _grad_state.enabled = True
         if ctx._dirty:
             _bump_versions(ctx._dirty)
         _record(ctx, args, out)
         return out
-
-
-def _observed(cls, ctx, args, kwargs):
-    start = time.perf_counter_ns()
-    out = cls.forward(ctx, *args, **kwargs)
-    end = time.perf_counter_ns()
-    for obs in _op_observers:
-        obs(cls.__name__, start, end)
-    return out
 
 
 class _NoGradContext:

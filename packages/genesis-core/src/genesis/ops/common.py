@@ -12,6 +12,19 @@ from genesis.tensor import Size, Tensor, geometry
 wrap = Tensor._wrap
 
 
+class KernelTable:
+    """backend -> that backend's kernel for one op (``table``), filled by ``fetch`` on a miss
+    with ``make(backend)``: hot paths read ``table.get(backend) or fetch(backend)``."""
+
+    def __init__(self, make):
+        self.table: dict = {}
+        self.make = make
+
+    def fetch(self, backend):
+        k = self.table[backend] = self.make(backend)
+        return k
+
+
 def argument_picker(names: tuple, wanted: tuple):
     """``pick(values) -> tuple``: the ``wanted`` entries of ``values``, laid out as ``names``
     (how a backward hands a declared gradient formula just the arguments it reads)."""

@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 from genesis import dtypes as D
-from genesis.autograd.function import _TENSOR_TYPES, Function
-from genesis.autograd.function import _op_observers as _observers
-from genesis.autograd.function import _record as record
-from genesis.autograd.grad_mode import _state as _grad
+from genesis.autograd.function import Function
 from genesis.backends import registry
 from genesis.backends.registry import BackendUnavailableError
 from genesis.device import CPU, placement
@@ -19,23 +16,12 @@ class Cast(Function):
     @staticmethod
     def forward(ctx, x, dtype):
         ctx.in_dtype = x.dtype
-        return wrap(x._backend.cast(x._data, dtype), x.device, None, x.shape, dtype)
+        backend = x._backend
+        return new_tensor(backend.cast(x._data, dtype), x.device, backend, x.shape, dtype)
 
     @staticmethod
     def backward(ctx, g):
         return (g.to(ctx.in_dtype) if ctx.in_dtype.is_floating_point else None), None
-
-
-def _cast(x: Tensor, dtype: D.DType) -> Tensor:
-    """``Cast.apply(x, dtype)`` on the host path (a tensor to another dtype, no profiler
-    listening): the kernel call, and the graph node made directly when ``x`` wants grad."""
-    backend = x._backend
-    y = new_tensor(backend.cast(x._data, dtype), x.device, backend, x.shape, dtype)
-    if x.requires_grad and _grad.enabled:
-        ctx = Cast._backward_cls()  # what Function.apply records, with forward done above
-        ctx.in_dtype = x.dtype
-        record(ctx, (x, dtype), y)
-    return y
 
 
 class ToDevice(Function):
@@ -147,8 +133,6 @@ def to(input: Tensor, *args, non_blocking: bool = False, copy: bool = False,
         dtype = args[0]
         if dtype is input.dtype:
             return input
-        if type(input) in _TENSOR_TYPES and not _observers:
-            return _cast(input, dtype)
         return Cast.apply(input, dtype)
     device, dtype = _parse_to_args(input, args, kwargs)
     if kwargs:

@@ -7,7 +7,7 @@ from genesis import creation
 from genesis import dtypes as D
 from genesis.autograd.function import Function
 from genesis.ops.common import check_same_device, normalize_dim, wrap
-from genesis.ops.elementwise import _scalar_for
+from genesis.ops.declared_elementwise import scalar_for
 from genesis.ops.indexing import _check_dim_index, _check_index_tensor
 from genesis.tensor import Tensor
 
@@ -67,7 +67,7 @@ class Scatter(Function):
         if isinstance(src, Tensor):
             data = src._data
         else:  # a Python number, converted the way torch casts it to x's dtype
-            data = _scalar_for(src, x.dtype)
+            data = scalar_for(src, x.dtype)
         return wrap(x._backend.scatter(x._data, dim, index._data, data, reduce), x.device)
 
     @staticmethod

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from genesis import creation
 from genesis import dtypes as D
-from genesis.autograd.function import _NO_GRAD_CTX, Function, _op_observers
+from genesis.autograd.function import _NO_GRAD_CTX, Function
 from genesis.autograd.grad_mode import _state as _grad
+from genesis.dispatch import _modes as _intercepting
 from genesis.ops.common import (
     broadcast_shapes,
     check_same_device,
@@ -221,7 +222,7 @@ _known_slice_plan = SLICE_PLANS.get
 def getitem(x: Tensor, key) -> Tensor:
     """``x[key]``: basic indexing gives a view, advanced indexing a copy (torch rules)."""
     if type(key) is slice and x.shape and not (x.requires_grad and _grad.enabled) \
-            and not _op_observers:
+            and not _intercepting:
         # The host path of x[a:b] with int bounds: one plan lookup, no Function, no record.
         # It makes the view as view_tensor does, inline: the call would cost 2-3 % of
         # torch's whole x[a:b] (test_host_path checks that every tensor maker sets every slot).
@@ -253,7 +254,7 @@ def getitem(x: Tensor, key) -> Tensor:
             t._leaf_edge = None
             return t
     if type(key) in (int, slice) or key is None:  # not bool: x[True] adds a dim
-        if type(x) is Tensor and not (x.requires_grad and _grad.enabled) and not _op_observers:
+        if type(x) is Tensor and not (x.requires_grad and _grad.enabled) and not _intercepting:
             return Slice.forward(_NO_GRAD_CTX, x, _basic_key(x, (key,)))  # nothing to record
         return Slice.apply(x, _basic_key(x, (key,)))
     if type(key) is Tensor and key.dtype is not D.bool_ and x.ndim:  # x[index] on dim 0

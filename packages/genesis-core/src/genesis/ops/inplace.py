@@ -13,11 +13,12 @@ from genesis import dtypes as D
 from genesis import op_declarations as decl
 from genesis.autograd.function import check_inplace
 from genesis.autograd.grad_mode import _state as _grad_state
+from genesis.dispatch import OpHandle, intercept, register
+from genesis.dispatch import _modes as _intercepting
 from genesis.ops import dim_indexing as DI
 from genesis.ops import elementwise as E
 from genesis.ops import indexing as I
-from genesis.ops.common import broadcast_shapes, check_same_device, expand_array
-from genesis.ops.elementwise_host_path import KernelTable, kernel
+from genesis.ops.common import KernelTable, broadcast_shapes, check_same_device, expand_array
 from genesis.ops.special import erfinv
 from genesis.ops.strided import Slice, rebase_view_history
 from genesis.tensor import Tensor
@@ -65,8 +66,11 @@ def _binary_inplace(op: decl.Op):
     fn = E.FUNCTIONS[op.name]
     kernels = KernelTable(lambda backend: backend.inplace_kernel(op.name))
     table, fetch, floats, check = kernels.table, kernels.fetch, op.ints == "float", op.check
+    out_of_place = E.DECLARED[op.name].function.kernels
 
     def method(self: Tensor, other, **kwargs) -> Tensor:
+        if _intercepting:
+            return intercept(handle, (self, other), kwargs)
         if (type(self) is Tensor and check is None and not kwargs
                 and not ((self.requires_grad or (
                     self._base is not None and self._base.requires_grad))
@@ -96,8 +100,8 @@ def _binary_inplace(op: decl.Op):
             raise TypeError(f"{op.name}_() got unexpected keyword arguments {sorted(kwargs)}")
         if alpha != 1:
             other = other * alpha
-        backend, device, x, y, dtype, shape = E._operands(op.name, self, other,
-                                                          E.result_dtype(op, self, other))
+        backend, device, x, y, dtype, shape = E.declared.operands(
+            op.name, self, other, E.declared.result_dtype(op, self, other))
         if not D.can_cast(dtype, self.dtype):
             raise RuntimeError(f"result type {dtype} can't be cast to the desired output type "
                                f"{self.dtype}")
@@ -105,7 +109,7 @@ def _binary_inplace(op: decl.Op):
             broadcast_shapes(self.shape, shape)  # raises with both shapes if incompatible
             raise RuntimeError(f"output with shape {list(self.shape)} doesn't match the "
                                f"broadcast shape {list(shape)}")
-        run = kernel(backend, 2, op.name)
+        run = out_of_place.table.get(backend) or out_of_place.fetch(backend)
         if dtype is self.dtype:
             run(x, y, out=self._data)
         else:
@@ -115,15 +119,19 @@ def _binary_inplace(op: decl.Op):
 
     method.__name__ = method.__qualname__ = op.name + "_"
     method.__doc__ = f"In-place ``{op.name}``."
+    handle = register(OpHandle(op.name + "_", method))
     return method
 
 
 def _unary_inplace(fn):
     def method(self: Tensor) -> Tensor:
+        if _intercepting:
+            return intercept(handle, (self,), {})
         return apply_inplace(self, fn)
 
     method.__name__ = method.__qualname__ = fn.__name__ + "_"
     method.__doc__ = f"In-place ``{fn.__name__}``."
+    handle = register(OpHandle(fn.__name__ + "_", method))
     return method
 
 
@@ -192,7 +200,7 @@ def fill_(t: Tensor, value) -> Tensor:
     check_inplace(t)
     if _records(t, ()):
         return apply_inplace(t, lambda s: s * 0 + value)
-    t._backend.copy_(t._data, t._backend.full(t.shape, E._scalar_for(value, t.dtype), t.dtype,
+    t._backend.copy_(t._data, t._backend.full(t.shape, E.scalar_for(value, t.dtype), t.dtype,
                                               t.device.index))
     t._version_box[0] += 1
     return t

@@ -6,10 +6,11 @@ import math
 
 from genesis.autocast import _anywhere as _autocast_anywhere
 from genesis.autocast import _state as _autocast
-from genesis.autograd.function import Function, _op_observers
+from genesis.autograd.function import Function
 from genesis.autograd.grad_mode import _state as _grad
 from genesis.autograd.grad_mode import is_grad_enabled
 from genesis.backends.composite import contiguous_strides
+from genesis.dispatch import _modes as _intercepting
 from genesis.ops.common import (
     broadcast_size,
     check_same_device,
@@ -158,7 +159,7 @@ def matmul(input: Tensor, other: Tensor) -> Tensor:
     if (type(input) is Tensor and type(other) is Tensor and input.dtype is other.dtype
             and input.device is other.device
             and not ((input.requires_grad or other.requires_grad) and _grad.enabled)
-            and not (_autocast_anywhere.on and _autocast.enabled) and not _op_observers):
+            and not (_autocast_anywhere.on and _autocast.enabled) and not _intercepting):
         # the host path: two matrices seen before, nothing to record, no autocast — no
         # Function.apply
         shape = _MATRIX_PRODUCT.get((input.shape, other.shape))

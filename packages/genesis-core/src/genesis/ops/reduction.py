@@ -11,16 +11,11 @@ from collections import namedtuple
 from genesis import creation
 from genesis import dtypes as D
 from genesis import op_declarations as decl
-from genesis.autocast import _anywhere as _autocast_anywhere
-from genesis.autocast import _state as _autocast
 from genesis.autocast import is_autocast_enabled
-from genesis.autograd.function import _NO_GRAD_CTX, _TENSOR_TYPES, Function, Node, _op_observers
-from genesis.autograd.function import _record as record
-from genesis.autograd.grad_mode import _state as _grad
+from genesis.autograd.function import _NO_GRAD_CTX, Function, Node
 from genesis.autograd.grad_mode import is_grad_enabled
-from genesis.ops.common import argument_picker, normalize_dim, normalize_dims, wrap
+from genesis.ops.common import KernelTable, argument_picker, normalize_dim, normalize_dims, wrap
 from genesis.ops.elementwise import where
-from genesis.ops.elementwise_host_path import KernelTable
 from genesis.ops.views import Expand, make_view, records_nothing
 from genesis.tensor import Tensor, geometry, interned_size, new_tensor
 
@@ -62,25 +57,32 @@ class _Reduce(Function):
     """``y = name(x, dims, keepdim)`` for one declared reduction (``decl``); made by
     ``_reduction_function``."""
 
+    op_name = None  # (the base of the declared reductions, not an op itself)
     decl: decl.Reduction
     grad: tuple  # (formula, picker of its arguments from (g, x, y, dims)): see argument_picker
+    kernels: KernelTable  # backend -> its kernel of this reduction
     save_x = save_y = False
-    # the row's fields the forward reads, as plain class attributes (host path)
-    kernel = ""
+    # the row's fields the forward reads, as plain class attributes
     sum_like = refuse_empty = False
 
     @classmethod
     def forward(cls, ctx, x, dims, keepdim, dtype):
         if cls.refuse_empty and x.numel() == 0 and (not dims or 0 in [x.shape[d] for d in dims]):
             raise RuntimeError(
-                f"{cls.kernel}(): Expected reduction dim to be specified for input.numel() == "
-                "0. Specify the reduction dim with the 'dim' argument.")
-        kernel = getattr(x._backend, cls.kernel)
+                f"{cls.op_name}(): Expected reduction dim to be specified for input.numel() "
+                "== 0. Specify the reduction dim with the 'dim' argument.")
+        backend = x._backend
+        kernel = cls.kernels.table.get(backend) or cls.kernels.fetch(backend)
         if cls.sum_like:  # dtype None: decided here, after autocast may have cast x
-            data = kernel(x._data, dims, keepdim, dtype or _sum_dtype(x.dtype))
+            dtype = dtype or _sum_dtype(x.dtype)
+            data = kernel(x._data, dims, keepdim, dtype)
         else:
+            dtype = x.dtype
             data = kernel(x._data, dims, keepdim)
-        y = wrap(data, x.device)
+        if keepdim or len(dims) != len(x.shape):
+            y = wrap(data, x.device)
+        else:  # every dim: a 0-d result, nothing to read back
+            y = new_tensor(data, x.device, backend, _SCALAR, dtype)
         if ctx is not _NO_GRAD_CTX:  # (recording)
             cls.save(ctx, x, y, dims, keepdim)
         return y
@@ -103,26 +105,43 @@ class _Reduce(Function):
         return (gx if gx.dtype is ctx.in_dtype else gx.to(ctx.in_dtype)), None, None, None
 
 
-def _logical(op: decl.Reduction, input: Tensor, dim, keepdim: bool) -> Tensor:
-    kernel = getattr(input._backend, op.name)
-    out = wrap(kernel(input._data, normalize_dims(dim, input.ndim), keepdim), input.device)
-    # torch keeps uint8 for uint8 inputs (a legacy rule); every other dtype gives bool
-    return out.to(D.uint8) if input.dtype is D.uint8 and out.dtype is not D.uint8 else out
+class _LogicalReduce(Function):
+    """all/any along ``dims`` (not differentiable); made by ``_reduction_function``."""
+
+    op_name = None  # (the base of all/any, not an op itself)
+    differentiable = False
+    kernels: KernelTable
+
+    @classmethod
+    def forward(cls, ctx, x, dims, keepdim):
+        kernel = cls.kernels.table.get(x._backend) or cls.kernels.fetch(x._backend)
+        out = wrap(kernel(x._data, dims, keepdim), x.device)
+        # torch keeps uint8 for uint8 inputs (a legacy rule); every other dtype gives bool
+        return out.to(D.uint8) if x.dtype is D.uint8 and out.dtype is not D.uint8 else out
 
 
-def _index(op: decl.Reduction, input: Tensor, dim, keepdim: bool) -> Tensor:
-    if input.numel() == 0:
-        raise RuntimeError(f"{op.name}(): Expected reduction dim to be specified for "
-                           "input.numel() == 0.")
-    if input.ndim == 0:  # backends get no dim for 0-d arrays: the answer is index 0
-        normalize_dim(0 if dim is None else dim, 0)
-        return creation.zeros((), dtype=D.int64, device=input.device)
-    kernel = getattr(input._backend, op.name)
-    if dim is None:
-        flat = input.reshape(-1)
-        out = wrap(kernel(flat._data, 0, False), input.device)
-        return out.reshape((1,) * input.ndim) if keepdim else out
-    return wrap(kernel(input._data, normalize_dim(dim, input.ndim), keepdim), input.device)
+class _IndexReduce(Function):
+    """argmax/argmin along ``dim``, or over the flattened input when ``dim`` is None (not
+    differentiable); made by ``_reduction_function``."""
+
+    op_name = None  # (the base of argmax/argmin, not an op itself)
+    differentiable = False
+    kernels: KernelTable
+
+    @classmethod
+    def forward(cls, ctx, x, dim, keepdim):
+        if x.numel() == 0:
+            raise RuntimeError(f"{cls.op_name}(): Expected reduction dim to be specified for "
+                               "input.numel() == 0.")
+        if x.ndim == 0:  # backends get no dim for 0-d arrays: the answer is index 0
+            normalize_dim(0 if dim is None else dim, 0)
+            return creation.zeros((), dtype=D.int64, device=x.device)
+        kernel = cls.kernels.table.get(x._backend) or cls.kernels.fetch(x._backend)
+        if dim is None:
+            flat = x.reshape(-1)
+            out = wrap(kernel(flat._data, 0, False), x.device)
+            return out.reshape((1,) * x.ndim) if keepdim else out
+        return wrap(kernel(x._data, normalize_dim(dim, x.ndim), keepdim), x.device)
 
 
 _RESULT = {  # by ``Reduction.result``: what the docstrings say of the result
@@ -154,53 +173,43 @@ def _reduction_doc(op: decl.Reduction) -> str:
             f"    A new tensor with ``dim`` reduced; its dtype is {_RESULT[op.result]}.\n")
 
 
-def _reduction_function(op: decl.Reduction):
-    """The public function of a declared reduction (an autograd Function if differentiable)."""
-    cls = None
-    if op.differentiable:
-        code = op.grad.__code__
-        reads = op.reads()
-        cls = type(op.name.capitalize(), (_Reduce,), {
-            "decl": op, "autocast": op.autocast, "save_x": "x" in reads, "save_y": "y" in reads,
-            "grad": (op.grad, argument_picker(("g", "x", "y", "dims"),
-                                              code.co_varnames[:code.co_argcount])),
-            "kernel": op.name,
-            "sum_like": op.result == "sum", "refuse_empty": op.refuse_empty,
-            "__doc__": f"Autograd Function of ``{op.name}`` (declared in op_declarations)."})
-    if op.result == "sum":
-        casts = op.autocast is not None
-        kernels = KernelTable(lambda backend: getattr(backend, op.name))
-        table, fetch = kernels.table, kernels.fetch
+def _reduction_class(op: decl.Reduction) -> type:
+    """The Function of one declared reduction, filled from its row (``Sum``, ``Argmax`` ...;
+    the registry knows it as ``op.name``)."""
+    fields = {"op_name": op.name, "decl": op, "autocast": op.autocast, "__module__": __name__,
+              "kernels": KernelTable(lambda backend: getattr(backend, op.name)),
+              "__doc__": f"Autograd Function of ``{op.name}`` (declared in op_declarations)."}
+    if op.result == "logical":
+        return type(op.name.capitalize(), (_LogicalReduce,), fields)
+    if op.result == "index":
+        return type(op.name.capitalize(), (_IndexReduce,), fields)
+    code = op.grad.__code__
+    reads = op.reads()
+    return type(op.name.capitalize(), (_Reduce,), {
+        **fields, "save_x": "x" in reads, "save_y": "y" in reads,
+        "grad": (op.grad, argument_picker(("g", "x", "y", "dims"),
+                                          code.co_varnames[:code.co_argcount])),
+        "sum_like": op.result == "sum", "refuse_empty": op.refuse_empty})
 
+
+def _reduction_function(op: decl.Reduction):
+    """The public function of a declared reduction: its Function's ``apply``, named."""
+    cls = _reduction_class(op)
+    apply = cls.apply
+    if op.result == "sum":
         def fn(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
-            if (dim is None and not keepdim and dtype is None and type(input) in _TENSOR_TYPES
-                    and not _op_observers
-                    and not (casts and _autocast_anywhere.on and _autocast.enabled)):
-                # the host path of x.sum(): every dim, no Function.apply; the graph node
-                # made directly when the input requires grad
-                dtype = input.dtype
-                if dtype.category < 2:
-                    dtype = D.int64
-                backend, dims = input._backend, _all_dims(len(input.shape))
-                y = new_tensor((table.get(backend) or fetch(backend))(input._data, dims, False,
-                                                                      dtype),
-                               input.device, backend, _SCALAR, dtype)
-                if input.requires_grad and _grad.enabled:
-                    # what Function.apply records, with forward done above
-                    ctx = cls._backward_cls()
-                    cls.save(ctx, input, y, dims, False)
-                    record(ctx, (input, dims, False, None), y)
-                return y
-            return cls.apply(input, normalize_dims(dim, input.ndim), keepdim, dtype)
+            dims = _all_dims(len(input.shape)) if dim is None else \
+                normalize_dims(dim, input.ndim)
+            return apply(input, dims, keepdim, dtype)
     elif op.result == "keep":
         def fn(input: Tensor, dim=(), keepdim: bool = False) -> Tensor:
-            return cls.apply(input, normalize_dims(dim, input.ndim), keepdim, None)
+            return apply(input, normalize_dims(dim, input.ndim), keepdim, None)
     elif op.result == "logical":
         def fn(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:
-            return _logical(op, input, dim, keepdim)
+            return apply(input, normalize_dims(dim, input.ndim), keepdim)
     else:
         def fn(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:
-            return _index(op, input, dim, keepdim)
+            return apply(input, dim, keepdim)
 
     fn.__name__ = fn.__qualname__ = op.name
     fn.__doc__ = _reduction_doc(op)

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import math
 
-from genesis.autograd.function import Function, _op_observers
+from genesis.autograd.function import Function
 from genesis.autograd.grad_mode import _state as _grad
+from genesis.dispatch import _modes as _intercepting
 from genesis.dtypes import DType
 from genesis.ops.common import normalize_dim, shape_arg, sum_to_shape, wrap
 from genesis.tensor import Size, Tensor, geometry, interned_size, view_tensor
@@ -154,7 +155,7 @@ def records_nothing(x: Tensor) -> bool:
     and no op observers (the host paths of views check this first). The host paths read a
     tensor's ``requires_grad`` before the grad mode: the flag is usually False, and the mode
     is a thread-local read."""
-    return type(x) is Tensor and not (x.requires_grad and _grad.enabled) and not _op_observers
+    return type(x) is Tensor and not (x.requires_grad and _grad.enabled) and not _intercepting
 
 
 def _remember_view(x: Tensor, shape: tuple, resolved: Size) -> None:
@@ -174,7 +175,7 @@ def _planned_view(x: Tensor, shape: tuple) -> Tensor | None:
     """The host path of a view or reshape met before, with nothing to record: one lookup
     of the remembered plan and the view, without ``Function.apply``; None where that does
     not apply (a first meeting, a copy, a graph to record, op observers)."""
-    if type(x) is Tensor and not (x.requires_grad and _grad.enabled) and not _op_observers:
+    if type(x) is Tensor and not (x.requires_grad and _grad.enabled) and not _intercepting:
         for n in shape:  # (records_nothing and _all_ints, inline; 2.0 == 2 as a key)
             if type(n) is not int:
                 return None

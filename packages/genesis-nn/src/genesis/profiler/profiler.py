@@ -1,9 +1,10 @@
 """``genesis.profiler.profile``: which ops ran, how often, for how long, and what memory did.
 
-The core calls every registered op observer with ``(op_name, start_ns, end_ns)`` after each
-op (``genesis.autograd.function.add_op_observer``); with no observer registered that costs one
-list check per op, so profiling is free when off. ``record_function`` adds named user ranges;
-times of ops inside a range count towards its total but not its self time, as in torch.
+A profile is a ``genesis.dispatch.DispatchMode``: while it is active every op call (and
+every graph node's backward run) passes through it and is timed; with no mode active that
+costs the dispatcher one list check per op, so profiling is free when off.
+``record_function`` adds named user ranges; times of ops inside a range count towards its
+total but not its self time, as in torch.
 
 Device time is optional (``sync_device=True``): after each op the observer synchronises the
 device and charges the op the time until the queue drained. That serialises the GPU with the
@@ -17,8 +18,8 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass
 
-from genesis.autograd import function as _function
 from genesis.backends import registry
+from genesis.dispatch import DispatchMode
 
 __all__ = ["profile", "record_function", "FunctionEvent", "FunctionEventAvg", "EventList"]
 
@@ -275,6 +276,12 @@ class profile:  # noqa: N801 - torch's name
             device_ns = time.perf_counter_ns() - start
         self._events.append(FunctionEvent(name, start, end, device_ns))
 
+    def _timed(self, name: str, run):
+        start = time.perf_counter_ns()
+        out = run()
+        self._observe(name, start, time.perf_counter_ns())
+        return out
+
     def __enter__(self) -> profile:
         if not self.enabled:
             return self
@@ -284,13 +291,14 @@ class profile:  # noqa: N801 - torch's name
             self._mem_before = _device_memory_stats()
         _active.append(self)
         self._t0 = time.perf_counter_ns()
-        _function.add_op_observer(self._observe)
+        self._mode = _ProfilerMode(self)
+        self._mode.__enter__()
         return self
 
     def __exit__(self, *exc) -> None:
         if not self.enabled:
             return
-        _function.remove_op_observer(self._observe)
+        self._mode.__exit__()
         if self._sync is not None:
             self._sync()
         self._t1 = time.perf_counter_ns()
@@ -342,6 +350,20 @@ class profile:  # noqa: N801 - torch's name
                  for e in self._events]
         with open(path, "w") as f:
             json.dump({"traceEvents": trace}, f)
+
+
+class _ProfilerMode(DispatchMode):
+    """Times every op call and graph-node backward for its ``profile``: an op's own inner
+    ops are part of its time; the ops of a backward formula are events of their own."""
+
+    def __init__(self, prof: profile) -> None:
+        self.prof = prof
+
+    def __genesis_dispatch__(self, op, args, kwargs):
+        return self.prof._timed(op.name, lambda: op(*args, **kwargs))
+
+    def __genesis_backward__(self, node, run):
+        return self.prof._timed(node.name(), run)
 
 
 def _compute_self_times(events: list[FunctionEvent]) -> None:

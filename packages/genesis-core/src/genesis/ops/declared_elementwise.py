@@ -1,0 +1,320 @@
+"""The declared elementwise ops (``genesis.op_declarations``) made into autograd Functions
+and public functions, with the shape rules they share: broadcasting, type promotion and
+device checks, stated once here for every elementwise op.
+
+Every declared op is a ``Function`` (``Exp``, ``Mul``, ``Eq`` ...: ``genesis.exp.function``),
+so every call goes through the dispatcher, ``Function.apply``. Its ``forward`` meets the
+plainest operands first — tensors of one dtype, shape and device, or a tensor and a Python
+float — with one kernel call; anything else is promoted and broadcast by ``_operands``.
+"""
+
+from __future__ import annotations
+
+from genesis import dtypes as D
+from genesis import op_declarations as decl
+from genesis.autograd.function import _NO_GRAD_CTX, _TENSOR_TYPES, Function, Node
+from genesis.device import CPU
+from genesis.ops.common import (
+    KernelTable,
+    argument_picker,
+    broadcast_size,
+    check_same_device,
+    expand_array,
+    float_dtype_for,
+    sum_to_shape,
+    wrap,
+)
+from genesis.tensor import Tensor, new_tensor
+
+
+def scalar_for(value, dtype: D.DType):
+    """A Python scalar converted to the kind of ``dtype`` (kernels get matching scalars)."""
+    if dtype.is_floating_point:
+        return float(value)
+    if dtype is D.bool_:
+        return bool(value)
+    return int(value)
+
+
+def operands(op: str, a, b, dtype: D.DType | None = None):
+    """Promote and broadcast ``a``, ``b``: returns ``(backend, device, x, y, dtype, shape)``.
+
+    ``x`` is always an array; ``y`` is an array or a Python scalar; ``shape`` is the
+    result's ``Size``.
+    """
+    a_t = type(a) is Tensor or isinstance(a, Tensor)
+    b_t = type(b) is Tensor or isinstance(b, Tensor)
+    if a_t and b_t:
+        if a.device is not b.device:
+            if dtype is None:
+                dtype = D.result_type(a, b)  # before a 0-d tensor becomes a scalar
+            return operands(op, *_move_cpu_scalar(op, a, b), dtype)
+        if dtype is None:
+            dtype = a.dtype if a.dtype is b.dtype else D.result_type(a, b)
+        backend = a._backend
+        x = a._data if a.dtype is dtype else backend.cast(a._data, dtype)
+        y = b._data if b.dtype is dtype else backend.cast(b._data, dtype)
+        shape = a.shape
+        if shape != b.shape:
+            shape = broadcast_size(a.shape, b.shape)
+            if a.shape != shape:
+                x = expand_array(wrap(x, a.device), shape)
+            if b.shape != shape:
+                y = expand_array(wrap(y, b.device), shape)
+        return backend, a.device, x, y, dtype, shape
+    if a_t:
+        if not isinstance(b, (int, float, bool)):
+            raise TypeError(f"{op}(): unsupported operand type {type(b).__name__}")
+        if dtype is None:  # a Python number never raises a floating tensor's dtype
+            dtype = a.dtype if a.dtype.is_floating_point else D.result_type(a, b)
+        backend = a._backend
+        x = a._data if a.dtype is dtype else backend.cast(a._data, dtype)
+        return backend, a.device, x, scalar_for(b, dtype), dtype, a.shape
+    if not isinstance(a, (int, float, bool)):
+        raise TypeError(f"{op}(): unsupported operand type {type(a).__name__}")
+    # scalar on the left: make it a 0-d array and broadcast it
+    if dtype is None:
+        dtype = D.result_type(a, b)
+    backend = b._backend
+    x0 = wrap(backend.full((), scalar_for(a, dtype), dtype, b.device.index), b.device)
+    y = b._data if b.dtype is dtype else backend.cast(b._data, dtype)
+    return backend, b.device, expand_array(x0, b.shape), y, dtype, b.shape
+
+
+def _move_cpu_scalar(op: str, a: Tensor, b: Tensor):
+    """torch lets a 0-d CPU tensor meet a tensor on another device; so do we."""
+    if a.device is CPU and a.ndim == 0:
+        return a.item(), b
+    if b.device is CPU and b.ndim == 0:
+        return a, b.item()
+    check_same_device(op, a, b)
+    return a, b
+
+
+def result_dtype(op: decl.Op, a, b) -> D.DType | None:
+    """The dtype a binary op computes in (None: plain promotion, left to ``operands``)."""
+    if op.ints != "float":
+        return None
+    dtype = D.result_type(a, b)
+    return dtype if dtype.is_floating_point else D.get_default_dtype()
+
+
+def _formula(op: decl.Op, i: int, names: tuple):
+    """``(formula, pick)`` for input ``i``'s gradient of ``op``, where ``pick(values)``
+    selects the formula's arguments (``g`` first, then what it reads) from ``values``, laid
+    out as ``names``; None when that input has no gradient."""
+    f = op.grads[i] if i < len(op.grads) else None
+    if f is None:
+        return None
+    return f, argument_picker(names, ("g",) + op.reads(i))
+
+
+# --------------------------------------------------------------------- unary
+class _Unary(Function):
+    """``y = f(x)`` for one declared unary op (``decl``); made by ``_unary_function``."""
+
+    op_name = None  # (the base of the declared ops, not an op itself)
+    decl: decl.Op
+    kernels: KernelTable  # backend -> its kernel of this op
+    save_x = save_y = False
+    grad: tuple | None = None  # (formula, picker of its arguments from (g, x, y)): _formula
+
+    @classmethod
+    def forward(cls, ctx, x):
+        op = cls.decl
+        if op.check is not None:
+            op.check(x)
+        dtype = x.dtype
+        if op.ints == "float" and not dtype.is_floating_point:
+            dtype = float_dtype_for(dtype)
+            data = x._backend.cast(x._data, dtype)
+        else:
+            data = x._data
+        backend = x._backend
+        y = new_tensor((cls.kernels.table.get(backend) or cls.kernels.fetch(backend))(data),
+                       x.device, backend, x.shape, D.bool_ if op.ints == "bool" else dtype)
+        if ctx is not _NO_GRAD_CTX:  # (recording)
+            ctx.save_for_backward(x if cls.save_x else None, y if cls.save_y else None)
+        return y
+
+    @classmethod
+    def backward(cls, ctx, g):
+        x, y = ctx.saved_tensors
+        f, pick = cls.grad
+        return f(*pick((g, x, y)))
+
+
+# -------------------------------------------------------------------- binary
+class _Binary(Function):
+    """``z = f(a, b)`` with broadcasting and promotion for one declared binary op."""
+
+    op_name = None  # (the base of the declared ops, not an op itself)
+    decl: decl.Op
+    kernels: KernelTable  # backend -> its kernel of this op
+    # whether a, b, z are saved, by (a wants grad) * 2 + (b wants grad): see _saves
+    saves: tuple = ((False, False, False),) * 4
+    grads: tuple = (None, None)  # per input: (formula, picker from (g, a, b, z)) or None
+
+    @classmethod
+    def forward(cls, ctx, a, b):
+        op = cls.decl
+        if op.check is not None:
+            op.check(a, b)
+        if type(a) in _TENSOR_TYPES:  # the plainest operands first: one kernel call
+            dtype = a.dtype
+            if type(b) in _TENSOR_TYPES:
+                plain = (b.dtype is dtype and b.device is a.device
+                         and (b.shape is a.shape or b.shape == a.shape))
+                y = b._data
+            else:
+                plain, y = type(b) is float and dtype.is_floating_point, b
+            if plain and (op.ints != "float" or dtype.is_floating_point):
+                backend = a._backend
+                z = new_tensor((cls.kernels.table.get(backend) or cls.kernels.fetch(backend))(
+                    a._data, y), a.device, backend, a.shape,
+                    D.bool_ if op.ints == "bool" else dtype)
+                if ctx is not _NO_GRAD_CTX:  # (recording)
+                    save_binary(cls, ctx, a, b, z)
+                return z
+        backend, device, x, y, dtype, shape = operands(op.name, a, b, result_dtype(op, a, b))
+        run = cls.kernels.table.get(backend) or cls.kernels.fetch(backend)
+        z = wrap(run(x, y), device, None, shape, D.bool_ if op.ints == "bool" else dtype)
+        if ctx is not _NO_GRAD_CTX:  # (recording)
+            save_binary(cls, ctx, a, b, z)
+        return z
+
+    @classmethod
+    def backward(cls, ctx, g):
+        a, b, z = ctx.saved_tensors
+        vals = (g, a if a is not None else ctx.a_scalar, b if b is not None else ctx.b_scalar,
+                z)
+        needs, metas = ctx.needs_input_grad, ctx.metas
+        ga = gb = None
+        grad_a, grad_b = cls.grads
+        if grad_a is not None and needs[0] and metas[0] is not None:
+            ga = _fit(grad_a[0](*grad_a[1](vals)), metas[0])
+        if grad_b is not None and needs[1] and metas[1] is not None:
+            gb = _fit(grad_b[0](*grad_b[1](vals)), metas[1])
+        return ga, gb
+
+
+_SAVES_NOTHING = (None, None, None)
+
+
+def save_binary(cls, ctx: Node, a, b, z) -> None:
+    """Save what the wanted gradients read (as torch): editing anything else in place later
+    does not break backward."""
+    a_t, b_t = type(a) in _TENSOR_TYPES, type(b) in _TENSOR_TYPES
+    save_a, save_b, save_z = cls.saves[(a_t and a.requires_grad) * 2
+                                       + (b_t and b.requires_grad)]
+    if save_a or save_b or save_z:
+        ctx.save_for_backward(a if save_a and a_t else None, b if save_b and b_t else None,
+                              z if save_z else None)
+    else:  # (add, sub: what save_for_backward of three Nones records, without the call)
+        ctx._saved = _SAVES_NOTHING
+    ctx.a_scalar = None if a_t else a
+    ctx.b_scalar = None if b_t else b
+    ctx.metas = ((a.shape, a.dtype) if a_t else None, (b.shape, b.dtype) if b_t else None)
+
+
+def _saves(op: decl.Op) -> tuple:
+    """Per (a wants grad, b wants grad), as 2 * a + b: whether a, b and z are saved — what
+    the wanted gradients read."""
+    plans = []
+    for a_wanted in (False, True):
+        for b_wanted in (False, True):
+            read = set(op.reads(0) if a_wanted else ()) | set(op.reads(1) if b_wanted else ())
+            plans.append(("a" in read, "b" in read, "z" in read))
+    return tuple(plans)
+
+
+def _fit(g, meta):
+    """Reduce a gradient to an input's ``(shape, dtype)``."""
+    if g.shape != meta[0]:
+        g = sum_to_shape(g, meta[0])
+    if g.dtype is not meta[1]:
+        g = g.to(meta[1])
+    return g
+
+
+# ------------------------------------------------------ public functions
+_RESULT_DTYPE = {  # by ``Op.ints``: what the docstrings say of the result's dtype
+    "float": "the (promoted) input dtype; integer and bool inputs give the default float dtype",
+    "keep": "the (promoted) input dtype",
+    "bool": "bool",
+}
+_AUTOCAST = {"fp32": " Under ``genesis.autocast`` it computes in float32.", None: ""}
+
+
+def _function_doc(op: decl.Op, summary: str, args: str) -> str:
+    """The docstring of a declared op's public function, from its row of op_declarations."""
+    shape = "``input``'s shape" if op.arity == 1 else "the broadcast shape"
+    grad = "differentiable" if op.differentiable else "not differentiable"
+    args = "\n".join(f"    {line}" for line in args.splitlines())
+    return (f"{summary}\n\nThe op is {grad}.{_AUTOCAST[op.autocast]}\n\nArgs:\n{args}\n\n"
+            f"Returns:\n    A new tensor of {shape}; its dtype is {_RESULT_DTYPE[op.ints]}.\n")
+
+
+def _function_class(op: decl.Op, base: type, fields: dict) -> type:
+    """The Function of one declared op: ``base`` (``_Unary``/``_Binary``) filled from its
+    row. Its name is the op's, capitalised (``Exp``); the registry knows it as ``op.name``."""
+    arity = op.arity
+    return type(op.name.capitalize(), (base,), {
+        "op_name": op.name, "decl": op, "autocast": op.autocast,
+        "differentiable": op.differentiable, "__module__": __name__,
+        "kernels": KernelTable(lambda backend: backend.unary_kernel(op.name) if arity == 1
+                               else backend.binary_kernel(op.name)),
+        "__doc__": f"Autograd Function of ``{op.name}`` (declared in op_declarations).",
+        **fields})
+
+
+def _unary_function(op: decl.Op):
+    """The public function of a declared unary op: its Function's ``apply``, named."""
+    reads = op.reads(0) if op.differentiable else ()
+    cls = _function_class(op, _Unary, {
+        "save_x": "x" in reads, "save_y": "y" in reads,
+        "grad": _formula(op, 0, ("g", "x", "y")) if op.differentiable else None})
+    apply = cls.apply
+
+    def fn(input: Tensor) -> Tensor:
+        return apply(input)
+
+    fn.__name__ = fn.__qualname__ = op.name
+    fn.__doc__ = _function_doc(op, f"Elementwise ``{op.name}`` of ``input`` (as "
+                                   f"``torch.{op.name}``).", "input: a tensor.")
+    fn.function = cls
+    return fn
+
+
+def _binary_function(op: decl.Op):
+    """The public function of a declared binary op: its Function's ``apply``, named (with
+    torch's ``alpha=`` where the row has it)."""
+    cls = _function_class(op, _Binary, {
+        "saves": _saves(op) if op.differentiable else _Binary.saves,
+        "grads": tuple(_formula(op, i, ("g", "a", "b", "z")) if op.differentiable else None
+                       for i in (0, 1))})
+    apply = cls.apply
+
+    def plain(input, other) -> Tensor:  # (the Python operators' slot: a plain function)
+        return apply(input, other)
+
+    if op.alpha:
+        def fn(input, other, *, alpha=1) -> Tensor:
+            return apply(input, other if alpha == 1 else other * alpha)
+    else:
+        fn = plain
+
+    fn.__name__ = fn.__qualname__ = op.name
+    args = "input: a tensor.\nother: a tensor or a Python number, broadcastable with ``input``."
+    if op.alpha:
+        args += "\nalpha: a number multiplying ``other`` first."
+    fn.__doc__ = _function_doc(op, f"Elementwise ``{op.name}`` with broadcasting and type "
+                                   f"promotion (as ``torch.{op.name}``).", args)
+    fn.function, fn.apply = cls, plain
+    return fn
+
+
+# name -> public function, for every declared op (public=False ones included: the
+# hand-written public functions in elementwise.py wrap them).
+DECLARED = {op.name: _unary_function(op) for op in decl.UNARY}
+DECLARED.update({op.name: _binary_function(op) for op in decl.BINARY})
