@@ -86,11 +86,9 @@ def _stage_cases(device):
     wm = genesis.ones(4, 4, device=device, requires_grad=True)
     be = a._backend
     fn = elementwise.DECLARED
-    k_add = elementwise.kernel(be, 2, "add")
-    k_mul = elementwise.kernel(be, 2, "mul")
-    k_exp = elementwise.kernel(be, 1, "exp")
-    k_add_ = be.inplace_kernel("add")
     add, mul, exp = fn["add"].function, fn["mul"].function, fn["exp"].function
+    k_add, k_mul, k_exp = (f.kernels.fetch(be) for f in (add, mul, exp))
+    k_add_ = be.inplace_kernel("add")
     ad, bd, md = a._data, b._data, m._data
     f32 = a.dtype
     scalar, by_4x4 = Size(()), Size((4, 4))

@@ -8,6 +8,7 @@ import numpy as np
 from genesis import dtypes as D
 from genesis.device import device as Device
 from genesis.device import placement
+from genesis.dispatch import registered_op
 from genesis.ops.common import shape_arg, wrap
 from genesis.tensor import Tensor
 
@@ -67,6 +68,7 @@ def _infer_dtype(data) -> D.DType | None:
     return D.get_default_dtype() if found is None else found
 
 
+@registered_op("tensor")
 def tensor(data, dtype: D.DType | None = None, device=None,
            requires_grad: bool = False) -> Tensor:
     """A new tensor holding a copy of ``data`` (numbers, nested lists, numpy arrays, tensors).
@@ -157,6 +159,7 @@ def _from_host(arr: np.ndarray, dtype: D.DType, dev) -> Tensor:
     return wrap(data, dev)
 
 
+@registered_op("as_tensor")
 def as_tensor(data, dtype: D.DType | None = None, device=None) -> Tensor:
     """``data`` as a tensor, sharing memory when it already is one (or a CPU numpy array).
 
@@ -179,6 +182,7 @@ def as_tensor(data, dtype: D.DType | None = None, device=None) -> Tensor:
     return tensor(data, dtype=dtype, device=dev)
 
 
+@registered_op("from_numpy")
 def from_numpy(ndarray: np.ndarray) -> Tensor:
     """A CPU tensor sharing memory with ``ndarray``.
 
@@ -198,6 +202,7 @@ def from_numpy(ndarray: np.ndarray) -> Tensor:
     return wrap(dev.backend.from_numpy(ndarray, None), dev)
 
 
+@registered_op("from_dlpack")
 def from_dlpack(ext) -> Tensor:
     """A tensor sharing memory with any DLPack-capable object (or a capsule).
 
@@ -232,6 +237,7 @@ def _factory(shape, value, dtype, device, requires_grad) -> Tensor:
     return _finish(wrap(data, dev), requires_grad)
 
 
+@registered_op("zeros")
 def zeros(*size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     """A tensor of zeros with the given shape.
 
@@ -247,6 +253,7 @@ def zeros(*size, dtype=None, device=None, requires_grad: bool = False) -> Tensor
     return _factory(shape_arg(size), 0.0 if dtype is None else 0, dtype, device, requires_grad)
 
 
+@registered_op("ones")
 def ones(*size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     """A tensor of ones with the given shape.
 
@@ -262,6 +269,7 @@ def ones(*size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     return _factory(shape_arg(size), 1.0 if dtype is None else 1, dtype, device, requires_grad)
 
 
+@registered_op("full")
 def full(size, fill_value, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     """A tensor filled with ``fill_value`` (dtype inferred from it when not given).
 
@@ -281,6 +289,7 @@ def full(size, fill_value, *, dtype=None, device=None, requires_grad: bool = Fal
                     device, requires_grad)
 
 
+@registered_op("empty")
 def empty(*size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     """An uninitialised tensor with the given shape.
 
@@ -300,6 +309,7 @@ def _like(t: Tensor, dtype, device):
     return dtype or t.dtype, device or t.device
 
 
+@registered_op("zeros_like")
 def zeros_like(input: Tensor, *, dtype=None, device=None, requires_grad=False) -> Tensor:
     """A tensor of zeros with the shape of ``input``.
 
@@ -320,6 +330,7 @@ def zeros_like(input: Tensor, *, dtype=None, device=None, requires_grad=False) -
     return _factory(input.shape, 0, dtype, device, requires_grad)
 
 
+@registered_op("ones_like")
 def ones_like(input: Tensor, *, dtype=None, device=None, requires_grad=False) -> Tensor:
     """A tensor of ones with the shape of ``input``.
 
@@ -336,6 +347,7 @@ def ones_like(input: Tensor, *, dtype=None, device=None, requires_grad=False) ->
     return _factory(input.shape, 1, dtype, device, requires_grad)
 
 
+@registered_op("full_like")
 def full_like(input: Tensor, fill_value, *, dtype=None, device=None,
               requires_grad=False) -> Tensor:
     """A tensor filled with ``fill_value`` with the shape of ``input``.
@@ -354,6 +366,7 @@ def full_like(input: Tensor, fill_value, *, dtype=None, device=None,
     return _factory(input.shape, fill_value, dtype, device, requires_grad)
 
 
+@registered_op("empty_like")
 def empty_like(input: Tensor, *, dtype=None, device=None, requires_grad=False) -> Tensor:
     """A tensor of uninitialised memory with the shape of ``input``.
 
@@ -371,6 +384,7 @@ def empty_like(input: Tensor, *, dtype=None, device=None, requires_grad=False) -
 
 
 # --------------------------------------------------------------- ranges
+@registered_op("arange")
 def arange(start, end=None, step=1, *, dtype=None, device=None,
            requires_grad: bool = False) -> Tensor:
     """Values ``start, start+step, ...`` below ``end`` (``arange(n)`` is ``0..n-1``).
@@ -401,6 +415,7 @@ def arange(start, end=None, step=1, *, dtype=None, device=None,
     return _finish(wrap(dev.backend.arange(*vals, dtype, dev.index), dev), requires_grad)
 
 
+@registered_op("linspace")
 def linspace(start, end, steps: int, *, dtype=None, device=None,
              requires_grad: bool = False) -> Tensor:
     """``steps`` evenly spaced values from ``start`` to ``end`` inclusive.
@@ -426,6 +441,7 @@ def linspace(start, end, steps: int, *, dtype=None, device=None,
     return tensor(vals, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
+@registered_op("eye")
 def eye(n: int, m: int | None = None, *, dtype=None, device=None,
         requires_grad: bool = False) -> Tensor:
     """A 2-d tensor with ones on the diagonal.

@@ -11,6 +11,7 @@ from genesis import dtypes as D
 from genesis.autograd.function import check_inplace
 from genesis.creation import full_like
 from genesis.device import placement
+from genesis.dispatch import registered_op
 from genesis.ops.common import shape_arg, wrap
 from genesis.random import resolve_generator
 from genesis.tensor import Tensor
@@ -24,6 +25,7 @@ def _random_fill(shape, dtype, device, fill) -> Tensor:
     return out
 
 
+@registered_op("rand")
 def rand(*size, generator=None, dtype=None, device=None, requires_grad=False) -> Tensor:
     """Uniform samples from [0, 1).
 
@@ -42,6 +44,7 @@ def rand(*size, generator=None, dtype=None, device=None, requires_grad=False) ->
     return t.requires_grad_() if requires_grad else t
 
 
+@registered_op("randn")
 def randn(*size, generator=None, dtype=None, device=None, requires_grad=False) -> Tensor:
     """Standard normal samples.
 
@@ -60,6 +63,7 @@ def randn(*size, generator=None, dtype=None, device=None, requires_grad=False) -
     return t.requires_grad_() if requires_grad else t
 
 
+@registered_op("rand_like")
 def rand_like(input: Tensor, *, dtype=None, device=None) -> Tensor:
     """Uniform random numbers in ``[0, 1)`` with the shape of ``input``.
 
@@ -74,6 +78,7 @@ def rand_like(input: Tensor, *, dtype=None, device=None) -> Tensor:
     return rand(input.shape, dtype=dtype or input.dtype, device=device or input.device)
 
 
+@registered_op("randn_like")
 def randn_like(input: Tensor, *, dtype=None, device=None) -> Tensor:
     """Standard normal random numbers with the shape of ``input``.
 
@@ -88,6 +93,7 @@ def randn_like(input: Tensor, *, dtype=None, device=None) -> Tensor:
     return randn(input.shape, dtype=dtype or input.dtype, device=device or input.device)
 
 
+@registered_op("randint")
 def randint(low, high=None, size=None, *, generator=None, dtype=None, device=None) -> Tensor:
     """Uniform integers in ``[low, high)`` (``randint(high, size)`` starts at 0).
 
@@ -116,6 +122,7 @@ def randint(low, high=None, size=None, *, generator=None, dtype=None, device=Non
     return out
 
 
+@registered_op("randint_like")
 def randint_like(input: Tensor, low, high=None, *, dtype=None) -> Tensor:
     """Uniform random integers in ``[low, high)`` with the shape of ``input``.
 
@@ -135,6 +142,7 @@ def randint_like(input: Tensor, low, high=None, *, dtype=None) -> Tensor:
     return randint(low, high, input.shape, dtype=dtype or input.dtype, device=input.device)
 
 
+@registered_op("randperm")
 def randperm(n: int, *, generator=None, dtype=None, device=None) -> Tensor:
     """A random permutation of ``0..n-1``.
 
@@ -152,6 +160,7 @@ def randperm(n: int, *, generator=None, dtype=None, device=None) -> Tensor:
     return wrap(dev.backend.randperm(int(n), dtype or D.int64, dev.index, gen), dev)
 
 
+@registered_op("normal")
 def normal(mean, std, size=None, *, generator=None, dtype=None, device=None) -> Tensor:
     """Normal samples with the given mean and std (numbers with ``size``, or tensors).
 
@@ -177,6 +186,7 @@ def normal(mean, std, size=None, *, generator=None, dtype=None, device=None) -> 
     return t
 
 
+@registered_op("bernoulli")
 def bernoulli(input: Tensor, p=None, *, generator=None) -> Tensor:
     """0/1 samples with probability ``input`` (or ``p``) of a one.
 
@@ -200,6 +210,7 @@ def _check_finite(name: str, *values) -> None:
             raise RuntimeError(f"{name} expects finite parameters, got {v}")
 
 
+@registered_op("uniform_")
 def uniform_(t: Tensor, a: float = 0.0, b: float = 1.0, *, generator=None) -> Tensor:
     """Fill ``t`` in place with U[a, b) samples."""
     _check_finite("uniform_", a, b)
@@ -212,6 +223,7 @@ def uniform_(t: Tensor, a: float = 0.0, b: float = 1.0, *, generator=None) -> Te
     return t
 
 
+@registered_op("normal_")
 def normal_(t: Tensor, mean: float = 0.0, std: float = 1.0, *, generator=None) -> Tensor:
     """Fill ``t`` in place with N(mean, std²) samples."""
     _check_finite("normal_", mean, std)
@@ -223,6 +235,7 @@ def normal_(t: Tensor, mean: float = 0.0, std: float = 1.0, *, generator=None) -
     return t
 
 
+@registered_op("random_")
 def random_(t: Tensor, low: int = 0, high: int | None = None, *, generator=None) -> Tensor:
     """Fill ``t`` in place with integers in ``[low, high)``."""
     if high is None:

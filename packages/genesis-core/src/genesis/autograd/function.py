@@ -228,28 +228,37 @@ class Function:
 
     @classmethod
     def apply(cls, *args, **kwargs):
+        """The dispatcher: run the op, recording it when autograd needs it.
+
+        In order: autocast casts the inputs of an op with an autocast category; active
+        dispatch modes get the call (``genesis.dispatch``); with grad mode on and an input
+        that requires grad, the op is recorded (``recorded``); otherwise ``forward`` runs
+        alone. ``genesis.autograd.entries`` has the same steps for calls of a known arity.
+        """
         if cls.autocast is not None and _autocast_anywhere.on and _autocast_state.enabled:
             args = _autocast_state.cast_args(cls.autocast, args)  # (modes see these casts)
         if _intercepting:
             return intercept(cls.op, args, kwargs)
-        record = False
-        if _grad_state.enabled:
+        if _grad_state.enabled and cls.differentiable:
             for a in args:
                 if type(a) in _TENSOR_TYPES and a.requires_grad:
-                    record = True
-                    break
-        if not record or not cls.differentiable:  # inference, optimizers: no graph, no Node
-            return cls.forward(_NO_GRAD_CTX, *args, **kwargs)
-        ctx = cls._backward_cls()
-        _grad_state.enabled = False  # forward's own ops are not recorded
-        try:
-            out = cls.forward(ctx, *args, **kwargs)
-        finally:
-            _grad_state.enabled = True
-        if ctx._dirty:
-            _bump_versions(ctx._dirty)
-        _record(ctx, args, out)
-        return out
+                    return recorded(cls, args, kwargs)
+        return cls.forward(_NO_GRAD_CTX, *args, **kwargs)  # inference, optimizers: no graph
+
+
+def recorded(cls, args: tuple, kwargs: dict):
+    """Run ``cls.forward`` with a new graph node as its ``ctx`` (its own ops unrecorded) and
+    make the node the outputs' ``grad_fn``."""
+    ctx = cls._backward_cls()
+    _grad_state.enabled = False  # forward's own ops are not recorded
+    try:
+        out = cls.forward(ctx, *args, **kwargs)
+    finally:
+        _grad_state.enabled = True
+    if ctx._dirty:
+        _bump_versions(ctx._dirty)
+    _record(ctx, args, out)
+    return out
 
 
 class _NoGradContext:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from genesis import dtypes as D
 from genesis import op_declarations as decl
+from genesis.autograd.entries import binary_entry, unary_entry
 from genesis.autograd.function import _NO_GRAD_CTX, _TENSOR_TYPES, Function, Node
 from genesis.device import CPU
 from genesis.ops.common import (
@@ -269,16 +270,12 @@ def _function_class(op: decl.Op, base: type, fields: dict) -> type:
 
 
 def _unary_function(op: decl.Op):
-    """The public function of a declared unary op: its Function's ``apply``, named."""
+    """The public function of a declared unary op: its Function's dispatcher entry, named."""
     reads = op.reads(0) if op.differentiable else ()
     cls = _function_class(op, _Unary, {
         "save_x": "x" in reads, "save_y": "y" in reads,
         "grad": _formula(op, 0, ("g", "x", "y")) if op.differentiable else None})
-    apply = cls.apply
-
-    def fn(input: Tensor) -> Tensor:
-        return apply(input)
-
+    fn = unary_entry(cls)
     fn.__name__ = fn.__qualname__ = op.name
     fn.__doc__ = _function_doc(op, f"Elementwise ``{op.name}`` of ``input`` (as "
                                    f"``torch.{op.name}``).", "input: a tensor.")
@@ -287,22 +284,18 @@ def _unary_function(op: decl.Op):
 
 
 def _binary_function(op: decl.Op):
-    """The public function of a declared binary op: its Function's ``apply``, named (with
-    torch's ``alpha=`` where the row has it)."""
+    """The public function of a declared binary op: its Function's dispatcher entry, named
+    (with torch's ``alpha=`` where the row has it)."""
     cls = _function_class(op, _Binary, {
         "saves": _saves(op) if op.differentiable else _Binary.saves,
         "grads": tuple(_formula(op, i, ("g", "a", "b", "z")) if op.differentiable else None
                        for i in (0, 1))})
-    apply = cls.apply
-
-    def plain(input, other) -> Tensor:  # (the Python operators' slot: a plain function)
-        return apply(input, other)
-
+    apply = binary_entry(cls)  # (also the Python operators' slot)
     if op.alpha:
         def fn(input, other, *, alpha=1) -> Tensor:
             return apply(input, other if alpha == 1 else other * alpha)
     else:
-        fn = plain
+        fn = apply
 
     fn.__name__ = fn.__qualname__ = op.name
     args = "input: a tensor.\nother: a tensor or a Python number, broadcastable with ``input``."
@@ -310,7 +303,7 @@ def _binary_function(op: decl.Op):
         args += "\nalpha: a number multiplying ``other`` first."
     fn.__doc__ = _function_doc(op, f"Elementwise ``{op.name}`` with broadcasting and type "
                                    f"promotion (as ``torch.{op.name}``).", args)
-    fn.function, fn.apply = cls, plain
+    fn.function, fn.apply = cls, apply
     return fn
 
 

@@ -352,6 +352,16 @@ def masked_select(input: Tensor, mask: Tensor) -> Tensor:
     return getitem(input.expand(shape), mask.expand(shape))
 
 
+class Nonzero(Function):
+    """The (N, ndim) int64 coordinates of the non-zero elements (a host sync for N)."""
+
+    differentiable = False
+
+    @staticmethod
+    def forward(ctx, x):
+        return wrap(x._backend.nonzero(x._data), x.device)
+
+
 def nonzero(input: Tensor, *, as_tuple: bool = False):
     """Coordinates of non-zero elements: (N, ndim) int64, or a tuple of 1-d tensors.
 
@@ -362,7 +372,7 @@ def nonzero(input: Tensor, *, as_tuple: bool = False):
     Returns:
         An (N, ndim) int64 tensor, or a tuple of ndim 1-d tensors.
     """
-    coords = wrap(input._backend.nonzero(input._data), input.device)
+    coords = Nonzero.apply(input)
     if not as_tuple:
         return coords
     if input.ndim == 0:

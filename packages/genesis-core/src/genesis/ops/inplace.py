@@ -13,7 +13,7 @@ from genesis import dtypes as D
 from genesis import op_declarations as decl
 from genesis.autograd.function import check_inplace
 from genesis.autograd.grad_mode import _state as _grad_state
-from genesis.dispatch import OpHandle, intercept, register
+from genesis.dispatch import OpHandle, intercept, register, registered_op
 from genesis.dispatch import _modes as _intercepting
 from genesis.ops import dim_indexing as DI
 from genesis.ops import elementwise as E
@@ -146,22 +146,26 @@ erfinv_ = _unary_inplace(erfinv)
 add_ = DECLARED_INPLACE["add_"]
 
 
+@registered_op("addcmul_")
 def addcmul_(t: Tensor, tensor1: Tensor, tensor2: Tensor, *, value=1) -> Tensor:
     """In place ``t += value * tensor1 * tensor2``."""
     return add_(t, tensor1 * tensor2, alpha=value)
 
 
+@registered_op("addcdiv_")
 def addcdiv_(t: Tensor, tensor1: Tensor, tensor2: Tensor, *, value=1) -> Tensor:
     """In place ``t += value * tensor1 / tensor2``."""
     return add_(t, tensor1 / tensor2, alpha=value)
 
 
+@registered_op("lerp_")
 def lerp_(t: Tensor, end: Tensor, weight) -> Tensor:
     """In place ``t += weight * (end - t)``."""
     return add_(t, end - t, alpha=weight) if not isinstance(weight, Tensor) \
         else add_(t, (end - t) * weight)
 
 
+@registered_op("copy_")
 def copy_(t: Tensor, src, non_blocking: bool = False) -> Tensor:
     """Copy ``src`` (broadcast, cast, from any device) into ``t``."""
     if not isinstance(src, Tensor):
@@ -188,6 +192,7 @@ def _copy_result(dst: Tensor, src: Tensor) -> Tensor:
     return out + dst * 0 if dst.requires_grad else out.clone()
 
 
+@registered_op("fill_")
 def fill_(t: Tensor, value) -> Tensor:
     """Set every element to ``value`` (a number or a 0-d tensor)."""
     if isinstance(value, Tensor):
@@ -206,19 +211,23 @@ def fill_(t: Tensor, value) -> Tensor:
     return t
 
 
+@registered_op("zero_")
 def zero_(t: Tensor) -> Tensor:
     """Set every element to zero."""
     return fill_(t, 0)
 
 
+@registered_op("clamp_")
 def clamp_(t: Tensor, min=None, max=None) -> Tensor:  # noqa: A002
     return apply_inplace(t, lambda s: E.clamp(s, min, max))
 
 
+@registered_op("masked_fill_")
 def masked_fill_(t: Tensor, mask: Tensor, value) -> Tensor:
     return apply_inplace(t, lambda s: I.masked_fill(s, mask, value), value)
 
 
+@registered_op("index_put_")
 def index_put_(t: Tensor, indices: tuple, values, accumulate: bool = False) -> Tensor:
     """``t[indices] = values`` (or ``+=``), indices a tuple of index tensors or None."""
     if not isinstance(values, Tensor):
@@ -246,19 +255,23 @@ def index_put_(t: Tensor, indices: tuple, values, accumulate: bool = False) -> T
     return t
 
 
+@registered_op("scatter_")
 def scatter_(t: Tensor, dim, index, src=None, *, value=None, reduce=None) -> Tensor:
     return apply_inplace(t, lambda s: DI.scatter(s, dim, index, src, value=value, reduce=reduce),
                          src)
 
 
+@registered_op("scatter_add_")
 def scatter_add_(t: Tensor, dim, index, src) -> Tensor:
     return apply_inplace(t, lambda s: DI.scatter_add(s, dim, index, src), src)
 
 
+@registered_op("index_add_")
 def index_add_(t: Tensor, dim, index, source, *, alpha=1) -> Tensor:
     return apply_inplace(t, lambda s: DI.index_add(s, dim, index, source, alpha=alpha), source)
 
 
+@registered_op("setitem")
 def setitem(x: Tensor, key, value) -> None:
     """``x[key] = value`` in place (value broadcasts; autograd-aware)."""
     if type(key) in (int, slice) or key is None:  # not bool: x[True] adds a dim

@@ -328,7 +328,7 @@ def roll(input: Tensor, shifts, dims=None) -> Tensor:
         s %= n
         if s:
             out = cat([narrow(out, d, n - s, s), narrow(out, d, 0, n - s)], d)
-    return out
+    return out if out is not input else input.clone()  # a new tensor even unmoved, as torch
 
 
 class _Triangle(Function):

@@ -329,7 +329,7 @@ swapaxes = swapdims = transpose
 
 
 def t(x: Tensor) -> Tensor:
-    """Transpose a matrix (0-d and 1-d tensors are returned as they are).
+    """Transpose a matrix (0-d and 1-d tensors: a view of the same shape).
 
     Args:
         x: the input tensor.
@@ -339,7 +339,7 @@ def t(x: Tensor) -> Tensor:
     """
     if x.ndim > 2:
         raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {x.ndim}D")
-    return x if x.ndim < 2 else transpose(x, 0, 1)
+    return View.apply(x, x.shape) if x.ndim < 2 else transpose(x, 0, 1)  # (a view, as torch)
 
 
 def movedim(x: Tensor, source, destination) -> Tensor:
@@ -446,7 +446,7 @@ def squeeze(x: Tensor, dim=None) -> Tensor:
     else:
         dims = {normalize_dim(d, x.ndim) for d in ((dim,) if isinstance(dim, int) else dim)}
         shape = tuple(n for i, n in enumerate(x.shape) if not (i in dims and n == 1))
-    return x if shape == x.shape else View.apply(x, shape)
+    return View.apply(x, shape)  # (a new view even when no dim goes, as torch)
 
 
 def unsqueeze(x: Tensor, dim: int) -> Tensor:

@@ -1,0 +1,186 @@
+"""genesis.dispatch: the op registry and the interception mode (DispatchMode).
+
+A mode sees every op call of the op table (forward and, during backward, the ops of the
+gradient formulas), factories, random fills and in-place edits; results are unchanged by a
+mode that only watches; modes nest as torch's TorchDispatchMode."""
+
+from __future__ import annotations
+
+import collections
+
+import pytest
+import torch
+from op_table import OPS, Built, flatten_outputs, samples_for
+
+import genesis
+from genesis import dispatch
+from genesis.dispatch import REGISTRY, DispatchMode
+
+
+class Recorder(DispatchMode):
+    """The ops called while active: (name, args, output)."""
+
+    def __init__(self):
+        self.calls = []
+        self.nodes = []
+
+    @property
+    def names(self) -> list:
+        return [name for name, _, _ in self.calls]
+
+    def __genesis_dispatch__(self, op, args, kwargs):
+        out = op(*args, **kwargs)
+        self.calls.append((op.name, args, out))
+        return out
+
+    def __genesis_backward__(self, node, run):
+        self.nodes.append(node.name())
+        return run()
+
+
+def _values(out) -> list:
+    return [o.tolist() if isinstance(o, genesis.Tensor) else o for o in flatten_outputs(out)]
+
+
+_FORWARD = [(op, op.dtypes[0]) for op in OPS]
+
+
+@pytest.mark.parametrize(("op", "dtype"), _FORWARD, ids=[op.name for op, _ in _FORWARD])
+def test_a_mode_sees_every_op_of_the_table_and_changes_nothing(op, dtype):
+    for sample, realized in samples_for(op, dtype):
+        built = Built(realized, "genesis", "cpu", requires_grad=False)
+        plain = op.op(*built.args, **built.kwargs)
+        with Recorder() as rec:
+            seen = op.op(*built.args, **built.kwargs)
+        assert rec.calls, f"{op.name}[{sample.name}]: the mode saw no op"
+        for name, _, _ in rec.calls:
+            assert name in REGISTRY, name
+        torch.testing.assert_close(_values(seen), _values(plain), equal_nan=True)
+
+
+def test_the_op_counter_of_the_docs():
+    class OpCounter(DispatchMode):
+        def __init__(self):
+            self.counts = collections.Counter()
+
+        def __genesis_dispatch__(self, op, args, kwargs):
+            self.counts[op.name] += 1
+            return op(*args, **kwargs)
+
+    w = genesis.randn(4, 3, requires_grad=True)
+    x = genesis.randn(2, 4)
+    with OpCounter() as counter:
+        (x @ w).relu().sum().backward()
+    assert counter.counts["matmul"] == 2  # forward, and x.T @ g for w's gradient
+    assert counter.counts["relu"] == 1 and counter.counts["sum"] == 1
+    assert w.grad is not None
+
+
+def test_a_nan_detector_names_the_op():
+    class NanDetector(DispatchMode):
+        def __genesis_dispatch__(self, op, args, kwargs):
+            out = op(*args, **kwargs)
+            for t in flatten_outputs(out):
+                if isinstance(t, genesis.Tensor) and t.dtype.is_floating_point \
+                        and t.isnan().any():
+                    raise FloatingPointError(f"{op.name} produced a NaN")
+            return out
+
+    x = genesis.tensor([1.0, -1.0])
+    with NanDetector():
+        x.exp().sum()  # fine
+        with pytest.raises(FloatingPointError, match="log produced a NaN"):
+            x.log()
+    assert x.log().isnan().any()  # off again: no error
+
+
+def test_calls_carry_arguments_and_outputs():
+    a, b = genesis.tensor([1.0, 2.0]), genesis.tensor([3.0, 4.0])
+    with Recorder() as rec:
+        c = a * b
+    ((name, args, out),) = rec.calls
+    assert name == "mul" and args[0] is a and args[1] is b and out is c
+
+
+def test_a_mode_may_replace_an_ops_result():
+    class DoubleExp(DispatchMode):
+        def __genesis_dispatch__(self, op, args, kwargs):
+            out = op(*args, **kwargs)
+            return out * 2 if op.name == "exp" else out
+
+    x = genesis.tensor([0.0, 1.0])
+    with DoubleExp():
+        y = x.exp() + 1
+    torch.testing.assert_close(torch.tensor(y.tolist()), torch.tensor([0.0, 1.0]).exp() * 2 + 1)
+
+
+def test_backward_nodes_and_their_formulas_are_seen():
+    w = genesis.tensor([1.0, 2.0], requires_grad=True)
+    y = (w * w).sum()
+    with Recorder() as rec:
+        y.backward()
+    assert rec.nodes == ["SumBackward", "MulBackward"]
+    assert "mul" in rec.names  # the formula g * b
+    assert w.grad.tolist() == [2.0, 4.0]
+
+
+def test_factories_random_fills_in_place_edits_views_and_casts_are_seen():
+    with Recorder() as rec:
+        x = genesis.zeros(2, 3)
+        genesis.randn(2)
+        x.uniform_()
+        x.add_(1.0)
+        x.copy_(genesis.ones(2, 3))
+        x[0] = 5.0
+        x.view(3, 2)
+        x[1:]
+        x.to(genesis.float64)
+    for name in ("zeros", "randn", "uniform_", "add_", "copy_", "ones", "setitem", "view",
+                 "slice", "cast"):
+        assert name in rec.names, name
+
+
+def test_modes_nest_innermost_first_and_a_handler_does_not_see_its_own_ops():
+    order = []
+
+    class Named(DispatchMode):
+        def __init__(self, name):
+            self.name = name
+
+        def __genesis_dispatch__(self, op, args, kwargs):
+            order.append((self.name, op.name))
+            if op.name == "exp":
+                genesis.ones(1).neg()  # the handler's own ops: not shown to this mode again
+            return op(*args, **kwargs)
+
+    x = genesis.tensor([1.0])
+    with Named("outer"), Named("inner"):
+        x.exp()
+    assert order == [("inner", "exp"), ("outer", "ones"), ("outer", "neg"), ("outer", "exp")]
+    assert dispatch._modes == []
+
+
+def test_an_error_inside_a_mode_leaves_the_stack_as_it_was():
+    class Boom(DispatchMode):
+        def __genesis_dispatch__(self, op, args, kwargs):
+            raise ValueError(op.name)
+
+    mode, x = Boom(), genesis.tensor([1.0])
+    with pytest.raises(ValueError, match="exp"):
+        with mode:
+            x.exp()
+    assert dispatch._modes == []
+    with pytest.raises(RuntimeError, match="without having been entered"):
+        mode.__exit__(None, None, None)
+
+
+def test_the_registry_names_every_declared_op_and_function():
+    import genesis.op_declarations as decl
+
+    for op in decl.UNARY + decl.BINARY + decl.REDUCTIONS:
+        assert REGISTRY[op.name].name == op.name
+    assert REGISTRY["exp"].function is genesis.exp.function
+    assert REGISTRY["log_softmax"].function.__name__ == "LogSoftmax"
+    assert dispatch.op_name_of("ScaledDotProductAttention") == "scaled_dot_product_attention"
+    assert dispatch.op_name_of("RMSNorm") == "rms_norm"
+    assert REGISTRY["zeros"](2).tolist() == [0.0, 0.0]  # a handle runs its op
