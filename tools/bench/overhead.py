@@ -75,7 +75,7 @@ def _stage_cases(device):
     """Per op: (launch, forward without graph, public call, public call recording a graph,
     floor); None where a stage does not exist for the op."""
     from genesis.autograd.function import _NO_GRAD_CTX as nog
-    from genesis.ops import elementwise, linalg, reduction, strided, views
+    from genesis.ops import elementwise, linalg, reduction, reshaping, strided
     from genesis.ops.common import wrap
     from genesis.tensor import Size, Tensor, new_tensor
 
@@ -148,12 +148,12 @@ def _stage_cases(device):
         "exp": (lambda: k_exp(ad), lambda: exp.forward(nog, a), lambda: a.exp(),
                 lambda: w.exp(), lambda: exp_floor(a)),
         "sum()": (lambda: be.sum(ad, (0,), False, f32),
-                  lambda: reduction.Sum.forward(nog, a, (0,), False, None),
+                  lambda: reduction.sum.function.forward(nog, a, (0,), False, None),
                   lambda: a.sum(), lambda: w.sum(), lambda: sum_floor(a)),
         "matmul 4x4": (lambda: be.matmul(md, md), lambda: linalg.Matmul.forward(nog, m, m),
                        lambda: m @ m, lambda: wm @ m, lambda: fm @ fm),
         "view/reshape": (lambda: be.view(ad, (4, 4), (4, 1)),
-                         lambda: views.View.forward(nog, a, (4, 4)),
+                         lambda: reshaping.View.forward(nog, a, (4, 4)),
                          lambda: a.view(4, 4), lambda: w.view(4, 4),
                          lambda: view_floor(a, 4, 4)),
         "slice a[2:10]": (lambda: be.as_strided(ad, (8,), (1,), 2),

@@ -77,19 +77,18 @@ from genesis.ops.reduction import (
     var,
     var_mean,
 )
+from genesis.ops.reshaping import contiguous, reshape, view
 from genesis.ops.sorting import argsort, kthvalue, msort, sort, topk
 from genesis.ops.special import erfinv
 from genesis.ops.strided import as_strided, narrow, select, unbind
 from genesis.ops.views import (
     broadcast_to,
-    contiguous,
     expand,
     flatten,
     moveaxis,
     movedim,
     permute,
     ravel,
-    reshape,
     squeeze,
     swapaxes,
     swapdims,
@@ -97,7 +96,6 @@ from genesis.ops.views import (
     transpose,
     unflatten,
     unsqueeze,
-    view,
 )
 
 globals().update(_DECLARED)  # genesis.exp, genesis.add ...: see genesis.op_declarations

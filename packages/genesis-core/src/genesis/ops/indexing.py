@@ -6,9 +6,8 @@ from __future__ import annotations
 
 from genesis import creation
 from genesis import dtypes as D
-from genesis.autograd.function import _NO_GRAD_CTX, Function
-from genesis.autograd.grad_mode import _state as _grad
-from genesis.dispatch import _modes as _intercepting
+from genesis.autograd.entries import binary_entry
+from genesis.autograd.function import Function
 from genesis.ops.common import (
     broadcast_shapes,
     check_same_device,
@@ -17,8 +16,8 @@ from genesis.ops.common import (
     wrap,
 )
 from genesis.ops.elementwise import where
-from genesis.ops.strided import SLICE_PLANS, Slice, slice_plan
-from genesis.tensor import Tensor, blank_tensor, geometry
+from genesis.ops.strided import Slice
+from genesis.tensor import Tensor
 
 
 # ------------------------------------------------------------- index checks
@@ -214,49 +213,10 @@ def full_indices(shape: tuple, indices: list) -> list:
     return [t.expand(result_shape) for t in out]
 
 
-# The plan lookup of x[a:b]'s host path, as a bound method: CPython 3.12 compiles
-# ``SLICE_PLANS.get(...)`` on an imported name as an attribute read plus a call.
-_known_slice_plan = SLICE_PLANS.get
-
-
 def getitem(x: Tensor, key) -> Tensor:
     """``x[key]``: basic indexing gives a view, advanced indexing a copy (torch rules)."""
-    if type(key) is slice and x.shape and not (x.requires_grad and _grad.enabled) \
-            and not _intercepting:
-        # The host path of x[a:b] with int bounds: one plan lookup, no Function, no record.
-        # It makes the view as view_tensor does, inline: the call would cost 2-3 % of
-        # torch's whole x[a:b] (test_host_path checks that every tensor maker sets every slot).
-        start, stop, step = key.start, key.stop, key.step
-        if (type(start) is int or start is None) and (type(stop) is int or stop is None) \
-                and (step is None or type(step) is int):
-            strides, offset = x._geom or geometry(x)
-            size, new_strides, added, geom = \
-                _known_slice_plan((x.shape, strides, start, stop, step)) \
-                or slice_plan(x.shape, strides, start, stop, step)
-            if offset:
-                offset += added
-                geom = (new_strides, offset)
-            else:
-                offset = added
-            t = blank_tensor()
-            t._data = x._backend.as_strided(x._data, size, new_strides, offset)
-            t._backend = x._backend
-            t.shape = size
-            t.dtype = x.dtype
-            t.device = x.device
-            t._version_box = x._version_box
-            base = x._base
-            t._base = x if base is None else base
-            t._geom = geom
-            t.requires_grad = False
-            t.grad_fn = None
-            t._out_idx = 0
-            t._leaf_edge = None
-            return t
     if type(key) in (int, slice) or key is None:  # not bool: x[True] adds a dim
-        if type(x) is Tensor and not (x.requires_grad and _grad.enabled) and not _intercepting:
-            return Slice.forward(_NO_GRAD_CTX, x, _basic_key(x, (key,)))  # nothing to record
-        return Slice.apply(x, _basic_key(x, (key,)))
+        return _slice(x, _basic_key(x, (key,)))
     if type(key) is Tensor and key.dtype is not D.bool_ and x.ndim:  # x[index] on dim 0
         check_same_device("index", x, key)
         return Index.apply(x, _prepare_advanced(x, {0: key}))
@@ -270,6 +230,7 @@ def getitem(x: Tensor, key) -> Tensor:
 
 
 _WHOLE_DIM = slice(None)
+_slice = binary_entry(Slice)
 
 
 def _basic_key(x: Tensor, key: tuple) -> tuple:

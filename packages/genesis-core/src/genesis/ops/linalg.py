@@ -4,20 +4,17 @@ from __future__ import annotations
 
 import math
 
-from genesis.autocast import _anywhere as _autocast_anywhere
-from genesis.autocast import _state as _autocast
+from genesis.autograd.entries import binary_entry
 from genesis.autograd.function import Function
-from genesis.autograd.grad_mode import _state as _grad
 from genesis.autograd.grad_mode import is_grad_enabled
 from genesis.backends.composite import contiguous_strides
-from genesis.dispatch import _modes as _intercepting
 from genesis.ops.common import (
     broadcast_size,
     check_same_device,
     sum_to_shape,
     wrap,
 )
-from genesis.tensor import Tensor, interned_size, is_contiguous_geometry, new_tensor
+from genesis.tensor import Tensor, interned_size, is_contiguous_geometry
 
 
 def _check(op: str, a: Tensor, b: Tensor) -> None:
@@ -58,6 +55,9 @@ class Matmul(Function):
         if ctx.needs_input_grad[1]:
             gb = sum_to_shape(Matmul.apply(a.mT, g), b.shape)
         return ga, gb
+
+
+_matmul = binary_entry(Matmul)
 
 
 class Linear(Function):
@@ -139,9 +139,6 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     return Linear.apply(input, weight, bias)
 
 
-_MATRIX_PRODUCT: dict = {}  # ((M, K), (K, N)) -> Size (M, N): the 2-d pairs met so far
-
-
 def matmul(input: Tensor, other: Tensor) -> Tensor:
     """Matrix product with torch's rules for 1-d operands and broadcast batch dims.
 
@@ -156,23 +153,10 @@ def matmul(input: Tensor, other: Tensor) -> Tensor:
     Returns:
         A new tensor of the shape given under Shape.
     """
-    if (type(input) is Tensor and type(other) is Tensor and input.dtype is other.dtype
-            and input.device is other.device
-            and not ((input.requires_grad or other.requires_grad) and _grad.enabled)
-            and not (_autocast_anywhere.on and _autocast.enabled) and not _intercepting):
-        # the host path: two matrices seen before, nothing to record, no autocast — no
-        # Function.apply
-        shape = _MATRIX_PRODUCT.get((input.shape, other.shape))
-        if shape is not None:
-            backend = input._backend
-            return new_tensor(backend.matmul(input._data, other._data), input.device, backend,
-                              shape, input.dtype)
-        if len(input.shape) == len(other.shape) == 2 and input.shape[1] == other.shape[0] \
-                and len(_MATRIX_PRODUCT) < 4096:
-            _MATRIX_PRODUCT[(input.shape, other.shape)] = \
-                interned_size((input.shape[0], other.shape[1]))
     if not isinstance(input, Tensor) or not isinstance(other, Tensor):
         raise TypeError("matmul expects two tensors")
+    if len(input.shape) >= 2 and len(other.shape) >= 2:  # (Matmul.forward checks the sizes)
+        return _matmul(input, other)
     if input.ndim == 0 or other.ndim == 0:
         raise RuntimeError(f"both arguments to matmul need to be at least 1D, but they are "
                            f"{input.ndim}D and {other.ndim}D")
@@ -182,7 +166,7 @@ def matmul(input: Tensor, other: Tensor) -> Tensor:
         raise RuntimeError(
             f"matmul: shapes {tuple(input.shape)} and {tuple(other.shape)} cannot be "
             f"multiplied ({a.shape[-2]}x{a.shape[-1]} and {b.shape[-2]}x{b.shape[-1]})")
-    out = Matmul.apply(a, b)
+    out = _matmul(a, b)
     if other.ndim == 1:
         out = out.squeeze(-1)
     if input.ndim == 1:

@@ -16,8 +16,8 @@ from genesis.autograd.function import _NO_GRAD_CTX, Function, Node
 from genesis.autograd.grad_mode import is_grad_enabled
 from genesis.ops.common import KernelTable, argument_picker, normalize_dim, normalize_dims, wrap
 from genesis.ops.elementwise import where
-from genesis.ops.views import Expand, make_view, records_nothing
-from genesis.tensor import Tensor, geometry, interned_size, new_tensor
+from genesis.ops.views import Expand
+from genesis.tensor import Tensor, interned_size, new_tensor
 
 values_indices = namedtuple("values_indices", ["values", "indices"])
 
@@ -27,8 +27,6 @@ def _unreduce(g: Tensor, in_shape: tuple, dims: tuple, keepdim: bool) -> Tensor:
     if not keepdim and len(dims) == len(in_shape):  # a full reduction: g is 0-d
         if not in_shape:
             return g
-        if records_nothing(g):  # (a backward without create_graph): the view itself
-            return make_view(g, in_shape, (0,) * len(in_shape), geometry(g)[1])
         return Expand.apply(g, in_shape)  # (expand(), its checks known)
     if not keepdim:
         shape = list(g.shape)

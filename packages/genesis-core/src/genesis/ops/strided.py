@@ -10,7 +10,7 @@ from genesis import creation
 from genesis.autograd import grad_mode
 from genesis.autograd.function import Function
 from genesis.ops.common import normalize_dim, wrap
-from genesis.ops.views import make_view, records_nothing
+from genesis.ops.views import make_view
 from genesis.tensor import Tensor, geometry, interned_size, is_contiguous_geometry
 
 
@@ -48,9 +48,17 @@ class SliceBackward(Function):
 
 def slice_geometry(x: Tensor, key: tuple):
     """Shape, strides and offset of ``x[key]`` for a normalised basic-index ``key``."""
-    strides, offset = geometry(x)
+    strides, offset = x._geom or geometry(x)
     if len(key) == 1 and type(key[0]) is slice and x.shape:  # x[a:b], the common key
-        return _leading_slice(x.shape, strides, offset, key[0])
+        k = key[0]
+        start, stop, step = k.start, k.stop, k.step
+        if (type(start) is int or start is None) and (type(stop) is int or stop is None) \
+                and (type(step) is int or step is None):  # its plan, remembered
+            shape, new_strides, added = \
+                SLICE_PLANS.get((x.shape, strides, start, stop, step)) \
+                or slice_plan(x.shape, strides, start, stop, step)
+            return shape, new_strides, offset + added
+        return _leading_slice(x.shape, strides, offset, k)
     shape_out, strides_out = [], []
     dim = 0
     for k in key:
@@ -84,20 +92,19 @@ def _leading_slice(shape: tuple, strides: tuple, offset: int, k: slice) -> tuple
 
 
 # (input shape, input strides, start, stop, step) -> the plan of x[start:stop:step] (see
-# slice_plan): the host path of an x[a:b] met before, as one lookup. Plans are kept for int
-# and None bounds only (2.0 == 2 as a key, and torch refuses float bounds).
+# slice_plan): an x[a:b] met before, as one lookup. Plans are kept for int and None bounds
+# only (2.0 == 2 as a key, and torch refuses float bounds).
 SLICE_PLANS: dict = {}
 
 
 def slice_plan(shape: tuple, strides: tuple, start, stop, step) -> tuple:
     """The plan of ``x[start:stop:step]`` (int or None bounds) for ``x`` of at least one dim,
-    made and kept: ``(result Size, result strides, offset added, the result's geometry when
-    x's offset is 0)``."""
+    made and kept: ``(result Size, result strides, offset added)``."""
     new_shape, new_strides, added = _leading_slice(shape, strides, 0, slice(start, stop, step))
     if len(SLICE_PLANS) > 4096:  # many distinct slices: start over
         SLICE_PLANS.clear()
     plan = SLICE_PLANS[(shape, strides, start, stop, step)] = (
-        interned_size(new_shape), new_strides, added, (new_strides, added))
+        interned_size(new_shape), new_strides, added)
     return plan
 
 
@@ -128,10 +135,6 @@ def narrow(x: Tensor, dim: int, start: int, length: int) -> Tensor:
     if not 0 <= start <= n or length < 0 or start + length > n:
         raise RuntimeError(f"narrow: start ({start}) + length ({length}) exceeds dimension size "
                          f"({n}) of dim {d}")
-    if records_nothing(x):  # the host path: the view's geometry directly, no Function
-        strides, offset = geometry(x)
-        return make_view(x, x.shape[:d] + (length,) + x.shape[d + 1:], strides,
-                         offset + start * strides[d] if length else offset)
     return Slice.apply(x, (slice(None),) * d + (slice(start, start + length),))
 
 

@@ -2,9 +2,10 @@
 
 Every view is made through the backend's ``as_strided`` from geometry computed here, so a
 backend implements one view primitive. Views share their base's version counter. This module
-reshapes, reorders and broadcasts dims; views at explicit positions (basic indexing,
-narrow/select, as_strided, unfold) and a base's history after an in-place op on one of its
-views are in ``genesis.ops.strided``.
+reorders, broadcasts, squeezes and flattens dims; ``view``/``reshape`` are in
+``genesis.ops.reshaping``; views at explicit positions (basic indexing, narrow/select,
+as_strided, unfold) and a base's history after an in-place op on one of its views are in
+``genesis.ops.strided``.
 """
 
 from __future__ import annotations
@@ -12,11 +13,9 @@ from __future__ import annotations
 import math
 
 from genesis.autograd.function import Function
-from genesis.autograd.grad_mode import _state as _grad
-from genesis.dispatch import _modes as _intercepting
-from genesis.dtypes import DType
-from genesis.ops.common import normalize_dim, shape_arg, sum_to_shape, wrap
-from genesis.tensor import Size, Tensor, geometry, interned_size, view_tensor
+from genesis.ops.common import normalize_dim, sum_to_shape
+from genesis.ops.reshaping import _infer_shape, reshape, view
+from genesis.tensor import Tensor, geometry, interned_size, view_tensor
 
 
 def make_view(x: Tensor, shape, strides, offset) -> Tensor:
@@ -25,251 +24,6 @@ def make_view(x: Tensor, shape, strides, offset) -> Tensor:
     shape, strides = interned_size(tuple(shape)), tuple(strides)
     return view_tensor(x, x._backend.as_strided(x._data, shape, strides, offset), shape,
                        (strides, offset))
-
-
-def contiguous_strides(shape) -> tuple:
-    strides, acc = [], 1
-    for n in reversed(shape):
-        strides.append(acc)
-        acc *= max(n, 1)
-    return tuple(reversed(strides))
-
-
-def _infer_shape(shape: tuple, numel: int) -> tuple:
-    """Resolve one ``-1`` in ``shape`` and check the element count."""
-    shape = tuple(int(s) for s in shape)
-    if shape.count(-1) > 1:
-        raise RuntimeError("only one dimension can be inferred")
-    known = 1
-    for s in shape:
-        if s != -1:
-            if s < 0:
-                raise RuntimeError(f"invalid shape dimension {s}")
-            known *= s
-    if -1 in shape:
-        if known == 0 or numel % known:
-            raise RuntimeError(f"shape '{list(shape)}' is invalid for input of size {numel}")
-        shape = tuple(numel // known if s == -1 else s for s in shape)
-    elif known != numel:
-        raise RuntimeError(f"shape '{list(shape)}' is invalid for input of size {numel}")
-    return shape
-
-
-def _view_strides(old_shape, old_strides, new_shape):
-    """Strides that show ``old`` memory at ``new_shape`` without a copy, or None."""
-    if math.prod(old_shape) == 0 or not old_shape or not new_shape:
-        return contiguous_strides(new_shape)
-    new_strides = [0] * len(new_shape)
-    view_d = len(new_shape) - 1
-    chunk_stride = old_strides[-1]
-    tensor_numel = view_numel = 1
-    for d in range(len(old_shape) - 1, -1, -1):
-        tensor_numel *= old_shape[d]
-        # a chunk ends where the next-outer dim is not laid out right after this one
-        if d == 0 or (old_shape[d - 1] != 1
-                      and old_strides[d - 1] != tensor_numel * chunk_stride):
-            while view_d >= 0 and (view_numel < tensor_numel or new_shape[view_d] == 1):
-                new_strides[view_d] = view_numel * chunk_stride
-                view_numel *= new_shape[view_d]
-                view_d -= 1
-            if view_numel != tensor_numel:
-                return None
-            if d > 0:
-                chunk_stride = old_strides[d - 1]
-                tensor_numel = view_numel = 1
-    if view_d != -1:
-        return None
-    return tuple(new_strides)
-
-
-_VIEW_STRIDES: dict = {}  # (shape, strides, new shape) -> new strides (or None): repeats
-
-
-def _cached_view_strides(old_shape, old_strides, new_shape):
-    key = (old_shape, old_strides, new_shape)
-    try:
-        return _VIEW_STRIDES[key]
-    except KeyError:
-        if len(_VIEW_STRIDES) > 4096:
-            _VIEW_STRIDES.clear()
-        out = _VIEW_STRIDES[key] = _view_strides(old_shape, old_strides, new_shape)
-        return out
-
-
-class View(Function):
-    @staticmethod
-    def forward(ctx, x, shape):
-        strides, offset = geometry(x)
-        new_strides = _cached_view_strides(x.shape, strides, shape)
-        if new_strides is None:
-            raise RuntimeError(
-                f"view size {list(shape)} is not compatible with input tensor's size "
-                f"{list(x.shape)} and stride {list(strides)} (at least one dimension spans "
-                "across two contiguous subspaces). Use .reshape(...) instead.")
-        ctx.in_shape = x.shape
-        shape = interned_size(shape)
-        return view_tensor(x, x._backend.view(x._data, shape, new_strides), shape,
-                           (new_strides, offset))
-
-    @staticmethod
-    def backward(ctx, g):
-        return g.reshape(ctx.in_shape), None
-
-
-_VIEW_SHAPES: dict = {}  # (input shape, shape arguments of ints) -> resolved shape
-
-
-def _resolved_shape(x: Tensor, shape: tuple):
-    """The shape that ``view``/``reshape`` arguments name for ``x`` (one ``-1`` inferred),
-    remembered per (input shape, int arguments); None for ``view(dtype)``."""
-    ints = _all_ints(shape)  # (2.0 == 2 as a key: only int sizes use the cache)
-    key = (x.shape, shape)
-    resolved = _VIEW_SHAPES.get(key) if ints else None
-    if resolved is None:
-        if len(shape) == 1 and isinstance(shape[0], DType):
-            return None
-        resolved = interned_size(_infer_shape(shape_arg(shape, True) if shape else (),
-                                              x.numel()))
-        if ints and len(_VIEW_SHAPES) < 4096:
-            _VIEW_SHAPES[key] = resolved
-    return resolved
-
-
-def _all_ints(args: tuple) -> bool:
-    for a in args:
-        if type(a) is not int:
-            return False
-    return True
-
-
-_SHAPE_TYPES = (tuple, Size)
-
-# (input shape, input strides, int shape arguments) -> (resolved Size, its strides, the
-# view's geometry at offset 0, the common one): the host path of a view or reshape that was
-# met before, as one lookup
-_VIEW_PLANS: dict = {}
-
-
-def records_nothing(x: Tensor) -> bool:
-    """Whether a view of ``x`` made now needs no ``Function.apply``: no graph to record
-    and no op observers (the host paths of views check this first). The host paths read a
-    tensor's ``requires_grad`` before the grad mode: the flag is usually False, and the mode
-    is a thread-local read."""
-    return type(x) is Tensor and not (x.requires_grad and _grad.enabled) and not _intercepting
-
-
-def _remember_view(x: Tensor, shape: tuple, resolved: Size) -> None:
-    """Keep the plan of ``x.view(*shape)`` for the host path, when it is a view the host
-    path could make (a view that records a graph never looks its plan up)."""
-    if not (records_nothing(x) and _all_ints(shape)):  # (a list of sizes: never looked up)
-        return
-    strides = geometry(x)[0]
-    new_strides = _cached_view_strides(x.shape, strides, resolved)
-    if new_strides is not None:
-        if len(_VIEW_PLANS) > 4096:
-            _VIEW_PLANS.clear()
-        _VIEW_PLANS[(x.shape, strides, shape)] = (resolved, new_strides, (new_strides, 0))
-
-
-def _planned_view(x: Tensor, shape: tuple) -> Tensor | None:
-    """The host path of a view or reshape met before, with nothing to record: one lookup
-    of the remembered plan and the view, without ``Function.apply``; None where that does
-    not apply (a first meeting, a copy, a graph to record, op observers)."""
-    if type(x) is Tensor and not (x.requires_grad and _grad.enabled) and not _intercepting:
-        for n in shape:  # (records_nothing and _all_ints, inline; 2.0 == 2 as a key)
-            if type(n) is not int:
-                return None
-        strides, offset = x._geom or geometry(x)
-        plan = _VIEW_PLANS.get((x.shape, strides, shape))
-        if plan is not None:
-            size, new_strides, geom = plan
-            return view_tensor(x, x._backend.view(x._data, size, new_strides), size,
-                               (new_strides, offset) if offset else geom)
-    return None
-
-
-def view(x: Tensor, *shape) -> Tensor:
-    """The same memory seen with another shape (one ``-1`` is inferred); errors if the
-    strides do not allow it (use ``reshape``).
-
-    Args:
-        x: the input tensor.
-        *shape: the new shape (ints, or one tuple); one ``-1`` is inferred.
-
-    Returns:
-        A view.
-    """
-    if len(shape) == 1 and type(shape[0]) in _SHAPE_TYPES:
-        shape = shape[0]  # view((2, 3)) as view(2, 3)
-    fast = _planned_view(x, shape)
-    if fast is not None:
-        return fast
-    resolved = _resolved_shape(x, shape)
-    if resolved is None:
-        return view_dtype(x, shape[0])
-    out = View.apply(x, resolved)
-    _remember_view(x, shape, resolved)
-    return out
-
-
-def view_dtype(x: Tensor, dtype: DType) -> Tensor:
-    """The same bytes read as ``dtype`` of equal item size (not differentiable)."""
-    if dtype.itemsize != x.dtype.itemsize:
-        raise RuntimeError(f"view({dtype}): only dtypes of the same size as {x.dtype} "
-                           f"({x.dtype.itemsize} bytes) are supported")
-    if dtype is x.dtype:
-        return x
-    return wrap(x._backend.reinterpret(x._data, dtype), x.device, base=x)
-
-
-def reshape(x: Tensor, *shape) -> Tensor:
-    """``x`` with a new shape: a view when the strides allow, otherwise a copy.
-
-    Args:
-        x: the input tensor.
-        *shape: the new shape (ints, or one tuple); one ``-1`` is inferred.
-
-    Returns:
-        A view when the strides allow, otherwise a copy.
-    """
-    if len(shape) == 1 and type(shape[0]) in _SHAPE_TYPES:
-        shape = shape[0]  # reshape((2, 3)) as reshape(2, 3)
-    fast = _planned_view(x, shape)
-    if fast is not None:
-        return fast
-    resolved = _resolved_shape(x, shape)
-    if resolved is None:  # a dtype: reshape takes none
-        raise TypeError(f"a shape must be ints, got {shape!r}")
-    strides = geometry(x)[0]
-    if _cached_view_strides(x.shape, strides, resolved) is None:
-        return View.apply(contiguous(x), resolved)
-    out = View.apply(x, resolved)
-    _remember_view(x, shape, resolved)
-    return out
-
-
-class Contiguous(Function):
-    @staticmethod
-    def forward(ctx, x):
-        return wrap(x._backend.contiguous(x._data), x.device)
-
-    @staticmethod
-    def backward(ctx, g):
-        return g
-
-
-def contiguous(x: Tensor) -> Tensor:
-    """``x`` itself if C-contiguous, else a C-contiguous copy.
-
-    Args:
-        x: the input tensor.
-
-    Returns:
-        ``x`` or a contiguous copy.
-    """
-    if x.is_contiguous():
-        return x
-    return Contiguous.apply(x)
 
 
 class Permute(Function):
@@ -339,7 +93,7 @@ def t(x: Tensor) -> Tensor:
     """
     if x.ndim > 2:
         raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {x.ndim}D")
-    return View.apply(x, x.shape) if x.ndim < 2 else transpose(x, 0, 1)  # (a view, as torch)
+    return view(x, x.shape) if x.ndim < 2 else transpose(x, 0, 1)  # (a view, as torch)
 
 
 def movedim(x: Tensor, source, destination) -> Tensor:
@@ -446,7 +200,7 @@ def squeeze(x: Tensor, dim=None) -> Tensor:
     else:
         dims = {normalize_dim(d, x.ndim) for d in ((dim,) if isinstance(dim, int) else dim)}
         shape = tuple(n for i, n in enumerate(x.shape) if not (i in dims and n == 1))
-    return View.apply(x, shape)  # (a new view even when no dim goes, as torch)
+    return view(x, shape)  # (a new view even when no dim goes, as torch)
 
 
 def unsqueeze(x: Tensor, dim: int) -> Tensor:
