@@ -36,6 +36,7 @@ SINGLE_FILE = "model.safetensors"
 INDEX_FILE = "model.safetensors.index.json"
 # Non-parameter tensors older checkpoints carry (RoPE tables): skipped, as transformers does.
 _IGNORED = re.compile(r"rotary_emb\.inv_freq$")
+_SHARD = re.compile(r"model-\d{5}-of-\d{5}(-[0-9a-f]{8})?\.safetensors")  # save_pretrained's
 
 
 def read_index(model_dir: str | os.PathLike) -> dict[str, str] | None:
@@ -265,6 +266,8 @@ class CheckpointMixin:
             old = set(read_index(save_dir).values()) if os.path.isfile(index_path) else set()
         except CheckpointError:
             old = set()  # a broken index: nothing loads through it, nothing to keep
+        # shards no index names: left by a save killed before its switch
+        old |= {os.path.join(save_dir, n) for n in os.listdir(save_dir) if _SHARD.fullmatch(n)}
         if len(shards) == 1:
             save_tensors(shards[0], single_path, metadata)  # the switch, without an index
             _write_json_if_changed(os.path.join(save_dir, "config.json"), config)
