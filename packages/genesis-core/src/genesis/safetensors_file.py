@@ -239,7 +239,19 @@ def map_array(path: str | os.PathLike, header: SafetensorsHeader, name: str) -> 
 
 
 def array_to_tensor(arr: np.ndarray, dtype):
-    """A CPU genesis tensor of ``dtype`` from an array of ``read_array``/``map_array``."""
+    """A CPU genesis tensor of ``dtype`` from an array of ``read_array``/``map_array``.
+
+    Args:
+        arr: the array (bf16 as int16 words; any byte order).
+        dtype: the entry's genesis dtype.
+
+    Returns:
+        A tensor sharing the array's memory where the byte order allows.
+
+    Example::
+
+        >>> t = array_to_tensor(read_array(fh, header, "w"), header.tensors["w"].dtype)
+    """
     arr = np.asarray(arr)  # a memmap's plain-array view
     if not arr.dtype.isnative:  # a little-endian file on a big-endian host
         arr = arr.astype(arr.dtype.newbyteorder("="))
@@ -248,7 +260,22 @@ def array_to_tensor(arr: np.ndarray, dtype):
 
 
 def tensor_to_array(t) -> np.ndarray:
-    """A tensor's elements as a C-contiguous little-endian numpy array (bf16 as int16)."""
+    """A tensor's elements as a C-contiguous little-endian numpy array (bf16 as int16).
+
+    Args:
+        t: a genesis tensor on any device (a non-contiguous view gives just its elements).
+
+    Returns:
+        The array the file stores.
+
+    Raises:
+        TypeError: the dtype has no safetensors code.
+
+    Example::
+
+        >>> tensor_to_array(genesis.ones(2, dtype=genesis.bfloat16)).dtype
+        dtype('int16')
+    """
     t = t.detach()
     if t.dtype not in CODE_OF:
         raise TypeError(f"a safetensors file cannot store dtype {t.dtype}")

@@ -86,6 +86,12 @@ def _inside(relative: str) -> bool:
 def checkpoint_files(model_dir: str | os.PathLike) -> list[str]:
     """The safetensors files of ``model_dir`` (one, or the shards of its index).
 
+    Args:
+        model_dir: the model directory.
+
+    Returns:
+        The file paths, sorted.
+
     Raises:
         FileNotFoundError: the directory has neither ``model.safetensors`` nor an index.
         CheckpointError: the index is malformed or names a file outside the directory.
