@@ -45,8 +45,8 @@ def test_a_killed_save_leaves_the_old_checkpoint_loadable(tmp_path, hook):
     path = tmp_path / "ckpt.safetensors"
     genesis.save(OLD, path)
     before = path.read_bytes()
-    kill_while_blocked(lambda: genesis.save({"version": 2, "w": genesis.zeros(1000, 100)},
-                                            path), hook)
+    new = {"version": 2, "w": genesis.zeros(1000, 100)}
+    kill_while_blocked(lambda: genesis.save(new, path), hook)
     assert path.read_bytes() == before
     back = genesis.load(path)
     assert back["version"] == 1 and back["w"].tolist() == OLD["w"].tolist()

@@ -5,7 +5,8 @@ calls ``save()``; when a hook fires it tells the parent, which SIGKILLs the chil
 the kill nothing of the writer runs any more (no ``finally``, no cleanup), as when a process
 is killed by the OOM killer or a power cut, and the test inspects what it left on disk.
 Forking (instead of starting a fresh interpreter) keeps a kill to milliseconds: the child
-already has genesis and torch loaded.
+already has genesis and torch loaded. Make the tensors to save before the call: the child
+should only write (a torch kernel of the parent's thread pool is not safe after a fork).
 
 Hooks (each replaces a function in the child only):
 
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import io
 import os
+import select
 import signal
 import sys
 import time
@@ -61,7 +63,7 @@ def block_after(module, name: str, fraction: float):
     return install
 
 
-def kill_while_blocked(save, *hooks) -> None:
+def kill_while_blocked(save, *hooks, timeout: float = 60.0) -> None:
     """Run ``save()`` in a forked child with ``hooks``; SIGKILL the child where one fires.
 
     Raises:
@@ -89,8 +91,9 @@ def kill_while_blocked(save, *hooks) -> None:
             sys.stdout.flush()
             os._exit(status)
     os.close(write_end)
-    try:
-        said = os.read(read_end, 65536)
+    try:  # a child that hangs (a lock held at the fork) fails the test instead of the run
+        ready, _, _ = select.select([read_end], [], [], timeout)
+        said = os.read(read_end, 65536) if ready else b"(no word within %gs)" % timeout
     finally:
         os.kill(pid, signal.SIGKILL)
         os.waitpid(pid, 0)  # reaped: its pid no longer runs
