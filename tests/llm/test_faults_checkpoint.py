@@ -249,6 +249,8 @@ HOSTILE_CONFIGS = {
                         "rope_theta"),
     "head_dim zero": ({"head_dim": 0}, "head_dim"),
     "unknown model type": ({"model_type": "llama9"}, "model_type"),
+    "dtype not a float dtype": ({"dtype": "save", "torch_dtype": "save"}, "dtype"),
+    "dtype an integer dtype": ({"dtype": "int64", "torch_dtype": "int64"}, "dtype"),
     "rope parameters a number": ({"rope_parameters": 5}, "config.json"),
 }
 

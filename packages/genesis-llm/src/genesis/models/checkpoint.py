@@ -25,6 +25,7 @@ import secrets
 
 import genesis
 from genesis.atomic_write import atomic_write, remove_durably
+from genesis.dtypes import dtype_from_name
 from genesis.models.config import load_config
 from genesis.models.safetensors_io import load_tensor, read_header, save_tensors
 from genesis.nn import init
@@ -159,8 +160,10 @@ class CheckpointMixin:
 
         Raises:
             FileNotFoundError: no directory, no config.json or no safetensors files.
-            CheckpointError: a malformed config, index or safetensors file (named).
-            ValueError: tensors missing, unexpected or of the wrong shape (all named).
+            NotADirectoryError: ``model_dir`` is a file.
+            ValueError: ``config.json`` is malformed (the file and field are named), or
+                tensors are missing, unexpected or of the wrong shape (all named).
+            CheckpointError: (a ``ValueError``) a malformed index or safetensors file, named.
 
         Example::
 
@@ -169,7 +172,7 @@ class CheckpointMixin:
         """
         config = load_config(model_dir)
         if dtype is None:
-            dtype = getattr(genesis, config.dtype) if config.dtype else genesis.float32
+            dtype = dtype_from_name(config.dtype) if config.dtype else genesis.float32
         files = checkpoint_files(model_dir)
         with _skip_init():  # load_checkpoint checks that every parameter gets a value
             model = cls(config, device=device, dtype=dtype)

@@ -25,6 +25,11 @@ _ALIASES = {"num_local_experts": "num_experts", "qkv_bias": "attention_bias",
             "torch_dtype": "dtype"}
 
 
+# The dtype names a checkpoint's weights may have (genesis.dtypes.dtype_from_name reads them).
+_FLOAT_DTYPE_NAMES = frozenset({"float16", "half", "bfloat16", "float32", "float", "float64",
+                                "double"})
+
+
 def _is_number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
@@ -91,6 +96,10 @@ class Qwen2Config:
             if not (_is_number(value) and math.isfinite(value) and value > 0):
                 raise ValueError(f"{type(self).__name__}: {name} must be a finite number > 0, "
                                  f"got {value!r}")
+        if self.dtype is not None and not (isinstance(self.dtype, str)
+                                           and self.dtype in _FLOAT_DTYPE_NAMES):
+            raise ValueError(f"{type(self).__name__}: dtype must name a floating-point dtype "
+                             f"({', '.join(sorted(_FLOAT_DTYPE_NAMES))}), got {self.dtype!r}")
         if self.use_sliding_window and self.sliding_window is not None:
             _check_positive_int(self, "sliding_window", self.sliding_window)
         if self.hidden_act != "silu":
