@@ -219,6 +219,16 @@ def test_a_prompt_near_the_context_caps_the_reply_with_a_warning(session, capsys
     assert f"the reply is limited to {CONTEXT - len(prompt)} tokens" in err, err
 
 
+@pytest.mark.parametrize("flag,value", [("--max-new-tokens", "0"), ("--temperature", "nan"),
+                                        ("--temperature", "-1"), ("--top-k", "-5"),
+                                        ("--top-p", "1.5"), ("--top-p", "0"),
+                                        ("--repetition-penalty", "inf"), ("--threads", "0")])
+def test_a_bad_chat_flag_is_refused_naming_it(base, flag, value, capsys):
+    assert chat_main([str(base[0]), "--prompt", "hi", "--device", "cpu", flag, value]) == 2
+    err = capsys.readouterr().err
+    assert f"{flag} must be" in err and value.lstrip("-") in err, err
+
+
 def test_help_texts_show_defaults_and_how_to_quit():
     sft_help = sft_parser().format_help()
     assert "(default: 8)" in sft_help and "(default: 2e-05)" in sft_help

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -197,6 +198,27 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def check_args(args) -> list[str]:
+    """What is wrong with the sampling flags of ``args`` (empty when nothing is).
+
+    Args:
+        args: parsed ``genesis-chat`` arguments.
+
+    Returns:
+        One message per bad flag, naming it and its value.
+    """
+    rules = [("--max-new-tokens", args.max_new_tokens, lambda v: v >= 1, "an integer >= 1"),
+             ("--temperature", args.temperature, lambda v: v > 0 or args.greedy and v == 0,
+              "a finite number > 0"),
+             ("--top-k", args.top_k, lambda v: v >= 0, "an integer >= 0 (0: off)"),
+             ("--top-p", args.top_p, lambda v: 0 < v <= 1, "a number in (0, 1]"),
+             ("--repetition-penalty", args.repetition_penalty, lambda v: v > 0,
+              "a finite number > 0"),
+             ("--threads", args.threads, lambda v: v is None or v >= 1, "an integer >= 1")]
+    return [f"{flag} must be {words}, got {value!r}" for flag, value, ok, words in rules
+            if not (value is None or math.isfinite(value)) or not ok(value)]
+
+
 def open_session(args) -> ChatSession:
     """Load the model directory named by ``args`` and start a session."""
     device = genesis.device(args.device or ("cuda" if genesis.cuda.is_available() else "cpu"))
@@ -219,6 +241,10 @@ def open_session(args) -> ChatSession:
 def main(argv=None) -> int:
     """Entry point of ``genesis-chat``; returns the exit status."""
     args = build_parser().parse_args(argv)
+    problems = check_args(args)
+    if problems:
+        print("genesis-chat: error: " + "; ".join(problems), file=sys.stderr)
+        return 2
     try:
         session = open_session(args)
     except (ModelDirError, OSError, ValueError) as exc:
