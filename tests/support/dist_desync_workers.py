@@ -1,0 +1,83 @@
+"""Bodies of the desync and rank-death tests (``tests/distributed/test_desync.py``), run on
+local Gloo processes by ``dist_harness.run_ranks``. Each returns plain Python values: the
+error each rank saw, and whether the group still worked afterwards."""
+
+from __future__ import annotations
+
+import os
+import time
+
+
+def _set_level(level: str | None) -> None:
+    from genesis.distributed.agreement import DEBUG_ENV
+
+    if level is None:
+        os.environ.pop(DEBUG_ENV, None)
+    else:
+        os.environ[DEBUG_ENV] = level
+
+
+def _still_works() -> list:
+    """An all_reduce after the error: the ranks are still paired up correctly."""
+    import genesis
+    import genesis.distributed as dist
+
+    t = genesis.full((2,), float(dist.get_rank() + 1))
+    dist.all_reduce(t)
+    return t.tolist()
+
+
+def mismatched_call(rank: int, n: int, kind: str, level: str | None) -> dict:
+    """Rank 0 and the others make calls that differ by ``kind``; returns the error (or
+    None) and an all_reduce done afterwards."""
+    import genesis
+    import genesis.distributed as dist
+
+    _set_level(level)
+    first = rank == 0
+    calls = {
+        # the issue's case: an empty tensor on one rank only
+        "empty": lambda: dist.all_reduce(genesis.zeros(0) if first else genesis.ones(4)),
+        "size": lambda: dist.all_reduce(genesis.ones(3 if first else 5)),
+        "dtype": lambda: dist.all_reduce(genesis.ones(4, dtype=genesis.float32 if first
+                                                      else genesis.float64)),
+        "op": lambda: dist.all_reduce(genesis.ones(4), op=dist.ReduceOp.SUM if first
+                                      else dist.ReduceOp.MAX),
+        "collective": lambda: (dist.all_reduce(genesis.ones(4)) if first
+                               else dist.broadcast(genesis.ones(4), src=0)),
+        "root": lambda: dist.broadcast(genesis.ones(4), src=0 if first else 1),
+        "shape": lambda: dist.all_reduce(genesis.ones(2, 3) if first else genesis.ones(3, 2)),
+        "gather": lambda: dist.all_gather_into_tensor(
+            genesis.zeros(n * (2 if first else 3)), genesis.ones(2 if first else 3)),
+        "barrier": lambda: dist.barrier() if first else dist.all_reduce(genesis.ones(1)),
+        "all_empty": lambda: dist.all_reduce(genesis.zeros(0)),
+    }
+    error = None
+    try:
+        calls[kind]()
+    except dist.CollectiveMismatchError as exc:
+        error = str(exc)
+    return {"error": error, "after": _still_works()}
+
+
+def dies_mid_collective(rank: int, n: int, level: str | None) -> dict:
+    """The last rank dies while the others wait inside an all_reduce; they must fail fast
+    with the collective named, not hang until the timeout or abort."""
+    import genesis
+    import genesis.distributed as dist
+
+    _set_level(level)
+    t = genesis.ones(1 << 16)
+    dist.all_reduce(t)
+    dist.barrier()
+    if rank == n - 1:
+        time.sleep(0.5)  # the others are inside their all_reduce by now
+        os._exit(3)
+    start = time.monotonic()
+    try:
+        dist.all_reduce(t)
+        return {"error": None}
+    except dist.DistBackendError as exc:
+        return {"error": str(exc), "seconds": time.monotonic() - start}
+    finally:
+        dist.destroy_process_group()
