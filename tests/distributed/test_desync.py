@@ -10,7 +10,11 @@ counts; ``DETAIL`` adds full shapes; ``OFF`` checks nothing.
 from __future__ import annotations
 
 import pytest
-from dist_desync_workers import dies_mid_collective, mismatched_call
+from dist_desync_workers import (
+    all_to_all_with_an_empty_rank,
+    dies_mid_collective,
+    mismatched_call,
+)
 from dist_harness import run_ranks
 
 TIMEOUT_S = 20.0
@@ -39,6 +43,12 @@ def test_mismatched_calls_raise_on_every_rank_and_leave_the_group_usable(kind, e
 def test_an_empty_tensor_on_every_rank_is_fine():
     for r in run_ranks(mismatched_call, 2, "all_empty", None, timeout_s=TIMEOUT_S):
         assert r["error"] is None and r["after"] == [3.0, 3.0]
+
+
+def test_a_rank_with_nothing_to_exchange_still_takes_part_in_all_to_all():
+    results = run_ranks(all_to_all_with_an_empty_rank, 2, timeout_s=TIMEOUT_S)
+    assert results[0] == {"out": [], "after": [3.0, 3.0]}
+    assert results[1] == {"out": [7.0, 7.0, 7.0], "after": [3.0, 3.0]}
 
 
 def test_same_size_other_shape_passes_by_default_and_is_caught_under_detail():

@@ -60,6 +60,20 @@ def mismatched_call(rank: int, n: int, kind: str, level: str | None) -> dict:
     return {"error": error, "after": _still_works()}
 
 
+def all_to_all_with_an_empty_rank(rank: int, n: int) -> dict:
+    """Rank 0 sends and receives nothing; the last rank sends itself 3 rows. Rank 0 must
+    still take part, or the all_reduce after it pairs with the wrong call."""
+    import genesis
+    import genesis.distributed as dist
+
+    last = rank == n - 1
+    splits = [0] * (n - 1) + [3] if last else [0] * n
+    out = genesis.zeros(3 if last else 0)
+    dist.all_to_all_single(out, genesis.full((3 if last else 0,), 7.0),
+                           output_split_sizes=splits, input_split_sizes=splits)
+    return {"out": out.tolist(), "after": _still_works()}
+
+
 def dies_mid_collective(rank: int, n: int, level: str | None) -> dict:
     """The last rank dies while the others wait inside an all_reduce; they must fail fast
     with the collective named, not hang until the timeout or abort."""

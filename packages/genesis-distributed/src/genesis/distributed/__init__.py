@@ -51,7 +51,8 @@ from genesis.distributed.reduce_op import DistBackendError, ReduceOp
 from genesis.distributed.work import Work
 
 __all__ = [
-    "CollectiveMismatchError", "DistBackendError", "DistributedDataParallel", "GroupMember", "ProcessGroup", "ReduceOp",
+    "CollectiveMismatchError", "DistBackendError", "DistributedDataParallel", "GroupMember",
+    "ProcessGroup", "ReduceOp",
     "Work", "all_gather", "all_gather_into_tensor", "all_reduce", "all_to_all_single",
     "barrier", "broadcast", "destroy_process_group", "get_backend", "get_rank",
     "get_world_size", "init_process_group", "irecv", "is_available", "is_initialized",

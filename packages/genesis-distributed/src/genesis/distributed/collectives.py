@@ -312,10 +312,9 @@ def all_to_all_single(output, input, output_split_sizes: list[int] | None = None
     n = g.size()
     out_splits = _splits(output, output_split_sizes, n, "output")
     in_splits = _splits(input, input_split_sizes, n, "input")
-    # (sizes legitimately differ between ranks here: the dtype and the call must agree)
+    # Sizes legitimately differ between ranks here: the dtype and the call must agree. A
+    # rank with nothing to send or receive still takes part (the others' splits for it are 0).
     agree(g, input.device.type, "all_to_all_single", (), (f"dtype={input.dtype.name}",))
-    if output.numel() == 0 and input.numel() == 0:
-        return _finish(completed("all_to_all_single"), async_op)
     work = _run(g, "all_to_all_single", (output,), (input,), out_splits, in_splits)
     return _finish(work, async_op)
 
