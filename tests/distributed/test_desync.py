@@ -79,3 +79,16 @@ def test_bad_debug_level_is_named(monkeypatch):
     assert debug_level() == "DETAIL"
     monkeypatch.delenv("GENESIS_DISTRIBUTED_DEBUG")
     assert debug_level() == "INFO"
+
+
+@pytest.mark.multigpu
+@pytest.mark.parametrize("kind", ["empty", "dtype", "shape"])
+def test_nccl_mismatches_are_caught_under_detail(kind):
+    """On CUDA tensors (NCCL) the check runs under DETAIL only (it reads its result on the
+    host: a device synchronisation per collective)."""
+    pytest.importorskip("cupy.cuda.nccl", reason="the nccl backend needs CuPy")
+    results = run_ranks(mismatched_call, 2, kind, "DETAIL", "cuda", backend="nccl",
+                        start_method="spawn", timeout_s=60, join_s=300)
+    for r in results:
+        assert r["error"] is not None and "No data was moved" in r["error"], r
+        assert r["after"] == [3.0, 3.0]

@@ -17,47 +17,55 @@ def _set_level(level: str | None) -> None:
         os.environ[DEBUG_ENV] = level
 
 
-def _still_works() -> list:
+def _still_works(device: str = "cpu") -> list:
     """An all_reduce after the error: the ranks are still paired up correctly."""
     import genesis
     import genesis.distributed as dist
 
-    t = genesis.full((2,), float(dist.get_rank() + 1))
+    t = genesis.full((2,), float(dist.get_rank() + 1), device=device)
     dist.all_reduce(t)
     return t.tolist()
 
 
-def mismatched_call(rank: int, n: int, kind: str, level: str | None) -> dict:
-    """Rank 0 and the others make calls that differ by ``kind``; returns the error (or
-    None) and an all_reduce done afterwards."""
+def mismatched_call(rank: int, n: int, kind: str, level: str | None,
+                    device: str = "cpu") -> dict:
+    """Rank 0 and the others make calls that differ by ``kind`` (on tensors of ``device``);
+    returns the error (or None) and an all_reduce done afterwards."""
     import genesis
     import genesis.distributed as dist
 
     _set_level(level)
     first = rank == 0
+
+    def ones(*shape, dtype=None):
+        return genesis.ones(*shape, dtype=dtype, device=device)
+
+    def zeros(*shape):
+        return genesis.zeros(*shape, device=device)
+
     calls = {
         # the issue's case: an empty tensor on one rank only
-        "empty": lambda: dist.all_reduce(genesis.zeros(0) if first else genesis.ones(4)),
-        "size": lambda: dist.all_reduce(genesis.ones(3 if first else 5)),
-        "dtype": lambda: dist.all_reduce(genesis.ones(4, dtype=genesis.float32 if first
-                                                      else genesis.float64)),
-        "op": lambda: dist.all_reduce(genesis.ones(4), op=dist.ReduceOp.SUM if first
+        "empty": lambda: dist.all_reduce(zeros(0) if first else ones(4)),
+        "size": lambda: dist.all_reduce(ones(3 if first else 5)),
+        "dtype": lambda: dist.all_reduce(ones(4, dtype=genesis.float32 if first
+                                              else genesis.float64)),
+        "op": lambda: dist.all_reduce(ones(4), op=dist.ReduceOp.SUM if first
                                       else dist.ReduceOp.MAX),
-        "collective": lambda: (dist.all_reduce(genesis.ones(4)) if first
-                               else dist.broadcast(genesis.ones(4), src=0)),
-        "root": lambda: dist.broadcast(genesis.ones(4), src=0 if first else 1),
-        "shape": lambda: dist.all_reduce(genesis.ones(2, 3) if first else genesis.ones(3, 2)),
-        "gather": lambda: dist.all_gather_into_tensor(
-            genesis.zeros(n * (2 if first else 3)), genesis.ones(2 if first else 3)),
-        "barrier": lambda: dist.barrier() if first else dist.all_reduce(genesis.ones(1)),
-        "all_empty": lambda: dist.all_reduce(genesis.zeros(0)),
+        "collective": lambda: (dist.all_reduce(ones(4)) if first
+                               else dist.broadcast(ones(4), src=0)),
+        "root": lambda: dist.broadcast(ones(4), src=0 if first else 1),
+        "shape": lambda: dist.all_reduce(ones(2, 3) if first else ones(3, 2)),
+        "gather": lambda: dist.all_gather_into_tensor(zeros(n * (2 if first else 3)),
+                                                      ones(2 if first else 3)),
+        "barrier": lambda: dist.barrier() if first else dist.all_reduce(ones(1)),
+        "all_empty": lambda: dist.all_reduce(zeros(0)),
     }
     error = None
     try:
         calls[kind]()
     except dist.CollectiveMismatchError as exc:
         error = str(exc)
-    return {"error": error, "after": _still_works()}
+    return {"error": error, "after": _still_works(device)}
 
 
 def all_to_all_with_an_empty_rank(rank: int, n: int) -> dict:
