@@ -27,6 +27,13 @@ def _still_works(device: str = "cpu") -> list:
     return t.tolist()
 
 
+def mismatched_calls(rank: int, n: int, kinds: list, level: str | None,
+                     device: str = "cpu") -> dict:
+    """``{kind: mismatched_call(...)}`` for each of ``kinds``, one after the other in the
+    same world: after each mismatch the group must still work."""
+    return {kind: mismatched_call(rank, n, kind, level, device) for kind in kinds}
+
+
 def mismatched_call(rank: int, n: int, kind: str, level: str | None,
                     device: str = "cpu") -> dict:
     """Rank 0 and the others make calls that differ by ``kind`` (on tensors of ``device``);
