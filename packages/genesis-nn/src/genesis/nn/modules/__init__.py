@@ -90,6 +90,18 @@ from genesis.nn.modules.pooling import (
     AvgPool2d,
     MaxPool2d,
 )
+from genesis.nn.modules.rnn import (
+    GRU,
+    LSTM,
+    RNN,
+    RNNBase,
+)
+from genesis.nn.modules.rnn_cell import (
+    GRUCell,
+    LSTMCell,
+    RNNCell,
+    RNNCellBase,
+)
 from genesis.nn.modules.sparse import (
     Embedding,
 )
@@ -158,6 +170,14 @@ __all__ = [
     "TransformerDecoder",
     "Conv1d",
     "Conv2d",
+    "RNNBase",
+    "RNN",
+    "LSTM",
+    "GRU",
+    "RNNCellBase",
+    "RNNCell",
+    "LSTMCell",
+    "GRUCell",
     "MaxPool2d",
     "AvgPool2d",
     "AdaptiveAvgPool2d",
