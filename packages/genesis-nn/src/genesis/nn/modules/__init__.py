@@ -45,6 +45,10 @@ from genesis.nn.modules.conv import (
     Conv1d,
     Conv2d,
 )
+from genesis.nn.modules.conv_transpose import (
+    ConvTranspose1d,
+    ConvTranspose2d,
+)
 from genesis.nn.modules.distance import (
     CosineSimilarity,
     PairwiseDistance,
@@ -106,10 +110,16 @@ from genesis.nn.modules.sparse import (
     Embedding,
 )
 from genesis.nn.modules.transformer import (
+    Transformer,
     TransformerDecoder,
     TransformerDecoderLayer,
     TransformerEncoder,
     TransformerEncoderLayer,
+)
+from genesis.nn.modules.upsampling import (
+    Upsample,
+    UpsamplingBilinear2d,
+    UpsamplingNearest2d,
 )
 
 __all__ = [
@@ -168,8 +178,14 @@ __all__ = [
     "TransformerDecoderLayer",
     "TransformerEncoder",
     "TransformerDecoder",
+    "Transformer",
     "Conv1d",
     "Conv2d",
+    "ConvTranspose1d",
+    "ConvTranspose2d",
+    "Upsample",
+    "UpsamplingNearest2d",
+    "UpsamplingBilinear2d",
     "RNNBase",
     "RNN",
     "LSTM",
