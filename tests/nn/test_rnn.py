@@ -225,6 +225,8 @@ def test_bad_inputs_have_clear_errors():
     _raises(RuntimeError, r"input.size\(-1\) must be equal to input_size. Expected 4, got 3",
             lstm, genesis.randn(6, 2, 3))
     _raises(ValueError, "Expected input to be 2D or 3D, got 4D", lstm, genesis.randn(1, 6, 2, 4))
+    _raises(RuntimeError, "Expected sequence length to be larger than 0", lstm,
+            genesis.randn(0, 2, 4))
     _raises(RuntimeError, r"Expected hidden\[0\] size \(2, 2, 5\), got \[1, 2, 5\]", lstm,
             genesis.randn(6, 2, 4), (genesis.zeros(1, 2, 5), genesis.zeros(2, 2, 5)))
     _raises(RuntimeError, r"Expected hidden\[1\] size \(2, 2, 5\), got \[2, 3, 5\]", lstm,
@@ -289,6 +291,8 @@ def test_pack_sequence_and_unpack_round_trip_like_torch():
     padded = nn.utils.rnn.pad_sequence([to_genesis(s) for s in seqs])
     for got, want in zip(nn.utils.rnn.unpad_sequence(padded, [2, 5, 3]), seqs):
         assert_close(to_torch(got), want)
+    perm = genesis.tensor([2, 0, 3, 1])
+    assert nn.utils.rnn.invert_permutation(perm).tolist() == [1, 3, 0, 2]
     assert g.to(genesis.float64).data.dtype is genesis.float64
     assert g.to("cpu") is g and not g.is_cuda
 

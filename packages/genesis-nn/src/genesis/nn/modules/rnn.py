@@ -202,6 +202,9 @@ class RNNBase(Module):
         if self.batch_first and not unbatched:
             x = x.transpose(0, 1)                                  # (L, N, I)
         steps, batch = x.shape[0], x.shape[1]
+        if steps == 0:
+            raise RuntimeError(f"Expected sequence length to be larger than 0 in RNN, got "
+                               f"input of shape {list(input.shape)}")
         state = self._initial_state(hx, batch, unbatched, input)
         flat = x.reshape(steps * batch, self.input_size)           # (L*N, I)
         out, final = rnn_layers(self.mode, flat, [batch] * steps, state,

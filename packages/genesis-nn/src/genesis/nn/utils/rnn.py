@@ -111,10 +111,9 @@ def invert_permutation(permutation: Tensor | None) -> Tensor | None:
     """
     if permutation is None:
         return None
-    order = np.asarray(permutation.cpu().numpy(), dtype=np.int64)
-    inverse = np.empty_like(order)
-    inverse[order] = np.arange(order.size)
-    return genesis.tensor(inverse, device=permutation.device)
+    positions = genesis.arange(permutation.shape[0], device=permutation.device)
+    # inv[permutation[i]] = i, on the permutation's device (no host round trip)
+    return genesis.zeros_like(permutation).scatter(0, permutation, positions)
 
 
 def _lengths_list(lengths) -> list[int]:
