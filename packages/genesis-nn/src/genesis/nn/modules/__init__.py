@@ -45,10 +45,6 @@ from genesis.nn.modules.conv import (
     Conv1d,
     Conv2d,
 )
-from genesis.nn.modules.conv_transpose import (
-    ConvTranspose1d,
-    ConvTranspose2d,
-)
 from genesis.nn.modules.distance import (
     CosineSimilarity,
     PairwiseDistance,
@@ -117,6 +113,8 @@ from genesis.nn.modules.transformer import (
     TransformerEncoderLayer,
 )
 from genesis.nn.modules.upsampling import (
+    ConvTranspose1d,
+    ConvTranspose2d,
     Upsample,
     UpsamplingBilinear2d,
     UpsamplingNearest2d,
