@@ -107,8 +107,15 @@ def test_bad_inputs_have_clear_errors():
             F.interpolate(x, **kw)
     with pytest.raises(ValueError, match="expected a 3-d, 4-d or 5-d input"):
         F.interpolate(genesis.randn(4, 4), size=2)
-    with pytest.raises(TypeError, match="floating-point"):
-        F.interpolate(genesis.ones(1, 1, 4, dtype=genesis.int64), size=2)
+    with pytest.raises(TypeError, match="mode 'linear' needs a floating-point input"):
+        F.interpolate(genesis.ones(1, 1, 4, dtype=genesis.int64), size=2, mode="linear")
+
+
+def test_nearest_takes_integer_input_like_torch():
+    x = torch.arange(12, dtype=torch.uint8).reshape(1, 1, 3, 4)
+    got = F.interpolate(to_genesis(x), scale_factor=2)
+    assert got.dtype is genesis.uint8
+    assert torch.equal(to_torch(got), TF.interpolate(x, scale_factor=2))
 
 
 # ------------------------------------------------------------------- init.orthogonal_

@@ -231,6 +231,8 @@ def test_bad_inputs_have_clear_errors():
             genesis.randn(6, 2, 4), (genesis.zeros(1, 2, 5), genesis.zeros(2, 2, 5)))
     _raises(RuntimeError, r"Expected hidden\[1\] size \(2, 2, 5\), got \[2, 3, 5\]", lstm,
             genesis.randn(6, 2, 4), (genesis.zeros(2, 2, 5), genesis.zeros(2, 3, 5)))
+    _raises(TypeError, r"hx must be a tuple \(h_0, c_0\), got Tensor", lstm,
+            genesis.randn(6, 2, 4), genesis.zeros(2, 2, 5))
     _raises(RuntimeError, "hx should also be 2-D", nn.GRU(4, 5), genesis.randn(6, 4),
             genesis.zeros(1, 1, 5))
     _raises(TypeError, "input dtype genesis.float64 does not match", nn.RNN(4, 5),

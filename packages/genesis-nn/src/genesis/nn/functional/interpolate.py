@@ -194,8 +194,9 @@ def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "neares
                          "linear | bilinear | bicubic | trilinear")
     if antialias:
         raise NotImplementedError("interpolate: antialias=True is not supported by genesis")
-    if not input.is_floating_point():
-        raise TypeError(f"interpolate: expected a floating-point input, got {input.dtype}")
+    if not input.is_floating_point() and mode not in ("nearest", "nearest-exact"):
+        raise TypeError(f"interpolate: mode {mode!r} needs a floating-point input, got "
+                        f"{input.dtype} (the nearest modes take any dtype)")
     sizes, scales = _output_sizes(input, size, scale_factor, nd, recompute_scale_factor)
     x = input
     for k in range(nd):

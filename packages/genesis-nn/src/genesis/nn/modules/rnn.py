@@ -156,9 +156,9 @@ class RNNBase(Module):
         if hx is None:
             return tuple(genesis.zeros(s, dtype=like.dtype, device=like.device)
                          for s in shapes)
-        states = tuple(hx) if self.mode == "LSTM" else (hx,)
         if self.mode == "LSTM" and (not isinstance(hx, (tuple, list)) or len(hx) != 2):
-            raise TypeError("LSTM: hx must be a tuple (h_0, c_0)")
+            raise TypeError(f"LSTM: hx must be a tuple (h_0, c_0), got {type(hx).__name__}")
+        states = tuple(hx) if self.mode == "LSTM" else (hx,)
         result = []
         for k, (state, shape) in enumerate(zip(states, shapes)):
             label = f"hidden[{k}]" if self.mode == "LSTM" else "hidden"
