@@ -311,3 +311,19 @@ def test_packing_errors():
             nn.utils.rnn.pad_packed_sequence, packed, total_length=3)
     _raises(RuntimeError, "sequence 1 has shape", nn.utils.rnn.pad_sequence,
             [genesis.ones(2, 3), genesis.ones(2, 4)])
+
+
+@pytest.mark.parametrize("kind", ["RNN", "LSTM", "GRU"])
+def test_autocast_runs_the_recurrence_in_the_low_dtype(kind):
+    m = getattr(nn, kind)(4, 5, num_layers=2, bidirectional=True)
+    x = genesis.randn(6, 2, 4, requires_grad=True)
+    with genesis.autocast("cpu", dtype=genesis.bfloat16):
+        out, state = m(x)
+    states = state if kind == "LSTM" else (state,)
+    assert out.dtype is genesis.bfloat16
+    assert all(s.dtype is genesis.bfloat16 for s in states)
+    out.float().sum().backward()
+    assert x.grad.dtype is genesis.float32 and m.weight_hh_l1.grad.dtype is genesis.float32
+    with genesis.autocast("cpu", dtype=genesis.bfloat16):  # low input, float32 weights/h_0
+        out, _ = m(x.bfloat16(), _pack_hx(kind, [genesis.zeros(4, 2, 5) for _ in states]))
+    assert out.dtype is genesis.bfloat16

@@ -143,7 +143,8 @@ class RNNBase(Module):
             raise RuntimeError(f"input.size(-1) must be equal to input_size. Expected "
                                f"{self.input_size}, got {input.shape[-1]}")
         weight = self.weight_ih_l0
-        if input.dtype != weight.dtype:
+        autocast = genesis.is_autocast_enabled(input.device.type)  # it reconciles dtypes
+        if input.dtype != weight.dtype and not autocast:
             raise TypeError(f"{name}: input dtype {input.dtype} does not match the weights' "
                             f"dtype {weight.dtype}")
         if input.device != weight.device:
@@ -172,11 +173,22 @@ class RNNBase(Module):
                                    f"{state.ndim}-D tensor")
             if tuple(state.shape) != shape:
                 raise RuntimeError(f"Expected {label} size {shape}, got {list(state.shape)}")
-            if state.dtype != like.dtype or state.device != like.device:
+            mixed = state.dtype != like.dtype and not genesis.is_autocast_enabled(
+                like.device.type)
+            if mixed or state.device != like.device:
                 raise RuntimeError(f"Expected {label} of dtype {like.dtype} on {like.device}, "
                                    f"got {state.dtype} on {state.device}")
             result.append(state)
         return tuple(result)
+
+    def _autocast_states(self, states: tuple, like: Tensor) -> tuple:
+        """Under autocast the whole recurrence runs in the low dtype (as torch's fused RNN
+        kernels do): the first matmul makes the activations low, so the states follow."""
+        device = like.device.type
+        if not genesis.is_autocast_enabled(device) or not like.is_floating_point():
+            return states
+        low = genesis.get_autocast_dtype(device)
+        return tuple(s.to(low) for s in states)
 
     def _run(self, input, hx):
         """The forward pass shared by the three layers: ``(output, final states tuple)``."""
@@ -189,6 +201,7 @@ class RNNBase(Module):
             state = self._initial_state(hx, sizes[0], False, data)
             if input.sorted_indices is not None:
                 state = tuple(s.index_select(1, input.sorted_indices) for s in state)
+            state = self._autocast_states(state, data)
             out, final = rnn_layers(self.mode, data, sizes, state, self._layer_weights(),
                                     self.num_layers, self.dropout, self.training,
                                     self.bidirectional)
@@ -205,7 +218,7 @@ class RNNBase(Module):
         if steps == 0:
             raise RuntimeError(f"Expected sequence length to be larger than 0 in RNN, got "
                                f"input of shape {list(input.shape)}")
-        state = self._initial_state(hx, batch, unbatched, input)
+        state = self._autocast_states(self._initial_state(hx, batch, unbatched, input), input)
         flat = x.reshape(steps * batch, self.input_size)           # (L*N, I)
         out, final = rnn_layers(self.mode, flat, [batch] * steps, state,
                                 self._layer_weights(), self.num_layers, self.dropout,
