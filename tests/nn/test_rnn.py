@@ -299,6 +299,16 @@ def test_pack_sequence_and_unpack_round_trip_like_torch():
     assert g.to("cpu") is g and not g.is_cuda
 
 
+def test_packing_without_feature_dims_matches_torch():
+    x = torch.randn(5, 3)
+    t = torch.nn.utils.rnn.pack_padded_sequence(x, [2, 5, 3], enforce_sorted=False)
+    g = nn.utils.rnn.pack_padded_sequence(to_genesis(x), [2, 5, 3], enforce_sorted=False)
+    assert_close(to_torch(g.data), t.data)
+    t_pad, _ = torch.nn.utils.rnn.pad_packed_sequence(t, padding_value=9.0)
+    g_pad, _ = nn.utils.rnn.pad_packed_sequence(g, padding_value=9.0)
+    assert_close(to_torch(g_pad), t_pad)
+
+
 def test_packing_errors():
     x = genesis.randn(4, 3, 2)
     _raises(RuntimeError, "must be sorted in decreasing order", nn.utils.rnn.pack_padded_sequence,

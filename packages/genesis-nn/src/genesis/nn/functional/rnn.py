@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import genesis
 from genesis import Tensor
+from genesis.autograd import Function
 from genesis.nn.functional.dropout import dropout as _dropout
 from genesis.nn.functional.linear import linear
 
@@ -25,6 +26,30 @@ __all__ = ["rnn_tanh_cell", "rnn_relu_cell", "lstm_cell", "gru_cell", "rnn_layer
            "GATES"]
 
 GATES = {"RNN_TANH": 1, "RNN_RELU": 1, "LSTM": 4, "GRU": 3}  # gate blocks in w_ih / w_hh
+
+
+class _Split(Function):
+    """``x.split(sizes, dim)`` whose backward is one ``cat`` of the pieces' gradients.
+
+    Each piece of a plain ``split`` is its own view op, whose backward scatters the piece's
+    gradient into zeros of ``x``'s full size: splitting the input gates into ``T`` steps
+    would cost ``T`` full-size tensors in backward (quadratic in the sequence length).
+    """
+
+    @staticmethod
+    def forward(ctx, x, sizes, dim):
+        ctx.dim = dim
+        return tuple(x.split(sizes, dim))
+
+    @staticmethod
+    def backward(ctx, *grads):
+        return genesis.cat(list(grads), ctx.dim), None, None
+
+
+def _split(x: Tensor, sizes: list[int], dim: int) -> tuple:
+    """``x.split(sizes, dim)`` as a tuple, with a linear-cost backward (see ``_Split``)."""
+    pieces = _Split.apply(x, list(sizes), dim)
+    return pieces if isinstance(pieces, tuple) else (pieces,)
 
 
 def _tanh_step(gi: Tensor, state: tuple, w_hh, b_hh, w_hr) -> tuple:
@@ -40,7 +65,7 @@ def _relu_step(gi: Tensor, state: tuple, w_hh, b_hh, w_hr) -> tuple:
 def _lstm_step(gi: Tensor, state: tuple, w_hh, b_hh, w_hr) -> tuple:
     h, c = state
     gates = gi + linear(h, w_hh, b_hh)                             # (B, 4H): i, f, g, o
-    i, f, g, o = gates.chunk(4, 1)                                 # (B, H) each
+    i, f, g, o = _split(gates, [gates.shape[1] // 4] * 4, 1)       # (B, H) each
     c = genesis.sigmoid(f) * c + genesis.sigmoid(i) * genesis.tanh(g)   # (B, H)
     h = genesis.sigmoid(o) * genesis.tanh(c)                       # (B, H)
     if w_hr is not None:
@@ -51,8 +76,9 @@ def _lstm_step(gi: Tensor, state: tuple, w_hh, b_hh, w_hr) -> tuple:
 def _gru_step(gi: Tensor, state: tuple, w_hh, b_hh, w_hr) -> tuple:
     h = state[0]
     gh = linear(h, w_hh, b_hh)                                     # (B, 3H): r, z, n
-    i_r, i_z, i_n = gi.chunk(3, 1)                                 # (B, H) each
-    h_r, h_z, h_n = gh.chunk(3, 1)                                 # (B, H) each
+    third = [gi.shape[1] // 3] * 3
+    i_r, i_z, i_n = _split(gi, third, 1)                           # (B, H) each
+    h_r, h_z, h_n = _split(gh, third, 1)                           # (B, H) each
     r = genesis.sigmoid(i_r + h_r)
     z = genesis.sigmoid(i_z + h_z)
     n = genesis.tanh(i_n + r * h_n)                                # (B, H)
@@ -186,7 +212,7 @@ def rnn_layers(mode: str, flat: Tensor, batch_sizes: list[int], hx: tuple,
         outs = []
         for d in range(dirs):
             w_ih, w_hh, b_ih, b_hh, w_hr = weights[layer * dirs + d]
-            gi_steps = linear(layer_in, w_ih, b_ih).split(batch_sizes, 0)  # (B_t, G*H) each
+            gi_steps = _split(linear(layer_in, w_ih, b_ih), batch_sizes, 0)  # (B_t, G*H) each
             state0 = tuple(s[layer * dirs + d] for s in hx)                # (B_0, *) each
             run = _run_reverse if d == 1 else _run_forward
             outputs, final = run(step, gi_steps, batch_sizes, state0, (w_hh, b_hh, w_hr))

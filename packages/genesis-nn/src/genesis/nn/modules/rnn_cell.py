@@ -58,7 +58,8 @@ class RNNCellBase(Module):
         if input.shape[-1] != self.input_size:
             raise RuntimeError(f"{name}: input has inconsistent input_size: got "
                                f"{input.shape[-1]} expected {self.input_size}")
-        if input.dtype != self.weight_ih.dtype:
+        autocast = genesis.is_autocast_enabled(input.device.type)  # it reconciles dtypes
+        if input.dtype != self.weight_ih.dtype and not autocast:
             raise TypeError(f"{name}: input dtype {input.dtype} does not match the weights' "
                             f"dtype {self.weight_ih.dtype}")
         unbatched = input.ndim == 1

@@ -173,9 +173,14 @@ def pack_padded_sequence(input: Tensor, lengths, batch_first: bool = False,
     if sizes[0] > input.shape[0]:
         raise ValueError(f"pack_padded_sequence: a length of {sizes[0]} is longer than the "
                          f"input's {input.shape[0]} time steps")
-    batch_sizes = [sum(1 for n in sizes if n > t) for t in range(sizes[0])]
-    steps = [input[t].narrow(0, 0, b) for t, b in enumerate(batch_sizes)]  # (B_t, *) each
-    return PackedSequence(genesis.cat(steps, 0), genesis.tensor(batch_sizes, dtype=genesis.int64),
+    batch_sizes = np.array([sum(1 for n in sizes if n > t) for t in range(sizes[0])])
+    steps, batch = input.shape[0], input.shape[1]
+    # one gather of the real rows of the (T*B, *) padded batch (step t: rows t*B .. t*B+B_t)
+    cols = np.arange(batch)[None]
+    rows = (np.arange(len(batch_sizes))[:, None] * batch + cols)[cols < batch_sizes[:, None]]
+    flat = input.reshape(steps * batch, *input.shape[2:])          # (T*B, *)
+    data = flat.index_select(0, genesis.tensor(rows, device=input.device))  # (sum B_t, *)
+    return PackedSequence(data, genesis.tensor(batch_sizes, dtype=genesis.int64),
                           sorted_indices, None)
 
 
@@ -202,17 +207,17 @@ def pad_packed_sequence(sequence: PackedSequence, batch_first: bool = False,
                              f"sequence in input, but got total_length={total_length} and max "
                              f"sequence length being {steps}")
         steps = total_length
-    rows = []
-    for part in data.split(sizes, 0):                              # (B_t, *) each
-        if part.shape[0] < batch:
-            fill = genesis.full((batch - part.shape[0], *part.shape[1:]), padding_value,
-                                dtype=data.dtype, device=data.device)
-            part = genesis.cat([part, fill], 0)
-        rows.append(part)                                          # (B, *)
-    blank = genesis.full((batch, *data.shape[1:]), padding_value, dtype=data.dtype,
-                         device=data.device)
-    rows += [blank] * (steps - len(sizes))
-    padded = genesis.stack(rows, 0)                                # (T, B, *)
+    # one gather from the packed rows plus a padding row (index len(data)) into (T*B, *)
+    counts = np.zeros(steps, dtype=np.int64)
+    counts[:len(sizes)] = sizes                                    # B_t, 0 past the end
+    starts = np.cumsum(counts) - counts                            # first row of step t
+    cols = np.arange(batch)[None]
+    rows = np.where(cols < counts[:, None], starts[:, None] + cols, data.shape[0])  # (T, B)
+    pad_row = genesis.full((1, *data.shape[1:]), padding_value, dtype=data.dtype,
+                           device=data.device)
+    source = genesis.cat([data, pad_row], 0)                       # (sum B_t + 1, *)
+    index = genesis.tensor(rows.reshape(-1).astype(np.int64), device=data.device)
+    padded = source.index_select(0, index).reshape(steps, batch, *data.shape[1:])  # (T, B, *)
     lengths = np.array([sum(1 for b in sizes if b > i) for i in range(batch)], dtype=np.int64)
     if sequence.unsorted_indices is not None:
         padded = padded.index_select(1, sequence.unsorted_indices)
