@@ -48,8 +48,7 @@ class _Split(Function):
 
 def _split(x: Tensor, sizes: list[int], dim: int) -> tuple:
     """``x.split(sizes, dim)`` as a tuple, with a linear-cost backward (see ``_Split``)."""
-    pieces = _Split.apply(x, list(sizes), dim)
-    return pieces if isinstance(pieces, tuple) else (pieces,)
+    return _Split.apply(x, list(sizes), dim)
 
 
 def _tanh_step(gi: Tensor, state: tuple, w_hh, b_hh, w_hr) -> tuple:
