@@ -48,7 +48,7 @@ CONFIGS = [
     ("GRU", {"num_layers": 3, "bidirectional": True}, True),
     ("GRU", {"batch_first": True, "dropout": 0.0, "num_layers": 2}, True),
 ]
-SEQ_LEN = {"GRU": 1}  # one GRU config runs a single step (a one-piece split of the gates)
+SEQ_LEN = {"GRU": 1}  # the plain GRU runs one step: the input gates split into one piece
 
 
 def _states(kind: str, t_mod, batch: int, unbatched: bool = False):
