@@ -366,6 +366,52 @@ def test_free_during_malloc_is_deferred():
     check_invariants(alloc)
 
 
+def test_frees_queued_during_a_malloc_that_raises_are_counted():
+    """The collector may free storages while malloc runs (they are queued); when that
+    malloc then fails, they are still returned before the error leaves it."""
+    alloc = make(capacity=8 * MiB)
+
+    class Holder:
+        pass
+
+    h = Holder()
+    h.me = h  # cyclic garbage: freed only by the collector
+    h.storage = alloc.malloc(512)
+    del h
+    driver_malloc = alloc.ops.malloc
+
+    def collecting_malloc(nbytes):
+        gc.collect()  # the collector runs inside the allocator
+        return driver_malloc(nbytes)
+
+    alloc.ops.malloc = collecting_malloc
+    with pytest.raises(FakeOOM):
+        alloc.malloc(64 * MiB)
+    assert alloc._deferred == [] and alloc.allocated_bytes == 0
+    check_invariants(alloc)
+
+
+def test_second_device_stats_do_not_wait_for_cross_stream_events():
+    """tests/cuda/test_runtime.py's two-GPU sequence on device 1's allocator, its events
+    never completing (as under compute-sanitizer, where kernels run slowly): arrays freed on
+    the default stream, on a side stream while it was current, and afterwards leave
+    memory_allocated at its baseline at once, as torch's statistics do; only the reuse of
+    the side stream's chunk waits for its event."""
+    alloc = CachingAllocator(FakeOps(), device=1, oom_error=FakeOOM)
+    base = alloc.allocated_bytes
+    x = alloc.malloc(4000)  # from_numpy on device 1's default stream
+    alloc.current_stream = 11  # with stream(s1):
+    y = alloc.malloc(4000)  # the add's output, on s1
+    alloc.current_stream = 0
+    z = alloc.malloc(40)
+    total = alloc.malloc(4)  # the sum's output, read by item() and dropped
+    del total
+    del x, y, z
+    assert alloc.allocated_bytes == base
+    assert alloc.stats()["num_pending_frees"] == 1  # y: freed while stream 0 was current
+    check_invariants(alloc)
+
+
 def test_cyclic_garbage_is_freed():
     alloc = make()
 

@@ -14,7 +14,7 @@ from genesis import dtypes as D
 pytestmark = pytest.mark.cuda
 pytest.importorskip("triton")  # the kernels are Triton code; CI machines may lack it
 
-from kernel_arrays import DEV, TORCH, check, dev, make, sync  # noqa: E402
+from kernel_arrays import DEV, TORCH, check, dev, host, make, sync  # noqa: E402
 
 from genesis_cuda.kernels import elementwise as ew  # noqa: E402
 
@@ -146,6 +146,39 @@ def test_binary(op, dtype):
     if op == "pow" and not dtype.is_floating_point:
         b = make((33, 65), dtype, low=0, high=5, seed=13)
     check(ew.binary(op, dev(a), dev(b)), ref_binary(op, a, b))
+
+
+def test_int64_division_and_power_are_exact_beyond_float_precision():
+    """Floor division, remainder and power of int64 stay in integer arithmetic: through a
+    float, values past 2**53 (2**24 for float32) would come out a few units off."""
+    a = torch.tensor([123456789012, -123456789012, 2**53 + 1, -(2**62) - 7, 7, -7], device=DEV)
+    b = torch.tensor([7, 7, 3, 1000003, -2, 2], device=DEV)
+    for op in ("floor_divide", "remainder"):
+        check(ew.binary(op, dev(a), dev(b)), getattr(torch, op)(a, b))
+        check(ew.binary(op, dev(a), 1000003), getattr(torch, op)(a, 1000003))
+    base = torch.tensor([3, -3, 2, 7, -1, 2], device=DEV)
+    exp = torch.tensor([39, 39, 62, 22, 101, -1], device=DEV)
+    check(ew.binary("pow", dev(base), dev(exp)), torch.pow(base, exp))
+
+
+@pytest.mark.parametrize("dtype", [D.int32, D.int64], ids=str)
+def test_most_negative_over_minus_one_wraps(dtype):
+    """MIN // -1 is MIN and MIN % -1 is 0, as genesis's CPU backend gives (the hardware's
+    result is unspecified there and torch's CPU kernel traps: the values are written out)."""
+    low = torch.iinfo(TORCH[dtype]).min
+    a = torch.tensor([low, 9, -9], dtype=TORCH[dtype], device=DEV)
+    b = torch.tensor([-1, -1, 2], dtype=TORCH[dtype], device=DEV)
+    assert host(ew.binary("floor_divide", dev(a), dev(b))).tolist() == [low, -9, -5]
+    assert host(ew.binary("remainder", dev(a), dev(b))).tolist() == [0, 0, 1]
+    assert host(ew.binary("floor_divide", dev(a), -1)).tolist() == [low, -9, 9]
+    assert host(ew.binary("remainder", dev(a), -1)).tolist() == [0, 0, 0]
+
+
+def test_integer_pow_refuses_a_negative_python_exponent():
+    a = torch.tensor([1, 2, 3], device=DEV)
+    with pytest.raises(RuntimeError, match="Integers to negative integer powers"):
+        ew.binary("pow", dev(a), -1)
+    check(ew.binary("pow", dev(a.float()), -1), torch.pow(a.float(), -1))
 
 
 @pytest.mark.parametrize("dtype", [D.float32, D.float64], ids=str)

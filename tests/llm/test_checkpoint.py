@@ -93,9 +93,9 @@ def test_safetensors_io_every_dtype(tmp_path):
                "f16": genesis.randn(2, 2).to(genesis.float16),
                "i64": genesis.arange(6).reshape(2, 3), "empty": genesis.zeros(0, 3)}
     save_tensors(tensors, tmp_path / "t.safetensors", {"format": "pt"})
-    header, start = read_header(tmp_path / "t.safetensors")
+    header = read_header(tmp_path / "t.safetensors")
     for name, t in tensors.items():
-        back = load_tensor(tmp_path / "t.safetensors", header[name], start)
+        back = load_tensor(tmp_path / "t.safetensors", header, name)
         assert back.dtype is t.dtype and back.shape == t.shape
         np.testing.assert_array_equal(np.asarray(back), np.asarray(t))
 
@@ -117,8 +117,8 @@ def test_missing_weights_file(tmp_path):
 def test_one_error_names_every_bad_tensor(tmp_path):
     make_checkpoint("qwen2", tmp_path)
     path = tmp_path / "model.safetensors"
-    header, start = read_header(path)
-    tensors = {name: load_tensor(path, info, start) for name, info in header.items()}
+    header = read_header(path)
+    tensors = {name: load_tensor(path, header, name) for name in header.tensors}
     del tensors["model.norm.weight"]
     del tensors["model.layers.1.mlp.up_proj.weight"]
     tensors["model.layers.0.extra.weight"] = genesis.zeros(3)

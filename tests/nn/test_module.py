@@ -223,6 +223,20 @@ def test_load_state_dict_strict_errors_list_all_keys():
     assert sorted(result.unexpected_keys) == ["extra.weight", "fc1.extra"]
 
 
+def test_strict_load_rejects_keys_nested_under_a_parameter_or_an_empty_slot():
+    net = Net()
+    net.register_module("gone", None)
+    sd = net.state_dict()
+    sd["fc1.weight.foo"] = genesis.zeros(1)  # under a parameter: not the parameter
+    sd["weight"] = genesis.zeros(1)  # the root has no parameter of that name
+    sd["gone.weight"] = genesis.zeros(1)  # a child slot holding None loads nothing
+    with pytest.raises(RuntimeError,
+                       match=r'Unexpected key\(s\) in state_dict: .*"fc1.weight.foo"'):
+        net.load_state_dict(sd)
+    result = net.load_state_dict(sd, strict=False)
+    assert sorted(result.unexpected_keys) == ["fc1.weight.foo", "gone.weight", "weight"]
+
+
 def test_load_state_dict_shape_mismatch():
     sd = nn.Linear(3, 5).state_dict()
     with pytest.raises(RuntimeError, match=r"size mismatch for weight: copying a param with "

@@ -1,22 +1,15 @@
 """``genesis.save`` / ``genesis.load``: checkpoints as safetensors files, without pickle.
 
-A checkpoint is ONE safetensors file (https://github.com/huggingface/safetensors):
+A checkpoint is ONE safetensors file (the format is described, read and written by
+``genesis.safetensors_file``). The nested Python structure around the tensors (dicts, lists,
+tuples, numbers, strings, ``None``) is stored as JSON in ``__metadata__["genesis"]``; every
+container and tensor there is a tagged object (``{"$": "dict", "items": [[key, value], ...]}``,
+``{"$": "tensor", "name": ...}``), so keys of any hashable type and tuples come back as they
+went in. Loading only parses JSON and copies bytes: no code from the file ever runs. A plain
+safetensors file (e.g. from ``safetensors.torch.save_file``) loads as a flat dict of tensors.
 
-    8 bytes    little-endian u64 N, the length of the header
-    N bytes    JSON header: {"__metadata__": {...}, "<name>": {"dtype": "F32", "shape": [2, 3],
-               "data_offsets": [begin, end]}, ...}, padded with spaces to a multiple of 8
-    the rest   raw little-endian tensor bytes; offsets count from the end of the header
-
-The nested Python structure around the tensors (dicts, lists, tuples, numbers, strings,
-``None``) is stored as JSON in ``__metadata__["genesis"]``; every container and tensor there
-is a tagged object (``{"$": "dict", "items": [[key, value], ...]}``, ``{"$": "tensor",
-"name": ...}``), so keys of any hashable type and tuples come back as they went in. Loading
-only parses JSON and copies bytes: no code from the file ever runs. A plain safetensors file
-(e.g. from ``safetensors.torch.save_file``) loads as a flat dict of tensors.
-
-Writes are atomic: the file is written under a temporary name in the same directory,
-flushed and fsync'ed, then renamed over the target (and the directory fsync'ed), so a crash
-mid-save leaves either the old file or the new one under the name, never a torn one.
+Writes to a path are atomic (``genesis.atomic_write``): a crash mid-save leaves either the
+old file or the new one under the name, never a torn one.
 """
 
 from __future__ import annotations
@@ -26,36 +19,24 @@ import collections
 import json
 import math
 import os
-import secrets
-import sys
 from typing import Any, BinaryIO
 
-import numpy as np
-
 from genesis import dtypes as D
-from genesis.creation import from_numpy
+from genesis.atomic_write import atomic_write
 from genesis.device import device as Device
+from genesis.safetensors_file import (
+    CheckpointError,
+    array_to_tensor,
+    read_array,
+    read_header,
+    write_safetensors,
+)
 from genesis.tensor import Tensor
 
-# safetensors dtype code <-> genesis dtype; bf16 travels as raw 16-bit words.
-_CODE_OF = {
-    D.bool_: "BOOL", D.uint8: "U8", D.int8: "I8", D.int16: "I16", D.int32: "I32",
-    D.int64: "I64", D.float16: "F16", D.bfloat16: "BF16", D.float32: "F32", D.float64: "F64",
-}
-_DTYPE_OF = {code: dt for dt, code in _CODE_OF.items()}
-_NUMPY_OF = {
-    D.bool_: np.dtype("?"), D.uint8: np.dtype("u1"), D.int8: np.dtype("i1"),
-    D.int16: np.dtype("<i2"), D.int32: np.dtype("<i4"), D.int64: np.dtype("<i8"),
-    D.float16: np.dtype("<f2"), D.bfloat16: np.dtype("<i2"), D.float32: np.dtype("<f4"),
-    D.float64: np.dtype("<f8"),
-}
+__all__ = ["save", "load", "CheckpointError"]
+
 _METADATA_KEY = "genesis"  # __metadata__ entry holding the structure JSON
 _FORMAT_VERSION = 1
-_MAX_HEADER = 100 * 1024 * 1024  # safetensors' own limit on the header size
-
-
-class CheckpointError(ValueError):
-    """A checkpoint file is truncated, malformed or not a safetensors file."""
 
 
 # ---------------------------------------------------------------------------- save
@@ -79,33 +60,20 @@ def save(obj: Any, f: str | os.PathLike | BinaryIO) -> None:
     tensors: dict[int, tuple[str, Any]] = {}
     names: set[str] = set()
     structure = _encode(obj, (), tensors, names)
-    payload = [(name, _to_numpy(t), t) for name, t in tensors.values()]
-    # Wider types first keeps every tensor aligned to its element size, as safetensors does.
-    payload.sort(key=lambda item: -item[1].dtype.itemsize)
-    header: dict[str, Any] = {"__metadata__": {
+    metadata = {
         "format": "pt",  # lets safetensors' own loaders read the tensors too
         _METADATA_KEY: json.dumps({"version": _FORMAT_VERSION, "root": structure},
                                   separators=(",", ":"), allow_nan=False),
-    }}
-    offset = 0
-    for name, arr, t in payload:
-        header[name] = {"dtype": _CODE_OF[t.dtype], "shape": list(t.shape),
-                        "data_offsets": [offset, offset + arr.nbytes]}
-        offset += arr.nbytes
-    head = json.dumps(header, separators=(",", ":"), allow_nan=False).encode("utf-8")
-    head += b" " * (-len(head) % 8)
-
-    def write(fh: BinaryIO) -> None:
-        fh.write(len(head).to_bytes(8, "little"))
-        fh.write(head)
-        for _, arr, _ in payload:
-            if arr.nbytes:
-                fh.write(arr.reshape(-1).view(np.uint8).data)
-
+    }
+    named = dict(tensors.values())
     if isinstance(f, (str, os.PathLike)):
-        _atomic_write(os.fspath(f), write)
+        try:
+            with atomic_write(f) as tmp, open(tmp, "wb") as fh:
+                write_safetensors(fh, named, metadata)
+        except FileNotFoundError as exc:
+            raise FileNotFoundError(f"genesis.save: {exc}") from None
     else:
-        write(f)
+        write_safetensors(f, named, metadata)
 
 
 def _encode(obj: Any, path: tuple, tensors: dict, names: set) -> Any:
@@ -161,56 +129,6 @@ def _unique_name(path: tuple, names: set) -> str:
     return name
 
 
-def _to_numpy(t) -> np.ndarray:
-    """The tensor's elements as a C-contiguous little-endian numpy array (bf16 as int16)."""
-    t = t.detach()
-    if t.device.type != "cpu":
-        t = t.to("cpu")
-    if t.dtype is D.bfloat16:
-        t = t.view(D.int16)  # numpy has no bf16: keep the raw bits
-    arr = np.ascontiguousarray(t.numpy())
-    want = _NUMPY_OF[t.dtype]
-    if arr.dtype != want:
-        arr = arr.astype(want)  # byte order only (big-endian hosts)
-    return arr
-
-
-def _atomic_write(path: str, write) -> None:
-    directory = os.path.dirname(os.path.abspath(path))
-    tmp = os.path.join(directory, f".{os.path.basename(path)}.{secrets.token_hex(6)}.tmp")
-    # os.open applies the umask, so the file gets the permissions a plain open() would.
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0),
-                     0o666)
-    except FileNotFoundError:  # name the missing directory, not our hidden temporary file
-        raise FileNotFoundError(f"genesis.save: cannot write {path!r}: the directory "
-                                f"{directory!r} does not exist") from None
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            write(fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    _fsync_dir(directory)
-
-
-def _fsync_dir(directory: str) -> None:
-    """Make the rename durable (POSIX); Windows cannot open directories and needs none."""
-    if os.name != "posix":
-        return
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 # ---------------------------------------------------------------------------- load
 def load(f: str | os.PathLike | BinaryIO, map_location=None, *, weights_only: bool = True):
     """Load what ``genesis.save`` wrote (or a plain safetensors file).
@@ -236,20 +154,16 @@ def load(f: str | os.PathLike | BinaryIO, map_location=None, *, weights_only: bo
     """
     if isinstance(f, (str, os.PathLike)):
         with open(os.fspath(f), "rb") as fh:
-            return _load(fh, os.fspath(f), map_location)
-    return _load(f, getattr(f, "name", "<file object>"), map_location)
+            return _load(fh, map_location)
+    return _load(f, map_location)
 
 
-def _load(fh: BinaryIO, where: str, map_location):
-    start = fh.tell()
-    size = fh.seek(0, os.SEEK_END) - start
-    fh.seek(start)
-    header, data_start = _read_header(fh, size, where)
-    metadata = header.pop("__metadata__", None)
-    entries = _check_entries(header, size - data_start, where)
+def _load(fh: BinaryIO, map_location):
+    header = read_header(fh)
+    where, metadata = header.where, header.metadata
     mapper = _device_mapper(map_location)
     structure = plain = object()  # no genesis structure: a plain safetensors file
-    if isinstance(metadata, dict) and _METADATA_KEY in metadata:
+    if metadata is not None and _METADATA_KEY in metadata:
         try:
             doc = json.loads(metadata[_METADATA_KEY])
             version, structure = doc["version"], doc["root"]
@@ -261,110 +175,20 @@ def _load(fh: BinaryIO, where: str, map_location):
         if not _is_int(version) or version > _FORMAT_VERSION:
             raise CheckpointError(f"{where}: checkpoint format version {version!r} is newer "
                                   f"than this genesis reads ({_FORMAT_VERSION}); upgrade genesis")
-    arrays = {}
-    for name, (dtype, shape, begin, end) in entries.items():
-        arrays[name] = _read_array(fh, data_start + start + begin, end - begin, dtype, shape,
-                                   name, where)
+    arrays = {name: read_array(fh, header, name) for name in header.tensors}
+    dtypes = {name: entry.dtype for name, entry in header.tensors.items()}
     if structure is plain:  # a flat dict of tensors
-        return {name: _make_tensor(arr, entries[name][0], mapper("cpu"), False)
+        return {name: _make_tensor(arr, dtypes[name], mapper("cpu"), False)
                 for name, arr in arrays.items()}
-    return _decode(structure, arrays, entries, mapper, where, {})
-
-
-def _read_header(fh: BinaryIO, size: int, where: str) -> tuple[dict, int]:
-    if size < 8:
-        raise CheckpointError(f"{where}: file is {size} bytes, too short to be a safetensors "
-                              "checkpoint (truncated?)")
-    first = fh.read(8)
-    n = int.from_bytes(first, "little")
-    if n > size - 8 and (first[:4] == b"PK\x03\x04" or first[:1] == b"\x80"):
-        raise CheckpointError(f"{where}: this is a zip/pickle file (torch.save's format?), not "
-                              "a safetensors checkpoint; genesis never unpickles files")
-    if n > size - 8:
-        raise CheckpointError(f"{where}: header length {n} goes past the end of the file "
-                              f"({size} bytes): truncated or not a safetensors file")
-    if n > _MAX_HEADER:
-        raise CheckpointError(f"{where}: header length {n} exceeds the {_MAX_HEADER}-byte limit")
-    raw = fh.read(n)
-    try:
-        header = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError) as exc:  # deep nesting: Recursion
-        raise CheckpointError(f"{where}: header is not valid JSON ({type(exc).__name__}: "
-                              f"{exc})") from None
-    if not isinstance(header, dict):
-        raise CheckpointError(f"{where}: header must be a JSON object, got "
-                              f"{type(header).__name__}")
-    meta = header.get("__metadata__")
-    if meta is not None and not (isinstance(meta, dict)
-                                 and all(isinstance(v, str) for v in meta.values())):
-        raise CheckpointError(f"{where}: __metadata__ must map strings to strings")
-    return header, 8 + n
-
-
-def _check_entries(header: dict, data_size: int, where: str) -> dict:
-    """Validate every tensor entry; returns name -> (dtype, shape, begin, end)."""
-    entries = {}
-    for name, info in header.items():
-        if not isinstance(info, dict) or not {"dtype", "shape", "data_offsets"} <= info.keys():
-            raise CheckpointError(f"{where}: tensor {name!r} needs 'dtype', 'shape' and "
-                                  f"'data_offsets', got {info!r}")
-        code, shape, offsets = info["dtype"], info["shape"], info["data_offsets"]
-        if code not in _DTYPE_OF:
-            raise CheckpointError(f"{where}: tensor {name!r} has unknown dtype {code!r}; "
-                                  f"genesis reads {sorted(_DTYPE_OF)}")
-        if not isinstance(shape, list) or not all(_is_int(d) and d >= 0 for d in shape):
-            raise CheckpointError(f"{where}: tensor {name!r} has an invalid shape {shape!r}")
-        if (not isinstance(offsets, list) or len(offsets) != 2
-                or not all(_is_int(o) for o in offsets) or not 0 <= offsets[0] <= offsets[1]):
-            raise CheckpointError(f"{where}: tensor {name!r} has invalid data_offsets "
-                                  f"{offsets!r}")
-        begin, end = offsets
-        if end > data_size:
-            raise CheckpointError(f"{where}: tensor {name!r} data_offsets [{begin}, {end}] are "
-                                  f"out of range: the data section has {data_size} bytes "
-                                  "(truncated file?)")
-        dtype = _DTYPE_OF[code]
-        need = math.prod(shape) * dtype.itemsize
-        if end - begin != need:
-            raise CheckpointError(f"{where}: tensor {name!r} has {end - begin} bytes but shape "
-                                  f"{shape} of {code} needs {need} (wrong byte count)")
-        entries[name] = (dtype, tuple(shape), begin, end)
-    covered = 0
-    last = None
-    for name, (_, _, begin, end) in sorted(entries.items(), key=lambda e: (e[1][2], e[1][3])):
-        if begin < covered:
-            raise CheckpointError(f"{where}: tensors {last!r} and {name!r} overlap in the file")
-        if begin > covered:
-            raise CheckpointError(f"{where}: {begin - covered} unaccounted bytes before tensor "
-                                  f"{name!r} (malformed offsets)")
-        covered, last = end, name
-    if covered != data_size:
-        raise CheckpointError(f"{where}: {data_size - covered} bytes after the last tensor; "
-                              "the header does not describe the file")
-    return entries
+    return _decode(structure, arrays, dtypes, mapper, where, {})
 
 
 def _is_int(x) -> bool:
     return isinstance(x, int) and not isinstance(x, bool)
 
 
-def _read_array(fh: BinaryIO, pos: int, nbytes: int, dtype, shape, name: str, where: str):
-    arr = np.empty(shape, dtype=_NUMPY_OF[dtype].newbyteorder("="))
-    if nbytes:
-        fh.seek(pos)
-        got = fh.readinto(arr.reshape(-1).view(np.uint8))
-        if got != nbytes:
-            raise CheckpointError(f"{where}: tensor {name!r} is truncated ({got} of {nbytes} "
-                                  "bytes)")
-        if sys.byteorder == "big" and arr.dtype.itemsize > 1:
-            arr.byteswap(inplace=True)
-    return arr
-
-
-def _make_tensor(arr: np.ndarray, dtype, device, requires_grad: bool):
-    t = from_numpy(arr)
-    if dtype is D.bfloat16:
-        t = t.view(D.bfloat16)
+def _make_tensor(arr, dtype, device, requires_grad: bool):
+    t = array_to_tensor(arr, dtype)
     if device is not None and device != Device("cpu"):
         t = t.to(device)
     if requires_grad:
@@ -386,7 +210,7 @@ def _device_mapper(map_location):
                     f"device strings, got {type(map_location).__name__}")
 
 
-def _decode(node, arrays: dict, entries: dict, mapper, where: str, made: dict):
+def _decode(node, arrays: dict, dtypes: dict, mapper, where: str, made: dict):
     if node is None or isinstance(node, (bool, int, float, str)):
         return node
     if isinstance(node, list):
@@ -401,18 +225,18 @@ def _decode(node, arrays: dict, entries: dict, mapper, where: str, made: dict):
                 if name not in arrays:
                     raise CheckpointError(f"{where}: the structure refers to tensor {name!r}, "
                                           "which the file does not contain")
-                made[name] = _make_tensor(arrays[name], entries[name][0],
+                made[name] = _make_tensor(arrays[name], dtypes[name],
                                           mapper(node.get("device", "cpu")),
                                           bool(node.get("requires_grad", False)))
             return made[name]
         if tag in ("dict", "odict"):
             out = {} if tag == "dict" else collections.OrderedDict()
             for key, value in node["items"]:
-                out[_decode(key, arrays, entries, mapper, where, made)] = _decode(
-                    value, arrays, entries, mapper, where, made)
+                out[_decode(key, arrays, dtypes, mapper, where, made)] = _decode(
+                    value, arrays, dtypes, mapper, where, made)
             return out
         if tag in ("list", "tuple"):
-            items = [_decode(v, arrays, entries, mapper, where, made) for v in node["v"]]
+            items = [_decode(v, arrays, dtypes, mapper, where, made) for v in node["v"]]
             return items if tag == "list" else tuple(items)
         if tag == "float":
             if node["v"] not in ("nan", "inf", "-inf"):

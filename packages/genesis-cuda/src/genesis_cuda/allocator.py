@@ -267,8 +267,8 @@ class CachingAllocator:
             storage = Storage(chunk.ptr, chunk.size, self.device, chunk, self)
         finally:
             self._busy = False
-        if self._deferred:
-            self._drain_deferred()
+            if self._deferred:  # (also when this call raised: those frees happened)
+                self._drain_deferred()
         return storage
 
     def _best_fit(self, size: int, stream: int, small: bool) -> Chunk | None:
@@ -385,8 +385,8 @@ class CachingAllocator:
                     self._release_chunk(chunk)
         finally:
             self._busy = False
-        if self._deferred:
-            self._drain_deferred()
+            if self._deferred:
+                self._drain_deferred()
 
     def _exclusively(self, fn, *args):
         """``fn(*args)`` with ``_busy`` set: frees that the garbage collector makes meanwhile

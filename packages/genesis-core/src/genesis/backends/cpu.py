@@ -28,6 +28,10 @@ _NO_OUT_UNARY = {
 _UNARY = {op: getattr(torch, op) for op in Backend.UNARY_OPS if op not in _NO_OUT_UNARY}
 _BINARY = {op: getattr(torch, op) for op in Backend.BINARY_OPS}
 _NEEDS_TENSOR_B = {"maximum", "minimum", "atan2"}  # torch rejects a Python scalar there
+# x86's integer division traps on MIN / -1 for 32- and 64-bit operands (int8 and int16 are
+# widened first): torch's kernels would kill the process with SIGFPE there.
+_TRAPPING_DIVISIONS = {"floor_divide", "remainder"}
+_TRAPPING_INTS = (torch.int32, torch.int64)
 
 # torch's CPU flash attention (forward and backward), where this torch has it with masks
 _FLASH = getattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu", None)
@@ -158,6 +162,8 @@ class CPUBackend(Backend):
 
     def binary_kernel(self, op):
         fn = _BINARY[op]
+        if op in _TRAPPING_DIVISIONS:
+            return _without_overflow_trap(op, fn)
         if op in _NEEDS_TENSOR_B:
             def kernel(a, b, out=None):
                 if not isinstance(b, torch.Tensor):
@@ -169,7 +175,7 @@ class CPUBackend(Backend):
 
     def inplace_kernel(self, op):
         method = getattr(torch.Tensor, op + "_", None)  # torch's own x.add_(y): no out= to parse
-        if method is None or op in _NEEDS_TENSOR_B:
+        if method is None or op in _NEEDS_TENSOR_B or op in _TRAPPING_DIVISIONS:
             return super().inplace_kernel(op)
         return method
 
@@ -334,6 +340,29 @@ class CPUBackend(Backend):
                                               is_causal, scale, rng):
         return _FLASH_BACKWARD(grad, q, k, v, out, lse, 0.0, is_causal,
                                attn_mask=_additive_mask(mask, q.dtype), scale=scale)
+
+
+def _without_overflow_trap(op, fn):
+    """torch's ``floor_divide``/``remainder`` kernel ``fn`` with a divisor of -1 kept out of
+    the hardware division for int32/int64 (see ``_TRAPPING_INTS``): the quotient by -1 is
+    the negation, wrapping MIN to MIN as any other integer overflow; the remainder is 0.
+    ``a`` and ``b`` have one shape here (genesis broadcasts first)."""
+    by_minus_one = torch.neg if op == "floor_divide" else torch.zeros_like
+
+    def kernel(a, b, out=None):
+        if a.dtype in _TRAPPING_INTS:
+            if isinstance(b, torch.Tensor):
+                minus_one = b == -1
+                if minus_one.any():
+                    result = torch.where(minus_one, by_minus_one(a),
+                                         fn(a, b.masked_fill(minus_one, 1)))
+                    return result if out is None else out.copy_(result)
+            elif b == -1:
+                result = by_minus_one(a)
+                return result if out is None else out.copy_(result)
+        return fn(a, b) if out is None else fn(a, b, out=out)
+
+    return kernel
 
 
 def _additive_mask(mask, dtype):

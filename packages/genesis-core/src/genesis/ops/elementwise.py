@@ -52,17 +52,29 @@ def div(input, other, *, rounding_mode: str | None = None) -> Tensor:
 
     Returns:
         A new tensor of the broadcast shape.
+
+    Integer rounding divisions are exact (no float round trip). An integer zero divisor
+    raises ``RuntimeError: ZeroDivisionError`` on the CPU; on CUDA it gives an unspecified
+    value and no error (a check would cost a host synchronisation), as torch on each device.
     """
     if rounding_mode is None:
         return _div(input, other)
     if rounding_mode == "floor":
         return floor_divide(input, other)
     if rounding_mode == "trunc":
+        if not D.result_type(input, other).is_floating_point:
+            return _trunc_divide_integers(input, other)
         q = _div(input, other)
-        q = where(q < 0, q.ceil(), q.floor())
-        dtype = D.result_type(input, other)
-        return q if dtype.is_floating_point else q.to(dtype)
+        return where(q < 0, q.ceil(), q.floor())
     raise ValueError(f"div expected rounding_mode None, 'trunc' or 'floor', got {rounding_mode!r}")
+
+
+def _trunc_divide_integers(input, other) -> Tensor:
+    """Integer division rounded toward zero, in integer arithmetic: the floor quotient, one
+    up where it is negative and inexact (a float quotient loses digits beyond 2**24 or 2**53).
+    """
+    q = floor_divide(input, other)  # (raises for a zero divisor where the backend does)
+    return q + ((q < 0) & (DECLARED["remainder"](input, other) != 0))
 
 
 # The public functions: the declared ones, the hand-written wrappers in their place.

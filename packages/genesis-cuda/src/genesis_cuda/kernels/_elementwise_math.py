@@ -284,16 +284,30 @@ def _binary(x, y, OP: tl.constexpr, NBITS: tl.constexpr):
             r = tl.where(div != 0, fl, _m_copysign(zero, q))
             r = tl.where(y == 0, q, r)
         else:
-            q = x // y
-            rem = x % y
-            r = tl.where((rem != 0) & ((rem < 0) != (y < 0)), q - 1, q)
+            # Triton's // and % truncate (C semantics): step the quotient down where the
+            # remainder's sign differs from the divisor's. Integer math throughout: a float
+            # quotient loses digits beyond 2**24 (2**53). y == -1 is the negation, wrapping
+            # MIN to MIN as any integer overflow (the hardware's MIN / -1 is unspecified).
+            d = y
+            if x.dtype.is_int_signed():
+                d = tl.where(y == -1, 1, y)
+            q = x // d
+            rem = x % d
+            r = tl.where((rem != 0) & ((rem < 0) != (d < 0)), q - 1, q)
+            if x.dtype.is_int_signed():
+                r = tl.where(y == -1, -x, r)
     elif OP == "remainder":
         if x.dtype.is_floating():
             mod = _m_fmod(x, y)
             r = tl.where((mod != 0) & ((y < 0) != (mod < 0)), mod + y, mod)
         else:
-            rem = x % y
-            r = tl.where((rem != 0) & ((rem < 0) != (y < 0)), rem + y, rem)
+            d = y
+            if x.dtype.is_int_signed():  # (x % -1 is 0; MIN % -1 is unspecified in hardware)
+                d = tl.where(y == -1, 1, y)
+            rem = x % d
+            r = tl.where((rem != 0) & ((rem < 0) != (d < 0)), rem + d, rem)
+            if x.dtype.is_int_signed():
+                r = tl.where(y == -1, 0, r)
     elif OP == "pow":
         if x.dtype.is_floating():
             r = _m_pow(x, y)

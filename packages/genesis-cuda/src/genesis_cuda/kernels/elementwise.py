@@ -427,7 +427,21 @@ def binary_kernel(op):
                 return out
         return launch(op, out, a, b, None, 2)
 
+    if op == "pow":
+        kernel = _refusing_negative_integer_exponents(kernel)
     _binary_cache[op] = kernel
+    return kernel
+
+
+def _refusing_negative_integer_exponents(pow_kernel):
+    """``pow_kernel`` with torch's host-side check: an integer tensor to a negative integer
+    Python exponent is an error (a tensor of exponents is not checked: that would need the
+    data; its negative entries give torch's 1, -1 or 0)."""
+    def kernel(a, b, out=None):
+        if b.__class__ is int and b < 0 and not a.dtype.is_floating_point:
+            raise RuntimeError("Integers to negative integer powers are not allowed.")
+        return pow_kernel(a, b, out)
+
     return kernel
 
 

@@ -17,6 +17,7 @@ torch storage); CUDA tensors through NCCL (CuPy's bindings, on genesis's own dev
 streams; CuPy is imported only when NCCL is used). Ranks meet through torch's ``TCPStore``.
 """
 
+from genesis.distributed.agreement import CollectiveMismatchError
 from genesis.distributed.checkpoint import load_checkpoint, save_checkpoint
 from genesis.distributed.collectives import (
     all_gather,
@@ -50,7 +51,8 @@ from genesis.distributed.reduce_op import DistBackendError, ReduceOp
 from genesis.distributed.work import Work
 
 __all__ = [
-    "DistBackendError", "DistributedDataParallel", "GroupMember", "ProcessGroup", "ReduceOp",
+    "CollectiveMismatchError", "DistBackendError", "DistributedDataParallel", "GroupMember",
+    "ProcessGroup", "ReduceOp",
     "Work", "all_gather", "all_gather_into_tensor", "all_reduce", "all_to_all_single",
     "barrier", "broadcast", "destroy_process_group", "get_backend", "get_rank",
     "get_world_size", "init_process_group", "irecv", "is_available", "is_initialized",

@@ -5,11 +5,18 @@ the shapes), finds the group's backend for the tensors' device and runs it. With
 ``async_op=True`` it returns a ``Work`` to ``wait()`` on; otherwise it finishes first and
 returns ``None``. Ranks given as ``src``/``dst`` are global ranks, as in torch. On a rank
 outside ``group`` every collective does nothing and returns ``None``.
+
+Before a collective moves data the ranks check that they agree on it (``agreement.py``: the
+same collective, dtypes and sizes; set by ``GENESIS_DISTRIBUTED_DEBUG``), so a mismatch
+raises ``CollectiveMismatchError`` on every rank instead of pairing up different calls. An
+empty tensor takes part in that check like any other; only when every rank's is empty
+(which the check guarantees where it runs) is the transfer itself skipped.
 """
 
 from __future__ import annotations
 
 import genesis
+from genesis.distributed.agreement import agree
 from genesis.distributed.group import ProcessGroup, resolve
 from genesis.distributed.reduce_op import ReduceOp
 from genesis.distributed.work import Work, completed
@@ -85,9 +92,11 @@ def all_reduce(tensor, op: ReduceOp = ReduceOp.SUM, group: ProcessGroup | None =
     g = resolve(group)
     if g is None:
         return None
+    op = _op(op, tensor)
+    agree(g, tensor.device.type, "all_reduce", (("tensor", tensor),), (f"op={op.name}",))
     if tensor.numel() == 0:
         return _finish(completed("all_reduce"), async_op)
-    return _finish(_run(g, "all_reduce", (tensor,), (), _op(op, tensor)), async_op)
+    return _finish(_run(g, "all_reduce", (tensor,), (), op), async_op)
 
 
 def broadcast(tensor, src: int, group: ProcessGroup | None = None, async_op: bool = False):
@@ -107,6 +116,7 @@ def broadcast(tensor, src: int, group: ProcessGroup | None = None, async_op: boo
     if g is None:
         return None
     root = g.group_rank(src)
+    agree(g, tensor.device.type, "broadcast", (("tensor", tensor),), (f"src={src}",))
     if tensor.numel() == 0:
         return _finish(completed("broadcast"), async_op)
     return _finish(_run(g, "broadcast", (tensor,), (), root), async_op)
@@ -131,9 +141,11 @@ def reduce(tensor, dst: int, op: ReduceOp = ReduceOp.SUM, group: ProcessGroup | 
     if g is None:
         return None
     root = g.group_rank(dst)
+    op = _op(op, tensor)
+    agree(g, tensor.device.type, "reduce", (("tensor", tensor),), (f"dst={dst}", f"op={op.name}"))
     if tensor.numel() == 0:
         return _finish(completed("reduce"), async_op)
-    return _finish(_run(g, "reduce", (tensor,), (), root, _op(op, tensor)), async_op)
+    return _finish(_run(g, "reduce", (tensor,), (), root, op), async_op)
 
 
 def all_gather_into_tensor(output_tensor, input_tensor, group: ProcessGroup | None = None,
@@ -162,6 +174,8 @@ def all_gather_into_tensor(output_tensor, input_tensor, group: ProcessGroup | No
         raise ValueError(
             f"all_gather_into_tensor: output shape {tuple(output_tensor.shape)} must hold "
             f"{g.size()} x input shape {tuple(input_tensor.shape)}")
+    agree(g, input_tensor.device.type, "all_gather_into_tensor",
+          (("output_tensor", output_tensor), ("input_tensor", input_tensor)))
     if input_tensor.numel() == 0:
         return _finish(completed("all_gather_into_tensor"), async_op)
     work = _run(g, "all_gather_into_tensor", (output_tensor,), (input_tensor,))
@@ -194,6 +208,7 @@ def all_gather(tensor_list: list, tensor, group: ProcessGroup | None = None,
         if t.shape != tensor.shape:
             raise ValueError(f"all_gather: tensor_list[{i}] has shape {tuple(t.shape)}, the "
                              f"input has shape {tuple(tensor.shape)}")
+    agree(g, tensor.device.type, "all_gather", (("tensor", tensor),))
     flat = genesis.empty((g.size(), *tensor.shape), dtype=tensor.dtype, device=tensor.device)
     work = (completed("all_gather") if tensor.numel() == 0 else
             _run(g, "all_gather_into_tensor", (flat,), (tensor,)))
@@ -231,9 +246,12 @@ def reduce_scatter_tensor(output, input, op: ReduceOp = ReduceOp.SUM,
     if input.numel() != output.numel() * g.size():
         raise ValueError(f"reduce_scatter_tensor: input shape {tuple(input.shape)} must hold "
                          f"{g.size()} x output shape {tuple(output.shape)}")
+    op = _op(op, output)
+    agree(g, output.device.type, "reduce_scatter_tensor", (("output", output), ("input", input)),
+          (f"op={op.name}",))
     if output.numel() == 0:
         return _finish(completed("reduce_scatter_tensor"), async_op)
-    work = _run(g, "reduce_scatter_tensor", (output,), (input,), _op(op, output))
+    work = _run(g, "reduce_scatter_tensor", (output,), (input,), op)
     return _finish(work, async_op)
 
 
@@ -294,8 +312,9 @@ def all_to_all_single(output, input, output_split_sizes: list[int] | None = None
     n = g.size()
     out_splits = _splits(output, output_split_sizes, n, "output")
     in_splits = _splits(input, input_split_sizes, n, "input")
-    if output.numel() == 0 and input.numel() == 0:
-        return _finish(completed("all_to_all_single"), async_op)
+    # Sizes legitimately differ between ranks here: the dtype and the call must agree. A
+    # rank with nothing to send or receive still takes part (the others' splits for it are 0).
+    agree(g, input.device.type, "all_to_all_single", (), (f"dtype={input.dtype.name}",))
     work = _run(g, "all_to_all_single", (output,), (input,), out_splits, in_splits)
     return _finish(work, async_op)
 
@@ -423,4 +442,5 @@ def barrier(group: ProcessGroup | None = None, async_op: bool = False, device_ty
         return None
     if device_type is None:
         device_type = "cuda" if "cuda" in g.backends else "cpu"
+    agree(g, device_type, "barrier")
     return _finish(g.impl(device_type).barrier(), async_op)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -22,6 +23,21 @@ __all__ = ["Qwen2Config", "Qwen3Config", "Qwen2MoeConfig", "Qwen3MoeConfig",
 # as the field, and written back under both names so every version finds its own.
 _ALIASES = {"num_local_experts": "num_experts", "qkv_bias": "attention_bias",
             "torch_dtype": "dtype"}
+
+
+# The dtype names a checkpoint's weights may have (genesis.dtypes.dtype_from_name reads them).
+_FLOAT_DTYPE_NAMES = frozenset({"float16", "half", "bfloat16", "float32", "float", "float64",
+                                "double"})
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _check_positive_int(config, name: str, value) -> None:
+    if not (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
+        raise ValueError(f"{type(config).__name__}: {name} must be an integer >= 1, got "
+                         f"{value!r}")
 
 
 @dataclass
@@ -65,7 +81,27 @@ class Qwen2Config:
     dtype: str | None = None  # the checkpoint's dtype name, e.g. "bfloat16"
     extra: dict[str, Any] = field(default_factory=dict, repr=False)  # other keys, kept for saving
 
+    # Fields that must be integers >= 1 (sizes and counts a division or a shape is made of).
+    _POSITIVE: ClassVar[tuple[str, ...]] = (
+        "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
+        "num_attention_heads", "num_key_value_heads", "max_position_embeddings")
+
     def __post_init__(self) -> None:
+        for name in self._POSITIVE:
+            _check_positive_int(self, name, getattr(self, name))
+        if self.head_dim is not None:
+            _check_positive_int(self, "head_dim", self.head_dim)
+        for name in ("rms_norm_eps", "rope_theta"):
+            value = getattr(self, name)
+            if not (_is_number(value) and math.isfinite(value) and value > 0):
+                raise ValueError(f"{type(self).__name__}: {name} must be a finite number > 0, "
+                                 f"got {value!r}")
+        if self.dtype is not None and not (isinstance(self.dtype, str)
+                                           and self.dtype in _FLOAT_DTYPE_NAMES):
+            raise ValueError(f"{type(self).__name__}: dtype must name a floating-point dtype "
+                             f"({', '.join(sorted(_FLOAT_DTYPE_NAMES))}), got {self.dtype!r}")
+        if self.use_sliding_window and self.sliding_window is not None:
+            _check_positive_int(self, "sliding_window", self.sliding_window)
         if self.hidden_act != "silu":
             raise ValueError(f"{type(self).__name__}: hidden_act={self.hidden_act!r} is not "
                              "supported (Qwen models use 'silu')")
@@ -161,6 +197,19 @@ class _MoeFields:
     router_aux_loss_coef: float = 0.001
     output_router_logits: bool = False  # add the load-balancing loss to the loss
 
+    def _check_moe(self) -> None:
+        for name in ("moe_intermediate_size", "decoder_sparse_step"):
+            _check_positive_int(self, name, getattr(self, name))
+        n, k = self.num_experts, self.num_experts_per_tok
+        if not (isinstance(n, int) and not isinstance(n, bool) and n >= 0):
+            raise ValueError(f"{type(self).__name__}: num_experts must be an integer >= 0, got "
+                             f"{n!r}")
+        if n:
+            _check_positive_int(self, "num_experts_per_tok", k)
+            if k > n:
+                raise ValueError(f"{type(self).__name__}: num_experts_per_tok ({k}) exceeds "
+                                 f"num_experts ({n})")
+
     def is_sparse(self, layer: int) -> bool:
         """Whether ``layer`` has a mixture-of-experts MLP (else a dense one)."""
         return (layer not in self.mlp_only_layers and self.num_experts > 0
@@ -176,6 +225,12 @@ class Qwen2MoeConfig(Qwen2Config, _MoeFields):
     architecture: ClassVar[str] = "Qwen2MoeForCausalLM"
     shared_expert_intermediate_size: int = 5632
 
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self._check_moe()
+        _check_positive_int(self, "shared_expert_intermediate_size",
+                            self.shared_expert_intermediate_size)
+
 
 @dataclass
 class Qwen3MoeConfig(Qwen3Config, _MoeFields):
@@ -186,6 +241,10 @@ class Qwen3MoeConfig(Qwen3Config, _MoeFields):
     num_experts: int = 128
     num_experts_per_tok: int = 8
     moe_intermediate_size: int = 768
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self._check_moe()
 
 
 CONFIG_CLASSES = {c.model_type: c for c in (Qwen2Config, Qwen3Config, Qwen2MoeConfig,
@@ -204,6 +263,8 @@ def config_from_dict(d: dict) -> Qwen2Config:
     Raises:
         ValueError: ``model_type`` is missing or not a supported family.
     """
+    if not isinstance(d, dict):
+        raise ValueError(f"a config must be a JSON object, got a {type(d).__name__}")
     model_type = d.get("model_type")
     if model_type not in CONFIG_CLASSES:
         raise ValueError(f"model_type {model_type!r} is not supported; genesis.models knows "
@@ -222,16 +283,30 @@ def load_config(model_dir: str | os.PathLike) -> Qwen2Config:
 
     Raises:
         FileNotFoundError: ``model_dir`` or its ``config.json`` does not exist.
+        NotADirectoryError: ``model_dir`` is a file.
+        ValueError: ``config.json`` is not UTF-8 JSON, not an object, or holds an invalid
+            setting (the message names the file and the field).
+
+    Example::
+
+        >>> load_config("Qwen3-0.6B").num_hidden_layers
+        28
     """
     if not os.path.isdir(model_dir):
+        if os.path.exists(model_dir):
+            raise NotADirectoryError(f"{os.fspath(model_dir)!r} is a file, not a model "
+                                     "directory (config.json + model.safetensors)")
         raise FileNotFoundError(f"model directory {os.fspath(model_dir)!r} does not exist")
     path = os.path.join(model_dir, "config.json")
     if not os.path.isfile(path):
         raise FileNotFoundError(f"{os.fspath(model_dir)!r} has no config.json: expected a "
                                 "Hugging Face model directory (config.json + model.safetensors)")
-    with open(path) as f:
-        try:
+    try:
+        with open(path, encoding="utf-8") as f:
             d = json.load(f)
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{path}: not valid JSON ({e})") from None
-    return config_from_dict(d)
+    except (UnicodeDecodeError, ValueError, RecursionError) as e:
+        raise ValueError(f"{path}: not valid JSON ({type(e).__name__}: {e})") from None
+    try:
+        return config_from_dict(d)
+    except (TypeError, ValueError) as e:  # TypeError: a field of the wrong kind
+        raise ValueError(f"{path}: {e}") from None

@@ -9,13 +9,15 @@ from __future__ import annotations
 import math
 import warnings
 
+import numpy as np
+
 import genesis
 from genesis import Tensor
 
 __all__ = [
     "calculate_gain", "uniform_", "normal_", "trunc_normal_", "constant_", "ones_", "zeros_",
     "eye_", "dirac_", "xavier_uniform_", "xavier_normal_", "kaiming_uniform_",
-    "kaiming_normal_",
+    "kaiming_normal_", "orthogonal_",
 ]
 
 _LINEAR_FNS = ("linear", "conv1d", "conv2d", "conv3d", "conv_transpose1d",
@@ -235,3 +237,47 @@ def kaiming_normal_(tensor: Tensor, a: float = 0.0, mode: str = "fan_in",
     if std is None:
         return tensor
     return normal_(tensor, 0.0, std, generator)
+
+
+def orthogonal_(tensor: Tensor, gain: float = 1.0, generator=None) -> Tensor:
+    """Fill with a (semi-)orthogonal matrix: the Q of a QR factorisation of Gaussian draws.
+
+    The tensor is seen as a matrix ``(size(0), numel / size(0))``; its rows (or columns, if
+    fewer) are orthonormal, then scaled by ``gain``. The signs follow ``R``'s diagonal so the
+    draw is uniform over orthogonal matrices (Saxe et al. 2013). The factorisation runs on
+    the host in float64 (numpy): genesis has no QR op, and this runs once per parameter.
+
+    Args:
+        tensor: at least 2-d.
+        gain: the scale applied to the orthogonal matrix.
+        generator: the RNG to draw from (default: the device's default generator).
+
+    Returns:
+        ``tensor``, filled.
+
+    Example::
+
+        >>> w = genesis.nn.init.orthogonal_(genesis.empty(3, 5))
+        >>> bool(((w @ w.T) - genesis.eye(3)).abs().max() < 1e-5)
+        True
+    """
+    if tensor.ndim < 2:
+        raise ValueError("Only tensors with 2 or more dimensions are supported, got a tensor "
+                         f"of shape {list(tensor.shape)}")
+    if tensor.numel() == 0:
+        return tensor
+    rows = tensor.shape[0]
+    cols = tensor.numel() // rows
+    with genesis.no_grad():
+        draws = genesis.empty((rows, cols), dtype=genesis.float64, device=tensor.device)
+        draws.normal_(0.0, 1.0, generator=generator)
+        flat = np.asarray(draws.cpu().numpy(), dtype=np.float64)
+        if rows < cols:
+            flat = flat.T                                          # (cols, rows): tall
+        q, r = np.linalg.qr(flat)                                  # q: (tall, short)
+        q = q * np.sign(np.diag(r))                                # unique: diag(R) > 0
+        if rows < cols:
+            q = q.T                                                # (rows, cols)
+        filled = genesis.tensor(np.ascontiguousarray(q) * gain, device=tensor.device)
+        tensor.copy_(filled.to(tensor.dtype).reshape(tuple(tensor.shape)))
+    return tensor

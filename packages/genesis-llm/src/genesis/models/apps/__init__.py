@@ -9,5 +9,7 @@
 - ``training_log`` the JSON log and the loss-curve PNG
 - ``sft``         the fine-tuning loop (``genesis-sft``)
 - ``chat``        interactive chat (``genesis-chat``)
-- ``model_dir``   loading a model directory (weights + tokenizer) with clear errors
+- ``model_dir``   loading a model directory (weights + tokenizer) with clear errors, and
+                  saving a tokenizer atomically
+- ``cli_help``    the ``--help`` layout of the apps (defaults shown)
 """

@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 
 import genesis
+from genesis.models.apps.cli_help import DefaultsHelpFormatter
 from genesis.models.apps.model_dir import ModelDirError, load_model, load_tokenizer
 
 
@@ -87,6 +89,10 @@ def stop_token_ids(model_dir: Path, tokenizer) -> list[int]:
     return sorted(set(ids))
 
 
+class PromptTooLongError(ValueError):
+    """The prompt alone fills the model's context: there is no room for a reply."""
+
+
 class ChatSession:
     """A conversation with a model: history, the template, and one reply at a time.
 
@@ -95,7 +101,8 @@ class ChatSession:
         tokenizer: its tokenizer (with a chat template).
         eos_ids: ids that end a reply.
         system: an optional system prompt kept across ``reset``.
-        context: the model's context length (oldest turns are dropped beyond it).
+        context: the model's context length (oldest turns are dropped beyond it; a reply
+            that would run past it is cut short, with a warning).
         gen_kwargs: sampling settings passed to ``generate``.
     """
 
@@ -109,26 +116,50 @@ class ChatSession:
         """Forget the conversation; keep the system prompt."""
         self.messages = [{"role": "system", "content": self.system}] if self.system else []
 
-    def _prompt_ids(self) -> list[int]:
-        budget = (self.context or 0) - self.gen_kwargs.get("max_new_tokens", 0)
+    def _prompt_ids(self) -> tuple[list[int], int]:
+        """The prompt's ids (oldest exchanges dropped to fit) and the reply's token budget."""
+        max_new = self.gen_kwargs.get("max_new_tokens", 0)
+        budget = (self.context or 0) - max_new
         while True:
             ids = self.tokenizer.apply_chat_template(self.messages, tokenize=True,
                                                      add_generation_prompt=True)
-            ids = ids["input_ids"] if isinstance(ids, dict) or hasattr(ids, "keys") else ids
+            ids = list(ids["input_ids"] if isinstance(ids, dict) or hasattr(ids, "keys")
+                       else ids)
             first = 1 if self.system else 0
             if not self.context or len(ids) <= budget or len(self.messages) - first <= 1:
-                return list(ids)
+                break
             del self.messages[first:first + 2]  # the oldest user/assistant exchange
+        if self.context and len(ids) >= self.context:
+            raise PromptTooLongError(
+                f"the prompt is {len(ids)} tokens, but the model's context is {self.context} "
+                "(max_position_embeddings in config.json): no room for a reply; shorten the "
+                "message" + (" or the system prompt" if self.system else ""))
+        if self.context and len(ids) + max_new > self.context:
+            max_new = self.context - len(ids)
+            print(f"genesis-chat: warning: the prompt is {len(ids)} tokens of the model's "
+                  f"{self.context}; the reply is limited to {max_new} tokens", file=sys.stderr)
+        return ids, max_new
 
     def ask(self, text: str, streamer=None, generator=None) -> str:
-        """Add a user message, generate the reply, add it to the history and return it."""
+        """Add a user message, generate the reply, add it to the history and return it.
+
+        Raises:
+            PromptTooLongError: the prompt fills the context (the message is not kept).
+        """
         self.messages.append({"role": "user", "content": text})
-        ids = self._prompt_ids()
+        try:
+            ids, max_new = self._prompt_ids()
+        except PromptTooLongError:
+            self.messages.pop()
+            raise
         device = next(iter(self.model.parameters())).device
         input_ids = genesis.tensor([ids], dtype=genesis.int64, device=device)
+        settings = dict(self.gen_kwargs)
+        if "max_new_tokens" in settings:
+            settings["max_new_tokens"] = max_new
         with genesis.no_grad():
             out = self.model.generate(input_ids, eos_token_id=self.eos_ids, streamer=streamer,
-                                      generator=generator, **self.gen_kwargs)
+                                      generator=generator, **settings)
         new = [t for t in out[0, len(ids):].tolist() if t not in self.eos_ids]
         reply = self.tokenizer.decode(new, skip_special_tokens=True).strip()
         self.messages.append({"role": "assistant", "content": reply})
@@ -137,19 +168,25 @@ class ChatSession:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``genesis-chat``."""
-    p = argparse.ArgumentParser(prog="genesis-chat",
-                                description="Chat with a genesis causal LM in the terminal.")
+    p = argparse.ArgumentParser(
+        prog="genesis-chat", formatter_class=DefaultsHelpFormatter,
+        description="Chat with a genesis causal LM in the terminal.",
+        epilog="In the chat: type a message and press Enter; '/reset' forgets the conversation "
+               "(the system prompt stays); '/exit', '/quit' or Ctrl-D quits.")
     p.add_argument("model_dir", help="model directory (config, weights, tokenizer with a chat "
                    "template)")
     p.add_argument("--system", default=None, help="system prompt")
     p.add_argument("--prompt", default=None,
                    help="answer this one message and exit (no interactive loop)")
-    p.add_argument("--max-new-tokens", type=int, default=256)
+    p.add_argument("--max-new-tokens", type=int, default=256,
+                   help="longest reply in tokens (less when the context is nearly full)")
     p.add_argument("--greedy", action="store_true", help="always take the likeliest token")
-    p.add_argument("--temperature", type=float, default=0.7)
-    p.add_argument("--top-k", type=int, default=50)
-    p.add_argument("--top-p", type=float, default=0.9)
-    p.add_argument("--repetition-penalty", type=float, default=1.0)
+    p.add_argument("--temperature", type=float, default=0.7, help="sampling temperature")
+    p.add_argument("--top-k", type=int, default=50, help="sample among the k likeliest tokens")
+    p.add_argument("--top-p", type=float, default=0.9,
+                   help="sample among the likeliest tokens holding this probability")
+    p.add_argument("--repetition-penalty", type=float, default=1.0,
+                   help="divide the scores of tokens already present by this (1: off)")
     p.add_argument("--seed", type=int, default=None, help="seed the sampling")
     p.add_argument("--device", default=None, help="cpu, cuda or cuda:N (default: the GPU if "
                    "there is one)")
@@ -159,6 +196,27 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-stream", dest="stream", action="store_false",
                    help="print each reply whole")
     return p
+
+
+def check_args(args) -> list[str]:
+    """What is wrong with the sampling flags of ``args`` (empty when nothing is).
+
+    Args:
+        args: parsed ``genesis-chat`` arguments.
+
+    Returns:
+        One message per bad flag, naming it and its value.
+    """
+    rules = [("--max-new-tokens", args.max_new_tokens, lambda v: v >= 1, "an integer >= 1"),
+             ("--temperature", args.temperature, lambda v: v > 0 or args.greedy and v == 0,
+              "a finite number > 0"),
+             ("--top-k", args.top_k, lambda v: v >= 0, "an integer >= 0 (0: off)"),
+             ("--top-p", args.top_p, lambda v: 0 < v <= 1, "a number in (0, 1]"),
+             ("--repetition-penalty", args.repetition_penalty, lambda v: v > 0,
+              "a finite number > 0"),
+             ("--threads", args.threads, lambda v: v is None or v >= 1, "an integer >= 1")]
+    return [f"{flag} must be {words}, got {value!r}" for flag, value, ok, words in rules
+            if not (value is None or math.isfinite(value)) or not ok(value)]
 
 
 def open_session(args) -> ChatSession:
@@ -183,6 +241,10 @@ def open_session(args) -> ChatSession:
 def main(argv=None) -> int:
     """Entry point of ``genesis-chat``; returns the exit status."""
     args = build_parser().parse_args(argv)
+    problems = check_args(args)
+    if problems:
+        print("genesis-chat: error: " + "; ".join(problems), file=sys.stderr)
+        return 2
     try:
         session = open_session(args)
     except (ModelDirError, OSError, ValueError) as exc:
@@ -193,15 +255,19 @@ def main(argv=None) -> int:
         generator = genesis.Generator(next(iter(session.model.parameters())).device)
         generator.manual_seed(args.seed)
 
-    def answer(text: str) -> None:
+    def answer(text: str) -> bool:
         streamer = TextPrinter(session.tokenizer) if args.stream else None
-        reply = session.ask(text, streamer=streamer, generator=generator)
+        try:
+            reply = session.ask(text, streamer=streamer, generator=generator)
+        except PromptTooLongError as exc:
+            print(f"genesis-chat: error: {exc}", file=sys.stderr)
+            return False
         if streamer is None:
             print(reply)
+        return True
 
     if args.prompt is not None:
-        answer(args.prompt)
-        return 0
+        return 0 if answer(args.prompt) else 2
     print(f"genesis-chat: {args.model_dir} ('/reset' forgets the conversation, '/exit' quits)")
     while True:
         try:

@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 import os
 
+from genesis.atomic_write import atomic_write
+
 ROLES = ("system", "user", "assistant", "tool")
 _MAX_REPORTED = 20  # lines named in one error; the rest are counted
 
@@ -65,8 +67,8 @@ def read_chat_jsonl(path: str | os.PathLike) -> list[list[dict]]:
 
     Raises:
         FileNotFoundError: no such file.
-        ChatDataError: some lines are not valid JSON or not valid conversations; the error
-            names each such line by number.
+        ChatDataError: some lines are not UTF-8, not valid JSON or not valid conversations;
+            the error names each such line by number.
 
     Example:
         >>> convs = read_chat_jsonl("train.jsonl")
@@ -75,8 +77,14 @@ def read_chat_jsonl(path: str | os.PathLike) -> list[list[dict]]:
     """
     path = os.fspath(path)
     conversations, problems = [], []
-    with open(path, encoding="utf-8") as f:
-        for number, line in enumerate(f, start=1):
+    with open(path, "rb") as f:
+        for number, raw in enumerate(f, start=1):
+            try:  # a BOM may open the file
+                line = raw.decode("utf-8-sig" if number == 1 else "utf-8")
+            except UnicodeDecodeError as exc:
+                problems.append((number, f"not UTF-8 text (byte {raw[exc.start]:#04x} at "
+                                         f"column {exc.start + 1})"))
+                continue
             if not line.strip():
                 continue
             try:
@@ -101,9 +109,9 @@ def write_chat_jsonl(path: str | os.PathLike, conversations: list[list[dict]]) -
     """Write conversations as chat JSONL (the format ``read_chat_jsonl`` reads).
 
     Args:
-        path: the output file (overwritten).
+        path: the output file (replaced atomically).
         conversations: lists of ``{"role", "content"}`` messages.
     """
-    with open(path, "w", encoding="utf-8") as f:
+    with atomic_write(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
         for messages in conversations:
             f.write(json.dumps({"messages": messages}, ensure_ascii=False) + "\n")

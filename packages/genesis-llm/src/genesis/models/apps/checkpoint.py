@@ -15,6 +15,7 @@ import re
 from pathlib import Path
 
 import genesis
+from genesis.safetensors_file import CheckpointError
 
 CHECKPOINT_DIR = "checkpoints"
 _NAME = re.compile(r"^step-(\d+)\.safetensors$")
@@ -77,13 +78,29 @@ def load_checkpoint(path: Path, model, optimizer, scheduler, device) -> tuple[in
 
     Returns:
         ``(step, history, settings)``.
+
+    Raises:
+        CheckpointError: the file is malformed, or is not a genesis-sft checkpoint of this
+            model (the message names the file and what does not fit).
     """
     state = genesis.load(str(path), map_location=str(device))
-    model.load_state_dict(state["model"])
-    optimizer.load_state_dict(state["optimizer"])
-    scheduler.load_state_dict(state["scheduler"])
-    genesis.set_rng_state(state["rng"])
-    history = {k: list(v) for k, v in state["history"].items()}
+    kinds = {"step": int, "model": dict, "optimizer": dict, "scheduler": dict,
+             "rng": genesis.Tensor, "history": dict, "settings": dict}
+    wrong = [k for k, kind in kinds.items()
+             if not isinstance(state, dict) or not isinstance(state.get(k), kind)]
+    if wrong:
+        raise CheckpointError(f"{path}: not a genesis-sft checkpoint (no valid "
+                              f"{', '.join(wrong)}); resume only from the checkpoints/ a "
+                              "genesis-sft run wrote")
+    try:
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        scheduler.load_state_dict(state["scheduler"])
+        genesis.set_rng_state(state["rng"])
+        history = {k: list(v) for k, v in state["history"].items()}
+    except (RuntimeError, ValueError, KeyError, TypeError, IndexError) as exc:
+        raise CheckpointError(f"{path}: the checkpoint does not fit this run's model or "
+                              f"optimizer ({type(exc).__name__}: {exc})") from None
     return int(state["step"]), history, dict(state["settings"])
 
 

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 from pathlib import Path
+
+from genesis.atomic_write import atomic_write
 
 _WEIGHTS = ("model.safetensors", "model.safetensors.index.json")
 _TOKENIZER = ("tokenizer.json", "tokenizer_config.json")
@@ -36,10 +39,8 @@ def check_model_dir(path: str | os.PathLike, need_chat_template: bool = False) -
     config = p / "config.json"
     if not config.is_file():
         raise ModelDirError(f"{p} has no config.json: not a model directory")
-    try:
-        json.loads(config.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise ModelDirError(f"{config} is not valid JSON: {exc}") from None
+    if not isinstance(_read_json(config), dict):
+        raise ModelDirError(f"{config} must hold a JSON object (the model's settings)")
     if not any((p / w).is_file() for w in _WEIGHTS):
         raise ModelDirError(f"{p} has no weights ({' or '.join(_WEIGHTS)})")
     if not any((p / t).is_file() for t in _TOKENIZER):
@@ -57,10 +58,19 @@ def _has_chat_template(p: Path) -> bool:
     cfg = p / "tokenizer_config.json"
     if not cfg.is_file():
         return False
+    settings = _read_json(cfg)
+    return isinstance(settings, dict) and bool(settings.get("chat_template"))
+
+
+def _read_json(path: Path):
+    """The JSON value of a file, or a ``ModelDirError`` naming the file and the problem."""
     try:
-        return bool(json.loads(cfg.read_text(encoding="utf-8")).get("chat_template"))
-    except json.JSONDecodeError as exc:
-        raise ModelDirError(f"{cfg} is not valid JSON: {exc}") from None
+        return json.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ModelDirError(f"{path} is not UTF-8 text ({exc.reason} at byte "
+                            f"{exc.start})") from None
+    except (ValueError, RecursionError) as exc:
+        raise ModelDirError(f"{path} is not valid JSON: {exc}") from None
 
 
 def load_tokenizer(path: str | os.PathLike, need_chat_template: bool = False):
@@ -77,6 +87,33 @@ def load_tokenizer(path: str | os.PathLike, need_chat_template: bool = False):
 
     p = check_model_dir(path, need_chat_template)
     return AutoTokenizer.from_pretrained(str(p))
+
+
+def save_tokenizer(tokenizer, path: str | os.PathLike) -> None:
+    """``tokenizer.save_pretrained(path)``, with every file replaced atomically.
+
+    The files are written to a scratch folder first, then each one that differs from what
+    ``path`` holds replaces it through ``genesis.atomic_write`` (an unchanged file is not
+    rewritten), so a kill never leaves a torn tokenizer file.
+
+    Args:
+        tokenizer: a ``transformers`` tokenizer.
+        path: the model directory (created if needed).
+
+    Example:
+        >>> save_tokenizer(tokenizer, "runs/sft")
+    """
+    target = Path(path)
+    target.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="genesis-tokenizer-") as scratch:
+        tokenizer.save_pretrained(scratch)
+        for written in sorted(Path(scratch).iterdir()):
+            data = written.read_bytes()
+            dest = target / written.name
+            if dest.is_file() and dest.read_bytes() == data:
+                continue
+            with atomic_write(dest) as tmp:
+                Path(tmp).write_bytes(data)
 
 
 def load_model(path: str | os.PathLike, device, dtype=None):

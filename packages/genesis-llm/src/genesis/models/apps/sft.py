@@ -24,10 +24,10 @@ from pathlib import Path
 
 import genesis
 from genesis.models.apps import checkpoint as ckpt
-from genesis.models.apps.chat_tokens import IGNORE_INDEX
-from genesis.models.apps.model_dir import load_model, load_tokenizer
+from genesis.models.apps.chat_tokens import IGNORE_INDEX, OVERFLOW_CHOICES
+from genesis.models.apps.model_dir import load_model, load_tokenizer, save_tokenizer
 from genesis.models.apps.packing import pad_batch
-from genesis.models.apps.runtime import setup_runtime
+from genesis.models.apps.runtime import PRECISIONS, setup_runtime
 from genesis.models.apps.sft_data import (
     build_chat_rows,
     build_pretrain_rows,
@@ -81,19 +81,65 @@ class SFTConfig:
     plot: bool = True
     extra: dict = field(default_factory=dict)  # recorded in the log (e.g. by a demo)
 
+    def __post_init__(self) -> None:
+        problems = [f"--{name.replace('_', '-')} must be {rule}, got {getattr(self, name)!r}"
+                    for name, rule in _setting_problems(self)]
+        if self.resume and self.overwrite:
+            problems.append("--resume and --overwrite exclude each other (continue the run in "
+                            "--out, or start it again)")
+        if problems:
+            raise ValueError("invalid settings:\n  " + "\n  ".join(problems))
 
-def prepare_out(out: Path, resume: bool, overwrite: bool, clean: bool = True) -> Path | None:
+
+# Integer settings and their least value (None allowed where the default is None).
+_INT_MINIMUM = {"seq_len": 2, "batch_size": 1, "grad_accum": 1, "max_steps": 1,
+                "warmup_steps": 0, "eval_every": 0, "save_every": 0, "keep_checkpoints": 1,
+                "stop_after": 1, "seed": 0, "threads": 1}
+# Number settings: the allowed range, as a test and as words.
+_NUMBER_RANGE = {"epochs": (lambda v: v > 0, "> 0"), "lr": (lambda v: v >= 0, ">= 0"),
+                 "min_lr_ratio": (lambda v: 0 <= v <= 1, "in [0, 1]"),
+                 "weight_decay": (lambda v: v >= 0, ">= 0"),
+                 "max_grad_norm": (lambda v: v >= 0, ">= 0"),
+                 "eval_fraction": (lambda v: 0 <= v < 1, "in [0, 1)")}
+
+
+def _setting_problems(cfg: SFTConfig) -> list[tuple[str, str]]:
+    """``(field, what it must be)`` for each setting of ``cfg`` no run can use."""
+    problems = []
+    for name, least in _INT_MINIMUM.items():
+        value = getattr(cfg, name)
+        optional = SFTConfig.__dataclass_fields__[name].default is None
+        if not (value is None and optional or _is_int(value) and value >= least):
+            problems.append((name, f"an integer >= {least}"))
+    for name, (allowed, words) in _NUMBER_RANGE.items():
+        value = getattr(cfg, name)
+        if not ((_is_int(value) or isinstance(value, float)) and math.isfinite(value)
+                and allowed(value)):
+            problems.append((name, f"a finite number {words}"))
+    if cfg.overflow not in OVERFLOW_CHOICES:
+        problems.append(("overflow", f"one of {', '.join(OVERFLOW_CHOICES)}"))
+    if cfg.precision not in PRECISIONS:
+        problems.append(("precision", f"one of {', '.join(PRECISIONS)}"))
+    return problems
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def prepare_out(out: Path, resume: bool, overwrite: bool) -> Path | None:
     """Check ``out`` may be written; return the checkpoint to resume from, if any.
 
-    With ``overwrite`` (and ``clean``: rank 0 only), old checkpoints there are removed.
+    Nothing is deleted here: with ``overwrite`` the old checkpoints are removed by ``train``
+    only once every input has been read and checked.
 
     Raises:
         FileExistsError: ``out`` is not empty and neither ``resume`` nor ``overwrite`` is set,
             or ``resume`` is set but ``out`` holds other files and no checkpoint.
     """
-    entries = sorted(p.name for p in out.iterdir()) if out.is_dir() else []
     if out.exists() and not out.is_dir():
         raise FileExistsError(f"--out {out} is a file, expected a directory")
+    entries = sorted(p.name for p in out.iterdir()) if out.is_dir() else []
     if resume:
         found = ckpt.list_checkpoints(out)
         if found:
@@ -107,8 +153,6 @@ def prepare_out(out: Path, resume: bool, overwrite: bool, clean: bool = True) ->
             f"--out {out} is not empty ({', '.join(entries[:5])}"
             f"{', ...' if len(entries) > 5 else ''}); pass --overwrite to replace what "
             "genesis-sft writes there, or --resume to continue its run")
-    if overwrite and clean and (out / ckpt.CHECKPOINT_DIR).is_dir():
-        shutil.rmtree(out / ckpt.CHECKPOINT_DIR)  # a fresh run must not resume old state
     return None
 
 
@@ -187,8 +231,7 @@ def train(cfg: SFTConfig) -> dict:
         genesis.set_num_threads(cfg.threads)
     out = Path(cfg.out)
     say = print if runtime.is_main else (lambda *a, **k: None)
-    resume_from = prepare_out(out, cfg.resume, cfg.overwrite, clean=runtime.is_main)
-    runtime.barrier()
+    resume_from = prepare_out(out, cfg.resume, cfg.overwrite)
 
     tokenizer = load_tokenizer(cfg.model, need_chat_template=not cfg.pretrain)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None \
@@ -216,6 +259,11 @@ def train(cfg: SFTConfig) -> dict:
     settings = {k: getattr(cfg, k) for k in _RESUME_SETTINGS}
     settings["data"] = [str(Path(d).resolve()) for d in cfg.data]
     settings["world_size"] = runtime.world_size
+
+    if cfg.overwrite and runtime.is_main and (out / ckpt.CHECKPOINT_DIR).is_dir():
+        # only now, with the data and the model read: a fresh run must not resume old state
+        shutil.rmtree(out / ckpt.CHECKPOINT_DIR)
+    runtime.barrier()
 
     step, history = 0, new_history()
     if resume_from is not None:
@@ -290,7 +338,7 @@ def train(cfg: SFTConfig) -> dict:
     if runtime.is_main:
         if finished:
             model.save_pretrained(str(out))
-            tokenizer.save_pretrained(str(out))
+            save_tokenizer(tokenizer, out)
             record["model_dir"] = str(out)
         if cfg.plot and history["step"]:
             record["loss_curve"] = str(plot_loss(history, out / "loss.png"))

@@ -85,8 +85,14 @@ def build_pretrain_rows(paths: list[str | os.PathLike], tokenizer,
         raise ValueError("--pretrain needs a tokenizer with an eos_token to separate documents")
     documents = []
     for p in paths:
-        with open(p, encoding="utf-8") as f:
-            documents.append(tokenizer(f.read(), add_special_tokens=False)["input_ids"])
+        with open(p, "rb") as f:
+            raw = f.read()
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ValueError(f"{os.fspath(p)}: not UTF-8 text (byte {raw[exc.start]:#04x} at "
+                             f"offset {exc.start}); --pretrain reads UTF-8 text files") from None
+        documents.append(tokenizer(text, add_special_tokens=False)["input_ids"])
     rows = pack_token_stream(documents, seq_len, eos)
     if not rows:
         raise ValueError(f"{[os.fspath(p) for p in paths]}: no text to train on")

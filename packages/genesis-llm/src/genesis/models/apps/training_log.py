@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
+
+from genesis.atomic_write import atomic_write
 
 
 def new_history() -> dict:
@@ -15,11 +16,9 @@ def new_history() -> dict:
 
 def write_json_log(path: Path, record: dict) -> None:
     """Write ``record`` as indented JSON, atomically (a reader never sees half a file)."""
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
+    with atomic_write(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
         json.dump(record, f, indent=2)
         f.write("\n")
-    os.replace(tmp, path)
 
 
 def plot_loss(history: dict, path: Path, title: str = "genesis-sft") -> Path:
@@ -49,6 +48,7 @@ def plot_loss(history: dict, path: Path, title: str = "genesis-sft") -> Path:
     ax.grid(alpha=0.3)
     ax.legend()
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    with atomic_write(path) as tmp:
+        fig.savefig(tmp, dpi=100, format="png")
     plt.close(fig)
     return path

@@ -39,6 +39,7 @@ from genesis.nn.functional.attention import (
 )
 from genesis.nn.functional.attention_decode import attention_decode
 from genesis.nn.functional.conv import conv1d, conv2d
+from genesis.nn.functional.conv_transpose import conv_transpose1d, conv_transpose2d
 from genesis.nn.functional.distance import cosine_similarity, pairwise_distance
 from genesis.nn.functional.dropout import (
     alpha_dropout,
@@ -54,6 +55,12 @@ from genesis.nn.functional.fused_llm import (
     swiglu_linear,
 )
 from genesis.nn.functional.fused_loss import linear_cross_entropy
+from genesis.nn.functional.interpolate import (
+    interpolate,
+    upsample,
+    upsample_bilinear,
+    upsample_nearest,
+)
 from genesis.nn.functional.linear import bilinear, linear
 from genesis.nn.functional.loss import (
     binary_cross_entropy,

@@ -90,14 +90,34 @@ from genesis.nn.modules.pooling import (
     AvgPool2d,
     MaxPool2d,
 )
+from genesis.nn.modules.rnn import (
+    GRU,
+    LSTM,
+    RNN,
+    RNNBase,
+)
+from genesis.nn.modules.rnn_cell import (
+    GRUCell,
+    LSTMCell,
+    RNNCell,
+    RNNCellBase,
+)
 from genesis.nn.modules.sparse import (
     Embedding,
 )
 from genesis.nn.modules.transformer import (
+    Transformer,
     TransformerDecoder,
     TransformerDecoderLayer,
     TransformerEncoder,
     TransformerEncoderLayer,
+)
+from genesis.nn.modules.upsampling import (
+    ConvTranspose1d,
+    ConvTranspose2d,
+    Upsample,
+    UpsamplingBilinear2d,
+    UpsamplingNearest2d,
 )
 
 __all__ = [
@@ -156,8 +176,22 @@ __all__ = [
     "TransformerDecoderLayer",
     "TransformerEncoder",
     "TransformerDecoder",
+    "Transformer",
     "Conv1d",
     "Conv2d",
+    "ConvTranspose1d",
+    "ConvTranspose2d",
+    "Upsample",
+    "UpsamplingNearest2d",
+    "UpsamplingBilinear2d",
+    "RNNBase",
+    "RNN",
+    "LSTM",
+    "GRU",
+    "RNNCellBase",
+    "RNNCell",
+    "LSTMCell",
+    "GRUCell",
     "MaxPool2d",
     "AvgPool2d",
     "AdaptiveAvgPool2d",

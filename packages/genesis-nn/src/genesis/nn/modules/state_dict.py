@@ -105,8 +105,11 @@ class StateDictMixin:
             for key in state_dict:
                 if not key.startswith(prefix):
                     continue
-                first = key[len(prefix):].split(".", 1)[0]
-                if first not in self._modules and first not in local_state:
+                first, dot, _ = key[len(prefix):].partition(".")
+                # a dotted key belongs to a child module (which reports its own unexpected
+                # keys); "weight.foo" under a parameter is unexpected, not the parameter
+                owned = self._modules.get(first) is not None if dot else first in local_state
+                if not owned:
                     unexpected_keys.append(key)
 
     def _assign_loaded(self, name: str, old: Tensor, value: Tensor) -> None:

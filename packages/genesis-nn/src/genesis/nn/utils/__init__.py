@@ -1,5 +1,7 @@
-"""``genesis.nn.utils``: gradient clipping and parameter/vector conversion."""
+"""``genesis.nn.utils``: gradient clipping, parameter/vector conversion and ``rnn`` (packed
+sequences)."""
 
+from genesis.nn.utils import rnn
 from genesis.nn.utils.clip_grad import (
     clip_grad_norm,
     clip_grad_norm_,
