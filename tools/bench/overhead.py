@@ -75,7 +75,7 @@ def _stage_cases(device):
     """Per op: (launch, forward without graph, public call, public call recording a graph,
     floor); None where a stage does not exist for the op."""
     from genesis.autograd.function import _NO_GRAD_CTX as nog
-    from genesis.ops import elementwise, linalg, reduction, reshaping, strided
+    from genesis.ops import declared_reductions, elementwise, linalg, reshaping, strided
     from genesis.ops.common import wrap
     from genesis.tensor import Size, Tensor, new_tensor
 
@@ -148,7 +148,7 @@ def _stage_cases(device):
         "exp": (lambda: k_exp(ad), lambda: exp.forward(nog, a), lambda: a.exp(),
                 lambda: w.exp(), lambda: exp_floor(a)),
         "sum()": (lambda: be.sum(ad, (0,), False, f32),
-                  lambda: reduction.sum.function.forward(nog, a, (0,), False, None),
+                  lambda: declared_reductions.sum.function.forward(nog, a, (0,), False, None),
                   lambda: a.sum(), lambda: w.sum(), lambda: sum_floor(a)),
         "matmul 4x4": (lambda: be.matmul(md, md), lambda: linalg.Matmul.forward(nog, m, m),
                        lambda: m @ m, lambda: wm @ m, lambda: fm @ fm),

@@ -10,11 +10,11 @@ from genesis import creation, ops, sampling
 from genesis import op_declarations as decl
 from genesis.ops import (
     conversion,
+    declared_reductions,
     elementwise,
     indexing,
     inplace,
     joining,
-    reduction,
     strided,
     views,
 )
@@ -74,7 +74,7 @@ def _install_declared() -> None:
                 setattr(Tensor, f"__i{op.operator}__", inplace.DECLARED_INPLACE[op.name + "_"])
     for op in decl.REDUCTIONS:
         if op.method:
-            setattr(Tensor, op.name, reduction.FUNCTIONS[op.name])
+            setattr(Tensor, op.name, declared_reductions.FUNCTIONS[op.name])
 
 
 _eq, _ne = elementwise.FUNCTIONS["eq"], elementwise.FUNCTIONS["ne"]

@@ -17,21 +17,27 @@ from genesis.dispatch import intercept
 
 
 def unary_entry(cls):
-    """``call(input)``: ``cls.apply(input)`` for a Function whose forward takes one input."""
+    """``call(input, *args)``: ``cls.apply(input, *args)`` for a Function whose forward takes
+    one tensor input, then constants (a reduction's dims, a view's sizes, a slice's key)."""
     forward, op, category = cls.forward, cls.op, cls.autocast
     records = cls.differentiable
 
-    def call(input):  # (torch's parameter names: it is the public function too)
+    def call(input, *args):  # (torch's parameter name: it is the public function too)
         if category is not None and F._autocast_anywhere.on and F._autocast_state.enabled:
             (input,) = F._autocast_state.cast_args(category, (input,))
         if _intercepting:
-            return intercept(op, (input,), {})
+            return intercept(op, (input, *args), {})
         if records and type(input) in _TENSOR_TYPES and input.requires_grad \
                 and _grad_state.enabled:
-            return recorded(cls, (input,), {})
+            return recorded(cls, (input, *args), _NO_KWARGS)
+        if args:
+            return forward(_NO_GRAD_CTX, input, *args)
         return forward(_NO_GRAD_CTX, input)
 
     return call
+
+
+_NO_KWARGS: dict = {}  # (read only)
 
 
 def binary_entry(cls):
@@ -48,7 +54,7 @@ def binary_entry(cls):
         if records and ((type(input) in _TENSOR_TYPES and input.requires_grad)
                         or (type(other) in _TENSOR_TYPES and other.requires_grad)) \
                 and _grad_state.enabled:
-            return recorded(cls, (input, other), {})
+            return recorded(cls, (input, other), _NO_KWARGS)
         return forward(_NO_GRAD_CTX, input, other)
 
     return call

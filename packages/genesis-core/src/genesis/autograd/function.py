@@ -243,7 +243,9 @@ class Function:
             for a in args:
                 if type(a) in _TENSOR_TYPES and a.requires_grad:
                     return recorded(cls, args, kwargs)
-        return cls.forward(_NO_GRAD_CTX, *args, **kwargs)  # inference, optimizers: no graph
+        if kwargs:  # (inference, optimizers: no graph)
+            return cls.forward(_NO_GRAD_CTX, *args, **kwargs)
+        return cls.forward(_NO_GRAD_CTX, *args)
 
 
 def recorded(cls, args: tuple, kwargs: dict):
@@ -252,7 +254,7 @@ def recorded(cls, args: tuple, kwargs: dict):
     ctx = cls._backward_cls()
     _grad_state.enabled = False  # forward's own ops are not recorded
     try:
-        out = cls.forward(ctx, *args, **kwargs)
+        out = cls.forward(ctx, *args, **kwargs) if kwargs else cls.forward(ctx, *args)
     finally:
         _grad_state.enabled = True
     if ctx._dirty:

@@ -4,6 +4,7 @@ import builtins
 
 from genesis.ops.comparison import allclose, equal, isclose
 from genesis.ops.conversion import clone, to, type_as
+from genesis.ops.declared_reductions import all, amax, amin, any, argmax, argmin, prod, sum
 from genesis.ops.dim_indexing import (
     bincount,
     gather,
@@ -57,12 +58,6 @@ from genesis.ops.joining import (
 )
 from genesis.ops.linalg import bmm, dot, ger, matmul, mm, outer
 from genesis.ops.reduction import (
-    all,
-    amax,
-    amin,
-    any,
-    argmax,
-    argmin,
     count_nonzero,
     cumsum,
     logsumexp,
@@ -70,10 +65,8 @@ from genesis.ops.reduction import (
     mean,
     min,
     norm,
-    prod,
     std,
     std_mean,
-    sum,
     var,
     var_mean,
 )

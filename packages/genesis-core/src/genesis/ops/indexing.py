@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from genesis import creation
 from genesis import dtypes as D
-from genesis.autograd.entries import binary_entry
+from genesis.autograd.entries import unary_entry
 from genesis.autograd.function import Function
 from genesis.ops.common import (
     broadcast_shapes,
@@ -216,7 +216,7 @@ def full_indices(shape: tuple, indices: list) -> list:
 def getitem(x: Tensor, key) -> Tensor:
     """``x[key]``: basic indexing gives a view, advanced indexing a copy (torch rules)."""
     if type(key) in (int, slice) or key is None:  # not bool: x[True] adds a dim
-        return _slice(x, _basic_key(x, (key,)))
+        return _slice(x, (key,) if x.shape else _basic_key(x, (key,)))
     if type(key) is Tensor and key.dtype is not D.bool_ and x.ndim:  # x[index] on dim 0
         check_same_device("index", x, key)
         return Index.apply(x, _prepare_advanced(x, {0: key}))
@@ -230,7 +230,7 @@ def getitem(x: Tensor, key) -> Tensor:
 
 
 _WHOLE_DIM = slice(None)
-_slice = binary_entry(Slice)
+_slice = unary_entry(Slice)
 
 
 def _basic_key(x: Tensor, key: tuple) -> tuple:

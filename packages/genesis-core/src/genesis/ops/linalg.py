@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from genesis.autograd.entries import binary_entry
-from genesis.autograd.function import Function
+from genesis.autograd.function import _NO_GRAD_CTX, Function
 from genesis.autograd.grad_mode import is_grad_enabled
 from genesis.backends.composite import contiguous_strides
 from genesis.ops.common import (
@@ -14,7 +14,7 @@ from genesis.ops.common import (
     sum_to_shape,
     wrap,
 )
-from genesis.tensor import Tensor, interned_size, is_contiguous_geometry
+from genesis.tensor import Tensor, interned_size, is_contiguous_geometry, new_tensor
 
 
 def _check(op: str, a: Tensor, b: Tensor) -> None:
@@ -24,6 +24,28 @@ def _check(op: str, a: Tensor, b: Tensor) -> None:
                            f"{a.dtype} and {b.dtype}")
 
 
+# (a's shape, b's shape) -> (result Size, a's broadcast shape or None, b's or None): the
+# operand shapes met so far, checked
+_PRODUCTS: dict = {}
+
+
+def _product_shapes(a_shape, b_shape) -> tuple:
+    """The shapes of ``a @ b`` for operands of at least 2 dims (batch dims broadcast),
+    checked and remembered."""
+    if a_shape[-1] != b_shape[-2]:
+        raise RuntimeError(
+            f"matmul: shapes {tuple(a_shape)} and {tuple(b_shape)} cannot be multiplied "
+            f"({a_shape[-2]}x{a_shape[-1]} and {b_shape[-2]}x{b_shape[-1]})")
+    batch = broadcast_size(a_shape[:-2], b_shape[:-2])
+    shapes = (interned_size(tuple(batch) + (a_shape[-2], b_shape[-1])),
+              None if a_shape[:-2] == batch else batch + a_shape[-2:],
+              None if b_shape[:-2] == batch else batch + b_shape[-2:])
+    if len(_PRODUCTS) > 4096:
+        _PRODUCTS.clear()
+    _PRODUCTS[(a_shape, b_shape)] = shapes
+    return shapes
+
+
 class Matmul(Function):
     """(..., M, K) @ (..., K, N) with broadcast batch dims."""
 
@@ -31,20 +53,16 @@ class Matmul(Function):
 
     @staticmethod
     def forward(ctx, a, b):
-        _check("matmul", a, b)
-        if a.shape[-1] != b.shape[-2]:
-            raise RuntimeError(
-                f"matmul: shapes {tuple(a.shape)} and {tuple(b.shape)} cannot be multiplied "
-                f"({a.shape[-2]}x{a.shape[-1]} and {b.shape[-2]}x{b.shape[-1]})")
-        if a.ndim == 2 and b.ndim == 2:  # the common case: no batch dims to broadcast
-            x, y, batch = a, b, ()
-        else:
-            batch = broadcast_size(a.shape[:-2], b.shape[:-2])
-            x = a if a.shape[:-2] == batch else a.expand(batch + a.shape[-2:])
-            y = b if b.shape[:-2] == batch else b.expand(batch + b.shape[-2:])
-        ctx.save_for_backward(a, b)
-        shape = interned_size(tuple(batch) + (a.shape[-2], b.shape[-1]))
-        return wrap(a._backend.matmul(x._data, y._data), a.device, None, shape, a.dtype)
+        if a.dtype is not b.dtype or a.device is not b.device:
+            _check("matmul", a, b)
+        shapes = _PRODUCTS.get((a.shape, b.shape)) or _product_shapes(a.shape, b.shape)
+        shape, a_shape, b_shape = shapes  # the result's, and the operands' with batch dims
+        x = a if a_shape is None else a.expand(a_shape)
+        y = b if b_shape is None else b.expand(b_shape)
+        if ctx is not _NO_GRAD_CTX:  # (recording)
+            ctx.save_for_backward(a, b)
+        backend = a._backend
+        return new_tensor(backend.matmul(x._data, y._data), a.device, backend, shape, a.dtype)
 
     @staticmethod
     def backward(ctx, g):

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from genesis import creation
 from genesis.autograd import grad_mode
-from genesis.autograd.function import Function
+from genesis.autograd.function import _NO_GRAD_CTX, Function
 from genesis.ops.common import normalize_dim, wrap
 from genesis.ops.views import make_view
-from genesis.tensor import Tensor, geometry, interned_size, is_contiguous_geometry
+from genesis.tensor import Tensor, geometry, interned_size, is_contiguous_geometry, view_tensor
 
 
 class Slice(Function):
@@ -20,8 +20,10 @@ class Slice(Function):
     @staticmethod
     def forward(ctx, x, key):
         shape, strides, offset = slice_geometry(x, key)
-        ctx.in_shape, ctx.key = x.shape, key
-        return make_view(x, shape, strides, offset)
+        if ctx is not _NO_GRAD_CTX:  # (recording)
+            ctx.in_shape, ctx.key = x.shape, key
+        return view_tensor(x, x._backend.as_strided(x._data, shape, strides, offset), shape,
+                           (strides, offset))
 
     @staticmethod
     def backward(ctx, g):
@@ -47,7 +49,8 @@ class SliceBackward(Function):
 
 
 def slice_geometry(x: Tensor, key: tuple):
-    """Shape, strides and offset of ``x[key]`` for a normalised basic-index ``key``."""
+    """Shape (a ``Size``), strides and offset of ``x[key]`` for a normalised basic-index
+    ``key``."""
     strides, offset = x._geom or geometry(x)
     if len(key) == 1 and type(key[0]) is slice and x.shape:  # x[a:b], the common key
         k = key[0]
@@ -58,7 +61,8 @@ def slice_geometry(x: Tensor, key: tuple):
                 SLICE_PLANS.get((x.shape, strides, start, stop, step)) \
                 or slice_plan(x.shape, strides, start, stop, step)
             return shape, new_strides, offset + added
-        return _leading_slice(x.shape, strides, offset, k)
+        shape, new_strides, offset = _leading_slice(x.shape, strides, offset, k)
+        return interned_size(shape), new_strides, offset
     shape_out, strides_out = [], []
     dim = 0
     for k in key:
@@ -81,7 +85,7 @@ def slice_geometry(x: Tensor, key: tuple):
             dim += 1
     shape_out.extend(x.shape[dim:])
     strides_out.extend(strides[dim:])
-    return tuple(shape_out), tuple(strides_out), offset
+    return interned_size(tuple(shape_out)), tuple(strides_out), offset
 
 
 def _leading_slice(shape: tuple, strides: tuple, offset: int, k: slice) -> tuple:
