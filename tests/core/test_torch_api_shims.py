@@ -206,6 +206,9 @@ def test_factories_honour_the_default_device(device):
 def test_default_device_is_checked():
     with pytest.raises(ValueError, match="invalid device string"):
         genesis.set_default_device("cuda:x")
+    with pytest.raises(registry.BackendUnavailableError, match="'gpu' is not a valid device"):
+        genesis.set_default_device("gpu")
+    assert genesis.get_default_device() == genesis.device("cpu")
 
 
 # ------------------------------------------------------------ legacy tensor types

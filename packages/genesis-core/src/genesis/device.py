@@ -97,12 +97,20 @@ def set_default_device(device) -> None:
     Args:
         device: a device, a string such as ``'cuda'`` or ``'cuda:1'``, or None for the CPU.
 
+    Raises:
+        BackendUnavailableError: no installed backend serves the device type.
+
     Example:
         >>> genesis.set_default_device("cuda")
         >>> genesis.zeros(3).device
         device(type='cuda', index=0)
     """
-    _default.spec = None if device is None else as_device(device)
+    if device is None:
+        _default.spec = None
+        return
+    dev = as_device(device)
+    dev.backend  # noqa: B018 - a device type no backend serves fails here, not at first use
+    _default.spec = dev
 
 
 def get_default_device() -> device:
