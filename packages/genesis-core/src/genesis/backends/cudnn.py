@@ -8,9 +8,10 @@ What each would mean for genesis:
 - ``enabled`` (default True): nothing to turn off; genesis's kernels run either way.
 - ``benchmark`` (default False): genesis's matmul already picks its tile configuration by
   timing candidates the first time it sees a problem size (``genesis_cuda``'s tuning), always.
-- ``deterministic`` (default False): genesis's kernels give the same result for the same
-  inputs run after run, except atomics-based ones (index_add/scatter_add on CUDA), which the
-  flag does not change.
+- ``deterministic`` (default False): genesis does not switch kernels for it. On CUDA the
+  accumulating scatters (``scatter_add``, ``index_add``, ``index_put`` with ``accumulate``)
+  add with atomics, in an order that can vary, and the matmul's tile configuration is chosen
+  by timing, which can differ between processes (and with it the rounding).
 - ``allow_tf32`` (default True): genesis never uses TF32 for convolutions.
 
 Each must be a bool (a clear ``TypeError`` otherwise, as torch raises). ``flags(...)`` sets
