@@ -1,7 +1,8 @@
 """The main demo's closing hint is a command that works in the README's setup.
 
 ``genesis-chat`` is installed inside the hatch environment only, so the demo must print the
-``hatch run demo:chat`` form, and the README must give the same command.
+``hatch run demo:chat`` form, and the README must give the same command. (That the demo prints
+``chat_command`` last is checked by ``tests/llm/test_apps_demo.py``, which runs it.)
 """
 
 from __future__ import annotations
@@ -38,7 +39,3 @@ def test_chat_hint_uses_hatch_and_matches_readme():
     hatch = tomllib.loads((ROOT / "hatch.toml").read_text())
     assert hatch["envs"]["demo"]["scripts"]["chat"].startswith("genesis-chat ")
 
-
-def test_chat_hint_is_what_the_demo_prints():
-    source = EXAMPLE.read_text()
-    assert "Chat with it: \"\n          f\"{chat_command(record['model_dir'])}" in source
