@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 
 from genesis import dtypes as D
+from genesis.device import default_device_or_none, placement
 from genesis.device import device as Device
-from genesis.device import placement
 from genesis.ops.common import shape_arg, wrap
 from genesis.tensor import Tensor
 
@@ -74,7 +74,7 @@ def tensor(data, dtype: D.DType | None = None, device=None,
     Args:
         data: the values. Python floats become the default dtype, ints int64, bools bool.
         dtype: the element type (inferred when None).
-        device: where to put it (CPU when None).
+        device: where to put it; the default device (``get_default_device()``) when None.
         requires_grad: record operations on it for autograd.
 
     Returns:
@@ -163,12 +163,13 @@ def as_tensor(data, dtype: D.DType | None = None, device=None) -> Tensor:
     Args:
         data: a tensor, a numpy array, or (nested) Python numbers.
         dtype: the element type; kept or inferred when None.
-        device: where to put it; kept (or the CPU) when None.
+        device: where to put it; when None, the default device if one is set
+            (``set_default_device``), else kept (the CPU for new data).
 
     Returns:
         ``data`` itself when nothing changes, else a new tensor.
     """
-    dev = placement(device) if device is not None else None
+    dev = placement(device) if device is not None else default_device_or_none()
     if isinstance(data, Tensor):
         if (dtype is None or dtype is data.dtype) and (dev is None or dev is data.device):
             return data
@@ -238,7 +239,7 @@ def zeros(*size, dtype=None, device=None, requires_grad: bool = False) -> Tensor
     Args:
         *size: the shape: ints, or one tuple or list of ints.
         dtype: the element type; the default float dtype when None.
-        device: where to make it; the CPU when None.
+        device: where to make it; the default device (``get_default_device()``) when None.
         requires_grad: whether autograd records operations on the result.
 
     Returns:
@@ -253,7 +254,7 @@ def ones(*size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     Args:
         *size: the shape: ints, or one tuple or list of ints.
         dtype: the element type; the default float dtype when None.
-        device: where to make it; the CPU when None.
+        device: where to make it; the default device (``get_default_device()``) when None.
         requires_grad: whether autograd records operations on the result.
 
     Returns:
@@ -269,7 +270,7 @@ def full(size, fill_value, *, dtype=None, device=None, requires_grad: bool = Fal
         size: the shape (a tuple or list of ints).
         fill_value: the value of every element.
         dtype: the element type; inferred from ``fill_value`` when None.
-        device: where to make it; the CPU when None.
+        device: where to make it; the default device (``get_default_device()``) when None.
         requires_grad: whether autograd records operations on the result.
 
     Returns:
@@ -287,7 +288,7 @@ def empty(*size, dtype=None, device=None, requires_grad: bool = False) -> Tensor
     Args:
         *size: the shape: ints, or one tuple or list of ints.
         dtype: the element type; the default float dtype when None.
-        device: where to make it; the CPU when None.
+        device: where to make it; the default device (``get_default_device()``) when None.
         requires_grad: whether autograd records operations on the result.
 
     Returns:
@@ -381,7 +382,7 @@ def arange(start, end=None, step=1, *, dtype=None, device=None,
         step: the difference between values.
         dtype: the element type; when None, int64 for integer arguments, else the default
             float dtype.
-        device: where to make it; the CPU when None.
+        device: where to make it; the default device (``get_default_device()``) when None.
         requires_grad: whether autograd records operations on the result.
 
     Returns:
@@ -410,7 +411,7 @@ def linspace(start, end, steps: int, *, dtype=None, device=None,
         end: the last value.
         steps: the number of values.
         dtype: the element type; the default float dtype when None.
-        device: where to make it; the CPU when None.
+        device: where to make it; the default device (``get_default_device()``) when None.
         requires_grad: whether autograd records operations on the result.
 
     Returns:
@@ -434,7 +435,7 @@ def eye(n: int, m: int | None = None, *, dtype=None, device=None,
         n: the number of rows.
         m: the number of columns; ``n`` when None.
         dtype: the element type; the default float dtype when None.
-        device: where to make it; the CPU when None.
+        device: where to make it; the default device (``get_default_device()``) when None.
         requires_grad: whether autograd records operations on the result.
 
     Returns:

@@ -31,7 +31,7 @@ def rand(*size, generator=None, dtype=None, device=None, requires_grad=False) ->
         *size: the shape: ints, or one tuple or list of ints.
         generator: the random-number generator to draw from; the device's default when None.
         dtype: the element type; the default float dtype when None.
-        device: where to make it; the CPU when None.
+        device: where to make it; the default device (``get_default_device()``) when None.
         requires_grad: whether autograd records operations on the result.
 
     Returns:
@@ -49,7 +49,7 @@ def randn(*size, generator=None, dtype=None, device=None, requires_grad=False) -
         *size: the shape: ints, or one tuple or list of ints.
         generator: the random-number generator to draw from; the device's default when None.
         dtype: the element type; the default float dtype when None.
-        device: where to make it; the CPU when None.
+        device: where to make it; the default device (``get_default_device()``) when None.
         requires_grad: whether autograd records operations on the result.
 
     Returns:
@@ -97,7 +97,7 @@ def randint(low, high=None, size=None, *, generator=None, dtype=None, device=Non
         size: the shape.
         generator: the random-number generator to draw from; the device's default when None.
         dtype: the element type; int64 when None.
-        device: where to make it; the CPU when None.
+        device: where to make it; the default device (``get_default_device()``) when None.
 
     Returns:
         A new tensor of samples.
@@ -142,7 +142,7 @@ def randperm(n: int, *, generator=None, dtype=None, device=None) -> Tensor:
         n: the number of values.
         generator: the random-number generator to draw from; the device's default when None.
         dtype: the element type; int64 when None.
-        device: where to make it; the CPU when None.
+        device: where to make it; the default device (``get_default_device()``) when None.
 
     Returns:
         A new 1-d tensor.
@@ -161,7 +161,7 @@ def normal(mean, std, size=None, *, generator=None, dtype=None, device=None) -> 
         size: the shape when ``mean`` and ``std`` are numbers.
         generator: the random-number generator to draw from; the device's default when None.
         dtype: the element type; the default float dtype when None.
-        device: where to make it; the CPU when None.
+        device: where to make it; the default device (``get_default_device()``) when None.
 
     Returns:
         A new tensor of samples.
