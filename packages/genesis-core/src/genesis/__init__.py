@@ -77,6 +77,7 @@ from genesis.random import (  # noqa: E402
 )
 from genesis.sampling import (  # noqa: E402
     bernoulli,
+    multinomial,
     normal,
     rand,
     rand_like,
