@@ -65,6 +65,7 @@ from genesis.dtypes import float_ as float  # noqa: E402,A001
 from genesis.dtypes import int_ as int  # noqa: E402,A001
 from genesis.ops import *  # noqa: E402,F403
 from genesis.ops.common import broadcast_shapes  # noqa: E402
+from genesis.ops.einsum import einsum  # noqa: E402
 from genesis.random import (  # noqa: E402
     Generator,
     default_generator,
