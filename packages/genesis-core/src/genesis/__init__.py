@@ -155,7 +155,8 @@ def broadcast_tensors(*tensors) -> tuple:
 
 # Sub-packages that other distributions add to `genesis`, and the distribution to install.
 _SUBPACKAGES = {"nn": "genesis-nn", "optim": "genesis-nn", "amp": "genesis-nn",
-                "utils": "genesis-nn", "profiler": "genesis-nn", "models": "genesis-llm",
+                "utils": "genesis-nn", "profiler": "genesis-nn", "distributions": "genesis-nn",
+                "models": "genesis-llm",
                 "distributed": "genesis-distributed"}
 
 
