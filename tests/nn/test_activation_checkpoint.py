@@ -149,3 +149,13 @@ def test_checkpoint_sequential_equals_the_plain_run(segments):
         assert_close(a, b)
     with pytest.raises(ValueError, match="Unexpected keyword arguments: foo"):
         checkpoint_sequential(ckpt, 2, x2, foo=1)
+
+
+def test_an_input_edited_in_place_before_backward_is_caught():
+    x = genesis.randn(3, requires_grad=True)
+    h = x * 2
+    out = checkpoint(lambda t: t.sin(), h, use_reentrant=False)
+    with genesis.no_grad():
+        h.add_(1)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        out.sum().backward()

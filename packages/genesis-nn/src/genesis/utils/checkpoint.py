@@ -51,7 +51,10 @@ class _CheckpointFunction(Function):
         block.autocast = [(d.type, genesis.get_autocast_dtype(d.type))
                           for d in devices if genesis.is_autocast_enabled(d.type)]
         ctx.block = block
-        ctx.inputs = args  # non-tensor arguments, passed again as they are
+        # per argument: the tensor's requires_grad (the tensor itself is saved), or the
+        # non-tensor value, passed again as it is
+        ctx.layout = [(True, a.requires_grad) if isinstance(a, genesis.Tensor) else (False, a)
+                      for a in args]
         ctx.save_for_backward(*[a for a in args if isinstance(a, genesis.Tensor)])
         outputs = block.function(*args, **block.kwargs)  # (apply records nothing inside)
         tensors, block.structure = _flatten(outputs)
@@ -61,8 +64,8 @@ class _CheckpointFunction(Function):
     def backward(ctx, *grads):
         block = ctx.block
         saved = iter(ctx.saved_tensors)
-        inputs = [next(saved).detach().requires_grad_(a.requires_grad)
-                  if isinstance(a, genesis.Tensor) else a for a in ctx.inputs]
+        inputs = [next(saved).detach().requires_grad_(value) if is_tensor else value
+                  for is_tensor, value in ctx.layout]
         with _replay_rng(block), _replay_autocast(block), genesis.enable_grad():
             outputs = block.function(*inputs, **block.kwargs)
         tensors, _ = _flatten(outputs)
