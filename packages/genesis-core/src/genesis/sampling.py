@@ -303,10 +303,12 @@ def _draw_with_replacement(probs: Tensor, num_samples: int, generator) -> Tensor
     total = cdf[:, -1:]  # (R, 1)
     u = rand((probs.shape[0], num_samples), generator=generator, dtype=probs.dtype,
              device=probs.device) * total  # (R, S), in [0, total)
-    index = (cdf.unsqueeze(1) <= u.unsqueeze(2)).sum(-1)  # (R, S): categories passed
+    # (R, S): how many categories the draw passed; counted in the float dtype, exact below
+    # 2**24 categories (torch's limit too), as float sums run on every backend
+    passed = (cdf.unsqueeze(1) <= u.unsqueeze(2)).to(probs.dtype).sum(-1)
     # u * total may round up to total: such a draw belongs to the last category with weight
-    last = probs.shape[1] - 1 - (probs > 0).flip(-1).to(D.int64).argmax(-1, keepdim=True)
-    return index.minimum(last)
+    last = probs.shape[1] - 1 - (probs > 0).to(probs.dtype).flip(-1).argmax(-1, keepdim=True)
+    return passed.to(D.int64).minimum(last)
 
 
 def _draw_without_replacement(probs: Tensor, num_samples: int, generator) -> Tensor:
