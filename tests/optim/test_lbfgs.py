@@ -137,8 +137,12 @@ def test_solves_a_quadratic_and_refuses_groups():
         loss.backward()
         return loss
 
+    calls = []
+    opt.register_step_pre_hook(lambda o, args, kw: calls.append("pre"))
+    opt.register_step_post_hook(lambda o, args, kw: calls.append("post"))
     opt.step(closure)
     assert_close(to_torch(w), to_torch(target), atol=1e-5, rtol=0)  # (converged to 1e-7 in g)
+    assert calls == ["pre", "post"]
     a, b = genesis.zeros(1, requires_grad=True), genesis.zeros(1, requires_grad=True)
     with pytest.raises(ValueError, match="parameter groups"):
         goptim.LBFGS([{"params": [a]}, {"params": [b]}])

@@ -106,8 +106,13 @@ class LBFGS(Optimizer):
         Returns:
             The loss of the first closure call.
         """
+        for hook in list(self._step_pre_hooks):
+            hook(self, (closure,), {})
         with genesis.no_grad():
-            return self._step(closure)
+            loss = self._step(closure)
+        for hook in list(self._step_post_hooks):
+            hook(self, (closure,), {})
+        return loss
 
     def _step(self, closure: Callable):
         group = self.param_groups[0]
