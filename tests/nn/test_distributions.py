@@ -218,3 +218,25 @@ def test_every_distribution_runs_on_the_device(device):
         assert draws.device == genesis.device(device) and draws.shape == (5, 2), name
         assert_close(to_torch(here.log_prob(draws)), to_torch(cpu.log_prob(draws.cpu())))
         assert_close(to_torch(here.entropy()), to_torch(cpu.entropy()))
+
+
+@pytest.mark.parametrize("name,params", [
+    ("Normal", {"loc": _t([0.0, 1.0]), "scale": _t([1.0, 2.0])}),
+    ("Bernoulli", {"logits": _t([0.3, -1.0])}),
+    ("Categorical", {"probs": _t([[0.2, 0.8], [0.5, 0.5]])}),
+    ("Uniform", {"low": _t([0.0, 1.0]), "high": _t([1.0, 3.0])}),
+])
+def test_expand_matches_torch(name, params):
+    ours, theirs, _, _ = _pair(name, params)
+    ours, theirs = ours.expand((3, 2)), theirs.expand((3, 2))
+    assert tuple(ours.batch_shape) == tuple(theirs.batch_shape) == (3, 2)
+    values = theirs.sample()
+    assert_close(to_torch(ours.log_prob(to_genesis(values))), theirs.log_prob(values))
+    assert_close(to_torch(ours.entropy()), theirs.entropy())
+    assert tuple(ours.sample((4,)).shape) == (4, 3, 2)
+
+
+def test_reachable_as_attributes_of_genesis():
+    import genesis.utils.checkpoint as ckpt
+
+    assert genesis.distributions is gd and genesis.utils.checkpoint is ckpt

@@ -79,6 +79,26 @@ class Distribution:
     def _extended_shape(self, sample_shape=()) -> tuple:
         return tuple(sample_shape) + tuple(self._batch_shape) + tuple(self._event_shape)
 
+    def expand(self, batch_shape, _instance=None):
+        """The same distribution with its parameters broadcast to ``batch_shape`` (views).
+
+        Args:
+            batch_shape: the new batch shape (the old one must broadcast to it).
+
+        Returns:
+            A new distribution of the same type.
+        """
+        batch_shape = tuple(batch_shape)
+        new = object.__new__(type(self))
+        new.__dict__.update(self.__dict__)
+        for name, value in self.__dict__.items():
+            if isinstance(value, genesis.Tensor) and (name in self.arg_constraints
+                                                      or name == "_param"):
+                event = tuple(value.shape[len(self._batch_shape):])
+                new.__dict__[name] = value.expand(batch_shape + event)
+        new._batch_shape = genesis.Size(batch_shape)
+        return new
+
     # ----------------------------------------------------------- moments
     @property
     def mean(self):
