@@ -17,6 +17,8 @@ API_MODULES = {
     "api/nn.md": "genesis.nn",
     "api/functional.md": "genesis.nn.functional",
     "api/optim.md": "genesis.optim",
+    "api/distributions.md": "genesis.distributions",
+    "api/checkpoint.md": "genesis.utils.checkpoint",
     "api/amp.md": "genesis.amp",
     "api/models.md": "genesis.models",
     "api/distributed.md": "genesis.distributed",

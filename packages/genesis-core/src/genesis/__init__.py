@@ -81,6 +81,7 @@ from genesis.legacy_types import (  # noqa: E402
 )
 from genesis.ops import *  # noqa: E402,F403
 from genesis.ops.common import broadcast_shapes  # noqa: E402
+from genesis.ops.einsum import einsum  # noqa: E402
 from genesis.random import (  # noqa: E402
     Generator,
     default_generator,
@@ -93,6 +94,7 @@ from genesis.random import (  # noqa: E402
 )
 from genesis.sampling import (  # noqa: E402
     bernoulli,
+    multinomial,
     normal,
     rand,
     rand_like,
@@ -169,7 +171,8 @@ def broadcast_tensors(*tensors) -> tuple:
 
 # Sub-packages that other distributions add to `genesis`, and the distribution to install.
 _SUBPACKAGES = {"nn": "genesis-nn", "optim": "genesis-nn", "amp": "genesis-nn",
-                "utils": "genesis-nn", "profiler": "genesis-nn", "models": "genesis-llm",
+                "utils": "genesis-nn", "profiler": "genesis-nn", "distributions": "genesis-nn",
+                "models": "genesis-llm",
                 "distributed": "genesis-distributed"}
 
 

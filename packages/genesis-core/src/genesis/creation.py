@@ -99,8 +99,10 @@ def tensor(data, dtype: D.DType | None = None, device=None,
                 arr = np.array([np.asarray(x) for x in data]) \
                     if isinstance(data, (list, tuple)) else np.asarray(data)
                 inferred = _NP_TO_DTYPE.get(arr.dtype, D.get_default_dtype())
-            else:
-                arr = np.array(data, dtype=numpy_dtype(inferred))
+            else:  # floats straight to the asked-for float dtype: 1.2 as float64 must not
+                # pass through float32 (integer targets keep numpy's wrapping casts below)
+                wanted = dtype if dtype in (D.float16, D.float32, D.float64) else inferred
+                arr = np.array(data, dtype=numpy_dtype(wanted))
         except ValueError:
             _check_nesting(data)  # ragged data: say where, in torch's words
             raise

@@ -110,6 +110,7 @@ def _install() -> None:
     Tensor.uniform_ = sampling.uniform_
     Tensor.normal_ = sampling.normal_
     Tensor.random_ = sampling.random_
+    Tensor.multinomial = sampling.multinomial
     Tensor.index_put = lambda self, indices, values, accumulate=False: inplace.index_put_(
         self.clone(), indices, values, accumulate)
 
