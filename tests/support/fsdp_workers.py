@@ -1,0 +1,128 @@
+"""Bodies of the FSDP tests (tests/distributed/test_fsdp*.py), run by dist_harness.run_ranks.
+
+Every rank also trains an unsharded copy of the same model on the whole batch, so each
+worker returns both loss curves; the tests compare them.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+
+BATCH, IN, HIDDEN, CLASSES = 12, 6, 13, 3  # 13 and 3 rows split unevenly over 2 and 3 ranks
+
+
+def make_model():
+    """A stem, two residual blocks (13-row hidden layers) and a 3-class head."""
+    import genesis
+    from genesis import nn
+
+    class Block(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.up = nn.Linear(8, HIDDEN)
+            self.down = nn.Linear(HIDDEN, 8)
+            self.scale = nn.Parameter(genesis.ones(()))  # 0-d: one row over every world
+
+        def forward(self, x):
+            return x + self.scale * self.down(genesis.tanh(self.up(x)))
+
+    genesis.manual_seed(0)
+    return nn.Sequential(nn.Linear(IN, 8), Block(), Block(), nn.Linear(8, CLASSES))
+
+
+def batch():
+    import genesis
+
+    rng = np.random.default_rng(1)
+    x = genesis.tensor(rng.standard_normal((BATCH, IN)).astype(np.float32))
+    y = genesis.tensor(rng.integers(0, CLASSES, BATCH))
+    return x, y
+
+
+def shard(model, mp_policy=None, reshard_after_forward=True):
+    from genesis.distributed.fsdp import fully_shard
+
+    for block in (model[1], model[2]):
+        fully_shard(block, mp_policy=mp_policy, reshard_after_forward=reshard_after_forward)
+    return fully_shard(model, mp_policy=mp_policy)
+
+
+def _train(model, x, y, steps: int, clip: float, average_loss: bool) -> tuple[list, list]:
+    import genesis
+    import genesis.distributed as dist
+    from genesis import nn
+
+    opt = genesis.optim.AdamW(model.parameters(), lr=0.05, weight_decay=0.1)
+    losses, norms = [], []
+    for _ in range(steps):
+        opt.zero_grad()
+        loss = nn.functional.cross_entropy(model(x).float(), y)
+        loss.backward()
+        norms.append(float(nn.utils.clip_grad_norm_(model.parameters(), clip)))
+        opt.step()
+        seen = loss.detach().clone()
+        if average_loss:
+            dist.all_reduce(seen, op=dist.ReduceOp.AVG)
+        losses.append(float(seen))
+    return losses, norms
+
+
+def training(rank: int, n: int, mp: bool = False, reshard_after_forward: bool = True) -> dict:
+    """FSDP on this rank's rows of the batch beside one process on the whole batch."""
+    import genesis
+    from genesis.distributed.fsdp import MixedPrecisionPolicy
+
+    x, y = batch()
+    reference = make_model()
+    model = copy.deepcopy(reference)
+    policy = MixedPrecisionPolicy(param_dtype=genesis.bfloat16,
+                                  reduce_dtype=genesis.float32) if mp else None
+    shard(model, policy, reshard_after_forward)
+    rows = slice(rank * BATCH // n, (rank + 1) * BATCH // n)
+    ref_losses, ref_norms = _train(reference, x, y, 4, 0.5, False)
+    losses, norms = _train(model, x[rows], y[rows], 4, 0.5, True)
+    params = {name: p.full_tensor().numpy() for name, p in model.named_parameters()}
+    wanted = {name: p.detach().numpy() for name, p in reference.named_parameters()}
+    return {"losses": losses, "ref_losses": ref_losses, "norms": norms,
+            "ref_norms": ref_norms, "params": params, "ref_params": wanted}
+
+
+def holdings(rank: int, n: int) -> dict:
+    """What each rank stores: shard shapes, gradients, optimizer state, local rows."""
+    import genesis
+    from genesis import nn
+    from genesis.distributed.fsdp import FSDPModule, ShardedParameter
+
+    model = shard(make_model())
+    x, y = batch()
+    opt = genesis.optim.AdamW(model.parameters(), lr=0.01)
+    gathered = []  # inside block 2's forward: is block 1 gathered, and block 2?
+    model[2].down.register_forward_pre_hook(lambda m, args: gathered.append(
+        (_unsharded(model[1])[0].numel(), model[2].up.weight.numel())))
+    loss = nn.functional.cross_entropy(model(x), y)
+    after_forward = [u.numel() for u in _unsharded(model[1])]
+    loss.backward()
+    after_backward = [u.numel() for m in model.modules() if isinstance(m, FSDPModule)
+                      for u in _unsharded(m)]
+    opt.step()
+    out = {"is_fsdp": isinstance(model[1], FSDPModule), "params": {},
+           "gathered_in_block2": gathered, "after_forward": after_forward,
+           "after_backward": after_backward}
+    for name, p in model.named_parameters():
+        state = opt.state[p]
+        out["params"][name] = {
+            "sharded": isinstance(p, ShardedParameter),
+            "global": tuple(p.global_shape), "local": tuple(p.shape),
+            "owned": tuple(p.to_local().shape),
+            "grad": tuple(p.grad.shape),
+            "exp_avg": tuple(state["exp_avg"].shape),
+            "padding_zero": bool((p.detach()[p.to_local().shape[0]:] == 0).all()) if
+            p.ndim else True,
+        }
+    return out
+
+
+def _unsharded(module) -> list:
+    return [fp.unsharded for fp in module._fsdp_state.group.params]
