@@ -126,3 +126,60 @@ def holdings(rank: int, n: int) -> dict:
 
 def _unsharded(module) -> list:
     return [fp.unsharded for fp in module._fsdp_state.group.params]
+
+
+def _step(model, opt, x, y) -> float:
+    import genesis.distributed as dist
+    from genesis import nn
+
+    opt.zero_grad()
+    loss = nn.functional.cross_entropy(model(x), y)
+    loss.backward()
+    nn.utils.clip_grad_norm_(model.parameters(), 0.5)
+    opt.step()
+    seen = loss.detach().clone()
+    dist.all_reduce(seen, op=dist.ReduceOp.AVG)
+    return float(seen)
+
+
+def checkpoint_save(rank: int, n: int, directory: str) -> dict:
+    """Train 2 steps, save a sharded checkpoint, train 2 more (the curve a resume must
+    repeat); also: state_dict() is sharded and load_state_dict takes it back."""
+    import genesis
+    from genesis.distributed.fsdp import ShardedTensor, save_sharded_checkpoint
+
+    model = shard(make_model())
+    x, y = batch()
+    rows = slice(rank * BATCH // n, (rank + 1) * BATCH // n)
+    opt = genesis.optim.AdamW(model.parameters(), lr=0.05, weight_decay=0.1)
+    for _ in range(2):
+        _step(model, opt, x[rows], y[rows])
+    sd = model.state_dict()
+    kinds = {k: type(v).__name__ for k, v in sd.items()}
+    saved = {k: v.full_tensor().numpy() for k, v in sd.items() if isinstance(v, ShardedTensor)}
+    kept = {k: genesis.Tensor.detach(v).clone() for k, v in sd.items()}
+    save_sharded_checkpoint(directory, model, opt, extra={"step": 2}, config={"note": "x"})
+    after = [_step(model, opt, x[rows], y[rows]) for _ in range(2)]
+    changed = max(float((genesis.Tensor.detach(v) - kept[k]).abs().max()) for k, v in
+                  sd.items())
+    for k, v in sd.items():  # load_state_dict takes a sharded state dict back
+        genesis.Tensor.detach(v).copy_(kept[k])
+    model.load_state_dict(model.state_dict())
+    restored = {k: p.full_tensor().numpy() for k, p in model.named_parameters()}
+    return {"kinds": kinds, "saved": saved, "after": after, "changed": changed,
+            "restored": restored}
+
+
+def checkpoint_resume(rank: int, n: int, directory: str) -> dict:
+    """Load the checkpoint (saved by another world size) and train the same 2 steps."""
+    import genesis
+    from genesis.distributed.fsdp import load_sharded_checkpoint
+
+    model = shard(make_model())
+    x, y = batch()
+    rows = slice(rank * BATCH // n, (rank + 1) * BATCH // n)
+    opt = genesis.optim.AdamW(model.parameters(), lr=0.05, weight_decay=0.1)
+    extra = load_sharded_checkpoint(directory, model, opt)
+    loaded = {k: p.full_tensor().numpy() for k, p in model.named_parameters()}
+    after = [_step(model, opt, x[rows], y[rows]) for _ in range(2)]
+    return {"extra": extra, "loaded": loaded, "after": after}
