@@ -83,3 +83,27 @@ def test_missing_or_corrupt_shard_names_the_file(saved, tmp_path):
     (broken / "index.json").unlink()
     with pytest.raises(FileNotFoundError, match="no index.json"):
         consolidate_sharded_checkpoint(broken, tmp_path / "out")
+
+
+def test_sharded_qwen_trains_like_one_process_and_consolidates_for_from_pretrained(tmp_path):
+    import torch
+    import transformers
+    from fsdp_workers import qwen_training_and_save
+
+    import genesis
+    from genesis.distributed.fsdp import consolidate_sharded_checkpoint
+    from genesis.models import AutoModelForCausalLM
+
+    directory = str(tmp_path / "ckpt")
+    results = run_ranks(qwen_training_and_save, 2, directory)
+    for r in results:
+        np.testing.assert_allclose(r["losses"], r["ref_losses"], rtol=0, atol=1e-5)
+    consolidate_sharded_checkpoint(directory, tmp_path / "hf")
+    model = AutoModelForCausalLM.from_pretrained(tmp_path / "hf")
+    for name, p in model.state_dict().items():
+        np.testing.assert_array_equal(p.numpy(), results[0]["full"][name], err_msg=name)
+    hf_model = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "hf")
+    ids = [[3, 1, 4, 1, 5, 9, 2, 6]]
+    want = hf_model(torch.tensor(ids)).logits.detach().numpy()
+    got = model(genesis.tensor(ids)).logits.detach().numpy()
+    torch.testing.assert_close(torch.from_numpy(got), torch.from_numpy(want))

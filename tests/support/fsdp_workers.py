@@ -183,3 +183,51 @@ def checkpoint_resume(rank: int, n: int, directory: str) -> dict:
     loaded = {k: p.full_tensor().numpy() for k, p in model.named_parameters()}
     after = [_step(model, opt, x[rows], y[rows]) for _ in range(2)]
     return {"extra": extra, "loaded": loaded, "after": after}
+
+
+def tiny_qwen(tied: bool = True):
+    """A tiny genesis Qwen2 model (seeded), float32."""
+    import genesis
+    from genesis.models import Qwen2Config, QwenForCausalLM
+
+    genesis.manual_seed(0)
+    config = Qwen2Config(vocab_size=37, hidden_size=16, intermediate_size=24,
+                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                         tie_word_embeddings=tied)
+    return QwenForCausalLM(config)
+
+
+def qwen_training_and_save(rank: int, n: int, directory: str) -> dict:
+    """A sharded tiny Qwen (per layer, then the root; tied embeddings) trains as the
+    unsharded one on the whole batch, then saves a checkpoint with its config."""
+    import genesis
+    from genesis.distributed.fsdp import fully_shard, save_sharded_checkpoint
+
+    reference = tiny_qwen()
+    model = copy.deepcopy(reference)
+    model.lm_head.weight = model.model.embed_tokens.weight  # (deepcopy keeps the tie too)
+    for layer in model.model.layers:
+        fully_shard(layer)
+    fully_shard(model)
+    ids = genesis.tensor(np.random.default_rng(2).integers(0, 37, (2 * n, 9)))
+    mine = ids[rank * 2:(rank + 1) * 2]
+    curves = []
+    for net, tokens, average in ((reference, ids, False), (model, mine, True)):
+        opt = genesis.optim.AdamW(net.parameters(), lr=0.01)
+        losses = []
+        for _ in range(3):
+            opt.zero_grad()
+            loss = net(tokens, labels=tokens).loss
+            loss.backward()
+            opt.step()
+            seen = loss.detach().clone()
+            if average:
+                import genesis.distributed as dist
+                dist.all_reduce(seen, op=dist.ReduceOp.AVG)
+            losses.append(float(seen))
+        curves.append(losses)
+    config = model.config.to_dict()
+    config["dtype"] = "float32"
+    save_sharded_checkpoint(directory, model, config=config)
+    full = {k: v.full_tensor().numpy() for k, v in model.state_dict().items()}
+    return {"ref_losses": curves[0], "losses": curves[1], "full": full}

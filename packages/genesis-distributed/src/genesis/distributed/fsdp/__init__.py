@@ -12,7 +12,10 @@ forward and backward and freed after. See ``fully_shard``.
 
 from genesis.distributed.fsdp.fully_shard import FSDPModule, MixedPrecisionPolicy, fully_shard
 from genesis.distributed.fsdp.sharded_checkpoint import (
-    consolidate_sharded_checkpoint, load_sharded_checkpoint, save_sharded_checkpoint)
+    consolidate_sharded_checkpoint,
+    load_sharded_checkpoint,
+    save_sharded_checkpoint,
+)
 from genesis.distributed.fsdp.sharded_tensor import ShardedParameter, ShardedTensor
 
 __all__ = ["FSDPModule", "MixedPrecisionPolicy", "ShardedParameter", "ShardedTensor",

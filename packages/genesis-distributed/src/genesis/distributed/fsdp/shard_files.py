@@ -61,8 +61,13 @@ def write_tensors(path: str, tensors: dict[str, torch.Tensor], metadata: dict | 
                   ) -> None:
     """Write ``tensors`` as a safetensors file at ``path``, atomically."""
     tmp = f"{path}.tmp-{os.getpid()}"
+    seen, own = set(), {}
+    for key, value in tensors.items():  # tied parameters: safetensors wants one copy each
+        value = value.contiguous()
+        own[key] = value.clone() if value.data_ptr() in seen else value
+        seen.add(value.data_ptr())
     try:
-        save_file({k: v.contiguous() for k, v in tensors.items()}, tmp, metadata=metadata)
+        save_file(own, tmp, metadata=metadata)
         _replace_atomically(tmp, path)
     finally:
         if os.path.exists(tmp):

@@ -20,9 +20,17 @@ import torch
 
 import genesis
 from genesis.distributed.fsdp.shard_files import (
-    FORMAT, INDEX, VERSION, ShardReader, rank_file, read_index, to_torch, write_json,
-    write_tensors)
-from genesis.distributed.fsdp.sharded_tensor import ShardedTensor, ShardLayout
+    FORMAT,
+    INDEX,
+    VERSION,
+    ShardReader,
+    rank_file,
+    read_index,
+    to_torch,
+    write_json,
+    write_tensors,
+)
+from genesis.distributed.fsdp.sharded_tensor import ShardedTensor
 from genesis.distributed.group import resolve
 
 
