@@ -195,10 +195,12 @@ class _State:
         if not frozen:
             self.group.reshard()
         tree.expecting.discard(self)
+        # one reduce-scatter stays in flight while the next block computes; waiting for the
+        # older one frees its packed gradients (on NCCL the host does not block)
+        keep = 0 if not tree.expecting else 1
+        while len(tree.pending) > keep:
+            tree.pending.pop(0).wait()
         if not tree.expecting:
-            pending, tree.pending = tree.pending, []
-            for work in pending:
-                work.wait()
             for state in tree.states:
                 if state.group is not None:
                     state.group.reshard()
