@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from dist_harness import run_ranks
-from fsdp_workers import holdings, training
+from fsdp_workers import holdings, killed_mid_step, training
 
 
 @pytest.mark.parametrize("world", [2, 3])
@@ -57,3 +57,12 @@ def test_each_rank_holds_one_world_th_of_every_tensor():
         assert r["gathered_in_block2"] == [(0, 13 * 8)]
         assert r["after_forward"] == [0] * 5
         assert r["after_backward"] == [0] * len(r["after_backward"])
+
+
+def test_killed_rank_mid_step_fails_the_others_clearly():
+    timeout = 3.0
+    results = run_ranks(killed_mid_step, 2, "cpu", timeout_s=timeout, allow_exit=(1,),
+                        join_s=timeout + 30)
+    error = results[0]["error"]
+    assert error is not None and results[0]["seconds"] < timeout + 30
+    assert "group 'world'" in error  # names the collective's group (and the rank)

@@ -7,13 +7,15 @@ worker returns both loss curves; the tests compare them.
 from __future__ import annotations
 
 import copy
+import os
+import time
 
 import numpy as np
 
 BATCH, IN, HIDDEN, CLASSES = 12, 6, 13, 3  # 13 and 3 rows split unevenly over 2 and 3 ranks
 
 
-def make_model():
+def make_model(device: str = "cpu"):
     """A stem, two residual blocks (13-row hidden layers) and a 3-class head."""
     import genesis
     from genesis import nn
@@ -29,16 +31,20 @@ def make_model():
             return x + self.scale * self.down(genesis.tanh(self.up(x)))
 
     genesis.manual_seed(0)
-    return nn.Sequential(nn.Linear(IN, 8), Block(), Block(), nn.Linear(8, CLASSES))
+    return nn.Sequential(nn.Linear(IN, 8), Block(), Block(), nn.Linear(8, CLASSES)).to(device)
 
 
-def batch():
+def batch(device: str = "cpu"):
     import genesis
 
     rng = np.random.default_rng(1)
-    x = genesis.tensor(rng.standard_normal((BATCH, IN)).astype(np.float32))
-    y = genesis.tensor(rng.integers(0, CLASSES, BATCH))
+    x = genesis.tensor(rng.standard_normal((BATCH, IN)).astype(np.float32)).to(device)
+    y = genesis.tensor(rng.integers(0, CLASSES, BATCH)).to(device)
     return x, y
+
+
+def _np(t) -> np.ndarray:
+    return t.detach().cpu().numpy()
 
 
 def shard(model, mp_policy=None, reshard_after_forward=True):
@@ -69,13 +75,14 @@ def _train(model, x, y, steps: int, clip: float, average_loss: bool) -> tuple[li
     return losses, norms
 
 
-def training(rank: int, n: int, mp: bool = False, reshard_after_forward: bool = True) -> dict:
+def training(rank: int, n: int, mp: bool = False, reshard_after_forward: bool = True,
+             device: str = "cpu") -> dict:
     """FSDP on this rank's rows of the batch beside one process on the whole batch."""
     import genesis
     from genesis.distributed.fsdp import MixedPrecisionPolicy
 
-    x, y = batch()
-    reference = make_model()
+    x, y = batch(device)
+    reference = make_model(device)
     model = copy.deepcopy(reference)
     policy = MixedPrecisionPolicy(param_dtype=genesis.bfloat16,
                                   reduce_dtype=genesis.float32) if mp else None
@@ -83,8 +90,8 @@ def training(rank: int, n: int, mp: bool = False, reshard_after_forward: bool = 
     rows = slice(rank * BATCH // n, (rank + 1) * BATCH // n)
     ref_losses, ref_norms = _train(reference, x, y, 4, 0.5, False)
     losses, norms = _train(model, x[rows], y[rows], 4, 0.5, True)
-    params = {name: p.full_tensor().numpy() for name, p in model.named_parameters()}
-    wanted = {name: p.detach().numpy() for name, p in reference.named_parameters()}
+    params = {name: _np(p.full_tensor()) for name, p in model.named_parameters()}
+    wanted = {name: _np(p) for name, p in reference.named_parameters()}
     return {"losses": losses, "ref_losses": ref_losses, "norms": norms,
             "ref_norms": ref_norms, "params": params, "ref_params": wanted}
 
@@ -142,21 +149,21 @@ def _step(model, opt, x, y) -> float:
     return float(seen)
 
 
-def checkpoint_save(rank: int, n: int, directory: str) -> dict:
+def checkpoint_save(rank: int, n: int, directory: str, device: str = "cpu") -> dict:
     """Train 2 steps, save a sharded checkpoint, train 2 more (the curve a resume must
     repeat); also: state_dict() is sharded and load_state_dict takes it back."""
     import genesis
     from genesis.distributed.fsdp import ShardedTensor, save_sharded_checkpoint
 
-    model = shard(make_model())
-    x, y = batch()
+    model = shard(make_model(device))
+    x, y = batch(device)
     rows = slice(rank * BATCH // n, (rank + 1) * BATCH // n)
     opt = genesis.optim.AdamW(model.parameters(), lr=0.05, weight_decay=0.1)
     for _ in range(2):
         _step(model, opt, x[rows], y[rows])
     sd = model.state_dict()
     kinds = {k: type(v).__name__ for k, v in sd.items()}
-    saved = {k: v.full_tensor().numpy() for k, v in sd.items() if isinstance(v, ShardedTensor)}
+    saved = {k: _np(v.full_tensor()) for k, v in sd.items() if isinstance(v, ShardedTensor)}
     kept = {k: genesis.Tensor.detach(v).clone() for k, v in sd.items()}
     save_sharded_checkpoint(directory, model, opt, extra={"step": 2}, config={"note": "x"})
     after = [_step(model, opt, x[rows], y[rows]) for _ in range(2)]
@@ -165,22 +172,22 @@ def checkpoint_save(rank: int, n: int, directory: str) -> dict:
     for k, v in sd.items():  # load_state_dict takes a sharded state dict back
         genesis.Tensor.detach(v).copy_(kept[k])
     model.load_state_dict(model.state_dict())
-    restored = {k: p.full_tensor().numpy() for k, p in model.named_parameters()}
+    restored = {k: _np(p.full_tensor()) for k, p in model.named_parameters()}
     return {"kinds": kinds, "saved": saved, "after": after, "changed": changed,
             "restored": restored}
 
 
-def checkpoint_resume(rank: int, n: int, directory: str) -> dict:
+def checkpoint_resume(rank: int, n: int, directory: str, device: str = "cpu") -> dict:
     """Load the checkpoint (saved by another world size) and train the same 2 steps."""
     import genesis
     from genesis.distributed.fsdp import load_sharded_checkpoint
 
-    model = shard(make_model())
-    x, y = batch()
+    model = shard(make_model(device))
+    x, y = batch(device)
     rows = slice(rank * BATCH // n, (rank + 1) * BATCH // n)
     opt = genesis.optim.AdamW(model.parameters(), lr=0.05, weight_decay=0.1)
     extra = load_sharded_checkpoint(directory, model, opt)
-    loaded = {k: p.full_tensor().numpy() for k, p in model.named_parameters()}
+    loaded = {k: _np(p.full_tensor()) for k, p in model.named_parameters()}
     after = [_step(model, opt, x[rows], y[rows]) for _ in range(2)]
     return {"extra": extra, "loaded": loaded, "after": after}
 
@@ -229,5 +236,29 @@ def qwen_training_and_save(rank: int, n: int, directory: str) -> dict:
     config = model.config.to_dict()
     config["dtype"] = "float32"
     save_sharded_checkpoint(directory, model, config=config)
-    full = {k: v.full_tensor().numpy() for k, v in model.state_dict().items()}
+    full = {k: _np(v.full_tensor()) for k, v in model.state_dict().items()}
     return {"ref_losses": curves[0], "losses": curves[1], "full": full}
+
+
+def killed_mid_step(rank: int, n: int, device: str) -> dict:
+    """Rank n - 1 dies in the middle of a forward; the others must fail with a clear error
+    (the group's timeout bounds the wait) instead of hanging."""
+    import genesis.distributed as dist
+    from genesis import nn
+
+    model = shard(make_model(device))
+    x, y = batch(device)
+    nn.functional.cross_entropy(model(x), y).backward()
+    dist.barrier()
+    if rank == n - 1:
+        model[2].register_forward_pre_hook(lambda m, args: os._exit(3))
+    start = time.monotonic()
+    try:
+        for _ in range(3):
+            nn.functional.cross_entropy(model(x), y).backward()
+            dist.barrier()
+        return {"error": None}
+    except dist.DistBackendError as exc:
+        return {"error": str(exc), "seconds": time.monotonic() - start}
+    finally:
+        dist.destroy_process_group()
