@@ -54,9 +54,13 @@ def test_each_rank_holds_one_world_th_of_every_tensor():
         # 13 rows over 3 ranks: 5, 5 and 3 owned (uneven sizes)
         assert r["params"]["1.up.weight"]["owned"][0] == (3 if rank == 2 else 5)
         # just in time: block 1 is freed by the time block 2 runs, block 2 is gathered
-        assert r["gathered_in_block2"] == [(0, 13 * 8)]
+        assert r["gathered_in_block2"][0] == (0, 13 * 8)
         assert r["after_forward"] == [0] * 5
         assert r["after_backward"] == [0] * len(r["after_backward"])
+        # unshard(): whole tensors in state_dict(), kept across forwards; reshard() undoes it
+        assert r["held_shapes"]["1.up.weight"] == (13, 8) and r["held_diff"] == 0
+        assert r["held_after_forward"] == [1, 13 * 8, 13, 8 * 13, 8]  # scale, up, down
+        assert r["resharded"] == "ShardedTensor"
 
 
 def test_killed_rank_mid_step_fails_the_others_clearly():

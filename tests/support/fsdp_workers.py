@@ -117,6 +117,17 @@ def holdings(rank: int, n: int) -> dict:
     out = {"is_fsdp": isinstance(model[1], FSDPModule), "params": {},
            "gathered_in_block2": gathered, "after_forward": after_forward,
            "after_backward": after_backward}
+    with genesis.no_grad():  # unshard() keeps whole parameters (no traffic) until reshard()
+        before = model(x)
+        fsdp_modules = [m for m in model.modules() if isinstance(m, FSDPModule)]
+        for m in fsdp_modules:
+            m.unshard()
+        out["held_shapes"] = {k: tuple(v.shape) for k, v in model.state_dict().items()}
+        out["held_diff"] = float((model(x) - before).abs().max())
+        out["held_after_forward"] = [u.numel() for u in _unsharded(model[1])]
+        for m in fsdp_modules:
+            m.reshard()
+        out["resharded"] = type(model.state_dict()["1.up.weight"]).__name__
     for name, p in model.named_parameters():
         state = opt.state[p]
         out["params"][name] = {

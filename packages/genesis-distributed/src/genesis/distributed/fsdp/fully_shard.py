@@ -68,18 +68,23 @@ class FSDPModule:
     """
 
     def unshard(self) -> None:
-        """All-gather this module's parameters and register the whole values in it."""
-        group = self._fsdp_state.group
-        if group is not None:
-            group.finish_unshard()
-            group.use_unsharded()
+        """All-gather this module's parameters and keep the whole values registered in it
+        until ``reshard()``: forwards then need no communication (evaluation on ranks with
+        different numbers of batches), and ``state_dict()`` holds whole tensors (saving
+        from one rank). A collective: every rank calls it."""
+        state = self._fsdp_state
+        state.held = True
+        if state.group is not None:
+            state.group.finish_unshard()
+            state.group.use_unsharded()
 
     def reshard(self) -> None:
         """Free the whole values and register the sharded parameters again."""
-        group = self._fsdp_state.group
-        if group is not None:
-            group.use_sharded()
-            group.reshard()
+        state = self._fsdp_state
+        state.held = False
+        if state.group is not None:
+            state.group.use_sharded()
+            state.group.reshard()
 
 
 class _Tree:
@@ -111,6 +116,7 @@ class _State:
         self.reshard_after_forward = reshard_after_forward
         self.mp_policy = mp_policy
         self.tree: _Tree | None = None
+        self.held = False  # unshard() keeps the whole parameters until reshard()
         if group is not None:
             group.on_grads_ready = lambda _group: self.post_backward()
 
@@ -144,7 +150,7 @@ class _State:
         tree = self.tree
         if self is tree.root:
             tree.order_known = True
-        if self.group is None:
+        if self.group is None or self.held:
             return None
         self.group.use_sharded()
         grad = genesis.is_grad_enabled()
@@ -192,7 +198,7 @@ class _State:
         tree = self.tree
         tree.pending.append(self.group.start_reduce())
         frozen = len(self.group.trainable) != len(self.group.params)
-        if not frozen:
+        if not frozen and not self.held:
             self.group.reshard()
         tree.expecting.discard(self)
         # one reduce-scatter stays in flight while the next block computes; waiting for the
@@ -202,7 +208,7 @@ class _State:
             tree.pending.pop(0).wait()
         if not tree.expecting:
             for state in tree.states:
-                if state.group is not None:
+                if state.group is not None and not state.held:
                     state.group.reshard()
 
 
