@@ -273,3 +273,13 @@ def killed_mid_step(rank: int, n: int, device: str) -> dict:
         return {"error": str(exc), "seconds": time.monotonic() - start}
     finally:
         dist.destroy_process_group()
+
+
+def sft_run(rank: int, n: int, settings: dict) -> dict:
+    """One rank of ``genesis-sft --fsdp`` (as under torchrun: RANK and WORLD_SIZE set)."""
+    from genesis.models.apps.sft import SFTConfig, train
+
+    os.environ.update(RANK=str(rank), WORLD_SIZE=str(n), LOCAL_RANK=str(rank))
+    record = train(SFTConfig(**settings))
+    return {"history": record["history"], "finished": record["finished"],
+            "steps": record["steps"]}

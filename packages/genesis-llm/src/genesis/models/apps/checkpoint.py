@@ -17,7 +17,7 @@ from pathlib import Path
 import genesis
 
 CHECKPOINT_DIR = "checkpoints"
-_NAME = re.compile(r"^step-(\d+)\.safetensors$")
+_NAME = re.compile(r"^step-(\d+)\.(?:safetensors|sharded)$")  # (.sharded: sft_fsdp's)
 
 
 def checkpoint_path(out: Path, step: int) -> Path:
