@@ -32,6 +32,8 @@ from genesis.distributed.fsdp.sharded_tensor import ShardedParameter, ShardLayou
 from genesis.distributed.reduce_op import ReduceOp
 from genesis.nn import Parameter
 
+_ALIGN = 16  # elements: 64 bytes of float32, 32 of bfloat16
+
 
 @dataclass(eq=False)  # identity: `in` must not compare tensors
 class FSDPParam:
@@ -69,11 +71,13 @@ class FSDPParamGroup:
         self.param_dtype = param_dtype or self.dtype
         self.reduce_dtype = reduce_dtype or self.param_dtype
         layouts = [ShardLayout(tuple(p.shape), world) for _, p, _ in named]
-        self.local_numel = sum(lay.local_numel for lay in layouts)  # S
+        offsets = [0]
+        for lay in layouts:  # each chunk starts aligned, as fused kernels' fast paths want
+            offsets.append(offsets[-1] + -(-lay.local_numel // _ALIGN) * _ALIGN)
+        self.local_numel = offsets[-1]  # S
         self.local_flat = genesis.zeros(self.local_numel, dtype=self.dtype, device=self.device)
         self.params: list[FSDPParam] = []
-        offset = 0
-        for (name, p, owners), layout in zip(named, layouts):
+        for (name, p, owners), layout, offset in zip(named, layouts, offsets):
             chunk = self.local_flat[offset:offset + layout.local_numel].view(layout.local_shape)
             with genesis.no_grad():
                 chunk.copy_(layout.chunk_of(p.detach(), rank))
@@ -81,7 +85,6 @@ class FSDPParamGroup:
             unsharded = Parameter(genesis.empty(0, dtype=self.param_dtype, device=self.device),
                                   requires_grad=p.requires_grad)
             self.params.append(FSDPParam(name, owners, layout, offset, sharded, unsharded))
-            offset += layout.local_numel
         self.trainable = [fp for fp in self.params if fp.sharded.requires_grad]
         self.is_unsharded = False
         self._gather = None  # (work, output buffer) of an all-gather in flight
@@ -166,6 +169,7 @@ class FSDPParamGroup:
         """
         world = self.group.size()
         with genesis.no_grad():
+            # (the alignment gaps between chunks are never read: left uninitialised)
             packed = genesis.empty((world, self.local_numel), dtype=self.reduce_dtype,
                                    device=self.device)
             for fp in self.params:
