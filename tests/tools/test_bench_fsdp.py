@@ -1,5 +1,6 @@
 """``tools/bench/fsdp.py`` on the CPU at the tiny size, a world of one (Gloo): both
-frameworks build the same sharded weights and train (no timing asserts)."""
+frameworks build the same sharded weights (and DDP the same whole ones) and train (no timing
+asserts)."""
 
 from __future__ import annotations
 
@@ -49,13 +50,17 @@ def test_both_frameworks_shard_the_same_weights(monkeypatch):
     _, dist, _, tdist, _ = bench.ddp.setup("cpu")
     try:
         cfg = bench.MODELS["tiny"]
-        _, g = bench.build_sharded("genesis", cfg, 16, "cpu", True)
-        _, t = bench.build_sharded("torch", cfg, 16, "cpu", True)
+        _, g, _, _ = bench.build("genesis", cfg, 16, "cpu", True)
+        _, t, _, _ = bench.build("torch", cfg, 16, "cpu", True)
+        _, d, _, _ = bench.build("genesis-ddp", cfg, 16, "cpu", True)
         gp, tp = dict(g.named_parameters()), dict(t.named_parameters())
         assert gp.keys() == tp.keys()
+        dp = dict(d.module.named_parameters())
         for name in gp:
             np.testing.assert_array_equal(gp[name].to_local().detach().numpy(),
                                           tp[name].to_local().detach().numpy(), err_msg=name)
+            np.testing.assert_array_equal(gp[name].to_local().detach().numpy(),
+                                          dp[name].detach().numpy(), err_msg=name)
     finally:
         tdist.destroy_process_group()
         dist.destroy_process_group()
@@ -66,9 +71,10 @@ def test_tiny_cpu_run_writes_json(monkeypatch, tmp_path, capsys):
     _world_of_one(monkeypatch)
     out = tmp_path / "fsdp.json"
     bench.main(["--device", "cpu", "--model", "tiny", "--seq", "16", "--steps", "1",
-                "--warmup", "1", "--out", str(out)])
+                "--warmup", "1", "--frameworks", "genesis,torch,genesis-ddp,torch-ddp",
+                "--out", str(out)])
     report = json.loads(out.read_text())
-    assert report["results"].keys() == {"genesis", "torch"}
+    assert report["results"].keys() == {"genesis", "torch", "genesis-ddp", "torch-ddp"}
     for r in report["results"].values():
         assert len(r["losses"]) == 2 and r["tok_per_s"] > 0
         assert abs(r["losses"][0] - 5.55) < 0.1  # ln(vocab 256): random weights

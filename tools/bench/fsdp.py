@@ -10,6 +10,8 @@ frameworks train the same weights on the same batches:
 - mixed precision: bf16 parameters for compute, gradients reduced in fp32, fp32 shards and
   AdamW (``fused``) state; ``clip_grad_norm_(1.0)``; ``--batch`` x ``--seq`` tokens a rank
   (default 1 x 2048), each rank its own tokens;
+- ``--frameworks genesis,torch,genesis-ddp``: also genesis DDP on the same model and batches
+  (float32 replicas under bf16 autocast), for FSDP's tokens/s against DDP's;
 - median step time of ``--steps`` synchronised steps after ``--warmup`` untimed ones;
   tokens/s over all ranks; MFU (``train.flops_per_token``, per GPU, against ``--gpu``'s dense
   bf16 peak); each framework's peak memory per GPU (its own allocator).
@@ -19,6 +21,8 @@ Usage (GPU machine, repository root):
     torchrun --nproc_per_node=2 tools/bench/fsdp.py                       # 7B shape, 2 GPUs
     torchrun --nproc_per_node=2 tools/bench/fsdp.py --model qwen2.5-0.5b
     python tools/bench/fsdp.py --model qwen2.5-0.5b                       # one GPU, world 1
+    torchrun --nproc_per_node=2 tools/bench/fsdp.py --model qwen2.5-0.5b \
+        --frameworks genesis,torch,genesis-ddp --out docs/bench/fsdp_0.5b.json
     python tools/bench/fsdp.py --device cpu --model tiny --steps 1        # CPU smoke test
 
 Rank 0 prints a table and writes JSON (default docs/bench/fsdp.json).
@@ -58,7 +62,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--seq", type=int, default=2048)
     p.add_argument("--steps", type=int, default=10, help="timed steps")
     p.add_argument("--warmup", type=int, default=3, help="untimed steps first")
-    p.add_argument("--frameworks", default="genesis,torch", help="run in this order")
+    p.add_argument("--frameworks", default="genesis,torch",
+                   help="run in this order: genesis, torch (fully sharded), genesis-ddp, "
+                        "torch-ddp (replicas, bf16 autocast)")
     p.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
     p.add_argument("--gpu", choices=sorted(train.PEAK_BF16), default="h200")
     p.add_argument("--no-reshard-after-forward", action="store_true",
@@ -101,13 +107,49 @@ def _owned_rows(rows: int, world: int, rank: int) -> tuple[int, int]:
     return first, min(first + chunk, rows)
 
 
-def build_sharded(name: str, cfg, seq: int, device: str, reshard: bool):
-    """The decoder under framework ``name``, sharded block by block, shards filled with
-    ``reference_value``; returns ``(lib, model)``."""
+def _fill(lib, framework: str, model, device: str) -> None:
+    """Give every parameter (or this rank's shard of it) its ``reference_value``."""
     import torch
 
-    lib = train.import_framework(name)
-    if name == "genesis":
+    world, rank = torch.distributed.get_world_size(), torch.distributed.get_rank()
+    for pname, p in model.named_parameters():
+        sharded = hasattr(p, "to_local")
+        shape = tuple(p.global_shape if framework == "genesis" and sharded else p.shape)
+        first, stop = _owned_rows(shape[0] if shape else 1, world, rank) if sharded else \
+            (0, shape[0] if shape else 1)
+        value = reference_value(pname, shape, device).reshape(-1, *shape[1:])[first:stop]
+        if device == "cuda":
+            torch.cuda.synchronize()  # the value is made on torch's stream
+        with lib.no_grad():
+            local = p.to_local() if sharded else p
+            if framework == "genesis":
+                local.copy_(lib.from_dlpack(value.contiguous()).reshape(local.shape))
+            else:
+                local.copy_(value.reshape(local.shape))
+
+
+def build(name: str, cfg, seq: int, device: str, reshard: bool):
+    """``(lib, model to call, its parameters, autocast context)`` for ``name``: ``genesis``
+    and ``torch`` shard the decoder block by block (bf16 parameters, fp32 reduction);
+    ``genesis-ddp`` and ``torch-ddp`` replicate it (fp32 weights, bf16 autocast)."""
+    import torch
+
+    framework, _, mode = name.partition("-")
+    lib = train.import_framework(framework)
+    with uninitialised(lib):
+        model = train.build_model(lib, cfg, seq)
+    if mode == "ddp":
+        model.to(device)
+        _fill(lib, framework, model, device)
+        if framework == "genesis":
+            import genesis.distributed as dist
+
+            wrapped = dist.DistributedDataParallel(model)
+        else:
+            ids = [torch.cuda.current_device()] if device == "cuda" else None
+            wrapped = torch.nn.parallel.DistributedDataParallel(model, device_ids=ids)
+        return lib, wrapped, list(model.parameters()), lib.autocast(device, dtype=lib.bfloat16)
+    if framework == "genesis":
         from genesis.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
         policy = MixedPrecisionPolicy(param_dtype=lib.bfloat16, reduce_dtype=lib.float32)
@@ -115,8 +157,6 @@ def build_sharded(name: str, cfg, seq: int, device: str, reshard: bool):
         from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
         policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
-    with uninitialised(lib):
-        model = train.build_model(lib, cfg, seq)
     for layer in model.layers:
         layer.to(device)
         fully_shard(layer, mp_policy=policy, reshard_after_forward=reshard)
@@ -126,31 +166,18 @@ def build_sharded(name: str, cfg, seq: int, device: str, reshard: bool):
     for buf_name, buf in list(model.named_buffers(recurse=False)):
         setattr(model, buf_name, buf.to(device))
     fully_shard(model, mp_policy=policy)
-    world, rank = torch.distributed.get_world_size(), torch.distributed.get_rank()
-    for pname, p in model.named_parameters():
-        shape = tuple(p.global_shape if name == "genesis" else p.shape)
-        first, stop = _owned_rows(shape[0] if shape else 1, world, rank)
-        value = reference_value(pname, shape, device).reshape(-1, *shape[1:])[first:stop]
-        if device == "cuda":
-            torch.cuda.synchronize()  # the value is made on torch's stream
-        with lib.no_grad():
-            local = p.to_local()
-            if name == "genesis":
-                local.copy_(lib.from_dlpack(value.contiguous()).reshape(local.shape))
-            else:
-                local.copy_(value.reshape(local.shape))
-    return lib, model
+    _fill(lib, framework, model, device)
+    return lib, model, list(model.parameters()), contextlib.nullcontext()
 
 
 def run_framework(name: str, cfg, batches: list, args, where) -> dict:
     """Build, warm up and time one framework; its figures."""
-    lib, model = build_sharded(name, cfg, args.seq, args.device,
-                               not args.no_reshard_after_forward)
-    params = list(model.parameters())
+    lib, model, params, amp = build(name, cfg, args.seq, args.device,
+                                    not args.no_reshard_after_forward)
     opt = lib.optim.AdamW(params, lr=1e-4, weight_decay=0.1, fused=args.device == "cuda")
     data = [(lib.from_numpy(x.copy()).to(args.device), lib.from_numpy(y.copy()).to(args.device))
             for x, y in batches]
-    step = train.training_step(lib, model, opt, params, data, contextlib.nullcontext())
+    step = train.training_step(lib, model, opt, params, data, amp)
     losses = [float(step(i).item()) for i in range(args.warmup)]
     if args.device == "cuda":
         lib.cuda.reset_peak_memory_stats()
@@ -166,7 +193,8 @@ def run_framework(name: str, cfg, batches: list, args, where) -> dict:
         "peak_mem_gib": (lib.cuda.max_memory_allocated() / 2**30
                          if args.device == "cuda" else None),
         "losses": losses + timed,
-        "local_params": sum(p.to_local().numel() for p in params),
+        "local_params": sum((p.to_local() if hasattr(p, "to_local") else p).numel()
+                            for p in params),
     }
     del model, opt, params, data, step
     if args.device == "cuda":
