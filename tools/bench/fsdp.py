@@ -226,7 +226,7 @@ def main(argv=None) -> dict:
         print(f"FSDP training, {args.model}, {where.world_size} rank(s) x {args.batch} x "
               f"{args.seq} tokens, bf16 params / fp32 reduce, AdamW, {args.device}")
         for name, r in results.items():
-            print(f"  {name:8s} {r['step_ms']:8.1f} ms/step {r['tok_per_s']:10,.0f} tok/s  "
+            print(f"  {name:11s} {r['step_ms']:8.1f} ms/step {r['tok_per_s']:10,.0f} tok/s  "
                   f"MFU {_fmt(r['mfu'] and 100 * r['mfu'], '.1f')}%  peak "
                   f"{_fmt(r['peak_mem_gib'], '.2f')} GiB/GPU  loss {r['losses'][0]:.4f} -> "
                   f"{r['losses'][-1]:.4f}")
