@@ -61,6 +61,7 @@ def test_each_rank_holds_one_world_th_of_every_tensor():
         assert r["held_shapes"]["1.up.weight"] == (13, 8) and r["held_diff"] == 0
         assert r["held_after_forward"] == [1, 13 * 8, 13, 8 * 13, 8]  # scale, up, down
         assert r["resharded"] == "ShardedTensor"
+        assert r["output_dtype"] == "genesis.float32"  # bf16 compute, cast back on the way out
 
 
 def test_killed_rank_mid_step_fails_the_others_clearly():

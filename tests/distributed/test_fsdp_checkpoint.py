@@ -85,6 +85,7 @@ def test_missing_or_corrupt_shard_names_the_file(saved, tmp_path):
         consolidate_sharded_checkpoint(broken, tmp_path / "out")
 
 
+@pytest.mark.slow
 def test_sharded_qwen_trains_like_one_process_and_consolidates_for_from_pretrained(tmp_path):
     import torch
     import transformers

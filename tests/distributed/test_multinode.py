@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 WORKER = Path(__file__).resolve().parents[1] / "support" / "multinode_worker.py"
 
@@ -21,6 +22,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.slow
 def test_two_nodes_under_torchrun(tmp_path):
     endpoint = f"127.0.0.1:{_free_port()}"
     env = {**os.environ, "OMP_NUM_THREADS": "1"}

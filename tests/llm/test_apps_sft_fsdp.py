@@ -45,6 +45,7 @@ def test_one_process_fsdp_equals_the_plain_run(base, tmp_path, world_of_one):
         np.testing.assert_allclose(b[name], a[name], rtol=0, atol=1e-5, err_msg=name)
 
 
+@pytest.mark.slow
 def test_two_ranks_resume_exactly_from_a_sharded_checkpoint(base, tmp_path):
     def settings(out, **kw):
         return dataclasses.asdict(config(base, tmp_path / out, batch_size=2, max_steps=4,

@@ -128,6 +128,7 @@ def holdings(rank: int, n: int) -> dict:
         for m in fsdp_modules:
             m.reshard()
         out["resharded"] = type(model.state_dict()["1.up.weight"]).__name__
+    out["output_dtype"] = str(_output_dtype_model()(x).dtype)
     for name, p in model.named_parameters():
         state = opt.state[p]
         out["params"][name] = {
@@ -283,3 +284,15 @@ def sft_run(rank: int, n: int, settings: dict) -> dict:
     record = train(SFTConfig(**settings))
     return {"history": record["history"], "finished": record["finished"],
             "steps": record["steps"]}
+
+
+def _output_dtype_model():
+    """bf16 compute, float32 out of the root: MixedPrecisionPolicy(output_dtype=...)."""
+    import genesis
+    from genesis.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+    model = make_model()
+    for block in (model[1], model[2]):
+        fully_shard(block, mp_policy=MixedPrecisionPolicy(param_dtype=genesis.bfloat16))
+    return fully_shard(model, mp_policy=MixedPrecisionPolicy(
+        param_dtype=genesis.bfloat16, output_dtype=genesis.float32))

@@ -44,6 +44,8 @@ class MixedPrecisionPolicy:
             None: the parameters' dtype.
         reduce_dtype: dtype in which gradients are reduce-scattered (averaged); None:
             ``param_dtype``.
+        output_dtype: cast the floating-point tensors a sharded module's forward returns
+            (alone, or in a tuple or list) to this dtype; None: leave them.
         cast_forward_inputs: cast floating-point tensor arguments of each sharded module's
             forward to ``param_dtype``.
 
@@ -55,6 +57,7 @@ class MixedPrecisionPolicy:
 
     param_dtype: object = None
     reduce_dtype: object = None
+    output_dtype: object = None
     cast_forward_inputs: bool = True
 
 
@@ -150,8 +153,12 @@ class _State:
         tree = self.tree
         if self is tree.root:
             tree.order_known = True
+        dtype = self.mp_policy.output_dtype
+        if dtype is not None:
+            output = (type(output)(_cast(o, dtype) for o in output)
+                      if isinstance(output, (tuple, list)) else _cast(output, dtype))
         if self.group is None or self.held:
-            return None
+            return output
         self.group.use_sharded()
         grad = genesis.is_grad_enabled()
         if not grad or (self.reshard_after_forward and self is not tree.root):
@@ -160,7 +167,7 @@ class _State:
                 for t in _collect_tensors(output, []):
                     if t.requires_grad:
                         t.register_hook(self._pre_backward)
-        return None
+        return output
 
     def _become_root(self) -> None:
         states = [m._fsdp_state for m in self.module.modules() if isinstance(m, FSDPModule)]
