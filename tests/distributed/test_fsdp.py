@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from dist_harness import run_ranks
-from fsdp_workers import holdings, killed_mid_step, training
+from fsdp_workers import bad_inputs, holdings, killed_mid_step, training
 
 
 @pytest.mark.parametrize("world", [2, 3])
@@ -71,3 +71,20 @@ def test_killed_rank_mid_step_fails_the_others_clearly():
     error = results[0]["error"]
     assert error is not None and results[0]["seconds"] < timeout + 30
     assert "group 'world'" in error  # names the collective's group (and the rank)
+
+
+def test_misuse_fails_with_clear_errors(tmp_path):
+    results = run_ranks(bad_inputs, 2, str(tmp_path / "ckpt"))
+    for r in results:
+        assert "fully_shard takes an nn.Module, got Tensor" in r["not_a_module"]
+        assert "mp_policy must be a MixedPrecisionPolicy, got dict" in r["policy"]
+        assert "already applied to this module (FSDPLinear)" in r["twice"]
+        assert "'bias' is genesis.float64" in r["mixed_dtypes"]
+        assert "rank 1's parameters differ from rank 0's" in r["mismatch"]
+        assert "[3, 4]" not in r["mismatch"] and "(4, 4)" in r["mismatch"]
+        assert "already ran forward under another root" in r["separate_root"]
+        assert "did not give a gradient" in r["no_grad_for"]
+        assert "b.weight, b.bias" in r["no_grad_for"]
+        assert "'model/0.weight'" in r["load_mismatch"] and "[8, 6]" in r["load_mismatch"]
+        assert "extra and config must be JSON values" in r["extra_not_json"]
+        assert "has no optimizer state" in r["no_optimizer"]

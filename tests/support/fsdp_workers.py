@@ -296,3 +296,60 @@ def _output_dtype_model():
         fully_shard(block, mp_policy=MixedPrecisionPolicy(param_dtype=genesis.bfloat16))
     return fully_shard(model, mp_policy=MixedPrecisionPolicy(
         param_dtype=genesis.bfloat16, output_dtype=genesis.float32))
+
+
+def _error(fn) -> str | None:
+    try:
+        fn()
+    except Exception as exc:  # noqa: BLE001 - the message is what the test checks
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
+def bad_inputs(rank: int, n: int, directory: str) -> dict:
+    """Each misuse fails with an error naming what was wrong (and never hangs)."""
+    import genesis
+    from genesis import nn
+    from genesis.distributed.fsdp import (
+        fully_shard,
+        load_sharded_checkpoint,
+        save_sharded_checkpoint,
+    )
+
+    out = {}
+    out["not_a_module"] = _error(lambda: fully_shard(genesis.zeros(3)))
+    out["policy"] = _error(lambda: fully_shard(nn.Linear(2, 2), mp_policy={"dtype": 1}))
+    twice = fully_shard(nn.Linear(2, 2))
+    out["twice"] = _error(lambda: fully_shard(twice))
+    mixed = nn.Linear(2, 2)
+    mixed.bias = nn.Parameter(genesis.zeros(2, dtype=genesis.float64))
+    out["mixed_dtypes"] = _error(lambda: fully_shard(mixed))
+    # rank 1's model is wider: named on every rank, instead of a hang or wrong rows
+    out["mismatch"] = _error(lambda: fully_shard(nn.Linear(4, 3 + rank)))
+    # a block run on its own first became a root: the outer module then says so
+    x = genesis.ones(2, 3)
+    model = nn.Sequential(nn.Linear(3, 3), nn.Linear(3, 3))
+    fully_shard(model[0])
+    fully_shard(model)
+    model[0](x)
+    out["separate_root"] = _error(lambda: model(x))
+    # a parameter without a gradient: the next forward names it
+    two = nn.Module()
+    two.a, two.b = nn.Linear(3, 2), nn.Linear(3, 2)
+    two.forward = lambda x: (two.a(x), two.b(x))
+    fully_shard(two.a)
+    fully_shard(two)
+    first, _ = two(x)
+    first.sum().backward()  # b (the root's own) is left out of the loss
+    out["no_grad_for"] = _error(lambda: two(x))
+    # checkpoints: a model of another shape, JSON-less extras
+    saved = shard(make_model())
+    save_sharded_checkpoint(directory, saved)
+    other = nn.Sequential(nn.Linear(IN, 9), nn.Linear(9, CLASSES))
+    fully_shard(other)
+    out["load_mismatch"] = _error(lambda: load_sharded_checkpoint(directory, other))
+    out["extra_not_json"] = _error(
+        lambda: save_sharded_checkpoint(directory, saved, extra={"f": object()}))
+    out["no_optimizer"] = _error(lambda: load_sharded_checkpoint(
+        directory, saved, genesis.optim.AdamW(saved.parameters())))
+    return out

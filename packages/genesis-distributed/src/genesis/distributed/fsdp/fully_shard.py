@@ -277,7 +277,8 @@ def fully_shard(module, *, reshard_after_forward: bool = True,
     if not isinstance(module, nn.Module):
         raise TypeError(f"fully_shard takes an nn.Module, got {type(module).__name__}")
     if isinstance(module, FSDPModule):
-        raise ValueError(f"fully_shard was already applied to this {type(module).__name__}")
+        raise ValueError(f"fully_shard was already applied to this module "
+                         f"({type(module).__name__})")
     group = resolve(process_group)
     if group is None:
         raise ValueError("fully_shard: this rank is not in process_group")
