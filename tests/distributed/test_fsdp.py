@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from dist_harness import run_ranks
-from fsdp_workers import bad_inputs, holdings, killed_mid_step, training
+from fsdp_workers import bad_inputs, holdings, killed_mid_step, skipped_block, training
 
 
 @pytest.mark.parametrize("world", [2, 3])
@@ -88,3 +88,8 @@ def test_misuse_fails_with_clear_errors(tmp_path):
         assert "'model/0.weight'" in r["load_mismatch"] and "[8, 6]" in r["load_mismatch"]
         assert "extra and config must be JSON values" in r["extra_not_json"]
         assert "has no optimizer state" in r["no_optimizer"]
+
+
+def test_unused_prefetch_is_not_used_after_the_shards_change():
+    for r in run_ranks(skipped_block, 2):
+        assert r["diff"] == 0

@@ -353,3 +353,35 @@ def bad_inputs(rank: int, n: int, directory: str) -> dict:
     out["no_optimizer"] = _error(lambda: load_sharded_checkpoint(
         directory, saved, genesis.optim.AdamW(saved.parameters())))
     return out
+
+
+def skipped_block(rank: int, n: int) -> dict:
+    """A forward that skips a block leaves that block's prefetched all-gather unused; after
+    its shards change, the next forward must not use the stale prefetch."""
+    import genesis
+    from genesis import nn
+    from genesis.distributed.fsdp import fully_shard
+
+    class Net(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.stem, self.b1, self.b2 = nn.Linear(4, 4), nn.Linear(4, 4), nn.Linear(4, 4)
+
+        def forward(self, x, skip: bool = False):
+            h = self.b1(self.stem(x))
+            return h if skip else self.b2(h)
+
+    genesis.manual_seed(0)
+    reference = Net()
+    model = copy.deepcopy(reference)
+    fully_shard(model.b1)
+    fully_shard(model.b2)
+    fully_shard(model)
+    x = genesis.ones(2, 4)
+    with genesis.no_grad():
+        model(x)  # records the order stem/b1 -> b2
+        model(x, skip=True)  # b1's forward prefetches b2, which does not run
+        for p in (*model.b2.parameters(), *reference.b2.parameters()):
+            p.mul_(2.0)  # (the sharded ones: this rank's rows)
+        got = model(x)
+    return {"diff": float((got - reference(x)).abs().max())}

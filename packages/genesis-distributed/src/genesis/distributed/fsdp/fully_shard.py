@@ -132,6 +132,9 @@ class _State:
         if self is tree.root:
             self._check_previous_backward()
             tree.expecting = set()
+            for state in tree.states:  # a prefetch the last step did not use (a block it
+                if state.group is not None:  # skipped) predates the optimizer's step
+                    state.group.discard_prefetch()
         if not tree.order_known:
             tree.order.append(self)
         if self.group is not None:

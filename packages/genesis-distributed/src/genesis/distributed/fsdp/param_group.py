@@ -120,6 +120,13 @@ class FSDPParamGroup:
                                                       async_op=True)
         self._gather = (work, gathered, source)
 
+    def discard_prefetch(self) -> None:
+        """Wait for and drop an all-gather that no forward or backward used: it read the
+        shards before they changed (an optimizer step), so its values may be stale."""
+        if self._gather is not None:
+            work, self._gather = self._gather[0], None
+            work.wait()
+
     def finish_unshard(self) -> None:
         """Wait for the all-gather and give each unsharded parameter its whole value."""
         if self.is_unsharded:
