@@ -90,6 +90,6 @@ def test_misuse_fails_with_clear_errors(tmp_path):
         assert "has no optimizer state" in r["no_optimizer"]
 
 
-def test_unused_prefetch_is_not_used_after_the_shards_change():
+def test_nothing_gathered_before_the_shards_change_is_used_after():
     for r in run_ranks(skipped_block, 2):
-        assert r["diff"] == 0
+        assert r["diff"] == 0 and r["diff_after_change"] == 0

@@ -356,8 +356,9 @@ def bad_inputs(rank: int, n: int, directory: str) -> dict:
 
 
 def skipped_block(rank: int, n: int) -> dict:
-    """A forward that skips a block leaves that block's prefetched all-gather unused; after
-    its shards change, the next forward must not use the stale prefetch."""
+    """A forward that skips a block leaves that block's prefetched all-gather unused, and a
+    forward with gradients on but no backward leaves the root gathered; after the shards
+    change, the next forward must use neither."""
     import genesis
     from genesis import nn
     from genesis.distributed.fsdp import fully_shard
@@ -383,5 +384,10 @@ def skipped_block(rank: int, n: int) -> dict:
         model(x, skip=True)  # b1's forward prefetches b2, which does not run
         for p in (*model.b2.parameters(), *reference.b2.parameters()):
             p.mul_(2.0)  # (the sharded ones: this rank's rows)
-        got = model(x)
-    return {"diff": float((got - reference(x)).abs().max())}
+        diff = float((model(x) - reference(x)).abs().max())
+    model(x)  # with gradients on, but no backward: the root stays gathered ...
+    with genesis.no_grad():
+        for p in (*model.parameters(), *reference.parameters()):
+            p.mul_(0.5)  # ... while its shards change
+    again = model(x)  # no error about missing gradients, and no stale values
+    return {"diff": diff, "diff_after_change": float((again - reference(x)).abs().max())}

@@ -99,6 +99,7 @@ class _Tree:
         self.order: list[_State] = []  # forward order, recorded in the first forward
         self.order_known = False
         self.expecting: set = set()  # states whose gradients this backward still reduces
+        self.backward_started = False  # a block reduced its gradients since the forward
         self.pending: list = []  # reduce-scatter works to wait for at the end of backward
 
     def neighbour(self, state: _State, step: int) -> _State | None:
@@ -132,6 +133,7 @@ class _State:
         if self is tree.root:
             self._check_previous_backward()
             tree.expecting = set()
+            tree.backward_started = False
             for state in tree.states:  # a prefetch the last step did not use (a block it
                 if state.group is not None:  # skipped) predates the optimizer's step
                     state.group.discard_prefetch()
@@ -183,16 +185,28 @@ class _State:
             state.tree = tree
 
     def _check_previous_backward(self) -> None:
+        """Raise if the last backward left gradients unreduced; after a forward that had no
+        backward at all (a loss computed with gradients on, then dropped), free what it
+        gathered instead: the shards may have changed since."""
         tree = self.tree
-        if tree.expecting:
-            missing = [f"{type(s.module).__name__}: {', '.join(s.group.missing_grads())}"
-                       for s in tree.expecting]
+        if not tree.expecting:
+            return
+        started = tree.backward_started or any(s.group.grads_pending() for s in tree.expecting)
+        if not started:
             tree.expecting = set()
-            raise RuntimeError(
-                "fully_shard: the previous backward did not give a gradient to every "
-                "parameter of the sharded modules, so their gradients were never "
-                f"reduce-scattered ({'; '.join(missing)}). Every trainable parameter must "
-                "take part in the loss (or set requires_grad=False before fully_shard)")
+            for state in tree.states:
+                if state.group is not None and not state.held:
+                    state.group.use_sharded()
+                    state.group.reshard()
+            return
+        missing = [f"{type(s.module).__name__}: {', '.join(s.group.missing_grads())}"
+                   for s in tree.expecting]
+        tree.expecting = set()
+        raise RuntimeError(
+            "fully_shard: the previous backward did not give a gradient to every "
+            "parameter of the sharded modules, so their gradients were never "
+            f"reduce-scattered ({'; '.join(missing)}). Every trainable parameter must "
+            "take part in the loss (or set requires_grad=False before fully_shard)")
 
     # ------------------------------------------------------------------ backward
     def _pre_backward(self, grad):
@@ -206,6 +220,7 @@ class _State:
 
     def post_backward(self) -> None:
         tree = self.tree
+        tree.backward_started = True
         tree.pending.append(self.group.start_reduce())
         frozen = len(self.group.trainable) != len(self.group.params)
         if not frozen and not self.held:

@@ -158,6 +158,10 @@ class FSDPParamGroup:
         """Forget a previous backward's count (a new forward has run)."""
         self._grads_ready = 0
 
+    def grads_pending(self) -> bool:
+        """Whether backward has accumulated some, not all, of the unsharded gradients."""
+        return self._grads_ready > 0
+
     def missing_grads(self) -> list[str]:
         """Names of trainable parameters whose unsharded gradient is still waiting."""
         return [fp.name for fp in self.trainable if fp.unsharded.grad is None]
