@@ -124,6 +124,8 @@ def _fill(lib, framework: str, model, device: str) -> None:
             local = p.to_local() if sharded else p
             if framework == "genesis":
                 local.copy_(lib.from_dlpack(value.contiguous()).reshape(local.shape))
+                if device == "cuda":
+                    lib.cuda.synchronize()  # before torch may reuse the value's memory
             else:
                 local.copy_(value.reshape(local.shape))
 
