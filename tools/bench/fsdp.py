@@ -219,21 +219,23 @@ def main(argv=None) -> dict:
     for _ in range(3):
         tok = rng.integers(0, cfg.vocab, (args.batch, args.seq + 1), dtype=np.int64)
         batches.append((np.ascontiguousarray(tok[:, :-1]), np.ascontiguousarray(tok[:, 1:])))
+    if where.rank == 0:
+        print(f"FSDP training, {args.model}, {where.world_size} rank(s) x {args.batch} x "
+              f"{args.seq} tokens, bf16 params / fp32 reduce, AdamW, {args.device}",
+              flush=True)
     results = {}
-    for name in args.frameworks.split(","):
-        results[name] = run_framework(name, cfg, batches, args, where)
+    for name in args.frameworks.split(","):  # each line printed as it is measured
+        r = results[name] = run_framework(name, cfg, batches, args, where)
+        if where.rank == 0:
+            print(f"  {name:11s} {r['step_ms']:8.1f} ms/step {r['tok_per_s']:10,.0f} tok/s  "
+                  f"MFU {_fmt(r['mfu'] and 100 * r['mfu'], '.1f')}%  peak "
+                  f"{_fmt(r['peak_mem_gib'], '.2f')} GiB/GPU  loss {r['losses'][0]:.4f} -> "
+                  f"{r['losses'][-1]:.4f}", flush=True)
     report = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
               "model": args.model, "config": dataclasses.asdict(cfg),
               "world_size": where.world_size, "device": args.device,
               "python": platform.python_version(), "results": results, "args": vars(args)}
     if where.rank == 0:
-        print(f"FSDP training, {args.model}, {where.world_size} rank(s) x {args.batch} x "
-              f"{args.seq} tokens, bf16 params / fp32 reduce, AdamW, {args.device}")
-        for name, r in results.items():
-            print(f"  {name:11s} {r['step_ms']:8.1f} ms/step {r['tok_per_s']:10,.0f} tok/s  "
-                  f"MFU {_fmt(r['mfu'] and 100 * r['mfu'], '.1f')}%  peak "
-                  f"{_fmt(r['peak_mem_gib'], '.2f')} GiB/GPU  loss {r['losses'][0]:.4f} -> "
-                  f"{r['losses'][-1]:.4f}")
         if {"genesis", "torch"} <= results.keys():
             g, t = results["genesis"], results["torch"]
             report["genesis_over_torch_tok_per_s"] = g["tok_per_s"] / t["tok_per_s"]
