@@ -131,6 +131,7 @@ def setup_runtime(device: str | None = None, precision: str = "auto",
             else:  # one process outside torchrun: a world of one, in memory
                 from torch.distributed import HashStore
 
-                dist.init_process_group(store=HashStore(), rank=0, world_size=1)
+                dist.init_process_group(store=HashStore(), rank=0, world_size=1,
+                                        device_id=dev.index if dev.type == "cuda" else None)
     use_bf16 = precision == "bf16" or (precision == "auto" and dev.type == "cuda")
     return Runtime(rank, world_size, dev, genesis.bfloat16 if use_bf16 else None, fsdp)

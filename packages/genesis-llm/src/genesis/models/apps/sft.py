@@ -9,7 +9,9 @@ clipped to ``max_grad_norm``, AdamW steps, and the warmup + cosine schedule adva
 Files in ``out``: the final model and tokenizer (``save_pretrained``: ``genesis-chat out``
 works), ``log.json``, ``loss.png`` and ``checkpoints/step-N.safetensors``. A run refuses a
 non-empty ``out`` unless told ``overwrite`` (start again) or ``resume`` (continue from the
-newest checkpoint there, repeating the uninterrupted run's steps exactly).
+newest checkpoint there, repeating the uninterrupted run's steps exactly). With ``fsdp``
+(``--fsdp``) the model is sharded over the ranks and its checkpoints are sharded directories,
+``checkpoints/step-N.sharded/`` (``sft_fsdp``).
 """
 
 from __future__ import annotations
