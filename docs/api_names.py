@@ -22,6 +22,7 @@ API_MODULES = {
     "api/amp.md": "genesis.amp",
     "api/models.md": "genesis.models",
     "api/distributed.md": "genesis.distributed",
+    "api/fsdp.md": "genesis.distributed.fsdp",
     "api/cuda.md": "genesis.cuda",
 }
 
