@@ -17,9 +17,12 @@ API_MODULES = {
     "api/nn.md": "genesis.nn",
     "api/functional.md": "genesis.nn.functional",
     "api/optim.md": "genesis.optim",
+    "api/distributions.md": "genesis.distributions",
+    "api/checkpoint.md": "genesis.utils.checkpoint",
     "api/amp.md": "genesis.amp",
     "api/models.md": "genesis.models",
     "api/distributed.md": "genesis.distributed",
+    "api/fsdp.md": "genesis.distributed.fsdp",
     "api/cuda.md": "genesis.cuda",
 }
 

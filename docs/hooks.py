@@ -1,4 +1,5 @@
-"""MkDocs hook: links from a page to repository files outside ``docs/`` become plain text.
+"""MkDocs hook: links from a page to repository files outside ``docs/`` become plain text, and
+the docs tests' fence markers (```` ```python gpu ````, ```` ```python norun ````) render as code.
 
 Pages such as ``backends.md`` link to source files (``../packages/.../base.py``) so that they
 read well on a code host. The site has no copy of those files, so the hook replaces each such
@@ -15,6 +16,15 @@ import sys
 from pathlib import Path
 
 _API_MARKER = "<!-- public-api -->"
+
+# The marker after a fence's language (tests/docs/test_tutorial_code.py runs blocks by it) is a
+# bare word to pymdownx.superfences, which refuses the fence and leaves a paragraph; the hook
+# turns a `gpu` marker into the block's title and drops a `norun` one before Markdown runs.
+# tests/docs/test_code_fences.py renders every page this way and checks every fence is code.
+_MARKED_FENCE = re.compile(
+    r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})python[ \t]+(?P<marker>gpu|norun)[ \t]*$",
+    re.MULTILINE)
+_MARKER_TITLES = {"gpu": ' title="needs a CUDA GPU (genesis-cuda)"', "norun": ""}
 
 _LINK = re.compile(r"(?<!!)\[([^\]]+)\]\(([^)\s#]+)(#[^)\s]*)?\)")
 
@@ -96,12 +106,21 @@ def _api_block(module_name: str, objects: list[tuple[str, object]]) -> str:
     return "\n".join(blocks)
 
 
+def code_fence_markers(markdown: str) -> str:
+    """``markdown`` with each ```` ```python gpu ````/```` ```python norun ```` fence opening
+    rewritten as a plain ```` ```python ```` fence (a ``gpu`` block gets a title saying so)."""
+    return _MARKED_FENCE.sub(
+        lambda m: f"{m['indent']}{m['fence']}python{_MARKER_TITLES[m['marker']]}", markdown)
+
+
 def on_page_markdown(markdown, page, config, files):
     """Fill an API page's marker; make links to repository files outside ``docs/`` plain text.
 
     An API page (listed in ``api_names.API_MODULES``) holds the marker ``<!-- public-api -->``,
-    replaced here by a mkdocstrings block of its module's public names.
+    replaced here by a mkdocstrings block of its module's public names. The docs tests' fence
+    markers are made plain fences (``code_fence_markers``).
     """
+    markdown = code_fence_markers(markdown)
     docs_dir = Path(config["docs_dir"]).resolve()
     repo_root = docs_dir.parent
     page_dir = (docs_dir / page.file.src_path).parent

@@ -1,7 +1,7 @@
 """Teach a small Qwen3 model to add, from nothing, in a few minutes on a laptop CPU.
 
-    hatch run demo:qwen                                # or: python examples/qwen_arithmetic.py
-    genesis-chat runs/qwen_arithmetic/model --greedy   # then ask it "What is 58 + 67?"
+    python3 -m hatch run demo:qwen    # with genesis installed: python examples/qwen_arithmetic.py
+    python3 -m hatch run demo:chat runs/qwen_arithmetic/model --greedy  # "What is 58 + 67?"
 
 About 2.5 minutes of one CPU core (500 steps of 16 packed rows; measured: 125 s user + 15 s
 system) to 100% exact match on the 200 held-out questions.
@@ -127,6 +127,12 @@ def answer_all(model, tokenizer, questions: list[str], max_new_tokens: int,
     return replies
 
 
+def chat_command(model_dir) -> str:
+    """The command that chats with the trained model, in the README's setup: ``genesis-chat``
+    is installed in the hatch environment, not on the PATH outside it."""
+    return f"python3 -m hatch run demo:chat {model_dir} --greedy"
+
+
 def main(argv=None) -> dict:
     args = parse_args(argv)
     t0 = time.perf_counter()
@@ -176,7 +182,7 @@ def main(argv=None) -> dict:
           f"{time.perf_counter() - t_eval:.1f}s)")
     print(f"loss curve: {record['loss_curve']}")
     print(f"total time: {time.perf_counter() - t0:.0f}s. Chat with it: "
-          f"genesis-chat {record['model_dir']} --greedy")
+          f"{chat_command(record['model_dir'])}")
     return {"exact_match": exact, "answer_accuracy": answers, "record": record}
 
 

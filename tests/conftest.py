@@ -6,6 +6,10 @@ Markers:
     slow      takes more than a few seconds; runs by default (deselect with ``-m "not slow"``).
     gpu_timing  asserts on measured GPU time: other processes' kernels on the same GPU make
               it slow, so ``tools/device/gpu_suite.sh`` runs these alone after the shards.
+
+Without a GPU the skips of the ``cuda``/``multigpu`` tests are reported on one summary line
+(``SKIPPED [N] tests/conftest.py: no CUDA GPU ...``), not one line per test file; other skips
+are reported as pytest reports them.
 """
 
 from __future__ import annotations
@@ -79,3 +83,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.skip(reason=reason))
         elif item.get_closest_marker("multigpu") and count < 2:
             item.add_marker(pytest.mark.skip(reason=f"needs 2+ CUDA GPUs, found {count}"))
+        else:
+            continue
+        item.stash[_SKIPPED_FOR_GPU] = True
+
+
+_SKIPPED_FOR_GPU = pytest.StashKey[bool]()
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item: pytest.Item, call):
+    """Report a GPU test's skip at this file, not at the test's own file: pytest's summary
+    (``-ra``) folds skips by file and reason, so hundreds of GPU skips make one line."""
+    report = yield
+    if report.skipped and item.stash.get(_SKIPPED_FOR_GPU, False) \
+            and isinstance(report.longrepr, tuple):
+        report.longrepr = (__file__, None, report.longrepr[2])
+    return report

@@ -537,3 +537,12 @@ def test_default_dtype_is_process_wide_like_torch():
     finally:
         genesis.set_default_dtype(genesis.float32)
     assert seen == [genesis.float64]
+
+
+def test_python_floats_keep_float64_precision_when_asked():
+    """``tensor([1.2], dtype=float64)`` is exactly 1.2, as torch's (not 1.2 via float32)."""
+    assert genesis.tensor([1.2, -0.1], dtype=genesis.float64).tolist() == [1.2, -0.1]
+    assert genesis.tensor(0.1, dtype=genesis.float64).item() == 0.1
+    assert genesis.tensor([[1.5, 2.5]], dtype=genesis.int64).tolist() == [[1, 2]]
+    assert genesis.tensor([0.1], dtype=genesis.float32).tolist() == \
+        torch.tensor([0.1], dtype=torch.float32).tolist()

@@ -45,6 +45,7 @@ def test_demo_runs_end_to_end_and_chat_answers(tmp_path, capsys):
                         "--no-progress"])
     printed = capsys.readouterr().out
     assert "held-out exact match:" in printed and "loss curve:" in printed
+    assert printed.rstrip().endswith(f"Chat with it: {demo.chat_command(out / 'model')}")
     assert 0.0 <= result["exact_match"] <= result["answer_accuracy"] <= 1.0
     record = result["record"]
     assert record["finished"] and record["steps"] == 12

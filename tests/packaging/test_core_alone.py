@@ -41,6 +41,14 @@ try:
     genesis.optim
 except AttributeError as exc:
     result["optim_attr_error"] = str(exc)
+try:
+    genesis.cuda.amp
+except AttributeError as exc:
+    result["cuda_amp_error"] = str(exc)
+result["accelerator"] = repr(genesis.accelerator.current_accelerator())
+import os
+result["convert_script"] = os.path.exists(
+    os.path.join(os.path.dirname(sys.executable), "genesis-convert-torch"))
 print(json.dumps(result))
 """
 
@@ -88,3 +96,12 @@ def test_cuda_without_plugin_names_the_package_to_install(core_alone):
 
 def test_missing_subpackage_attribute_names_the_distribution(core_alone):
     assert "pip install genesis-nn" in core_alone.get("optim_attr_error", ""), core_alone
+
+
+def test_torch_spellings_of_other_distributions_name_them(core_alone):
+    assert "pip install genesis-nn" in core_alone.get("cuda_amp_error", ""), core_alone
+    assert core_alone["accelerator"] == "None"  # no accelerator plugin installed
+
+
+def test_the_checkpoint_converter_is_a_console_script_of_core(core_alone):
+    assert core_alone["convert_script"] is True

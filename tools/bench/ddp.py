@@ -56,8 +56,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def setup():
-    """Meet the other ranks once; genesis and torch each get their own key space."""
+def setup(device: str = "cuda"):
+    """Meet the other ranks once; genesis and torch each get their own key space (NCCL on
+    ``device="cuda"``, Gloo on ``"cpu"``); without torchrun, a world of one."""
     if "RANK" not in os.environ:
         os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1",
                           MASTER_PORT=os.environ.get("MASTER_PORT", "29561"))
@@ -70,12 +71,15 @@ def setup():
 
     timeout = datetime.timedelta(minutes=5)
     where = rendezvous(None, None, None, timeout)
-    torch.cuda.set_device(where.local_rank)
-    dist.init_process_group("nccl", store=tdist.PrefixStore("genesis", where.store),
+    backend, extra = "gloo", {}
+    if device == "cuda":
+        torch.cuda.set_device(where.local_rank)
+        backend, extra = "nccl", {"device_id": torch.device("cuda", where.local_rank)}
+    dist.init_process_group(backend, store=tdist.PrefixStore("genesis", where.store),
                             rank=where.rank, world_size=where.world_size, timeout=timeout)
-    tdist.init_process_group("nccl", store=tdist.PrefixStore("torch", where.store),
+    tdist.init_process_group(backend, store=tdist.PrefixStore("torch", where.store),
                              rank=where.rank, world_size=where.world_size, timeout=timeout,
-                             device_id=torch.device("cuda", where.local_rank))
+                             **extra)
     return genesis, dist, torch, tdist, where
 
 

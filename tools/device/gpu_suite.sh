@@ -10,9 +10,12 @@
 #   multigpu: on a two-GPU kind (nvidia-h200-x2): the multigpu tests, tools/bench/ddp.py on
 #          one GPU then on two under torchrun, and genesis-sft on one GPU against two ranks
 #          with the same global batch (tools/bench/sft_ranks.py).
+#   fsdp:  on a two-GPU kind: the FSDP multigpu tests, tools/bench/fsdp.py on two GPUs (7B
+#          shape; 0.5B shape beside DDP), genesis-sft --fsdp on two ranks (stopped at step
+#          20, resumed) against one GPU.
 # OUTDIR receives a handful of files (logs and results); scratch goes to /tmp/gpu_suite.
 set -uo pipefail
-what=${1:?tests, bench or train}
+what=${1:?tests, bench, train, multigpu or fsdp}
 out=${2:?output folder}
 gpu=${3:-h200}
 work=/tmp/gpu_suite
@@ -84,4 +87,28 @@ elif [ "$what" = multigpu ]; then
         timeout 170 python3 tools/bench/ddp.py --out "$out/ddp_1gpu.json"
         timeout 200 torchrun --nproc_per_node=2 tools/bench/ddp.py --out "$out/ddp_2gpu.json"
     } 2>&1 | tee "$out/multigpu.log"
+elif [ "$what" = fsdp ]; then
+    # issue 34's run, on a two-GPU kind: the FSDP multigpu tests, tools/bench/fsdp.py (7B
+    # shape; 0.5B shape against DDP) and genesis-sft --fsdp on two ranks (stopped, resumed)
+    # against one GPU with the same global batch
+    {
+        timeout 180 python3 -m pytest -q -p no:cacheprovider -m multigpu \
+            tests/distributed/test_fsdp_nccl.py tests/llm/test_apps_sft_fsdp.py
+        timeout 150 torchrun --nproc_per_node=2 tools/bench/fsdp.py --gpu "$gpu" \
+            --out "$out/fsdp_7b_2gpu.json"
+        timeout 90 torchrun --nproc_per_node=2 tools/bench/fsdp.py --model qwen2.5-0.5b \
+            --frameworks genesis,torch,genesis-ddp --gpu "$gpu" --out "$out/fsdp_0.5b_2gpu.json"
+        sft=$work/sft
+        rm -rf "$sft" && python3 tools/bench/sft_ranks.py make "$sft"
+        args=(--model "$sft/base" --data "$sft/train.jsonl" --max-steps 30 --lr 1e-3
+              --warmup-steps 5 --seq-len 64 --device cuda --no-progress --no-plot
+              --eval-fraction 0.05 --eval-every 10 --save-every 10)
+        timeout 50 python3 -m genesis.models.apps.sft_cli "${args[@]}" --out "$sft/one" \
+            --batch-size 8 | tail -n 2
+        timeout 50 torchrun --nproc_per_node=2 -m genesis.models.apps.sft_cli "${args[@]}" \
+            --fsdp --out "$sft/two" --batch-size 4 --stop-after 20 | tail -n 2
+        timeout 50 torchrun --nproc_per_node=2 -m genesis.models.apps.sft_cli "${args[@]}" \
+            --fsdp --out "$sft/two" --batch-size 4 --resume | tail -n 2
+        python3 tools/bench/sft_ranks.py compare "$sft"
+    } 2>&1 | tee "$out/fsdp.log"
 fi

@@ -21,6 +21,10 @@ from genesis.autograd import (  # noqa: E402
     no_grad,
     set_grad_enabled,
 )
+from genesis.backends.cuda import (  # noqa: E402
+    get_float32_matmul_precision,
+    set_float32_matmul_precision,
+)
 from genesis.creation import (  # noqa: E402
     arange,
     as_tensor,
@@ -38,7 +42,7 @@ from genesis.creation import (  # noqa: E402
     zeros,
     zeros_like,
 )
-from genesis.device import device  # noqa: E402
+from genesis.device import device, get_default_device, set_default_device  # noqa: E402
 from genesis.dtypes import (  # noqa: E402
     DType,
     bfloat16,
@@ -63,8 +67,21 @@ from genesis.dtypes import (  # noqa: E402
 )
 from genesis.dtypes import float_ as float  # noqa: E402,A001
 from genesis.dtypes import int_ as int  # noqa: E402,A001
+from genesis.legacy_types import (  # noqa: E402
+    BFloat16Tensor,
+    BoolTensor,
+    ByteTensor,
+    CharTensor,
+    DoubleTensor,
+    FloatTensor,
+    HalfTensor,
+    IntTensor,
+    LongTensor,
+    ShortTensor,
+)
 from genesis.ops import *  # noqa: E402,F403
 from genesis.ops.common import broadcast_shapes  # noqa: E402
+from genesis.ops.einsum import einsum  # noqa: E402
 from genesis.random import (  # noqa: E402
     Generator,
     default_generator,
@@ -77,6 +94,7 @@ from genesis.random import (  # noqa: E402
 )
 from genesis.sampling import (  # noqa: E402
     bernoulli,
+    multinomial,
     normal,
     rand,
     rand_like,
@@ -91,7 +109,7 @@ from genesis.tensor import Size, Tensor  # noqa: E402
 bool = bool_  # noqa: A001 - torch spells it genesis.bool
 dtype = DType
 
-from genesis import autograd, backends, cuda  # noqa: E402,F401
+from genesis import accelerator, autograd, backends, cuda  # noqa: E402,F401
 
 __version__ = "0.1.0"
 
@@ -153,7 +171,8 @@ def broadcast_tensors(*tensors) -> tuple:
 
 # Sub-packages that other distributions add to `genesis`, and the distribution to install.
 _SUBPACKAGES = {"nn": "genesis-nn", "optim": "genesis-nn", "amp": "genesis-nn",
-                "utils": "genesis-nn", "profiler": "genesis-nn", "models": "genesis-llm",
+                "utils": "genesis-nn", "profiler": "genesis-nn", "distributions": "genesis-nn",
+                "models": "genesis-llm",
                 "distributed": "genesis-distributed"}
 
 

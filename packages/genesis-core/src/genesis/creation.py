@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 
 from genesis import dtypes as D
+from genesis.device import default_device_or_none, placement
 from genesis.device import device as Device
-from genesis.device import placement
 from genesis.dispatch import registered_op
 from genesis.ops.common import shape_arg, wrap
 from genesis.tensor import Tensor
@@ -76,7 +76,7 @@ def tensor(data, dtype: D.DType | None = None, device=None,
     Args:
         data: the values. Python floats become the default dtype, ints int64, bools bool.
         dtype: the element type (inferred when None).
-        device: where to put it (CPU when None).
+        device: where to put it; the default device (``get_default_device()``) when None.
         requires_grad: record operations on it for autograd.
 
     Returns:
@@ -101,8 +101,10 @@ def tensor(data, dtype: D.DType | None = None, device=None,
                 arr = np.array([np.asarray(x) for x in data]) \
                     if isinstance(data, (list, tuple)) else np.asarray(data)
                 inferred = _NP_TO_DTYPE.get(arr.dtype, D.get_default_dtype())
-            else:
-                arr = np.array(data, dtype=numpy_dtype(inferred))
+            else:  # floats straight to the asked-for float dtype: 1.2 as float64 must not
+                # pass through float32 (integer targets keep numpy's wrapping casts below)
+                wanted = dtype if dtype in (D.float16, D.float32, D.float64) else inferred
+                arr = np.array(data, dtype=numpy_dtype(wanted))
         except ValueError:
             _check_nesting(data)  # ragged data: say where, in torch's words
             raise
@@ -166,12 +168,13 @@ def as_tensor(data, dtype: D.DType | None = None, device=None) -> Tensor:
     Args:
         data: a tensor, a numpy array, or (nested) Python numbers.
         dtype: the element type; kept or inferred when None.
-        device: where to put it; kept (or the CPU) when None.
+        device: where to put it; when None, the default device if one is set
+            (``set_default_device``), else kept (the CPU for new data).
 
     Returns:
         ``data`` itself when nothing changes, else a new tensor.
     """
-    dev = placement(device) if device is not None else None
+    dev = placement(device) if device is not None else default_device_or_none()
     if isinstance(data, Tensor):
         if (dtype is None or dtype is data.dtype) and (dev is None or dev is data.device):
             return data
@@ -244,7 +247,7 @@ def zeros(*size, dtype=None, device=None, requires_grad: bool = False) -> Tensor
     Args:
         *size: the shape: ints, or one tuple or list of ints.
         dtype: the element type; the default float dtype when None.
-        device: where to make it; the CPU when None.
+        device: where to make it; the default device (``get_default_device()``) when None.
         requires_grad: whether autograd records operations on the result.
 
     Returns:
@@ -260,7 +263,7 @@ def ones(*size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     Args:
         *size: the shape: ints, or one tuple or list of ints.
         dtype: the element type; the default float dtype when None.
-        device: where to make it; the CPU when None.
+        device: where to make it; the default device (``get_default_device()``) when None.
         requires_grad: whether autograd records operations on the result.
 
     Returns:
@@ -277,7 +280,7 @@ def full(size, fill_value, *, dtype=None, device=None, requires_grad: bool = Fal
         size: the shape (a tuple or list of ints).
         fill_value: the value of every element.
         dtype: the element type; inferred from ``fill_value`` when None.
-        device: where to make it; the CPU when None.
+        device: where to make it; the default device (``get_default_device()``) when None.
         requires_grad: whether autograd records operations on the result.
 
     Returns:
@@ -296,7 +299,7 @@ def empty(*size, dtype=None, device=None, requires_grad: bool = False) -> Tensor
     Args:
         *size: the shape: ints, or one tuple or list of ints.
         dtype: the element type; the default float dtype when None.
-        device: where to make it; the CPU when None.
+        device: where to make it; the default device (``get_default_device()``) when None.
         requires_grad: whether autograd records operations on the result.
 
     Returns:
@@ -395,7 +398,7 @@ def arange(start, end=None, step=1, *, dtype=None, device=None,
         step: the difference between values.
         dtype: the element type; when None, int64 for integer arguments, else the default
             float dtype.
-        device: where to make it; the CPU when None.
+        device: where to make it; the default device (``get_default_device()``) when None.
         requires_grad: whether autograd records operations on the result.
 
     Returns:
@@ -425,7 +428,7 @@ def linspace(start, end, steps: int, *, dtype=None, device=None,
         end: the last value.
         steps: the number of values.
         dtype: the element type; the default float dtype when None.
-        device: where to make it; the CPU when None.
+        device: where to make it; the default device (``get_default_device()``) when None.
         requires_grad: whether autograd records operations on the result.
 
     Returns:
@@ -450,7 +453,7 @@ def eye(n: int, m: int | None = None, *, dtype=None, device=None,
         n: the number of rows.
         m: the number of columns; ``n`` when None.
         dtype: the element type; the default float dtype when None.
-        device: where to make it; the CPU when None.
+        device: where to make it; the default device (``get_default_device()``) when None.
         requires_grad: whether autograd records operations on the result.
 
     Returns:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 from genesis.backends.registry import get_backend
 
 
@@ -75,6 +77,57 @@ class device:  # noqa: N801 - named like torch.device
         return (device, (str(self),))
 
 
+class _DefaultDevice(threading.local):
+    """Where factories put tensors when given no device (per thread, as torch's)."""
+
+    spec = None  # None: the CPU; else what set_default_device was given ('cuda', a device)
+
+
+_default = _DefaultDevice()
+
+
+def set_default_device(device) -> None:
+    """Make factories (``zeros``, ``tensor``, ``randn``, ``arange`` ...) create tensors on
+    ``device`` when called without one, as torch's does (in this thread).
+
+    ``*_like`` functions keep their input's device and ``from_numpy`` stays on the CPU.
+    A device type without an index (``'cuda'``) means the current device of that type at
+    each call.
+
+    Args:
+        device: a device, a string such as ``'cuda'`` or ``'cuda:1'``, or None for the CPU.
+
+    Raises:
+        BackendUnavailableError: no installed backend serves the device type.
+
+    Example:
+        >>> genesis.set_default_device("cuda")
+        >>> genesis.zeros(3).device
+        device(type='cuda', index=0)
+    """
+    if device is None:
+        _default.spec = None
+        return
+    dev = as_device(device)
+    dev.backend  # noqa: B018 - a device type no backend serves fails here, not at first use
+    _default.spec = dev
+
+
+def get_default_device() -> device:
+    """The device factories use when given none (``set_default_device``; the CPU at first).
+
+    Returns:
+        A device with its index (``'cuda'`` reads as the current CUDA device).
+    """
+    return placement(None)
+
+
+def default_device_or_none() -> device | None:
+    """The device set by ``set_default_device``, or None when none is set (the CPU)."""
+    spec = _default.spec
+    return None if spec is None else placement(spec)
+
+
 def as_device(spec) -> device:
     """Turn ``None`` (CPU), a string, an int (CUDA ordinal) or a device into a device."""
     if spec is None:
@@ -87,7 +140,10 @@ def as_device(spec) -> device:
 
 
 def placement(spec) -> device:
-    """The concrete device new tensors for ``spec`` go to (``'cuda'`` -> the current GPU)."""
+    """The concrete device new tensors for ``spec`` go to (``'cuda'`` -> the current GPU;
+    None -> the default device, see ``set_default_device``)."""
+    if spec is None:
+        spec = _default.spec
     dev = as_device(spec)
     if dev.index is None and dev.type != "cpu":
         dev = device(dev.type, dev.backend.current_device())

@@ -33,7 +33,7 @@ def rand(*size, generator=None, dtype=None, device=None, requires_grad=False) ->
         *size: the shape: ints, or one tuple or list of ints.
         generator: the random-number generator to draw from; the device's default when None.
         dtype: the element type; the default float dtype when None.
-        device: where to make it; the CPU when None.
+        device: where to make it; the default device (``get_default_device()``) when None.
         requires_grad: whether autograd records operations on the result.
 
     Returns:
@@ -52,7 +52,7 @@ def randn(*size, generator=None, dtype=None, device=None, requires_grad=False) -
         *size: the shape: ints, or one tuple or list of ints.
         generator: the random-number generator to draw from; the device's default when None.
         dtype: the element type; the default float dtype when None.
-        device: where to make it; the CPU when None.
+        device: where to make it; the default device (``get_default_device()``) when None.
         requires_grad: whether autograd records operations on the result.
 
     Returns:
@@ -103,7 +103,7 @@ def randint(low, high=None, size=None, *, generator=None, dtype=None, device=Non
         size: the shape.
         generator: the random-number generator to draw from; the device's default when None.
         dtype: the element type; int64 when None.
-        device: where to make it; the CPU when None.
+        device: where to make it; the default device (``get_default_device()``) when None.
 
     Returns:
         A new tensor of samples.
@@ -150,7 +150,7 @@ def randperm(n: int, *, generator=None, dtype=None, device=None) -> Tensor:
         n: the number of values.
         generator: the random-number generator to draw from; the device's default when None.
         dtype: the element type; int64 when None.
-        device: where to make it; the CPU when None.
+        device: where to make it; the default device (``get_default_device()``) when None.
 
     Returns:
         A new 1-d tensor.
@@ -170,7 +170,7 @@ def normal(mean, std, size=None, *, generator=None, dtype=None, device=None) -> 
         size: the shape when ``mean`` and ``std`` are numbers.
         generator: the random-number generator to draw from; the device's default when None.
         dtype: the element type; the default float dtype when None.
-        device: where to make it; the CPU when None.
+        device: where to make it; the default device (``get_default_device()``) when None.
 
     Returns:
         A new tensor of samples.
@@ -249,3 +249,86 @@ def _random_check(t: Tensor, op: str) -> None:
     if not t.dtype.is_floating_point:
         raise TypeError(f"{op} is only implemented for floating types, got {t.dtype}")
     check_inplace(t)
+
+
+@registered_op("multinomial")
+def multinomial(input: Tensor, num_samples: int, replacement: bool = False, *,
+                generator=None) -> Tensor:
+    """Category indices drawn from the (unnormalised) probabilities in each row of ``input``.
+
+    With replacement every draw inverts the row's cumulative distribution at a uniform
+    number; without replacement the ``num_samples`` largest of ``log(p) - log(E)`` (``E``
+    standard exponential: the Gumbel top-k trick) are taken, which draws categories one
+    after another in proportion to the probability left. Both are compositions of genesis
+    ops, so they run on every backend. The streams differ from torch's: a seed gives the
+    same indices in genesis every time, not the indices torch draws from that seed.
+
+    Args:
+        input: a 1-d (categories) or 2-d (rows, categories) floating tensor of
+            non-negative weights; each row needs a positive sum.
+        num_samples: draws per row (at most the number of categories without replacement).
+        replacement: whether a category can be drawn more than once.
+        generator: the random-number generator to draw from; the device's default when None.
+
+    Returns:
+        An int64 tensor of shape ``(num_samples,)`` or ``(rows, num_samples)``.
+
+    Example:
+        >>> probs = genesis.softmax(logits[:, -1, :], dim=-1)
+        >>> next_token = genesis.multinomial(probs, num_samples=1)   # (B, 1)
+    """
+    if input.ndim not in (1, 2):
+        raise RuntimeError(f"prob_dist must be 1 or 2 dim, got a tensor of shape "
+                           f"{tuple(input.shape)}")
+    if not input.dtype.is_floating_point:
+        raise RuntimeError(f"multinomial only supports floating-point dtypes for input, "
+                           f"got: {input.dtype}")
+    num_samples = int(num_samples)
+    if num_samples <= 0:
+        raise RuntimeError(f"cannot sample n_sample <= 0 samples (num_samples={num_samples})")
+    categories = input.shape[-1]
+    if not replacement and num_samples > categories:
+        raise RuntimeError(f"cannot sample n_sample > prob_dist.size(-1) samples without "
+                           f"replacement (num_samples={num_samples}, categories={categories})")
+    if categories == 0:
+        raise RuntimeError("multinomial: prob_dist has no categories (its last dim is 0)")
+    probs = input.detach().reshape(-1, categories)  # (R, C)
+    probs = probs if input.dtype is D.float64 else probs.to(D.float32)
+    if probs.shape[0] == 0:
+        return probs.new_zeros((0, num_samples), dtype=D.int64)
+    _check_distribution(probs)
+    if replacement:
+        out = _draw_with_replacement(probs, num_samples, generator)
+    else:
+        out = _draw_without_replacement(probs, num_samples, generator)
+    return out.reshape(num_samples) if input.ndim == 1 else out
+
+
+def _check_distribution(probs: Tensor) -> None:
+    """torch's checks of the rows (it reads them on the host too, on the CPU)."""
+    if not bool((probs.isfinite() & (probs >= 0)).all()):
+        raise RuntimeError("probability tensor contains either `inf`, `nan` or element < 0")
+    if not bool((probs.sum(-1) > 0).all()):
+        raise RuntimeError("invalid multinomial distribution (sum of probabilities <= 0)")
+
+
+def _draw_with_replacement(probs: Tensor, num_samples: int, generator) -> Tensor:
+    cdf = probs.cumsum(-1)  # (R, C)
+    total = cdf[:, -1:]  # (R, 1)
+    u = rand((probs.shape[0], num_samples), generator=generator, dtype=probs.dtype,
+             device=probs.device) * total  # (R, S), in [0, total)
+    # (R, S): how many categories the draw passed; counted in the float dtype, exact below
+    # 2**24 categories (torch's limit too), as float sums run on every backend
+    passed = (cdf.unsqueeze(1) <= u.unsqueeze(2)).to(probs.dtype).sum(-1)
+    # u * total may round up to total: such a draw belongs to the last category with weight
+    last = probs.shape[1] - 1 - (probs > 0).to(probs.dtype).flip(-1).argmax(-1, keepdim=True)
+    return passed.to(D.int64).minimum(last)
+
+
+def _draw_without_replacement(probs: Tensor, num_samples: int, generator) -> Tensor:
+    u = rand(probs.shape, generator=generator, dtype=probs.dtype, device=probs.device)
+    # (R, C) standard exponential draws; u == 0 would give 0 and an infinite key (a nan one
+    # where p == 0, which topk would rank first), so they are kept above float32's tiny
+    exponential = (-(1 - u).log()).clamp_min(1e-37)
+    keys = probs.log() - exponential.log()  # log(p) + Gumbel noise; -inf where p == 0
+    return keys.topk(num_samples, dim=-1).indices

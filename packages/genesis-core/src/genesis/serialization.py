@@ -50,7 +50,8 @@ def save(obj: Any, f: str | os.PathLike | BinaryIO) -> None:
         f: a path (written atomically) or a writable binary file object.
 
     Tensors are saved by value (a non-contiguous view saves just its elements), from any
-    device; one tensor object referenced twice is stored once.
+    device; one tensor object referenced twice is stored once. The file is safetensors
+    whatever its name (``"model.pt"`` too); ``genesis-convert-torch`` converts torch's files.
 
     Example::
 

@@ -6,7 +6,7 @@ method here is the function of the same name in ``genesis.ops`` with ``self`` fi
 
 from __future__ import annotations
 
-from genesis import creation, ops, sampling
+from genesis import creation, legacy_types, ops, sampling
 from genesis import op_declarations as decl
 from genesis.ops import (
     conversion,
@@ -93,6 +93,9 @@ def _install() -> None:
     Tensor.reshape_as = lambda self, other: ops.reshape(self, other.shape)
     Tensor.cpu = conversion.cpu
     Tensor.cuda = conversion.cuda
+    Tensor.type = legacy_types.tensor_type
+    Tensor.pin_memory = legacy_types.pin_memory
+    Tensor.is_pinned = legacy_types.is_pinned
     for name, fn in conversion.DTYPE_SHORTHANDS.items():
         setattr(Tensor, name, fn)
 
@@ -107,6 +110,7 @@ def _install() -> None:
     Tensor.uniform_ = sampling.uniform_
     Tensor.normal_ = sampling.normal_
     Tensor.random_ = sampling.random_
+    Tensor.multinomial = sampling.multinomial
     Tensor.index_put = lambda self, indices, values, accumulate=False: inplace.index_put_(
         self.clone(), indices, values, accumulate)
 

@@ -1,5 +1,7 @@
-"""Backend plugins: the contract (``Backend``) and discovery through entry points."""
+"""Backend plugins: the contract (``Backend``) and discovery through entry points; and
+torch's ``torch.backends`` switches (``genesis.backends.cuda``, ``genesis.backends.cudnn``)."""
 
+from genesis.backends import cuda, cudnn
 from genesis.backends.base import Backend
 from genesis.backends.registry import (
     ENTRY_POINT_GROUP,
@@ -12,6 +14,6 @@ from genesis.backends.registry import (
 )
 
 __all__ = [
-    "ENTRY_POINT_GROUP", "Backend", "BackendUnavailableError", "available", "get_backend",
-    "installed", "is_loaded", "register",
+    "ENTRY_POINT_GROUP", "Backend", "BackendUnavailableError", "available", "cuda", "cudnn",
+    "get_backend", "installed", "is_loaded", "register",
 ]

@@ -14,4 +14,4 @@ from genesis.nn.parameter import Buffer, Parameter  # isort: skip
 from genesis.nn import functional, init  # isort: skip
 from genesis.nn.modules import *  # noqa: F403 - every layer (genesis.nn.modules.__all__)
 
-from genesis.nn import utils  # isort: skip
+from genesis.nn import parallel, utils  # isort: skip

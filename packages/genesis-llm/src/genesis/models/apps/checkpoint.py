@@ -18,7 +18,7 @@ import genesis
 from genesis.safetensors_file import CheckpointError
 
 CHECKPOINT_DIR = "checkpoints"
-_NAME = re.compile(r"^step-(\d+)\.safetensors$")
+_NAME = re.compile(r"^step-(\d+)\.(?:safetensors|sharded)$")  # (.sharded: sft_fsdp's)
 
 
 def checkpoint_path(out: Path, step: int) -> Path:

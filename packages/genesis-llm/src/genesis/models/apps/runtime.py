@@ -4,7 +4,9 @@ This is the one place that knows about several processes. A single process (no
 ``WORLD_SIZE`` or ``WORLD_SIZE=1``) never imports ``genesis.distributed``; under ``torchrun``
 (``WORLD_SIZE>1``) it is imported here, lazily, the process group is set up from torchrun's
 environment, the model is wrapped in ``DistributedDataParallel`` and numbers are summed
-across ranks. The training loop only asks this object.
+across ranks. With ``fsdp`` the model is sharded instead (``sft_fsdp``; a process group is
+made even for one process, which then runs the sharded code path). The training loop only
+asks this object.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import os
 from dataclasses import dataclass
 
 import genesis
+from genesis.models.apps import sft_fsdp
 
 PRECISIONS = ("auto", "bf16", "fp32")
 
@@ -33,6 +36,7 @@ class Runtime:
     world_size: int
     device: genesis.device
     autocast_dtype: object = None
+    fsdp: bool = False
 
     @property
     def is_main(self) -> bool:
@@ -46,7 +50,10 @@ class Runtime:
         return genesis.autocast(self.device.type, dtype=self.autocast_dtype)
 
     def wrap(self, model):
-        """The model to train: itself alone, DistributedDataParallel across ranks."""
+        """The model to train: itself alone, DistributedDataParallel across ranks, itself
+        sharded with ``fsdp``."""
+        if self.fsdp:
+            return sft_fsdp.shard_model(model)
         if self.world_size == 1:
             return model
         import genesis.distributed as dist
@@ -55,9 +62,20 @@ class Runtime:
 
     def no_sync(self, model, enabled: bool = True):
         """Skip the gradient all-reduce while ``enabled`` (micro-batches before a step's last)."""
-        if self.world_size == 1 or not enabled:
-            return contextlib.nullcontext()
+        if self.world_size == 1 or not enabled or self.fsdp:
+            return contextlib.nullcontext()  # (FSDP reduces each micro-batch's gradients)
         return model.no_sync()
+
+    def gather(self, model) -> None:
+        """Make every parameter whole on every rank (``fsdp``; nothing otherwise), so that
+        forwards need no traffic and rank 0 can ``save_pretrained`` (a collective)."""
+        if self.fsdp:
+            sft_fsdp.gather(model)
+
+    def release(self, model) -> None:
+        """Undo ``gather`` (back to the shards)."""
+        if self.fsdp:
+            sft_fsdp.release(model)
 
     def sum(self, value: float) -> float:
         """``value`` summed over all ranks."""
@@ -81,7 +99,8 @@ class Runtime:
             dist.barrier()
 
 
-def setup_runtime(device: str | None = None, precision: str = "auto") -> Runtime:
+def setup_runtime(device: str | None = None, precision: str = "auto",
+                  fsdp: bool = False) -> Runtime:
     """The runtime of this process, from torchrun's environment and the user's flags.
 
     Args:
@@ -89,6 +108,7 @@ def setup_runtime(device: str | None = None, precision: str = "auto") -> Runtime
             one, else the CPU. Under torchrun each rank takes GPU ``LOCAL_RANK``.
         precision: ``"auto"`` (bf16 autocast on the GPU, float32 on the CPU), ``"bf16"`` or
             ``"fp32"``.
+        fsdp: shard the model over the ranks (``genesis.distributed.fsdp``).
 
     Returns:
         A ``Runtime``.
@@ -100,12 +120,18 @@ def setup_runtime(device: str | None = None, precision: str = "auto") -> Runtime
     if device is None:
         device = "cuda" if genesis.cuda.is_available() else "cpu"
     dev = genesis.device(device)
-    if world_size > 1:
+    if world_size > 1 or fsdp:
         import genesis.distributed as dist
 
         if dev.type == "cuda":
-            dev = genesis.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+            dev = genesis.device("cuda", int(os.environ.get("LOCAL_RANK", dev.index or 0)))
         if not dist.is_initialized():
-            dist.init_process_group()
+            if "WORLD_SIZE" in os.environ:
+                dist.init_process_group()
+            else:  # one process outside torchrun: a world of one, in memory
+                from torch.distributed import HashStore
+
+                dist.init_process_group(store=HashStore(), rank=0, world_size=1,
+                                        device_id=dev.index if dev.type == "cuda" else None)
     use_bf16 = precision == "bf16" or (precision == "auto" and dev.type == "cuda")
-    return Runtime(rank, world_size, dev, genesis.bfloat16 if use_bf16 else None)
+    return Runtime(rank, world_size, dev, genesis.bfloat16 if use_bf16 else None, fsdp)

@@ -9,7 +9,9 @@ clipped to ``max_grad_norm``, AdamW steps, and the warmup + cosine schedule adva
 Files in ``out``: the final model and tokenizer (``save_pretrained``: ``genesis-chat out``
 works), ``log.json``, ``loss.png`` and ``checkpoints/step-N.safetensors``. A run refuses a
 non-empty ``out`` unless told ``overwrite`` (start again) or ``resume`` (continue from the
-newest checkpoint there, repeating the uninterrupted run's steps exactly).
+newest checkpoint there, repeating the uninterrupted run's steps exactly). With ``fsdp``
+(``--fsdp``) the model is sharded over the ranks and its checkpoints are sharded directories,
+``checkpoints/step-N.sharded/`` (``sft_fsdp``).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from pathlib import Path
 
 import genesis
 from genesis.models.apps import checkpoint as ckpt
+from genesis.models.apps import sft_fsdp
 from genesis.models.apps.chat_tokens import IGNORE_INDEX, OVERFLOW_CHOICES
 from genesis.models.apps.model_dir import load_model, load_tokenizer, save_tokenizer
 from genesis.models.apps.packing import pad_batch
@@ -77,6 +80,7 @@ class SFTConfig:
     threads: int | None = None      # CPU kernel threads
     resume: bool = False
     overwrite: bool = False
+    fsdp: bool = False              # shard the model over the ranks (sft_fsdp)
     progress: bool = True
     plot: bool = True
     extra: dict = field(default_factory=dict)  # recorded in the log (e.g. by a demo)
@@ -174,6 +178,7 @@ def _micro_batches(rows: list, batch_size: int) -> list[list]:
 def evaluate(model, rows, cfg: SFTConfig, runtime, pad_id: int) -> float:
     """Mean loss per labelled token over ``rows`` (this rank's share, summed over ranks)."""
     model.eval()
+    runtime.gather(model)  # FSDP: ranks may run different numbers of batches
     total, count = 0.0, 0
     with genesis.no_grad():
         for batch in _micro_batches(runtime.shard(rows), cfg.batch_size):
@@ -185,6 +190,7 @@ def evaluate(model, rows, cfg: SFTConfig, runtime, pad_id: int) -> float:
                 loss = model(ids, attention_mask=mask, labels=labels).loss
             total += float(loss.item()) * n
             count += n
+    runtime.release(model)
     model.train()
     count = runtime.sum(count)
     return runtime.sum(total) / count if count else float("nan")
@@ -226,7 +232,7 @@ def train(cfg: SFTConfig) -> dict:
     Example:
         >>> train(SFTConfig(model="tiny", data=["train.jsonl"], out="runs/sft", lr=1e-3))
     """
-    runtime = setup_runtime(cfg.device, cfg.precision)
+    runtime = setup_runtime(cfg.device, cfg.precision, fsdp=cfg.fsdp)
     if runtime.device.type == "cpu" and cfg.threads:
         genesis.set_num_threads(cfg.threads)
     out = Path(cfg.out)
@@ -267,8 +273,8 @@ def train(cfg: SFTConfig) -> dict:
 
     step, history = 0, new_history()
     if resume_from is not None:
-        step, history, saved = ckpt.load_checkpoint(resume_from, model, optimizer, scheduler,
-                                                    runtime.device)
+        load = sft_fsdp.load_checkpoint if cfg.fsdp else ckpt.load_checkpoint
+        step, history, saved = load(resume_from, model, optimizer, scheduler, runtime.device)
         ckpt.check_settings(saved, settings)
         say(f"resumed from {resume_from} at step {step}")
     out.mkdir(parents=True, exist_ok=True)
@@ -312,7 +318,10 @@ def train(cfg: SFTConfig) -> dict:
         periodic = cfg.save_every and step % cfg.save_every == 0
         stopping_early = step == last_step < total_steps
         if periodic or stopping_early:
-            if runtime.is_main:
+            if cfg.fsdp:
+                sft_fsdp.save_checkpoint(out, step, model, optimizer, scheduler, history,
+                                         settings, cfg.keep_checkpoints, runtime.is_main)
+            elif runtime.is_main:
                 ckpt.save_checkpoint(out, step, model, optimizer, scheduler, history, settings,
                                      cfg.keep_checkpoints)
             runtime.barrier()
@@ -335,6 +344,8 @@ def train(cfg: SFTConfig) -> dict:
         "session_seconds": seconds, "history": history,
         "log": str(out / "log.json"), "loss_curve": None, "model_dir": None,
     }
+    if finished:
+        runtime.gather(model)  # FSDP: rank 0 saves the whole model
     if runtime.is_main:
         if finished:
             model.save_pretrained(str(out))

@@ -3,6 +3,7 @@
     genesis-sft --model Qwen3-0.6B --data train.jsonl --out runs/sft
     genesis-sft --model runs/sft --data a.txt b.txt --pretrain --out runs/pt --seq-len 512
     torchrun --nproc_per_node=2 -m genesis.models.apps.sft_cli --model M --data D --out O
+    torchrun --nproc_per_node=2 -m genesis.models.apps.sft_cli --fsdp --model M --data D --out O
 """
 
 from __future__ import annotations
@@ -72,6 +73,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "once the model and data have been read)")
     p.add_argument("--seed", type=int, default=d.seed,
                    help="seeds the eval split, the row order and the model's randomness")
+    p.add_argument("--fsdp", action="store_true",
+                   help="shard weights, gradients and optimizer state over the ranks "
+                        "(fully sharded data parallel; under torchrun)")
     p.add_argument("--device", default=None, help="cpu, cuda or cuda:N (default: the GPU if "
                    "there is one)")
     p.add_argument("--precision", choices=PRECISIONS, default=d.precision,

@@ -112,7 +112,9 @@ def clip_grad_norm_(parameters: _TensorOrTensors, max_norm: float, norm_type: fl
     """Scale all gradients together so their total norm is at most ``max_norm``.
 
     The total norm is that of all gradients concatenated into one vector; gradients are
-    multiplied in place by ``min(1, max_norm / (total_norm + 1e-6))``.
+    multiplied in place by ``min(1, max_norm / (total_norm + 1e-6))``. A parameter whose
+    gradient is one rank's shard (``genesis.distributed.fsdp``) counts its whole gradient:
+    its ``grad_norm_reducer`` combines the ranks' norms (a collective: every rank calls this).
 
     Args:
         parameters: a tensor or tensors whose ``.grad`` is clipped.
@@ -132,10 +134,36 @@ def clip_grad_norm_(parameters: _TensorOrTensors, max_norm: float, norm_type: fl
         >>> model(genesis.randn(8, 4)).sum().backward()
         >>> norm = genesis.nn.utils.clip_grad_norm_(model.parameters(), max_norm=1.0)
     """
-    grads = [g for p in _as_list(parameters) if (g := p.grad) is not None]
-    total = get_total_norm(grads, norm_type, error_if_nonfinite, foreach)
+    params = [p for p in _as_list(parameters) if p.grad is not None]
+    grads = [p.grad for p in params]
+    if any(getattr(p, "grad_norm_reducer", None) is not None for p in params):
+        total = _norm_over_shards(params, norm_type, error_if_nonfinite, foreach)
+    else:
+        total = get_total_norm(grads, norm_type, error_if_nonfinite, foreach)
     _scale_grads(grads, max_norm, total, foreach)
     return total
+
+
+def _norm_over_shards(params: list[Tensor], norm_type: float, error_if_nonfinite: bool,
+                      foreach: bool | None) -> Tensor:
+    """The total norm when some gradients are one rank's shard of a larger gradient.
+
+    Such a parameter (FSDP's ``ShardedParameter``) has a ``grad_norm_reducer``: a function
+    ``(local_norm, norm_type) -> norm over every rank``. This module cannot know how ranks talk
+    (genesis.nn does not import genesis.distributed), so the parameter brings it. Gradients
+    are grouped by reducer (in parameter order, the same on every rank); each group's local
+    norm is reduced once, then the groups' norms and the plain gradients' norm are combined.
+    """
+    groups: dict = {}  # reducer (None: plain gradients) -> gradients
+    for p in params:
+        groups.setdefault(getattr(p, "grad_norm_reducer", None), []).append(p.grad)
+    norms = []
+    for reducer, grads in groups.items():
+        local = get_total_norm(grads, norm_type, False, foreach)
+        norms.append(local if reducer is None else reducer(local, float(norm_type)))
+    first = params[0].grad
+    return get_total_norm([n.to(first.device, first.dtype) for n in norms], norm_type,
+                          error_if_nonfinite, foreach)
 
 
 def clip_grad_norm(parameters: _TensorOrTensors, max_norm: float, norm_type: float = 2.0,

@@ -1,0 +1,257 @@
+"""FSDP benchmark: genesis ``fully_shard`` beside torch FSDP2, same model, same run.
+
+The model is ``tools/bench/train.py``'s decoder (``--model``; default the Qwen2.5-7B shape,
+which this file adds: 7.6 B parameters). Each framework builds it without initialising it
+(on the host, untouched memory), moves and shards it block by block (``fully_shard`` on
+every layer, then the root), then fills its shards with the same random values (a seeded
+torch generator per parameter, ``N(0, 0.02)`` matrices, unit norms, zero biases), so both
+frameworks train the same weights on the same batches:
+
+- mixed precision: bf16 parameters for compute, gradients reduced in fp32, fp32 shards and
+  AdamW (``fused``) state; ``clip_grad_norm_(1.0)``; ``--batch`` x ``--seq`` tokens a rank
+  (default 1 x 2048), each rank its own tokens;
+- ``--frameworks genesis,torch,genesis-ddp``: also genesis DDP on the same model and batches
+  (float32 replicas under bf16 autocast), for FSDP's tokens/s against DDP's;
+- median step time of ``--steps`` synchronised steps after ``--warmup`` untimed ones;
+  tokens/s over all ranks; MFU (``train.flops_per_token``, per GPU, against ``--gpu``'s dense
+  bf16 peak); each framework's peak memory per GPU (its own allocator).
+
+Usage (GPU machine, repository root):
+
+    torchrun --nproc_per_node=2 tools/bench/fsdp.py                       # 7B shape, 2 GPUs
+    torchrun --nproc_per_node=2 tools/bench/fsdp.py --model qwen2.5-0.5b
+    python tools/bench/fsdp.py --model qwen2.5-0.5b                       # one GPU, world 1
+    torchrun --nproc_per_node=2 tools/bench/fsdp.py --model qwen2.5-0.5b \
+        --frameworks genesis,torch,genesis-ddp --out docs/bench/fsdp_0.5b.json
+    python tools/bench/fsdp.py --device cpu --model tiny --steps 1        # CPU smoke test
+
+Rank 0 prints a table and writes JSON (default docs/bench/fsdp.json).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import gc
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+import zlib
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import ddp  # noqa: E402 - setup(): both frameworks' worlds through one store
+import train  # noqa: E402 - the decoder, FLOP count, step and timing helpers
+
+MODELS = {
+    **train.MODELS,
+    "qwen2.5-7b": train.ModelConfig(vocab=152064, dim=3584, layers=28, q_heads=28,
+                                    kv_heads=4, head_dim=128, ffn=18944, tied=False,
+                                    qkv_bias=True, rope_theta=1000000.0),
+}
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--model", choices=sorted(MODELS), default="qwen2.5-7b")
+    p.add_argument("--batch", type=int, default=1, help="sequences per rank")
+    p.add_argument("--seq", type=int, default=2048)
+    p.add_argument("--steps", type=int, default=10, help="timed steps")
+    p.add_argument("--warmup", type=int, default=3, help="untimed steps first")
+    p.add_argument("--frameworks", default="genesis,torch",
+                   help="run in this order: genesis, torch (fully sharded), genesis-ddp, "
+                        "torch-ddp (replicas, bf16 autocast)")
+    p.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
+    p.add_argument("--gpu", choices=sorted(train.PEAK_BF16), default="h200")
+    p.add_argument("--no-reshard-after-forward", action="store_true",
+                   help="keep each block gathered from forward to backward")
+    p.add_argument("--out", default="docs/bench/fsdp.json")
+    return p.parse_args(argv)
+
+
+@contextlib.contextmanager
+def uninitialised(lib):
+    """Build modules without running their initialisers (the shards are filled later)."""
+    init = lib.nn.init
+    names = [n for n in vars(init) if n.endswith("_") and not n.startswith("_")]
+    saved = {n: getattr(init, n) for n in names}
+    try:
+        for n in names:
+            setattr(init, n, lambda tensor, *args, **kwargs: tensor)
+        yield
+    finally:
+        for n, fn in saved.items():
+            setattr(init, n, fn)
+
+
+def reference_value(name: str, shape: tuple, device: str):
+    """The value every framework gives parameter ``name``: a torch tensor made on
+    ``device`` by a generator seeded from the name."""
+    import torch
+
+    if name.endswith("norm.weight"):
+        return torch.ones(shape, device=device)
+    if name.endswith(".bias"):
+        return torch.zeros(shape, device=device)
+    gen = torch.Generator(device=device).manual_seed(zlib.crc32(name.encode()))
+    return torch.randn(shape, generator=gen, device=device) * 0.02
+
+
+def _owned_rows(rows: int, world: int, rank: int) -> tuple[int, int]:
+    chunk = -(-rows // world)  # torch's Shard(0) and genesis split alike
+    first = min(rank * chunk, rows)
+    return first, min(first + chunk, rows)
+
+
+def _fill(lib, framework: str, model, device: str) -> None:
+    """Give every parameter (or this rank's shard of it) its ``reference_value``."""
+    import torch
+
+    world, rank = torch.distributed.get_world_size(), torch.distributed.get_rank()
+    for pname, p in model.named_parameters():
+        sharded = hasattr(p, "to_local")
+        shape = tuple(p.global_shape if framework == "genesis" and sharded else p.shape)
+        first, stop = _owned_rows(shape[0] if shape else 1, world, rank) if sharded else \
+            (0, shape[0] if shape else 1)
+        value = reference_value(pname, shape, device).reshape(-1, *shape[1:])[first:stop]
+        if device == "cuda":
+            torch.cuda.synchronize()  # the value is made on torch's stream
+        with lib.no_grad():
+            local = p.to_local() if sharded else p
+            if framework == "genesis":
+                local.copy_(lib.from_dlpack(value.contiguous()).reshape(local.shape))
+                if device == "cuda":
+                    lib.cuda.synchronize()  # before torch may reuse the value's memory
+            else:
+                local.copy_(value.reshape(local.shape))
+
+
+def build(name: str, cfg, seq: int, device: str, reshard: bool):
+    """``(lib, model to call, its parameters, autocast context)`` for ``name``: ``genesis``
+    and ``torch`` shard the decoder block by block (bf16 parameters, fp32 reduction);
+    ``genesis-ddp`` and ``torch-ddp`` replicate it (fp32 weights, bf16 autocast)."""
+    import torch
+
+    framework, _, mode = name.partition("-")
+    lib = train.import_framework(framework)
+    with uninitialised(lib):
+        model = train.build_model(lib, cfg, seq)
+    if mode == "ddp":
+        model.to(device)
+        _fill(lib, framework, model, device)
+        if framework == "genesis":
+            import genesis.distributed as dist
+
+            wrapped = dist.DistributedDataParallel(model)
+        else:
+            ids = [torch.cuda.current_device()] if device == "cuda" else None
+            wrapped = torch.nn.parallel.DistributedDataParallel(model, device_ids=ids)
+        return lib, wrapped, list(model.parameters()), lib.autocast(device, dtype=lib.bfloat16)
+    if framework == "genesis":
+        from genesis.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+        policy = MixedPrecisionPolicy(param_dtype=lib.bfloat16, reduce_dtype=lib.float32)
+    else:
+        from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+        policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    for layer in model.layers:
+        layer.to(device)
+        fully_shard(layer, mp_policy=policy, reshard_after_forward=reshard)
+    for child_name, child in model.named_children():
+        if child_name != "layers":
+            child.to(device)
+    for buf_name, buf in list(model.named_buffers(recurse=False)):
+        setattr(model, buf_name, buf.to(device))
+    fully_shard(model, mp_policy=policy)
+    _fill(lib, framework, model, device)
+    return lib, model, list(model.parameters()), contextlib.nullcontext()
+
+
+def run_framework(name: str, cfg, batches: list, args, where) -> dict:
+    """Build, warm up and time one framework; its figures."""
+    lib, model, params, amp = build(name, cfg, args.seq, args.device,
+                                    not args.no_reshard_after_forward)
+    opt = lib.optim.AdamW(params, lr=1e-4, weight_decay=0.1, fused=args.device == "cuda")
+    data = [(lib.from_numpy(x.copy()).to(args.device), lib.from_numpy(y.copy()).to(args.device))
+            for x, y in batches]
+    step = train.training_step(lib, model, opt, params, data, amp)
+    losses = [float(step(i).item()) for i in range(args.warmup)]
+    if args.device == "cuda":
+        lib.cuda.reset_peak_memory_stats()
+    times, timed = train.timed_steps(lib, args.device, step, args.warmup, args.steps)
+    step_s = statistics.median(times)
+    tokens = where.world_size * args.batch * args.seq
+    tok_s = tokens / step_s
+    flops = train.flops_per_token(cfg, args.seq)
+    result = {
+        "step_ms": step_s * 1e3, "tok_per_s": tok_s,
+        "mfu": (tok_s / where.world_size * flops / train.PEAK_BF16[args.gpu]
+                if args.device == "cuda" else None),
+        "peak_mem_gib": (lib.cuda.max_memory_allocated() / 2**30
+                         if args.device == "cuda" else None),
+        "losses": losses + timed,
+        "local_params": sum((p.to_local() if hasattr(p, "to_local") else p).numel()
+                            for p in params),
+    }
+    del model, opt, params, data, step
+    gc.collect()  # (sharded modules and their hooks form cycles)
+    if args.device == "cuda":
+        lib.cuda.empty_cache()  # the next framework gets the memory back
+    return result
+
+
+def _fmt(v, spec: str) -> str:
+    return "-" if v is None else format(v, spec)
+
+
+def main(argv=None) -> dict:
+    args = parse_args(argv)
+    _, dist, _, tdist, where = ddp.setup(args.device)
+    cfg = MODELS[args.model]
+    rng = np.random.default_rng(1 + where.rank)  # each rank its own tokens
+    batches = []
+    for _ in range(3):
+        tok = rng.integers(0, cfg.vocab, (args.batch, args.seq + 1), dtype=np.int64)
+        batches.append((np.ascontiguousarray(tok[:, :-1]), np.ascontiguousarray(tok[:, 1:])))
+    if where.rank == 0:
+        print(f"FSDP training, {args.model}, {where.world_size} rank(s) x {args.batch} x "
+              f"{args.seq} tokens, bf16 params / fp32 reduce, AdamW, {args.device}",
+              flush=True)
+    results = {}
+    for name in args.frameworks.split(","):  # each line printed as it is measured
+        r = results[name] = run_framework(name, cfg, batches, args, where)
+        if where.rank == 0:
+            print(f"  {name:11s} {r['step_ms']:8.1f} ms/step {r['tok_per_s']:10,.0f} tok/s  "
+                  f"MFU {_fmt(r['mfu'] and 100 * r['mfu'], '.1f')}%  peak "
+                  f"{_fmt(r['peak_mem_gib'], '.2f')} GiB/GPU  loss {r['losses'][0]:.4f} -> "
+                  f"{r['losses'][-1]:.4f}", flush=True)
+    report = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+              "model": args.model, "config": dataclasses.asdict(cfg),
+              "world_size": where.world_size, "device": args.device,
+              "python": platform.python_version(), "results": results, "args": vars(args)}
+    if where.rank == 0:
+        if {"genesis", "torch"} <= results.keys():
+            g, t = results["genesis"], results["torch"]
+            report["genesis_over_torch_tok_per_s"] = g["tok_per_s"] / t["tok_per_s"]
+            print(f"  genesis / torch tok/s: {report['genesis_over_torch_tok_per_s']:.2f}x")
+        if args.device == "cuda":
+            import torch
+
+            report["gpu"] = torch.cuda.get_device_name()
+        os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
+        with open(args.out, "w") as f:
+            json.dump(report, f, indent=1)
+        print(f"wrote {args.out}")
+    tdist.destroy_process_group()
+    dist.destroy_process_group()
+    return report
+
+
+if __name__ == "__main__":
+    main()
