@@ -24,6 +24,7 @@ API_MODULES = {
     "api/distributed.md": "genesis.distributed",
     "api/fsdp.md": "genesis.distributed.fsdp",
     "api/cuda.md": "genesis.cuda",
+    "api/dispatch.md": "genesis.dispatch",
 }
 
 _OWN_PACKAGES = ("genesis", "genesis_cuda")

@@ -109,7 +109,7 @@ from genesis.tensor import Size, Tensor  # noqa: E402
 bool = bool_  # noqa: A001 - torch spells it genesis.bool
 dtype = DType
 
-from genesis import accelerator, autograd, backends, cuda  # noqa: E402,F401
+from genesis import accelerator, autograd, backends, cuda, dispatch  # noqa: E402,F401
 
 __version__ = "0.1.0"
 

@@ -35,6 +35,8 @@ from __future__ import annotations
 import functools
 import re
 
+__all__ = ["DispatchMode", "OpHandle", "REGISTRY", "registered_op"]
+
 # The active modes, innermost last. Hot paths test this list for emptiness (the eager fast
 # path runs only while it is empty), so it is a plain module-level list, shared by threads
 # as genesis's autocast counter is.
@@ -147,6 +149,13 @@ def register(handle: OpHandle) -> OpHandle:
 def registered_op(name: str):
     """Make ``fn`` a registered op called ``name``: with a mode active the call goes to the
     mode first.
+
+    Args:
+        name: the op's registry name.
+
+    Returns:
+        A decorator: ``fn`` wrapped (its signature and docstring kept), with the op's handle
+        as its ``op`` attribute.
 
     Example:
         >>> @registered_op("zeros")

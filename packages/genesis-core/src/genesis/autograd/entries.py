@@ -17,12 +17,30 @@ from genesis.dispatch import intercept
 
 
 def unary_entry(cls):
-    """``call(input, *args)``: ``cls.apply(input, *args)`` for a Function whose forward takes
-    one tensor input, then constants (a reduction's dims, a view's sizes, a slice's key)."""
+    """``call(input)``: ``cls.apply(input)`` for a Function whose forward takes one input."""
     forward, op, category = cls.forward, cls.op, cls.autocast
     records = cls.differentiable
 
-    def call(input, *args):  # (torch's parameter name: it is the public function too)
+    def call(input):  # (torch's parameter name: it is the public function too)
+        if category is not None and F._autocast_anywhere.on and F._autocast_state.enabled:
+            (input,) = F._autocast_state.cast_args(category, (input,))
+        if _intercepting:
+            return intercept(op, (input,), {})
+        if records and type(input) in _TENSOR_TYPES and input.requires_grad \
+                and _grad_state.enabled:
+            return recorded(cls, (input,), _NO_KWARGS)
+        return forward(_NO_GRAD_CTX, input)
+
+    return call
+
+
+def constants_entry(cls):
+    """``call(input, *args)``: ``cls.apply(input, *args)`` for a Function whose forward takes
+    one tensor input, then constants (a reduction's dims, a slice's key)."""
+    forward, op, category = cls.forward, cls.op, cls.autocast
+    records = cls.differentiable
+
+    def call(input, *args):
         if category is not None and F._autocast_anywhere.on and F._autocast_state.enabled:
             (input,) = F._autocast_state.cast_args(category, (input,))
         if _intercepting:
@@ -30,9 +48,7 @@ def unary_entry(cls):
         if records and type(input) in _TENSOR_TYPES and input.requires_grad \
                 and _grad_state.enabled:
             return recorded(cls, (input, *args), _NO_KWARGS)
-        if args:
-            return forward(_NO_GRAD_CTX, input, *args)
-        return forward(_NO_GRAD_CTX, input)
+        return forward(_NO_GRAD_CTX, input, *args)
 
     return call
 

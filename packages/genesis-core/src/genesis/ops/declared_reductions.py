@@ -12,7 +12,7 @@ from collections import namedtuple
 from genesis import creation
 from genesis import dtypes as D
 from genesis import op_declarations as decl
-from genesis.autograd.entries import unary_entry
+from genesis.autograd.entries import constants_entry
 from genesis.autograd.function import _NO_GRAD_CTX, Function, Node
 from genesis.ops.common import KernelTable, argument_picker, normalize_dim, normalize_dims, wrap
 from genesis.ops.views import Expand
@@ -192,7 +192,7 @@ def _reduction_class(op: decl.Reduction) -> type:
 def _reduction_function(op: decl.Reduction):
     """The public function of a declared reduction: its Function's dispatcher entry, named."""
     cls = _reduction_class(op)
-    apply = unary_entry(cls)
+    apply = constants_entry(cls)
     if op.result == "sum":
         def fn(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
             dims = _all_dims(len(input.shape)) if dim is None else \

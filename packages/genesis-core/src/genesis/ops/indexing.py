@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from genesis import creation
 from genesis import dtypes as D
-from genesis.autograd.entries import unary_entry
+from genesis.autograd.entries import constants_entry
 from genesis.autograd.function import Function
 from genesis.ops.common import (
     broadcast_shapes,
@@ -230,7 +230,7 @@ def getitem(x: Tensor, key) -> Tensor:
 
 
 _WHOLE_DIM = slice(None)
-_slice = unary_entry(Slice)
+_slice = constants_entry(Slice)
 
 
 def _basic_key(x: Tensor, key: tuple) -> tuple:
