@@ -150,3 +150,22 @@ def test_optimizer_steps_and_clipping(device, make):
         g_opt.step()
     for t, g in zip(t_ps, g_ps):
         assert_close(to_torch(g), t.detach())
+
+
+def test_grad_scaler_unscale(device):
+    grads = [_rand(3, 4, seed=40), _rand(5, seed=41)]
+    kind = genesis.device(device).type
+    for bad in (None, math.inf):
+        if bad is not None:
+            grads[1][2] = bad
+        params = [to_genesis(torch.zeros_like(g), device, True) for g in grads]
+        for p, g in zip(params, grads):
+            p.grad = to_genesis(g * 8.0, device)
+        scaler = genesis.amp.GradScaler(kind, init_scale=8.0)
+        opt = genesis.optim.SGD(params, lr=1.0)
+        scaler.unscale_(opt)  # the amp_unscale_ row: unscale and flag inf/NaN on the device
+        for p, g in zip(params, grads):
+            assert_close(to_torch(p.grad), g)
+        scaler.step(opt)  # skipped where the flag is set
+        for p, g in zip(params, grads):
+            assert_close(to_torch(p), torch.zeros_like(g) if bad else -g)
