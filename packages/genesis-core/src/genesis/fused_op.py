@@ -12,7 +12,9 @@ a row of its owning package's table, read like a line of PyTorch's ``derivatives
   forward kernel, inverted; a Function may also use another row's backward).
 * ``composite`` is the reference: a function ``(backend, *args)`` written with the backend
   contract's primitives that returns exactly what the kernel returns. It is also the fallback:
-  it runs wherever the backend has no kernel of that name.
+  it runs wherever the backend has no kernel of that name. (Attention's row has none: its
+  reference is written with differentiable tensor ops in ``F.scaled_dot_product_attention``,
+  which runs it where ``forward`` returns ``NotImplemented``.)
 * ``autocast`` is the op's category of ``genesis.autocast`` (its autograd Function reads it).
 
 Backends register kernels by these names (``Backend.register_kernel("rms_norm", fn)``), each
