@@ -309,15 +309,15 @@ def test_dropout_follows_the_philox_stream(causal, seed):
 def test_declines_what_it_does_not_cover():
     q, k, v = _inputs(1, 2, 2, 8, 8, 32, torch.float16)
     assert A.scaled_dot_product_attention(dev(q.float()), dev(k.float()), dev(v.float()),
-                                          None, 0.0, False, 1.0, None) is None
+                                          None, 0.0, False, 1.0, None) is NotImplemented
     q48 = torch.randn(1, 2, 8, 48, dtype=torch.float16, device=DEV)
     assert A.scaled_dot_product_attention(dev(q48), dev(q48), dev(q48), None, 0.0, False, 1.0,
-                                          None) is None
+                                          None) is NotImplemented
     assert A.scaled_dot_product_attention(dev(q), dev(k.bfloat16()), dev(v), None, 0.0, False,
-                                          1.0, None) is None
+                                          1.0, None) is NotImplemented
     for scale in (-0.5, float("nan")):  # the kernels take the block max of unscaled scores
         assert A.scaled_dot_product_attention(dev(q), dev(k), dev(v), None, 0.0, False, scale,
-                                              None) is None
+                                              None) is NotImplemented
 
 
 # ------------------------------------------------------------------------ decode
