@@ -309,15 +309,15 @@ def test_dropout_follows_the_philox_stream(causal, seed):
 def test_declines_what_it_does_not_cover():
     q, k, v = _inputs(1, 2, 2, 8, 8, 32, torch.float16)
     assert A.scaled_dot_product_attention(dev(q.float()), dev(k.float()), dev(v.float()),
-                                          None, 0.0, False, 1.0, None) is None
+                                          None, 0.0, False, 1.0, None) is NotImplemented
     q48 = torch.randn(1, 2, 8, 48, dtype=torch.float16, device=DEV)
     assert A.scaled_dot_product_attention(dev(q48), dev(q48), dev(q48), None, 0.0, False, 1.0,
-                                          None) is None
+                                          None) is NotImplemented
     assert A.scaled_dot_product_attention(dev(q), dev(k.bfloat16()), dev(v), None, 0.0, False,
-                                          1.0, None) is None
+                                          1.0, None) is NotImplemented
     for scale in (-0.5, float("nan")):  # the kernels take the block max of unscaled scores
         assert A.scaled_dot_product_attention(dev(q), dev(k), dev(v), None, 0.0, False, scale,
-                                              None) is None
+                                              None) is NotImplemented
 
 
 # ------------------------------------------------------------------------ decode
@@ -371,9 +371,10 @@ def test_decode_splits_a_long_cache_across_programs(monkeypatch):
 
 @pytest.mark.parametrize("n_q", [1, 4])
 def test_decode_kernel_matches_the_contract_composite(n_q):
-    """The kernel against ``Backend.attention_decode``'s composite default (run by the CPU
-    backend on the same values)."""
+    """The kernel against the ``attention_decode`` row's composite (run on the CPU backend,
+    which has no kernel of that name, on the same values)."""
     from genesis.backends import get_backend
+    from genesis.nn.fused_declarations import ATTENTION_DECODE
 
     b, hq, hk, s_max, d = 2, 6, 2, 90, 32
     g = torch.Generator().manual_seed(11)
@@ -383,8 +384,8 @@ def test_decode_kernel_matches_the_contract_composite(n_q):
                     for _ in range(2))
     lens, starts = torch.tensor([90, 40]), torch.tensor([3, 0])
     ref_k, ref_v = kc.clone(), vc.clone()
-    want = get_backend("cpu").attention_decode(q, ref_k, ref_v, lens, starts, k_new, v_new,
-                                               d ** -0.5)
+    want = ATTENTION_DECODE.composite(get_backend("cpu"), q, ref_k, ref_v, lens, starts, k_new,
+                                      v_new, d ** -0.5)
     kc, vc = kc.to(DEV), vc.to(DEV)
     got = host(AD.attention_decode(*(dev(t.to(DEV)) for t in (q,)), dev(kc), dev(vc),
                                   dev(lens.to(DEV)), key_starts=dev(starts.to(DEV)),
@@ -479,15 +480,16 @@ def test_functional_autograd_under_the_interpreter(monkeypatch):
         res = A.scaled_dot_product_attention(dev(q), dev(k), dev(v),
                                              None if mask is None else dev(mask), p, causal,
                                              scale, gen)
-        return None if res is None else (host(res[0]), host(res[1]), res[2])
+        return res if res is NotImplemented else (host(res[0]), host(res[1]), res[2])
 
     def backward(grad, q, k, v, out, lse, mask, p, causal, scale, rng):
         return tuple(host(x) for x in A.scaled_dot_product_attention_backward(
             dev(grad), dev(q), dev(k), dev(v), dev(out), dev(lse),
             None if mask is None else dev(mask), p, causal, scale, rng))
 
-    monkeypatch.setattr(backend, "scaled_dot_product_attention", forward)
-    monkeypatch.setattr(backend, "scaled_dot_product_attention_backward", backward)
+    kernels = type(backend)._kernels  # the CPU backend's kernels of the fused ops, by name
+    monkeypatch.setitem(kernels, "scaled_dot_product_attention", forward)
+    monkeypatch.setitem(kernels, "scaled_dot_product_attention_backward", backward)
     b, hq, hk, n, d = 2, 4, 2, 21, 32
     q, k, v = _inputs(b, hq, hk, n, n, d, torch.bfloat16, seed=2)
     grad = torch.randn(b, hq, n, d, generator=torch.Generator().manual_seed(3)).bfloat16()

@@ -141,17 +141,17 @@ def _sdpa_fused_and_composite(monkeypatch, dtype, q, k, v, **kw):
     the backend's fused kernel (checked to be taken) and through the composite (the kernel
     declining), for the same inputs and output gradient."""
     calls = []
-    fused = CPUBackend.scaled_dot_product_attention
+    fused = CPUBackend().kernel("scaled_dot_product_attention")
 
-    def spy(self, *args):
-        result = fused(self, *args)
-        calls.append(result is not None)
+    def spy(*args):
+        result = fused(*args)
+        calls.append(result is not NotImplemented)
         return result
 
     g_out = genesis.tensor(randn(*q.shape[:-1], v.shape[-1])).to(dtype)
     results = []
-    for kernel in (spy, lambda self, *args: None):
-        monkeypatch.setattr(CPUBackend, "scaled_dot_product_attention", kernel)
+    for kernel in (spy, lambda *args: NotImplemented):
+        monkeypatch.setitem(CPUBackend._kernels, "scaled_dot_product_attention", kernel)
         ins = [genesis.tensor(a).to(dtype).requires_grad_() for a in (q, k, v)]
         out = F.scaled_dot_product_attention(*ins, **kw)
         out.backward(g_out)
@@ -216,11 +216,10 @@ def test_sdpa_empty_operands_on_the_cpu(shape_q, shape_kv):
 
 def test_cpu_fused_attention_declines_dropout_and_a_wider_value():
     q = torch.tensor(randn(1, 2, 3, 8))
-    backend = CPUBackend()
-    assert backend.scaled_dot_product_attention(q, q, q, None, 0.1, False, 0.5, None) is None
+    kernel = CPUBackend().kernel("scaled_dot_product_attention")
+    assert kernel(q, q, q, None, 0.1, False, 0.5, None) is NotImplemented
     wide_v = torch.tensor(randn(1, 2, 3, 6))
-    assert backend.scaled_dot_product_attention(q, q, wide_v, None, 0.0, False, 0.5,
-                                                None) is None
+    assert kernel(q, q, wide_v, None, 0.0, False, 0.5, None) is NotImplemented
 
 
 # ------------------------------------------------------- MultiheadAttention

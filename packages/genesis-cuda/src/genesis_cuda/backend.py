@@ -8,16 +8,16 @@ on first use, so that constructing the backend touches no GPU and imports no Tri
 initialised when the first CUDA array is made. ``is_available()`` and ``device_count()``
 never raise (False / 0 without a GPU, driver or cuda-python).
 
-Of the contract's optional kernels, the ones without a CUDA kernel of their own are left to
-the composite defaults: ``reinterpret`` and the DLPack and memory methods are host-side and
-written here; the norm kernels accumulate in float32, so float64 inputs take the composite.
+Of the contract's optional methods, ``reinterpret`` and the DLPack and memory methods are
+host-side and written here. The kernels of the fused ops (softmax, the norms, attention,
+cross-entropy, SwiGLU, rotary, the optimizer steps ...) are not methods: they are registered
+by op name from ``genesis_cuda.fused_kernels`` at the end of this module.
 """
 
 from __future__ import annotations
 
 from genesis.backends.base import Backend
-from genesis.dtypes import float64
-from genesis_cuda import array, generator, kernels, memory, transfer
+from genesis_cuda import array, fused_kernels, generator, kernels, memory, transfer
 from genesis_cuda import device as _device
 from genesis_cuda import triton_hooks as _triton_hooks  # noqa: F401 - its device-init hook
 
@@ -246,90 +246,6 @@ class CUDABackend(Backend):
     def randperm(self, n, dtype, index, gen):
         return kernels.random.randperm(n, dtype, _index(index), gen)
 
-    # ------------------------------------------------------------ fused kernels
-    def softmax(self, x, dim, log):
-        return kernels.softmax.softmax(x, dim, log)
 
-    def softmax_backward(self, y, grad, dim, log):
-        return kernels.softmax.softmax_backward(y, grad, dim, log)
-
-    def layer_norm(self, x, weight, bias, eps):
-        if x.dtype is float64:
-            return super().layer_norm(x, weight, bias, eps)
-        return kernels.norms.layer_norm(x, weight, bias, eps)
-
-    def layer_norm_backward(self, grad, x, weight, mean, rstd):
-        if x.dtype is float64:
-            return super().layer_norm_backward(grad, x, weight, mean, rstd)
-        return kernels.norms.layer_norm_backward(grad, x, weight, mean, rstd)
-
-    def rms_norm(self, x, weight, eps):
-        if x.dtype is float64:
-            return super().rms_norm(x, weight, eps)
-        return kernels.norms.rms_norm(x, weight, eps)
-
-    def rms_norm_backward(self, grad, x, weight, rstd):
-        if x.dtype is float64:
-            return super().rms_norm_backward(grad, x, weight, rstd)
-        return kernels.norms.rms_norm_backward(grad, x, weight, rstd)
-
-    def scaled_dot_product_attention(self, q, k, v, mask, dropout_p, is_causal, scale, gen):
-        return kernels.attention.scaled_dot_product_attention(q, k, v, mask, dropout_p,
-                                                              is_causal, scale, gen)
-
-    def scaled_dot_product_attention_backward(self, grad, q, k, v, out, lse, mask, dropout_p,
-                                              is_causal, scale, rng):
-        return kernels.attention.scaled_dot_product_attention_backward(
-            grad, q, k, v, out, lse, mask, dropout_p, is_causal, scale, rng)
-
-    # fused LLM-training kernels (issue 9); each kernel takes the contract's composite for
-    # operands it does not cover (float64, strided or mixed arrays)
-    def cross_entropy(self, logits, target, ignore_index, label_smoothing):
-        return kernels.cross_entropy.cross_entropy(logits, target, ignore_index, label_smoothing)
-
-    def cross_entropy_backward(self, grad, logits, target, lse, ignore_index, label_smoothing):
-        return kernels.cross_entropy.cross_entropy_backward(grad, logits, target, lse,
-                                                            ignore_index, label_smoothing)
-
-    def swiglu(self, gate, up):
-        return kernels.swiglu.swiglu(gate, up)
-
-    def swiglu_backward(self, grad, gate, up):
-        return kernels.swiglu.swiglu_backward(grad, gate, up)
-
-    def swiglu_linear(self, gate_up, weight, bias):
-        return kernels.matmul.swiglu_linear(gate_up, weight, bias)
-
-    def add_rms_norm(self, x, residual, weight, eps):
-        return kernels.add_rms_norm.add_rms_norm(x, residual, weight, eps)
-
-    def rotary(self, q, k, cos, sin, inverse):
-        return kernels.rotary.rotary(q, k, cos, sin, inverse)
-
-    def attention_decode(self, q, k_cache, v_cache, cache_lens, key_starts, k_new, v_new,
-                         scale):
-        if not kernels.attention_decode.decode_supported(q, k_cache, v_cache):
-            return super().attention_decode(q, k_cache, v_cache, cache_lens, key_starts, k_new,
-                                            v_new, scale)
-        return kernels.attention_decode.attention_decode(q, k_cache, v_cache, cache_lens, scale,
-                                                  True, key_starts, k_new, v_new)
-
-    def adam_step(self, params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, step, lr,
-                  beta1, beta2, eps, weight_decay, decoupled, maximize):
-        return kernels.optim.adam_step(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs,
-                                       step, lr, beta1, beta2, eps, weight_decay, decoupled,
-                                       maximize)
-
-    def sgd_step(self, params, grads, momentum_buffers, lr, momentum, dampening, weight_decay,
-                 nesterov, maximize):
-        return kernels.optim.sgd_step(params, grads, momentum_buffers, lr, momentum, dampening,
-                                      weight_decay, nesterov, maximize)
-
-    def multi_tensor_norm(self, arrays, norm_type):
-        return kernels.multi_tensor.multi_tensor_norm(arrays, norm_type)
-
-    def multi_tensor_scale_(self, arrays, scale):
-        return kernels.multi_tensor.multi_tensor_scale_(arrays, scale)
-
-    def amp_unscale_(self, arrays, inv_scale, found_inf):
-        return kernels.multi_tensor.amp_unscale_(arrays, inv_scale, found_inf)
+for _name, _kernel in fused_kernels.KERNELS.items():  # the fused ops' kernels, by op name
+    CUDABackend.register_kernel(_name, _kernel)

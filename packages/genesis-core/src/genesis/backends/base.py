@@ -26,14 +26,19 @@ matmul, general indexing, sort and the generator. Everything else is *optional*
 (``OPTIONAL``): it has a composite default in ``genesis.backends.composite`` written with the
 core, so a new backend runs every op once its core works, and overrides an optional method
 when it has a faster kernel (the CPU and CUDA backends override nearly all of them).
+
+Fused kernels (softmax, norms, attention, cross-entropy, SwiGLU, rotary, the optimizer
+steps) are not part of this class: each fused op is a row declared by the package that owns
+it (``genesis.fused_op``), and a backend registers kernels for rows by name with
+``register_kernel``; without one, the row's composite runs.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
-from genesis.backends import composite, llm_composite
+from genesis.backends import composite
 from genesis.dtypes import DType
 from genesis.op_declarations import BINARY_NAMES, REDUCTION_NAMES, UNARY_NAMES
 
@@ -379,184 +384,42 @@ class Backend(ABC):
         """*Optional.* A random permutation of ``0..n-1``."""
         return composite.randperm(self, n, dtype, index, gen)
 
-    # ----------------------------------------------- optional fused kernels
-    # Their defaults return what the fused kernel must return, so autograd code is the same
-    # either way.
+    # ------------------------------------------------ fused kernels, by op name
+    # Fused ops (softmax, the norms, attention, cross-entropy, SwiGLU, rotary, the optimizer
+    # steps ...) are not methods: each is declared once, as a row of the package that owns it
+    # (``genesis.fused_declarations``, ``genesis.nn.fused_declarations``), with a composite
+    # written with the methods above. A backend registers a kernel for a row by the row's
+    # name; ``genesis.fused_op.call_fused`` runs it, or the composite where there is none.
+    _kernels: dict[str, Callable] = {}
 
-    def softmax(self, x: Array, dim: int, log: bool) -> Array:
-        """*Optional.* softmax (or log_softmax when ``log``) along ``dim`` of floating
-        ``x``, computed in at least float32 and returned in ``x``'s dtype."""
-        return composite.softmax(self, x, dim, log)
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        cls._kernels = dict(cls._kernels)  # a subclass starts with its parent's kernels
 
-    def softmax_backward(self, y: Array, grad: Array, dim: int, log: bool) -> Array:
-        """*Optional.* Gradient of (log_)softmax given its output ``y`` and ``grad``."""
-        return composite.softmax_backward(self, y, grad, dim, log)
+    @classmethod
+    def register_kernel(cls, name: str, fn: Callable) -> None:
+        """*Optional.* Register ``fn`` as this backend's kernel of the fused op ``name``.
 
-    def layer_norm(self, x: Array, weight: Array | None, bias: Array | None,
-                   eps: float) -> tuple[Array, Array, Array]:
-        """*Optional.* Layer norm over the last dim: returns ``(y, mean, rstd)``, with
-        ``mean``/``rstd`` float32 (float64 for float64 input) of shape ``x.shape[:-1] + (1,)``."""
-        return composite.layer_norm(self, x, weight, bias, eps)
+        ``fn`` takes the arguments of the row's composite without the backend (e.g.
+        ``rms_norm(x, weight, eps)``) and returns what it returns, or ``NotImplemented`` for
+        operands it does not cover (the composite then runs). Registered on the class:
+        every instance, and subclasses defined later, have it.
 
-    def layer_norm_backward(self, grad: Array, x: Array, weight: Array | None, mean: Array,
-                            rstd: Array) -> tuple[Array, Array | None, Array | None]:
-        """*Optional.* ``(grad_x, grad_weight, grad_bias)`` of ``layer_norm``."""
-        return composite.layer_norm_backward(self, grad, x, weight, mean, rstd)
+        Args:
+            name: a fused op's kernel name (``"rms_norm"``, ``"rms_norm_backward"`` ...).
+            fn: the kernel.
 
-    def rms_norm(self, x: Array, weight: Array | None, eps: float) -> tuple[Array, Array]:
-        """*Optional.* RMS norm over the last dim: ``(y, rstd)``, ``rstd`` float32 (float64
-        for float64 input) of shape ``x.shape[:-1] + (1,)``."""
-        return composite.rms_norm(self, x, weight, eps)
+        Example:
+            >>> CPUBackend.register_kernel("softmax", torch_softmax)
+        """
+        if not isinstance(name, str) or not callable(fn):
+            raise TypeError(f"register_kernel(name, fn) takes a str and a callable, got "
+                            f"{type(name).__name__} and {type(fn).__name__}")
+        cls._kernels[name] = fn
 
-    def rms_norm_backward(self, grad: Array, x: Array, weight: Array | None,
-                          rstd: Array) -> tuple[Array, Array | None]:
-        """*Optional.* ``(grad_x, grad_weight)`` of ``rms_norm``."""
-        return composite.rms_norm_backward(self, grad, x, weight, rstd)
-
-    # ---------------------------------------- optional fused attention (no composite here)
-    def scaled_dot_product_attention(self, q: Array, k: Array, v: Array, mask: Array | None,
-                                     dropout_p: float, is_causal: bool, scale: float, gen):
-        """*Optional.* Fused attention forward on q (B, Hq, L, E), k (B, Hk, S, E), v
-        (B, Hk, S, Ev), Hq a multiple of Hk (query head h uses KV head h // (Hq // Hk));
-        ``mask`` None or bool (True = may attend) / float (added), viewed at (B, Hq, L, S);
-        dropout draws from generator ``gen``. Returns ``(out (B, Hq, L, Ev), lse (B, Hq, L)
-        float32, rng)`` (``rng``: whatever the backward needs to redraw the dropout), or
-        ``None`` where the backend has no fused kernel for these operands: genesis then runs
-        its composite (matmul, softmax, dropout). This default always returns ``None``."""
-        return None
-
-    def scaled_dot_product_attention_backward(self, grad: Array, q: Array, k: Array, v: Array,
-                                              out: Array, lse: Array, mask: Array | None,
-                                              dropout_p: float, is_causal: bool, scale: float,
-                                              rng) -> tuple[Array, Array, Array]:
-        """*Optional* (required with the forward above): ``(dq, dk, dv)`` in the shapes of
-        q, k and v, from the forward's ``out``, ``lse`` and ``rng``."""
-        raise TypeError(f"backend {self.name!r} returned a fused attention forward but has no "
-                        "scaled_dot_product_attention_backward")
-
-    # --------------------------- optional fused kernels: LLM training (issue 9)
-    # Composite defaults in ``genesis.backends.llm_composite`` (written with the contract's
-    # other methods); a fused kernel reads half-precision operands once and computes in
-    # float32 registers.
-
-    def cross_entropy(self, logits: Array, target: Array, ignore_index: int,
-                      label_smoothing: float) -> tuple[Array, Array]:
-        """*Optional.* Per-row cross-entropy of ``logits`` (M, C) against int64 ``target`` (M,).
-
-        Returns ``(loss, lse)``, both (M,) in float32 (float64 for float64 logits): ``lse``
-        the row's logsumexp, ``loss = (1 - s) * (lse - z[t]) + s / C * (C * lse - sum(z))``
-        with ``s = label_smoothing``, and 0 where ``target == ignore_index``. A fused kernel
-        makes no float32 copy of half-precision logits."""
-        return llm_composite.cross_entropy(self, logits, target, ignore_index, label_smoothing)
-
-    def cross_entropy_backward(self, grad: Array, logits: Array, target: Array, lse: Array,
-                               ignore_index: int, label_smoothing: float) -> Array:
-        """*Optional.* Gradient of ``cross_entropy``'s per-row loss: ``grad`` (M,) float32 is
-        each row's incoming gradient, ``lse`` (M,) the forward's. Returns (M, C) in
-        ``logits``' dtype: ``grad * (softmax(z) - (1 - s) * onehot(t) - s / C)``, zero rows
-        where ``target == ignore_index``."""
-        return llm_composite.cross_entropy_backward(self, grad, logits, target, lse,
-                                                    ignore_index, label_smoothing)
-
-    def swiglu(self, gate: Array, up: Array) -> Array:
-        """*Optional.* ``silu(gate) * up`` (same shape and dtype, any strides), in
-        ``gate``'s dtype, computed in float32 (float64 stays) and rounded once; a new
-        contiguous array."""
-        return llm_composite.swiglu(self, gate, up)
-
-    def swiglu_backward(self, grad: Array, gate: Array, up: Array) -> tuple[Array, Array]:
-        """*Optional.* ``(grad_gate, grad_up)`` of ``swiglu``: with ``s = sigmoid(gate)``,
-        ``grad * up * s * (1 + gate * (1 - s))`` and ``grad * gate * s``."""
-        return llm_composite.swiglu_backward(self, grad, gate, up)
-
-    def swiglu_linear(self, gate_up: Array, weight: Array, bias: Array | None) -> Array:
-        """*Optional.* The down projection of a SwiGLU MLP in inference (no backward),
-        ``linear(swiglu(gate, up), weight, bias)``, with ``gate`` and ``up`` the first and
-        second halves of ``gate_up``'s last dim: gate_up (..., 2K) (any strides), weight
-        (N, K), bias (N,) or None, one floating dtype; result (..., N). The SwiGLU product
-        is rounded to the dtype before the matmul, as ``swiglu`` rounds its output. A
-        fused kernel makes it as it loads the matmul's left operand (no (..., K) array)."""
-        return llm_composite.swiglu_linear(self, gate_up, weight, bias)
-
-    def add_rms_norm(self, x: Array, residual: Array, weight: Array | None,
-                     eps: float) -> tuple[Array, Array, Array]:
-        """*Optional.* The residual add and RMS norm of a pre-norm decoder block in one pass:
-        ``h = x + residual`` (same shape and dtype; rows over the last dim), returns
-        ``(h, rms_norm(h), rstd)`` as ``rms_norm`` does (the norm of ``h`` as stored)."""
-        return llm_composite.add_rms_norm(self, x, residual, weight, eps)
-
-    def rotary(self, q: Array, k: Array, cos: Array, sin: Array,
-               inverse: bool) -> tuple[Array, Array]:
-        """*Optional.* Rotary position embedding of ``q`` (B, Hq, S, D) and ``k``
-        (B, Hk, S, D) with ``cos``/``sin`` (B, S, D) (any strides; one dtype throughout),
-        rotating the half-split pairs ``(x[..., i], x[..., i + D/2])``:
-        ``out = x * cos + rotate_half(x) * sin``, ``rotate_half(x) = cat(-x2, x1)``. With
-        ``inverse`` the transpose (the backward): ``x * cos - rotate_half(x * sin)``.
-        Returns new contiguous arrays."""
-        return llm_composite.rotary(self, q, k, cos, sin, inverse)
-
-    def attention_decode(self, q: Array, k_cache: Array, v_cache: Array, cache_lens: Array,
-                         key_starts: Array | None, k_new: Array | None, v_new: Array | None,
-                         scale: float) -> Array:
-        """*Optional.* Attention of the last ``n_q`` tokens of each sequence over its KV
-        cache (decoding, inference only). ``q`` (B, Hq, n_q, D); ``k_cache``/``v_cache``
-        (B, Hk, S_max, D), Hq a multiple of Hk (query head h uses KV head h // (Hq // Hk)),
-        any strides; one floating dtype throughout. Row b attends to the cache slots
-        ``[key_starts[b], cache_lens[b])`` (``cache_lens``/``key_starts`` (B,) int32/int64
-        device arrays, ``key_starts`` None for 0), its new tokens being the last ``n_q`` of
-        them: query i sees the slots up to ``cache_lens[b] - n_q + i``. ``k_new``/``v_new``
-        (B, Hk, n_q, D) or None: the new tokens' keys and values, written into the caches
-        (in place) at those last ``n_q`` slots first. Scores are scaled by ``scale``.
-        Returns (B, Hq, n_q, D) in q's dtype, computed in float32 (float64 stays); a query
-        with no slot to see gives zeros. Reads the lengths on the device, never on the
-        host, so it can be captured in a CUDA graph."""
-        return llm_composite.attention_decode(self, q, k_cache, v_cache, cache_lens,
-                                              key_starts, k_new, v_new, scale)
-
-    def adam_step(self, params: Sequence[Array], grads: Sequence[Array],
-                  exp_avgs: Sequence[Array], exp_avg_sqs: Sequence[Array],
-                  max_exp_avg_sqs: Sequence[Array] | None, step: int | Sequence[Array],
-                  lr: float | Array, beta1: float, beta2: float, eps: float,
-                  weight_decay: float, decoupled: bool, maximize: bool) -> None:
-        """*Optional.* One Adam (``decoupled``: AdamW) step, in place, for every ``i``:
-        ``params[i]``, its moments ``exp_avgs[i]`` / ``exp_avg_sqs[i]`` and, for AMSGrad,
-        ``max_exp_avg_sqs[i]`` (else ``None``), all at step ``step`` (counted from 1) —
-        ``genesis.optim.Adam``'s update. Lists of same-dtype arrays on one device; the
-        composite replays the per-parameter update primitive by primitive (the same bits).
-        ``capturable=True`` passes ``step`` as a list of 0-d float32 arrays, one count per
-        parameter (the count before this step), and ``lr`` as a float or a 0-d array: each
-        count is advanced by one in place and the bias corrections are computed from it
-        on the device, with no host read (so the step can be captured in a CUDA graph)."""
-        llm_composite.adam_step(self, params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs,
-                                step, lr, beta1, beta2, eps, weight_decay, decoupled, maximize)
-
-    def sgd_step(self, params: Sequence[Array], grads: Sequence[Array],
-                 momentum_buffers: Sequence[Array | None], lr: float, momentum: float,
-                 dampening: float, weight_decay: float, nesterov: bool,
-                 maximize: bool) -> list[Array | None]:
-        """*Optional.* One SGD step, in place, for every ``params[i]``; a ``None`` momentum
-        buffer (first step) starts as a copy of the gradient. Returns the buffers (all
-        ``None`` without momentum) — ``genesis.optim.SGD``'s update, as ``adam_step``."""
-        return llm_composite.sgd_step(self, params, grads, momentum_buffers, lr, momentum,
-                                      dampening, weight_decay, nesterov, maximize)
-
-    def multi_tensor_norm(self, arrays: Sequence[Array], norm_type: float) -> Array:
-        """*Optional.* The 2-norm (``norm_type`` 2.0) or max-abs norm (``inf``) of all of
-        ``arrays``' elements together (floating arrays of one dtype on one device), as a
-        0-d float32 array (float64 for float64 arrays); 0 when there are no elements."""
-        return llm_composite.multi_tensor_norm(self, arrays, norm_type)
-
-    def multi_tensor_scale_(self, arrays: Sequence[Array], scale: Array) -> None:
-        """*Optional.* In place ``a *= scale`` for every array, ``scale`` a 0-d floating
-        array on their device (read there: no host synchronisation); the product is taken in
-        ``scale``'s dtype and rounded once to ``a``'s."""
-        llm_composite.multi_tensor_scale_(self, arrays, scale)
-
-    def amp_unscale_(self, arrays: Sequence[Array], inv_scale: Array, found_inf: Array) -> None:
-        """*Optional.* GradScaler's unscale: set the 0-d float32 ``found_inf`` to 1 if any
-        element of ``arrays`` is inf or NaN (checked before scaling), then
-        ``a *= inv_scale`` (a 0-d float32 array) in place, for every array."""
-        llm_composite.amp_unscale_(self, arrays, inv_scale, found_inf)
+    def kernel(self, name: str) -> Callable | None:
+        """*Optional.* The kernel registered as ``name`` (see ``register_kernel``), or None."""
+        return self._kernels.get(name)
 
 
 # The two halves of the contract, derived from the class (docs/backends.md is checked
@@ -564,4 +427,5 @@ class Backend(ABC):
 REQUIRED: tuple[str, ...] = tuple(sorted(Backend.__abstractmethods__))
 OPTIONAL: tuple[str, ...] = tuple(sorted(
     name for name, value in vars(Backend).items()
-    if callable(value) and not name.startswith("_") and name not in Backend.__abstractmethods__))
+    if (callable(value) or isinstance(value, classmethod)) and not name.startswith("_")
+    and name not in Backend.__abstractmethods__))

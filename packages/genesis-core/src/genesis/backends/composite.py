@@ -2,7 +2,9 @@
 
 ``Backend``'s optional methods call these, so a new backend that implements only the
 abstract methods runs every op; a backend overrides a method with a kernel of its own when it
-has one. Each function takes the backend first (``b``) and then the method's arguments, and
+has one. The last ones (softmax, layer_norm, rms_norm and their backwards) are the composites
+of genesis-core's fused ops, named by their rows in ``genesis.fused_declarations``. Each
+function takes the backend first (``b``) and then the method's (or kernel's) arguments, and
 returns exactly what the method must return (shape, dtype, a new array unless stated), so
 genesis's ops cannot tell a composite from a kernel.
 

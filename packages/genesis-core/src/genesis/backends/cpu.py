@@ -319,27 +319,35 @@ class CPUBackend(Backend):
     def randperm(self, n, dtype, index, gen):
         return torch.randperm(n, dtype=_TO_TORCH[dtype], generator=gen)
 
-    # fused kernels: torch has them on the CPU
-    def softmax(self, x, dim, log):
-        if x.dtype in (torch.float16, torch.bfloat16):
-            fn = torch.log_softmax if log else torch.softmax
-            return fn(x, dim, dtype=torch.float32).to(x.dtype)
-        return torch.log_softmax(x, dim) if log else torch.softmax(x, dim)
 
-    def scaled_dot_product_attention(self, q, k, v, mask, dropout_p, is_causal, scale, gen):
-        # torch's flash kernel: no dropout, one head size for q, k and v, and no empty
-        # operand (it divides by zero on one)
-        if _FLASH is None or dropout_p > 0.0 or v.shape[-1] != q.shape[-1] \
-                or not q.numel() or not k.numel():
-            return None
-        out, lse = _FLASH(q, k, v, 0.0, is_causal, attn_mask=_additive_mask(mask, q.dtype),
-                          scale=scale)
-        return out, lse, None
+# ------------------------------------------------------------- fused kernels, by op name
+# torch has these on the CPU; every other fused op runs its composite (genesis.fused_op).
+def _softmax(x, dim, log):
+    if x.dtype in (torch.float16, torch.bfloat16):
+        fn = torch.log_softmax if log else torch.softmax
+        return fn(x, dim, dtype=torch.float32).to(x.dtype)
+    return torch.log_softmax(x, dim) if log else torch.softmax(x, dim)
 
-    def scaled_dot_product_attention_backward(self, grad, q, k, v, out, lse, mask, dropout_p,
-                                              is_causal, scale, rng):
-        return _FLASH_BACKWARD(grad, q, k, v, out, lse, 0.0, is_causal,
-                               attn_mask=_additive_mask(mask, q.dtype), scale=scale)
+
+def _attention(q, k, v, mask, dropout_p, is_causal, scale, gen):
+    # torch's flash kernel: no dropout, one head size for q, k and v, and no empty operand
+    # (it divides by zero on one)
+    if _FLASH is None or dropout_p > 0.0 or v.shape[-1] != q.shape[-1] \
+            or not q.numel() or not k.numel():
+        return NotImplemented
+    out, lse = _FLASH(q, k, v, 0.0, is_causal, attn_mask=_additive_mask(mask, q.dtype),
+                      scale=scale)
+    return out, lse, None
+
+
+def _attention_backward(grad, q, k, v, out, lse, mask, dropout_p, is_causal, scale, rng):
+    return _FLASH_BACKWARD(grad, q, k, v, out, lse, 0.0, is_causal,
+                           attn_mask=_additive_mask(mask, q.dtype), scale=scale)
+
+
+CPUBackend.register_kernel("softmax", _softmax)
+CPUBackend.register_kernel("scaled_dot_product_attention", _attention)
+CPUBackend.register_kernel("scaled_dot_product_attention_backward", _attention_backward)
 
 
 def _without_overflow_trap(op, fn):

@@ -1,5 +1,8 @@
-"""Ops served by the backend's optional fused kernels: softmax, log_softmax, layer_norm and
-rms_norm. Backends without fused kernels get the contract's composite defaults."""
+"""genesis-core's fused ops: softmax, log_softmax, layer_norm and rms_norm.
+
+Each autograd Function runs its row of ``genesis.fused_declarations`` (``SOFTMAX``,
+``LAYER_NORM``, ``RMS_NORM``): the backend's kernel registered under the row's name, else the
+row's composite (``genesis.fused_op.call_fused``)."""
 
 from __future__ import annotations
 
@@ -9,17 +12,18 @@ from genesis import creation
 from genesis import dtypes as D
 from genesis.autograd.function import Function
 from genesis.autograd.grad_mode import is_grad_enabled
+from genesis.fused_declarations import LAYER_NORM, RMS_NORM, SOFTMAX
 from genesis.ops.common import check_same_device, normalize_dim, wrap
 from genesis.tensor import Tensor
 
 
 class Softmax(Function):
-    autocast = "fp32"
+    autocast = SOFTMAX.autocast
     log = False
 
     @classmethod
     def forward(cls, ctx, x, dim):
-        y = wrap(x._backend.softmax(x._data, dim, cls.log), x.device)
+        y = wrap(SOFTMAX.forward(x._backend, x._data, dim, cls.log), x.device)
         ctx.save_for_backward(y)
         ctx.dim = dim
         return y
@@ -27,7 +31,10 @@ class Softmax(Function):
     @classmethod
     def backward(cls, ctx, g):
         (y,) = ctx.saved_tensors
-        # Written with tensor ops (not the fused backward) so double backward works.
+        if not is_grad_enabled():  # the row's backward kernel (or its composite)
+            gx = SOFTMAX.backward(y._backend, y._data, g.contiguous()._data, ctx.dim, cls.log)
+            return wrap(gx, y.device), None
+        # create_graph: tensor ops, so double backward works
         if cls.log:
             return g - y.exp() * g.sum(ctx.dim, keepdim=True), None
         return y * (g - (g * y).sum(ctx.dim, keepdim=True)), None
@@ -102,13 +109,13 @@ def _flatten_norm_input(op: str, x: Tensor, normalized_shape, params) -> tuple:
 
 
 class LayerNorm(Function):
-    autocast = "fp32"
+    autocast = LAYER_NORM.autocast
 
     @staticmethod
     def forward(ctx, x, weight, bias, eps):
-        b = x._backend
-        y, mean, rstd = b.layer_norm(x._data, None if weight is None else weight._data,
-                                     None if bias is None else bias._data, eps)
+        y, mean, rstd = LAYER_NORM.forward(x._backend, x._data,
+                                           None if weight is None else weight._data,
+                                           None if bias is None else bias._data, eps)
         mean, rstd = wrap(mean, x.device), wrap(rstd, x.device)
         ctx.save_for_backward(x, weight, mean, rstd)
         ctx.has_bias = bias is not None
@@ -120,8 +127,8 @@ class LayerNorm(Function):
         x, weight, mean, rstd = ctx.saved_tensors
         if is_grad_enabled():  # create_graph: differentiable ops, so double backward works
             return _layer_norm_grads(x, weight, g, ctx.eps, ctx.has_bias) + (None,)
-        gx, gw, gb = x._backend.layer_norm_backward(
-            g.contiguous()._data, x._data, None if weight is None else weight._data,
+        gx, gw, gb = LAYER_NORM.backward(
+            x._backend, g.contiguous()._data, x._data, None if weight is None else weight._data,
             mean._data, rstd._data)
         gx = wrap(gx, x.device)
         gw = None if gw is None else wrap(gw, x.device)
@@ -167,12 +174,12 @@ def layer_norm(input: Tensor, normalized_shape, weight: Tensor | None = None,
 
 
 class RMSNorm(Function):
-    # No autocast category: as in torch's CUDA autocast, the output keeps the input's dtype
-    # (the kernels compute half inputs in float32 internally).
+    autocast = RMS_NORM.autocast  # None: the output keeps the input's dtype
 
     @staticmethod
     def forward(ctx, x, weight, eps):
-        y, rstd = x._backend.rms_norm(x._data, None if weight is None else weight._data, eps)
+        y, rstd = RMS_NORM.forward(x._backend, x._data, None if weight is None else weight._data,
+                                   eps)
         rstd = wrap(rstd, x.device)
         ctx.save_for_backward(x, weight, rstd)
         ctx.eps = eps
@@ -188,8 +195,8 @@ class RMSNorm(Function):
             gx = r * (gy - xhat * (gy * xhat).mean(-1, keepdim=True))
             gw = None if weight is None else (g * xhat).sum(tuple(range(x.ndim - 1)))
             return gx, gw, None
-        gx, gw = x._backend.rms_norm_backward(
-            g.contiguous()._data, x._data, None if weight is None else weight._data, rstd._data)
+        gx, gw = RMS_NORM.backward(x._backend, g.contiguous()._data, x._data,
+                                   None if weight is None else weight._data, rstd._data)
         return wrap(gx, x.device), (None if gw is None else wrap(gw, x.device)), None
 
 

@@ -2,8 +2,9 @@
 
 One program per block of rows (rows up to ``softmax.SINGLE_MAX`` elements, in registers):
 x and residual are read once, h and y written once, plus float32 rstd per row. The norm is
-taken of h as stored (rounded to its dtype), as the composite default does; the backward is
-``norms.rms_norm_backward`` on h. Longer rows take the contract's composite.
+taken of h as stored (rounded to its dtype), as the row's composite does; the backward is
+``norms.rms_norm_backward`` on h. For longer rows, float64 or strided operands it returns
+``NotImplemented``: genesis then runs the row's composite.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from genesis import dtypes as D
 from . import _launch
 from ._elementwise_math import _m_rsqrt
 from ._launch import Launcher, aligned, cdiv, is_contiguous, pdl_prologue
-from .optim import _composite
 from .softmax import SINGLE_MAX, config
 
 
@@ -53,7 +53,7 @@ def add_rms_norm(x, residual, weight, eps):
     n = x.shape[-1] if x.shape else 1
     if (n > SINGLE_MAX or x.dtype is D.float64 or not is_contiguous(x)
             or not is_contiguous(residual) or (weight is not None and not is_contiguous(weight))):
-        return _composite("add_rms_norm", x, residual, weight, eps)
+        return NotImplemented  # genesis runs the row's composite
     m = _launch.numel(x.shape[:-1])
     h = _launch.empty(x.shape, x.dtype, x.device)
     y = _launch.empty(x.shape, x.dtype, x.device)

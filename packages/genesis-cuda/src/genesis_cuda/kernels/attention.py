@@ -24,10 +24,11 @@ Read top to bottom like a Triton tutorial:
    All three kernels can read their streamed blocks through TMA descriptors made on the
    device (``Tile.tma`` in the tile tables; zero-filled past the end, so no load masks)
    when every operand is 16-byte aligned, else through pointers.
-3. **Launchers** (the contract functions ``scaled_dot_product_attention`` and
-   ``scaled_dot_product_attention_backward``). They return ``None`` for what the kernels do
-   not cover (head dims other than 16/32/64/128, dtypes other than float16/bfloat16, empty
-   tensors, a negative scale); genesis then runs its composite.
+3. **Launchers** (the kernels of the fused op ``scaled_dot_product_attention``, registered
+   by that name and ``scaled_dot_product_attention_backward`` in ``genesis_cuda.fused_kernels``).
+   The forward returns ``NotImplemented`` for what the kernels do not cover (head dims other
+   than 16/32/64/128, dtypes other than float16/bfloat16, empty tensors, a negative scale);
+   genesis then runs its composite.
 
 Decode (a few new query rows against a preallocated KV cache) is ``attention_decode.py``.
 
@@ -521,12 +522,12 @@ def scaled_dot_product_attention(q, k, v, mask, dropout_p, is_causal, scale, gen
 
     Returns:
         ``(out (B, Hq, L, D), lse (B, Hq, L) float32, rng)`` where ``rng`` is ``(seed,
-        offset)`` of the dropout stream (``None`` without dropout), or ``None`` when these
-        operands are not covered or the scale is negative (genesis then runs its
+        offset)`` of the dropout stream (``None`` without dropout), or ``NotImplemented``
+        when these operands are not covered or the scale is negative (genesis then runs its
         composite).
     """
     if not supported(q, k, v, mask) or not scale >= 0.0:  # the kernels need scale >= 0
-        return None
+        return NotImplemented
     q, k, v = _last_dim_unit(q), _last_dim_unit(k), _last_dim_unit(v)
     b, h, n_q, d = q.shape
     n_k = k.shape[2]

@@ -60,7 +60,6 @@ from .matmul_tuning import (
     splitk_candidates,
     splitk_plan,
 )
-from .optim import _composite
 
 FP32_PRECISION = "ieee"  # "ieee" (torch's default), "tf32x3", or "tf32"
 _TUNE_MIN_FLOPS = 2**30  # below this (~2 us of tensor-core time), a config by rule, not timing
@@ -381,15 +380,15 @@ def _plan_linear(x, weight, bias):
 
 def _plan_swiglu_linear(gate_up, weight, bias):
     """``run(gate_up, weight, bias)`` for ``swiglu_linear``: the gated small-M kernel where
-    the rows are few (a decode step), else the contract's composite (``swiglu`` reading the
-    two halves in place, then ``linear``)."""
+    the rows are few (a decode step), else ``NotImplemented``: genesis runs the row's
+    composite (``swiglu`` reading the two halves in place, then ``linear``)."""
     *lead, K2 = gate_up.shape
     K, N, M = K2 // 2, weight.shape[0], math.prod(lead)
     dt = gate_up.dtype
     lshape, (lstr,) = collapse(tuple(lead), [list(gate_up.strides[:-1])])
     if (not 1 <= M <= SMALL_M_MAX or N == 0 or K == 0 or len(lshape) > 1
             or dt not in (D.float16, D.bfloat16, D.float32)):
-        return lambda g, w, bias: _composite("swiglu_linear", g, w, bias)
+        return lambda g, w, bias: NotImplemented  # genesis runs the row's composite
     # the column stride as it is (the kernel finds up K columns after gate through it)
     sa = (lstr[0] if lshape else K2, gate_up.strides[-1])
     sb = _canon((K, N), [weight.strides[1], weight.strides[0]])
@@ -411,8 +410,9 @@ def swiglu_linear(gate_up, weight, bias):
     ``gate_up``'s last dim: gate_up (..., 2K), weight (N, K), bias (N,) or None -> (..., N).
 
     At most ``SMALL_M_MAX`` rows (a decode step): one launch of the small-M kernel, which
-    makes the SwiGLU product as it loads the left operand; more rows: ``swiglu`` then
-    ``linear`` (the contract's composite). Plans are cached as ``linear``'s.
+    makes the SwiGLU product as it loads the left operand; more rows: ``NotImplemented``
+    (genesis runs the row's composite, ``swiglu`` then ``linear``). Plans are cached as
+    ``linear``'s.
 
     Example: ``swiglu_linear(h, w_down, None)`` with h (B, 1, 2I), w_down (H, I) gives
     (B, 1, H).

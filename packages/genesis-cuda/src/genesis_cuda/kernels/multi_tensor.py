@@ -18,7 +18,7 @@ from genesis import dtypes as D
 from . import _launch
 from . import optim as _optim
 from ._launch import Launcher, tl_dtype
-from .optim import _chunk, _composite, _offsets, _ptr
+from .optim import _chunk, _offsets, _ptr
 
 FINISH_BLOCK = 1024
 
@@ -113,7 +113,7 @@ _scaler = Launcher(_scale, num_warps=4)
 def multi_tensor_norm(arrays, norm_type):
     """2-norm or max-abs norm of all of ``arrays`` together: a 0-d float32 array."""
     if not _optim._usable(arrays):
-        return _composite("multi_tensor_norm", arrays, norm_type)
+        return NotImplemented  # genesis runs the row's composite
     first = arrays[0]
     inf = norm_type == float("inf")
     table, n_chunks, aligned = _optim._table([arrays], first.device)
@@ -130,14 +130,14 @@ def multi_tensor_norm(arrays, norm_type):
 def multi_tensor_scale_(arrays, scale):
     """In place ``a *= scale`` (a 0-d device array) for every array."""
     if not _optim._usable(arrays):
-        return _composite("multi_tensor_scale_", arrays, scale)
+        return NotImplemented
     _scale_launch(arrays, scale, scale, False)
 
 
 def amp_unscale_(arrays, inv_scale, found_inf):
     """GradScaler's unscale and inf/NaN check over every array (see the contract)."""
     if not _optim._usable(arrays):
-        return _composite("amp_unscale_", arrays, inv_scale, found_inf)
+        return NotImplemented
     _scale_launch(arrays, inv_scale, found_inf, True)
 
 

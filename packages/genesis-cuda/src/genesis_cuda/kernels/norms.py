@@ -2,7 +2,7 @@
 
 Forward: one pass per row (rows of up to ``softmax.SINGLE_MAX`` elements stay in registers;
 longer rows stream in chunks; tiles as ``softmax.config`` picks them), writing y in x's
-dtype and float32 mean/rstd of shape ``x.shape[:-1] + (1,)``, as the contract's composite
+dtype and float32 mean/rstd of shape ``x.shape[:-1] + (1,)``, as the row's composite
 defaults do.
 
 Backward: a persistent grid; each program walks a strided set of rows computing grad_x and

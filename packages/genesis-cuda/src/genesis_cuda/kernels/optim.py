@@ -9,9 +9,10 @@ allocations, so the kernel reads their addresses from a device *table*:
 ``CHUNK``-element chunk of some tensor (C chunks in all). The table is built on the host
 and uploaded once; it is cached by the addresses it holds, so a training loop whose
 parameters, states and (re-allocated at the same addresses) gradients keep their places
-reuses it and pays no copy. Math is float32 in registers (float64 parameters take the
-contract's composite); parameters and states are stored back in their own dtype, as torch's
-fused optimizers do.
+reuses it and pays no copy. Math is float32 in registers; for float64 parameters (and
+strided or mixed lists) the kernels return ``NotImplemented`` and genesis runs the row's
+composite. Parameters and states are stored back in their own dtype, as torch's fused
+optimizers do.
 
 Adam's bias corrections are computed in each program, in float64, from the step count: a
 kernel argument, or (``capturable``) each tensor's 0-d float32 count in device memory, held in
@@ -30,8 +31,6 @@ import triton
 import triton.language as tl
 
 from genesis import dtypes as D
-from genesis.backends.base import Backend
-from genesis.backends.registry import get_backend
 
 from ._launch import Launcher, is_contiguous, numel, tl_dtype
 from ._launch import aligned as _launch_aligned
@@ -296,9 +295,7 @@ def adam_step(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, step, lr, b
     lr_ptr = not isinstance(lr, (int, float))
     scalars = (counts or []) + ([lr] if lr_ptr else [])
     if not _usable(*columns) or not _device_scalars(scalars, params[0].device):
-        return _composite("adam_step", params, grads, exp_avgs, exp_avg_sqs,
-                          max_exp_avg_sqs, step, lr, beta1, beta2, eps, weight_decay,
-                          decoupled, maximize)
+        return NotImplemented  # genesis runs the row's composite
     first = params[0]
     k = len(columns)  # the aligned flag covers these columns, not the counts
     if counts is not None:
@@ -337,8 +334,7 @@ def sgd_step(params, grads, momentum_buffers, lr, momentum, dampening, weight_de
     first_step = all(b is None for b in bufs)
     usable = momentum == 0 or first_step or all(b is not None for b in bufs)
     if not usable or not _usable(params, grads, *(() if first_step else (bufs,))):
-        return _composite("sgd_step", params, grads, momentum_buffers, lr, momentum,
-                          dampening, weight_decay, nesterov, maximize)
+        return NotImplemented  # genesis runs the row's composite
     first = params[0]
     columns = [params, grads]
     if momentum != 0:
@@ -356,8 +352,3 @@ def sgd_step(params, grads, momentum_buffers, lr, momentum, dampening, weight_de
     _sgd.launch(key, first.device, (n_chunks,), args)
     return bufs
 
-
-def _composite(name: str, *args):
-    """The contract's composite ``name`` (e.g. adam_step) on the CUDA backend's primitives,
-    for what the multi-tensor kernels do not take (float64, strided or mixed arrays)."""
-    return getattr(Backend, name)(get_backend("cuda"), *args)

@@ -18,6 +18,7 @@ import numpy as np
 
 import genesis
 import genesis.cuda  # noqa: F401 - is_available() for the "cuda" device check
+from genesis.nn.fused_declarations import AMP_UNSCALE
 
 
 class OptState(Enum):
@@ -132,8 +133,8 @@ class GradScaler:
                 if flag is None:
                     flag = found[device] = genesis.zeros((), device=device)
                 inv = genesis.full((), inv_scale, device=device)
-                grads[0]._backend.amp_unscale_([g._data for g in grads], inv._data,
-                                               flag._data)
+                AMP_UNSCALE.forward(grads[0]._backend, [g._data for g in grads], inv._data,
+                                    flag._data)
                 for g in grads:
                     g._version_box[0] += 1
         state["found_inf"] = found

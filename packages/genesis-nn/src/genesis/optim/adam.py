@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from typing import Any
 
 import genesis
+from genesis.nn.fused_declarations import ADAM_STEP
 from genesis.optim.optimizer import (
     Optimizer,
     bucket_by_array,
@@ -136,11 +137,11 @@ class Adam(Optimizer):
             maxs = [st["max_exp_avg_sq"] for _, _, st in items] if group["amsgrad"] else None
             steps = [st["step"] for _, _, st in items]
             step = [s._data for s in steps] if group["capturable"] else steps[0]
-            ps[0]._backend.adam_step(
-                [p._data for p in ps], [g._data for _, g, _ in items], [m._data for m in ms],
-                [v._data for v in vs], None if maxs is None else [x._data for x in maxs],
-                step, lr, beta1, beta2, eps, group["weight_decay"],
-                group["decoupled_weight_decay"], group["maximize"])
+            ADAM_STEP.forward(
+                ps[0]._backend, [p._data for p in ps], [g._data for _, g, _ in items],
+                [m._data for m in ms], [v._data for v in vs],
+                None if maxs is None else [x._data for x in maxs], step, lr, beta1, beta2, eps,
+                group["weight_decay"], group["decoupled_weight_decay"], group["maximize"])
             bump_versions(ps, ms, vs, maxs or (), steps if group["capturable"] else ())
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from genesis.nn.fused_declarations import SGD_STEP
 from genesis.optim.optimizer import (
     Optimizer,
     bucket_by_array,
@@ -81,8 +82,8 @@ class SGD(Optimizer):
         for items in buckets.values():
             ps = [p for p, _, _ in items]
             old = [st.get("momentum_buffer") for _, _, st in items]
-            bufs = ps[0]._backend.sgd_step(
-                [p._data for p in ps], [g._data for _, g, _ in items],
+            bufs = SGD_STEP.forward(
+                ps[0]._backend, [p._data for p in ps], [g._data for _, g, _ in items],
                 [None if b is None else b._data for b in old], group["lr"], group["momentum"],
                 group["dampening"], group["weight_decay"], group["nesterov"], group["maximize"])
             for (p, _, state), prev, buf in zip(items, old, bufs):

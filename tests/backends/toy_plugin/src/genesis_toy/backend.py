@@ -81,8 +81,9 @@ class ToyBackend(Backend):
 
 
 # Every method of the required core (the abstract ones) not written above goes to the CPU
-# backend. The optional kernels (prod, cat, softmax, layer_norm, ...) are left to the contract's
-# composite defaults, so the op table on 'toy' checks each of them on the toy's core.
+# backend. The optional kernels (prod, cat, ...) are left to the contract's composite defaults,
+# and no fused kernel is registered (softmax, layer_norm, attention ... run their rows'
+# composites), so the op table on 'toy' checks each of them on the toy's core.
 for _name in sorted(Backend.__abstractmethods__ - set(vars(ToyBackend))):
     setattr(ToyBackend, _name, _delegate(_name))
 abc.update_abstractmethods(ToyBackend)

@@ -1,8 +1,9 @@
 """Attention: ``scaled_dot_product_attention`` and ``multi_head_attention_forward``.
 
-``scaled_dot_product_attention`` first offers the call to the device backend's optional fused
-kernel (``Backend.scaled_dot_product_attention``: flash attention on CUDA, torch's CPU flash
-attention on the CPU; no S x S matrix in memory); where the backend declines (dropout on the
+``scaled_dot_product_attention`` first offers the call to the backend's kernel of the fused op
+``SCALED_DOT_PRODUCT_ATTENTION`` (``genesis.nn.fused_declarations``; flash attention on CUDA in
+``genesis_cuda.kernels.attention``, torch's CPU flash attention on the CPU: no S x S matrix in
+memory); where the backend has none or it declines (returns ``NotImplemented``: dropout on the
 CPU, unsupported head dims or dtypes) it runs the composite written here with core
 matmul/softmax ops, whose gradients come from autograd and which is the reference the fused
 kernels are tested against.
@@ -19,6 +20,7 @@ from genesis.autograd.grad_mode import is_grad_enabled
 from genesis.nn.functional.dropout import dropout
 from genesis.nn.functional.linear import linear
 from genesis.nn.functional.padding import pad
+from genesis.nn.fused_declarations import SCALED_DOT_PRODUCT_ATTENTION
 
 __all__ = ["scaled_dot_product_attention", "multi_head_attention_forward"]
 
@@ -142,9 +144,13 @@ class _FusedAttention(Function):
     def backward(ctx, grad):
         q, k, v = ctx.saved_tensors
         mask = None if ctx.mask is None else ctx.mask._data
-        dq, dk, dv = q._backend.scaled_dot_product_attention_backward(
-            grad._data, q._data, k._data, v._data, ctx.out, ctx.lse, mask, ctx.dropout_p,
-            ctx.is_causal, ctx.scale, ctx.rng)
+        grads = SCALED_DOT_PRODUCT_ATTENTION.backward(
+            q._backend, grad._data, q._data, k._data, v._data, ctx.out, ctx.lse, mask,
+            ctx.dropout_p, ctx.is_causal, ctx.scale, ctx.rng)
+        if grads is NotImplemented:
+            raise TypeError(f"backend {q._backend.name!r} ran the scaled_dot_product_attention "
+                            "kernel but has no scaled_dot_product_attention_backward kernel")
+        dq, dk, dv = grads
         dev = q.device
         return (Tensor._wrap(dq, dev), Tensor._wrap(dk, dev), Tensor._wrap(dv, dev), None, None,
                 None, None, None)
@@ -152,8 +158,9 @@ class _FusedAttention(Function):
 
 def _fused_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, dropout_p: float,
                      is_causal: bool, scale: float, gqa: bool) -> Tensor | None:
-    """The backend's fused attention for 3-d/4-d operands of one device, or ``None`` (then the
-    composite runs: it also raises the errors for bad arguments)."""
+    """The backend's fused attention kernel for 3-d/4-d operands of one device, or ``None``
+    where there is none or it declines (then the composite runs: it also raises the errors
+    for bad arguments)."""
     if q.ndim not in (3, 4) or k.ndim != q.ndim or v.ndim != q.ndim:
         return None
     if not (q.device == k.device == v.device) or (mask is not None and mask.device != q.device):
@@ -180,10 +187,10 @@ def _fused_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, dropo
             return None
     backend = q._backend
     gen = backend.default_generator(q.device.index) if dropout_p > 0.0 else None
-    result = backend.scaled_dot_product_attention(
-        q._data, k._data, v._data, None if mask is None else mask._data, float(dropout_p),
-        bool(is_causal), float(scale), gen)
-    if result is None:
+    result = SCALED_DOT_PRODUCT_ATTENTION.forward(
+        backend, q._data, k._data, v._data, None if mask is None else mask._data,
+        float(dropout_p), bool(is_causal), float(scale), gen)
+    if result is NotImplemented:
         return None
     out = _FusedAttention.apply(q, k, v, mask, float(dropout_p), bool(is_causal), float(scale),
                                 result)

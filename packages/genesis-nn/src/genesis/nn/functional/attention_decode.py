@@ -1,7 +1,7 @@
 """``attention_decode``: the attention of a decoding step, over a preallocated KV cache.
 
-One op over the backend's optional ``attention_decode`` kernel (a split-K flash-decoding
-kernel on CUDA; a masked matmul-softmax-matmul composite elsewhere). Unlike
+One op over the fused op ``ATTENTION_DECODE`` of ``genesis.nn.fused_declarations`` (a
+split-K flash-decoding kernel on CUDA; its masked matmul-softmax-matmul composite elsewhere). Unlike
 ``scaled_dot_product_attention`` with a mask, it reads only each row's valid slots and
 takes their bounds as device tensors, so a decode step keeps one shape (and a CUDA graph
 can capture it) while the cache fills. Inference only: it has no gradient.
@@ -14,6 +14,7 @@ import math
 from genesis import Tensor
 from genesis import dtypes as D
 from genesis.autograd.grad_mode import is_grad_enabled
+from genesis.nn.fused_declarations import ATTENTION_DECODE
 from genesis.ops.common import check_same_device, wrap
 
 __all__ = ["attention_decode"]
@@ -83,8 +84,8 @@ def attention_decode(query: Tensor, key_cache: Tensor, value_cache: Tensor, cach
     if key is not None or value is not None:
         _check_new(query, key_cache, key, value)
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
-    out = query._backend.attention_decode(
-        query._data, key_cache._data, value_cache._data, cache_lens._data,
+    out = ATTENTION_DECODE.forward(
+        query._backend, query._data, key_cache._data, value_cache._data, cache_lens._data,
         None if key_starts is None else key_starts._data,
         None if key is None else key._data, None if value is None else value._data, scale)
     if key is not None:  # written in place

@@ -1,7 +1,8 @@
 """Cross-entropy rows: the per-row loss and logsumexp of (N, C) logits in one Function.
 
-It sits on the backend's optional ``cross_entropy`` / ``cross_entropy_backward`` kernels, whose
-composite defaults live in the backend contract, so it runs on every backend; a fused kernel
+It runs the fused op ``CROSS_ENTROPY`` of ``genesis.nn.fused_declarations`` (the backend's
+``cross_entropy`` / ``cross_entropy_backward`` kernels, else the row's composites), so it runs
+on every backend; a fused kernel
 reads half-precision logits once and makes no float32 copy of them. ``F.cross_entropy`` of half
 logits and ``linear_cross_entropy``'s chunks both go through it.
 """
@@ -9,6 +10,7 @@ logits and ``linear_cross_entropy``'s chunks both go through it.
 from __future__ import annotations
 
 from genesis.autograd.function import Function, once_differentiable
+from genesis.nn.fused_declarations import CROSS_ENTROPY
 from genesis.ops.common import check_same_device, wrap
 
 
@@ -19,8 +21,8 @@ class CrossEntropyRows(Function):
 
     @staticmethod
     def forward(ctx, logits, target, ignore_index, label_smoothing):
-        b = logits._backend
-        loss, lse = b.cross_entropy(logits._data, target._data, ignore_index, label_smoothing)
+        loss, lse = CROSS_ENTROPY.forward(logits._backend, logits._data, target._data,
+                                          ignore_index, label_smoothing)
         lse = wrap(lse, logits.device)
         ctx.save_for_backward(logits, target, lse)
         ctx.opts = (ignore_index, label_smoothing)
@@ -30,8 +32,8 @@ class CrossEntropyRows(Function):
     @once_differentiable
     def backward(ctx, g):
         logits, target, lse = ctx.saved_tensors
-        grad = logits._backend.cross_entropy_backward(
-            g.float().contiguous()._data, logits._data, target._data, lse._data, *ctx.opts)
+        grad = CROSS_ENTROPY.backward(logits._backend, g.float().contiguous()._data,
+                                      logits._data, target._data, lse._data, *ctx.opts)
         return wrap(grad, logits.device), None, None, None
 
 

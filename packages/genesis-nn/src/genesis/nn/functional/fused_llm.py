@@ -1,9 +1,10 @@
 """Fused pieces of a decoder block: SwiGLU, residual add + RMSNorm, rotary embedding.
 
-Each is one autograd Function over one optional backend kernel (``swiglu``,
-``add_rms_norm``, ``rotary``), whose composite default in the backend contract makes it
-work on every backend; ``swiglu_linear`` (a gated MLP's down projection, for inference)
-has a kernel but no backward, and runs as differentiable ops where gradients are wanted.
+Each is one autograd Function over one fused op of ``genesis.nn.fused_declarations``
+(``SWIGLU``, ``ADD_RMS_NORM``, ``ROTARY``): the backend's kernel of that name, else the row's
+composite, so it works on every backend; ``swiglu_linear`` (a gated MLP's down projection,
+for inference) has a kernel but no backward, and runs as differentiable ops where gradients
+are wanted.
 They compute in float32 and round once, so half-precision results are at least as
 accurate as the unfused torch expressions they replace.
 """
@@ -13,6 +14,8 @@ from __future__ import annotations
 import genesis
 from genesis import dtypes as D
 from genesis.autograd.function import Function, once_differentiable
+from genesis.fused_declarations import RMS_NORM
+from genesis.nn.fused_declarations import ADD_RMS_NORM, ROTARY, SWIGLU, SWIGLU_LINEAR
 from genesis.ops.common import check_same_device, wrap
 from genesis.ops.fused import _flatten_norm_input
 from genesis.ops.linalg import linear as _linear
@@ -37,13 +40,13 @@ class SwiGLU(Function):
     @staticmethod
     def forward(ctx, gate, up):
         ctx.save_for_backward(gate, up)
-        return wrap(gate._backend.swiglu(gate._data, up._data), gate.device)
+        return wrap(SWIGLU.forward(gate._backend, gate._data, up._data), gate.device)
 
     @staticmethod
     @once_differentiable
     def backward(ctx, g):
         gate, up = ctx.saved_tensors
-        dg, du = gate._backend.swiglu_backward(g.contiguous()._data, gate._data, up._data)
+        dg, du = SWIGLU.backward(gate._backend, g.contiguous()._data, gate._data, up._data)
         return wrap(dg, gate.device), wrap(du, gate.device)
 
 
@@ -102,8 +105,8 @@ def swiglu_linear(gate_up, weight, bias=None):
         raise TypeError(f"swiglu_linear: expected gate_up, weight and bias of one floating "
                         f"dtype, got {gate_up.dtype}, {weight.dtype} and "
                         f"{None if bias is None else bias.dtype}")
-    out = gate_up._backend.swiglu_linear(gate_up._data, weight._data,
-                                         None if bias is None else bias._data)
+    out = SWIGLU_LINEAR.forward(gate_up._backend, gate_up._data, weight._data,
+                                None if bias is None else bias._data)
     return wrap(out, gate_up.device)
 
 
@@ -123,9 +126,8 @@ class AddRMSNorm(Function):
 
     @staticmethod
     def forward(ctx, x, residual, weight, eps):
-        b = x._backend
-        h, y, rstd = b.add_rms_norm(x._data, residual._data,
-                                    None if weight is None else weight._data, eps)
+        h, y, rstd = ADD_RMS_NORM.forward(x._backend, x._data, residual._data,
+                                          None if weight is None else weight._data, eps)
         h, y = wrap(h, x.device), wrap(y, x.device)
         ctx.save_for_backward(h, weight, wrap(rstd, x.device))
         return h, y
@@ -134,9 +136,9 @@ class AddRMSNorm(Function):
     @once_differentiable
     def backward(ctx, g_h, g_y):
         h, weight, rstd = ctx.saved_tensors
-        gx, gw = h._backend.rms_norm_backward(
-            g_y.contiguous()._data, h._data, None if weight is None else weight._data,
-            rstd._data)
+        gx, gw = RMS_NORM.backward(  # the norm's backward on h, as F.rms_norm's
+            h._backend, g_y.contiguous()._data, h._data,
+            None if weight is None else weight._data, rstd._data)
         gh = g_h + wrap(gx, h.device)  # the sum feeds both the norm and the next residual
         return gh, gh, (None if gw is None else wrap(gw, h.device)), None
 
@@ -182,7 +184,7 @@ class Rotary(Function):
 
     @staticmethod
     def forward(ctx, q, k, cos, sin):
-        qo, ko = q._backend.rotary(q._data, k._data, cos._data, sin._data, False)
+        qo, ko = ROTARY.forward(q._backend, q._data, k._data, cos._data, sin._data, False)
         ctx.save_for_backward(cos, sin)
         return wrap(qo, q.device), wrap(ko, q.device)
 
@@ -190,7 +192,8 @@ class Rotary(Function):
     @once_differentiable
     def backward(ctx, gq, gk):
         cos, sin = ctx.saved_tensors
-        dq, dk = cos._backend.rotary(gq._data, gk._data, cos._data, sin._data, True)
+        # the transpose of the rotation: the same kernel, inverse=True
+        dq, dk = ROTARY.forward(cos._backend, gq._data, gk._data, cos._data, sin._data, True)
         return wrap(dq, cos.device), wrap(dk, cos.device), None, None
 
 

@@ -1,8 +1,8 @@
 """Linear + cross-entropy in chunks, for large vocabularies.
 
-It sits on the backend's optional ``cross_entropy`` / ``cross_entropy_backward`` kernels
-(per-row loss and logsumexp; the gradient of the logits), whose composite defaults live in
-the backend contract, so they run on every backend.
+It runs the fused op ``CROSS_ENTROPY`` of ``genesis.nn.fused_declarations`` (per-row loss
+and logsumexp; the gradient of the logits): the backend's kernels of those names, else the
+row's composites, so it runs on every backend.
 
 ``linear_cross_entropy`` never holds the (tokens x vocab) logits: the forward walks the
 tokens in chunks, computing a chunk's logits, its loss and logsumexp, and keeps only the
@@ -20,6 +20,7 @@ from genesis.autograd.function import Function, once_differentiable
 from genesis.nn.functional.cross_entropy_rows import _reduce_rows
 from genesis.nn.functional.linear import linear
 from genesis.nn.functional.loss import _check_reduction, cross_entropy
+from genesis.nn.fused_declarations import CROSS_ENTROPY
 from genesis.ops.common import check_same_device, wrap
 
 __all__ = ["linear_cross_entropy"]
@@ -55,8 +56,9 @@ class LinearCrossEntropy(Function):
         for start in range(0, x.shape[0], chunk):
             xc = x[start:start + chunk]  # (n, H)
             logits = linear(xc, weight, bias)  # (n, V)
-            loss, lse = b.cross_entropy(logits._data, target[start:start + chunk]._data,
-                                        ignore_index, label_smoothing)
+            loss, lse = CROSS_ENTROPY.forward(b, logits._data,
+                                              target[start:start + chunk]._data, ignore_index,
+                                              label_smoothing)
             losses.append(wrap(loss, x.device))
             lses.append(wrap(lse, x.device))
             del logits
@@ -82,9 +84,9 @@ class LinearCrossEntropy(Function):
             stop = start + chunk
             xc = x[start:stop]  # (n, H)
             logits = linear(xc, weight, bias)  # (n, V)
-            dl = wrap(b.cross_entropy_backward(g[start:stop]._data, logits._data,
-                                               target[start:stop]._data, lse[start:stop]._data,
-                                               ignore_index, label_smoothing), x.device)
+            dl = wrap(CROSS_ENTROPY.backward(b, g[start:stop]._data, logits._data,
+                                             target[start:stop]._data, lse[start:stop]._data,
+                                             ignore_index, label_smoothing), x.device)
             del logits
             if need_x:
                 gxs.append(dl.matmul(weight))  # (n, H)

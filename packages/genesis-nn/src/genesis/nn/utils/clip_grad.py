@@ -17,6 +17,7 @@ from operator import attrgetter, is_
 
 import genesis
 from genesis import Tensor
+from genesis.nn.fused_declarations import MULTI_TENSOR_NORM, MULTI_TENSOR_SCALE
 
 __all__ = ["clip_grad_norm_", "clip_grad_norm", "clip_grad_value_", "get_total_norm",
            "clip_grads_with_norm_"]
@@ -67,8 +68,9 @@ def get_total_norm(tensors: _TensorOrTensors, norm_type: float = 2.0,
     device = tensors[0].device
     with genesis.no_grad():
         if foreach is not False and norm_type in (2.0, math.inf) and _one_group(tensors):
-            total = Tensor._wrap(tensors[0]._backend.multi_tensor_norm(
-                [t._data for t in tensors], norm_type), device).to(tensors[0].dtype)
+            total = Tensor._wrap(MULTI_TENSOR_NORM.forward(
+                tensors[0]._backend, [t._data for t in tensors], norm_type),
+                device).to(tensors[0].dtype)
         else:
             norms = [_vector_norm(t.detach(), norm_type).to(device) for t in tensors]
             stacked = genesis.stack(norms)  # (num_tensors,)
@@ -98,8 +100,8 @@ def _scale_grads(grads: list[Tensor], max_norm: float, total_norm: Tensor,
     with genesis.no_grad():
         coef = (max_norm / (total_norm + 1e-6)).clamp(max=1.0)
         if foreach is not False and _one_group(grads):
-            grads[0]._backend.multi_tensor_scale_([g._data for g in grads],
-                                                  coef.to(grads[0].device)._data)
+            MULTI_TENSOR_SCALE.forward(grads[0]._backend, [g._data for g in grads],
+                                       coef.to(grads[0].device)._data)
             for g in grads:
                 g._version_box[0] += 1
             return

@@ -1,13 +1,14 @@
-"""Composite defaults of the contract's optional LLM-training kernels (issue 9).
+"""Composites of genesis-nn's fused ops: the references and the fallbacks of the rows in
+``genesis.nn.fused_declarations`` (cross-entropy rows, SwiGLU, add + RMSNorm, rotary,
+decoding attention, the optimizer steps, the multi-tensor norm and scale, GradScaler's unscale).
 
-``Backend.cross_entropy``, ``swiglu``, ``swiglu_linear``, ``add_rms_norm``, ``rotary``,
-``attention_decode``, ``adam_step``, ``sgd_step``, ``multi_tensor_norm``,
-``multi_tensor_scale_`` and ``amp_unscale_`` call these, so every backend runs the fused
-ops; a backend with kernels of its own overrides the methods. Each function takes the
-backend first (``b``), then the method's arguments, and returns exactly what the method
-must return. They are written with the contract's other
-methods and compute in float32 (float64 stays) with one rounding, except the optimizer
-steps, which replay genesis.optim's per-parameter update primitive by primitive.
+Each takes the backend first (``b``), then the kernel's arguments, and returns exactly what
+the kernel must return (the row's docstring in ``genesis.nn.fused_declarations`` states it),
+so the autograd code is the same whichever runs. They are written with the backend
+contract's primitives and compute in float32 (float64 stays) with one rounding, except the
+optimizer steps, which replay genesis.optim's per-parameter update primitive by primitive.
+A composite built on another fused op calls it through ``call_fused`` (its kernel where the
+backend has one).
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from genesis.backends.composite import expand as _expand
 from genesis.backends.composite import expand_to as _expand_to_shape
 from genesis.backends.composite import norm_acc_dtype as _acc_dtype
 from genesis.dtypes import float32, float64, int64
+from genesis.fused_declarations import RMS_NORM
+from genesis.fused_op import call_fused
 
 Array = object  # a backend's array type (see genesis.backends.base)
 
@@ -27,7 +30,7 @@ Array = object  # a backend's array type (see genesis.backends.base)
 def cross_entropy(
     b, logits: Array, target: Array, ignore_index: int, label_smoothing: float
 ) -> tuple[Array, Array]:
-    """The composite ``Backend.cross_entropy`` (see its docstring)."""
+    """The composite of the ``cross_entropy`` kernel (see its row)."""
     acc = _acc_dtype(b.dtype_of(logits))
     m, c = logits.shape
     z = b.cast(logits, acc)  # (M, C)
@@ -57,7 +60,7 @@ def cross_entropy_backward(
     ignore_index: int,
     label_smoothing: float,
 ) -> Array:
-    """The composite ``Backend.cross_entropy_backward`` (see its docstring)."""
+    """The composite of the ``cross_entropy_backward`` kernel (see its row)."""
     acc = _acc_dtype(b.dtype_of(logits))
     m, c = logits.shape
     z = b.cast(logits, acc)  # (M, C)
@@ -91,7 +94,7 @@ def _column(b, a: Array) -> Array:
 
 
 def swiglu(b, gate: Array, up: Array) -> Array:
-    """The composite ``Backend.swiglu`` (see its docstring)."""
+    """The composite of the ``swiglu`` kernel (see its row)."""
     acc = _acc_dtype(b.dtype_of(gate))
     g, u = b.cast(gate, acc), b.cast(up, acc)
     out = b.binary("mul", b.binary("mul", g, b.unary("sigmoid", g)), u)
@@ -99,7 +102,7 @@ def swiglu(b, gate: Array, up: Array) -> Array:
 
 
 def swiglu_backward(b, grad: Array, gate: Array, up: Array) -> tuple[Array, Array]:
-    """The composite ``Backend.swiglu_backward`` (see its docstring)."""
+    """The composite of the ``swiglu_backward`` kernel (see its row)."""
     dt = b.dtype_of(gate)
     acc = _acc_dtype(dt)
     g, u, d = b.cast(gate, acc), b.cast(up, acc), b.cast(grad, acc)
@@ -112,27 +115,27 @@ def swiglu_backward(b, grad: Array, gate: Array, up: Array) -> tuple[Array, Arra
 
 
 def swiglu_linear(b, gate_up: Array, weight: Array, bias: Array | None) -> Array:
-    """The composite ``Backend.swiglu_linear`` (see its docstring): ``swiglu`` on the two
+    """The composite of the ``swiglu_linear`` kernel (see its row): ``swiglu`` on the two
     halves of ``gate_up`` (views), then ``linear``."""
     half = gate_up.shape[-1] // 2
     shape = tuple(gate_up.shape[:-1]) + (half,)
     strides, offset = b.strides_of(gate_up), b.storage_offset_of(gate_up)
     gate = b.as_strided(gate_up, shape, strides, offset)  # (..., K)
     up = b.as_strided(gate_up, shape, strides, offset + half * strides[-1])  # (..., K)
-    return b.linear(b.swiglu(gate, up), weight, bias)
+    return b.linear(call_fused(b, "swiglu", swiglu, (gate, up)), weight, bias)
 
 
 def add_rms_norm(
     b, x: Array, residual: Array, weight: Array | None, eps: float
 ) -> tuple[Array, Array, Array]:
-    """The composite ``Backend.add_rms_norm`` (see its docstring)."""
+    """The composite of the ``add_rms_norm`` kernel (see its row)."""
     h = b.binary("add", x, residual)
-    y, rstd = b.rms_norm(h, weight, eps)
+    y, rstd = RMS_NORM.forward(b, h, weight, eps)
     return h, y, rstd
 
 
 def rotary(b, q: Array, k: Array, cos: Array, sin: Array, inverse: bool) -> tuple[Array, Array]:
-    """The composite ``Backend.rotary`` (see its docstring)."""
+    """The composite of the ``rotary`` kernel (see its row)."""
     return _rotary_one(b, q, cos, sin, inverse), _rotary_one(b, k, cos, sin, inverse)
 
 
@@ -164,7 +167,7 @@ def _rotary_one(b, x: Array, cos: Array, sin: Array, inverse: bool) -> Array:
 def attention_decode(b, q: Array, k_cache: Array, v_cache: Array, cache_lens: Array,
                      key_starts: Array | None, k_new: Array | None, v_new: Array | None,
                      scale: float) -> Array:
-    """The composite ``Backend.attention_decode`` (see its docstring): the new keys and
+    """The composite of the ``attention_decode`` kernel (see its row): the new keys and
     values written with ``index_put_``, then the query heads of each KV group as the rows of
     one matmul against the whole cache, the slots outside ``[start, len)`` (and after each
     query's own slot) masked, a softmax, a matmul."""
@@ -250,7 +253,7 @@ def adam_step(
     decoupled: bool,
     maximize: bool,
 ) -> None:
-    """The composite ``Backend.adam_step`` (see its docstring)."""
+    """The composite of the ``adam_step`` kernel (see its row)."""
     for i, p in enumerate(params):
         if isinstance(step, int):
             step_size, bc2_sqrt, decay = _adam_scalars(step, lr, beta1, beta2, weight_decay)
@@ -332,7 +335,7 @@ def sgd_step(
     nesterov: bool,
     maximize: bool,
 ) -> list[Array | None]:
-    """The composite ``Backend.sgd_step`` (see its docstring)."""
+    """The composite of the ``sgd_step`` kernel (see its row)."""
     out = []
     for i, p in enumerate(params):
         g = grads[i]
@@ -354,7 +357,7 @@ def sgd_step(
 
 
 def multi_tensor_norm(b, arrays: Sequence[Array], norm_type: float) -> Array:
-    """The composite ``Backend.multi_tensor_norm`` (see its docstring)."""
+    """The composite of the ``multi_tensor_norm`` kernel (see its row)."""
     acc = _acc_dtype(b.dtype_of(arrays[0]))
     total = b.full((), 0.0, acc, b.device_index_of(arrays[0]))
     for a in arrays:
@@ -369,7 +372,7 @@ def multi_tensor_norm(b, arrays: Sequence[Array], norm_type: float) -> Array:
 
 
 def multi_tensor_scale_(b, arrays: Sequence[Array], scale: Array) -> None:
-    """The composite ``Backend.multi_tensor_scale_`` (see its docstring)."""
+    """The composite of the ``multi_tensor_scale_`` kernel (see its row)."""
     sdt = b.dtype_of(scale)
     for a in arrays:
         s = b.as_strided(scale, a.shape, (0,) * len(a.shape), b.storage_offset_of(scale))
@@ -380,13 +383,13 @@ def multi_tensor_scale_(b, arrays: Sequence[Array], scale: Array) -> None:
 
 
 def amp_unscale_(b, arrays: Sequence[Array], inv_scale: Array, found_inf: Array) -> None:
-    """The composite ``Backend.amp_unscale_`` (see its docstring)."""
+    """The composite of the ``amp_unscale_`` kernel (see its row)."""
     for a in arrays:
         dims = tuple(range(len(a.shape)))
         finite = b.all(b.unary("isfinite", a), dims, False)  # 0-d bool
         bad = b.cast(b.unary("logical_not", finite), float32)
         b.copy_(found_inf, b.binary("maximum", found_inf, bad))
-    b.multi_tensor_scale_(arrays, inv_scale)
+    call_fused(b, "multi_tensor_scale_", multi_tensor_scale_, (arrays, inv_scale))
 
 
 def _scaled(b, a: Array, alpha: float) -> Array:
