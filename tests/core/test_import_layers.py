@@ -216,8 +216,26 @@ def _lazy_by_rule(importer: str, imported: str) -> bool:
     # and another distribution's optional package is imported only when used.
     if importer.startswith("genesis_cuda.kernels.") and imported.startswith("genesis_cuda."):
         return True
+    # genesis-nn (genesis.nn, genesis.optim, genesis.amp, genesis.utils ...) never imports
+    # genesis.distributed, lazily or not: distributed builds on nn, not the other way.
     return imported.startswith("genesis.distributed") and \
-        not importer.startswith("genesis.distributed")
+        not importer.startswith(("genesis.distributed", "genesis.nn.parallel")) and \
+        not importer.startswith(_GENESIS_NN)
+
+
+# genesis-nn's packages (genesis.nn.parallel excepted: genesis-distributed ships it).
+_GENESIS_NN = ("genesis.nn", "genesis.optim", "genesis.amp", "genesis.utils",
+               "genesis.profiler", "genesis.cuda.amp", "genesis.distributions")
+
+
+def test_genesis_nn_never_imports_genesis_distributed():
+    graph = import_graph()
+    bad = [f"{mod} -> {dep}" for mod, deps in sorted(graph.items())
+           if _within(mod, _GENESIS_NN) and not _within(mod, ("genesis.nn.parallel",))
+           for dep in sorted(deps) if _within(dep, ("genesis.distributed",))]
+    bad += [f"{a} imports {b} inside a function" for a, b in function_local_imports()
+            if _within(a, _GENESIS_NN) and _within(b, ("genesis.distributed",))]
+    assert not bad, "genesis-nn modules importing genesis.distributed:\n" + "\n".join(bad)
 
 
 def function_local_imports() -> list[tuple[str, str]]:

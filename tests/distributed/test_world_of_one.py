@@ -50,3 +50,19 @@ def test_ddp_of_one_rank_is_the_plain_model(world):
         np.testing.assert_array_equal(a.grad.numpy(), b.grad.numpy())
     with pytest.raises(TypeError, match="wraps an nn.Module"):
         dist.DistributedDataParallel(lambda v: v)
+
+
+def test_distributed_sampler_takes_the_worlds_size_and_rank():
+    """Without num_replicas/rank the sampler asks the process group (genesis.distributed
+    tells genesis.utils.data how: genesis-nn does not import it); with none, a clear error."""
+    from genesis.utils.data import DistributedSampler
+
+    with pytest.raises(RuntimeError, match="needs num_replicas= and rank="):
+        DistributedSampler(range(10))
+    dist.init_process_group("gloo", store=tdist.HashStore(), rank=0, world_size=1,
+                            timeout=datetime.timedelta(seconds=30))
+    try:
+        sampler = DistributedSampler(range(10), shuffle=False)
+        assert (sampler.num_replicas, sampler.rank) == (1, 0) and list(sampler) == list(range(10))
+    finally:
+        dist.destroy_process_group()

@@ -17,6 +17,7 @@ torch storage); CUDA tensors through NCCL (CuPy's bindings, on genesis's own dev
 streams; CuPy is imported only when NCCL is used). Ranks meet through torch's ``TCPStore``.
 """
 
+import genesis.nn.parallel  # noqa: E402,F401  (torch's spelling of DDP: genesis.nn.parallel)
 from genesis.distributed.agreement import CollectiveMismatchError
 from genesis.distributed.checkpoint import load_checkpoint, save_checkpoint
 from genesis.distributed.collectives import (
@@ -49,6 +50,14 @@ from genesis.distributed.group import (
 )
 from genesis.distributed.reduce_op import DistBackendError, ReduceOp
 from genesis.distributed.work import Work
+from genesis.utils.data import sampler as _sampler
+
+
+def _world_of_the_process_group():
+    return (get_world_size(), get_rank()) if is_initialized() else None
+
+
+_sampler.set_world_provider(_world_of_the_process_group)  # DistributedSampler's defaults
 
 __all__ = [
     "CollectiveMismatchError", "DistBackendError", "DistributedDataParallel", "GroupMember",

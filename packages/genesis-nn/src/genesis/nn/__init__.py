@@ -10,8 +10,12 @@ Example::
     genesis.Size([3, 2])
 """
 
-from genesis.nn.parameter import Buffer, Parameter  # isort: skip
-from genesis.nn import functional, init  # isort: skip
-from genesis.nn.modules import *  # noqa: F403 - every layer (genesis.nn.modules.__all__)
+# genesis-distributed adds ``genesis.nn.parallel`` (possibly editable, from its own src/ folder):
+# let Python look for sub-packages along the whole path, as ``genesis`` itself does.
+__path__ = __import__("pkgutil").extend_path(__path__, __name__)
 
-from genesis.nn import parallel, utils  # isort: skip
+from genesis.nn.parameter import Buffer, Parameter  # noqa: E402  # isort: skip
+from genesis.nn import functional, init  # noqa: E402  # isort: skip
+from genesis.nn.modules import *  # noqa: E402,F403 - every layer (genesis.nn.modules.__all__)
+
+from genesis.nn import utils  # noqa: E402  # isort: skip

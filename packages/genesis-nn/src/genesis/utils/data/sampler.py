@@ -266,14 +266,22 @@ class DistributedSampler(Sampler):
         self.epoch = epoch
 
 
+# () -> (world size, rank) of the initialised process group, or None: set by
+# genesis.distributed when it is imported (genesis-nn does not import genesis-distributed).
+_world_of_the_process_group = None
+
+
+def set_world_provider(provider) -> None:
+    """Let ``DistributedSampler`` ask ``provider()`` for ``(world size, rank)`` when it is
+    given neither (``genesis.distributed`` installs its own on import)."""
+    global _world_of_the_process_group
+    _world_of_the_process_group = provider
+
+
 def _distributed_world() -> tuple[int, int]:
     """(world size, rank) of the initialised genesis.distributed world, or a clear error."""
-    try:
-        import genesis.distributed as dist
-    except ImportError:
-        raise RuntimeError("DistributedSampler needs num_replicas= and rank= (or "
-                           "genesis-distributed installed and initialised)") from None
-    if not dist.is_initialized():
+    world = _world_of_the_process_group() if _world_of_the_process_group is not None else None
+    if world is None:
         raise RuntimeError("DistributedSampler needs num_replicas= and rank=, or "
                            "genesis.distributed.init_process_group() called first")
-    return dist.get_world_size(), dist.get_rank()
+    return world
