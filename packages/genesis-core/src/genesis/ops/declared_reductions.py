@@ -195,8 +195,11 @@ def _reduction_function(op: decl.Reduction):
     apply = constants_entry(cls)
     if op.result == "sum":
         def fn(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
-            dims = _all_dims(len(input.shape)) if dim is None else \
-                normalize_dims(dim, input.ndim)
+            if dim is None:
+                n = len(input.shape)
+                dims = _ALL_DIMS[n] if n < len(_ALL_DIMS) else _all_dims(n)
+            else:
+                dims = normalize_dims(dim, input.ndim)
             return apply(input, dims, keepdim, dtype)
     elif op.result == "keep":
         def fn(input: Tensor, dim=(), keepdim: bool = False) -> Tensor:

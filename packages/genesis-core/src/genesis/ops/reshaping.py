@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 
 from genesis.autograd.entries import binary_entry
-from genesis.autograd.function import Function
+from genesis.autograd.function import _NO_GRAD_CTX, Function
 from genesis.dtypes import DType
 from genesis.ops.common import shape_arg, wrap
 from genesis.tensor import Size, Tensor, geometry, interned_size, view_tensor
@@ -77,6 +77,9 @@ def _view_strides(old_shape, old_strides, new_shape):
 _VIEW_PLANS: dict = {}
 
 
+_known_view = _VIEW_PLANS.get  # (a bound method: see strided._known_slice)
+
+
 def view_plan(x: Tensor, sizes: tuple) -> tuple:
     """``(Size, strides)`` of ``x`` seen at ``sizes`` (one ``-1`` inferred); strides None
     when no view of ``x``'s memory has that shape. Remembered for int sizes."""
@@ -106,14 +109,19 @@ class View(Function):
 
     @staticmethod
     def forward(ctx, x, sizes):
-        size, new_strides = view_plan(x, sizes)
+        geom = x._geom
+        plan = None
+        if geom is not None and _all_ints(sizes):  # (2.0 == 2 as a key: ints only)
+            plan = _known_view((x.shape, geom[0], sizes))
+        size, new_strides = plan or view_plan(x, sizes)  # (met before: one lookup)
         if new_strides is None:
             raise RuntimeError(
                 f"view size {list(size)} is not compatible with input tensor's size "
                 f"{list(x.shape)} and stride {list(geometry(x)[0])} (at least one dimension "
                 "spans across two contiguous subspaces). Use .reshape(...) instead.")
-        ctx.in_shape = x.shape
-        offset = (x._geom or geometry(x))[1]
+        if ctx is not _NO_GRAD_CTX:  # (recording)
+            ctx.in_shape = x.shape
+        offset = (geom or geometry(x))[1]
         return view_tensor(x, x._backend.view(x._data, size, new_strides), size,
                            (new_strides, offset))
 

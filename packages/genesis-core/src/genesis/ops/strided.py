@@ -19,7 +19,19 @@ class Slice(Function):
 
     @staticmethod
     def forward(ctx, x, key):
-        shape, strides, offset = slice_geometry(x, key)
+        geom = x._geom
+        plan = None
+        if geom is not None and len(key) == 1 and type(key[0]) is slice:  # x[a:b] met before?
+            k = key[0]
+            start, stop, step = k.start, k.stop, k.step
+            if (type(start) is int or start is None) and (type(stop) is int or stop is None) \
+                    and (type(step) is int or step is None):  # (2.0 == 2 as a key: ints only)
+                plan = _known_slice((x.shape, geom[0], start, stop, step))
+        if plan is not None:
+            shape, strides, added = plan
+            offset = geom[1] + added
+        else:
+            shape, strides, offset = slice_geometry(x, key)
         if ctx is not _NO_GRAD_CTX:  # (recording)
             ctx.in_shape, ctx.key = x.shape, key
         return view_tensor(x, x._backend.as_strided(x._data, shape, strides, offset), shape,
@@ -99,6 +111,11 @@ def _leading_slice(shape: tuple, strides: tuple, offset: int, k: slice) -> tuple
 # slice_plan): an x[a:b] met before, as one lookup. Plans are kept for int and None bounds
 # only (2.0 == 2 as a key, and torch refuses float bounds).
 SLICE_PLANS: dict = {}
+
+
+# (a bound method: CPython compiles ``SLICE_PLANS.get(...)`` on a module global as a read
+# and a call)
+_known_slice = SLICE_PLANS.get
 
 
 def slice_plan(shape: tuple, strides: tuple, start, stop, step) -> tuple:
