@@ -10,7 +10,7 @@ exactly as ``cls.apply`` (autocast, dispatch modes, recording); ``test_dispatch`
 from __future__ import annotations
 
 from genesis.autograd import function as F
-from genesis.autograd.function import _NO_GRAD_CTX, _TENSOR_TYPES, recorded
+from genesis.autograd.function import _NO_GRAD_CTX, _TENSOR_TYPES, _autocast_anywhere, recorded
 from genesis.autograd.grad_mode import _state as _grad_state
 from genesis.dispatch import _modes as _intercepting
 from genesis.dispatch import intercept
@@ -22,7 +22,7 @@ def unary_entry(cls):
     records = cls.differentiable
 
     def call(input):  # (torch's parameter name: it is the public function too)
-        if category is not None and F._autocast_anywhere.on and F._autocast_state.enabled:
+        if category is not None and _autocast_anywhere.on and F._autocast_state.enabled:
             (input,) = F._autocast_state.cast_args(category, (input,))
         if _intercepting:
             return intercept(op, (input,), {})
@@ -41,7 +41,7 @@ def constants_entry(cls):
     records = cls.differentiable
 
     def call(input, *args):
-        if category is not None and F._autocast_anywhere.on and F._autocast_state.enabled:
+        if category is not None and _autocast_anywhere.on and F._autocast_state.enabled:
             (input,) = F._autocast_state.cast_args(category, (input,))
         if _intercepting:
             return intercept(op, (input, *args), {})
@@ -63,7 +63,7 @@ def binary_entry(cls):
     records = cls.differentiable
 
     def call(input, other):  # (torch's parameter names: it is the public function too)
-        if category is not None and F._autocast_anywhere.on and F._autocast_state.enabled:
+        if category is not None and _autocast_anywhere.on and F._autocast_state.enabled:
             input, other = F._autocast_state.cast_args(category, (input, other))
         if _intercepting:
             return intercept(op, (input, other), {})

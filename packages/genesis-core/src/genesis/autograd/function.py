@@ -372,14 +372,28 @@ def _rebase_inplace(ctx: Node, t, idx: int) -> None:
 
 
 class _AutocastOff:
-    """Placeholder of genesis.autocast's thread-local state and thread count until that
-    module installs them (avoids an import cycle)."""
+    """Placeholder of genesis.autocast's thread-local state until that module installs its
+    own (avoids an import cycle)."""
 
     enabled = False
-    on = 0
 
 
-_autocast_state = _autocast_anywhere = _AutocastOff()
+class AutocastCount:
+    """How many threads have autocast on (``on``): while none has, the dispatcher skips
+    reading the thread-local flag (a thread-local read costs twice a plain one). A thread
+    counts itself before its flag goes on and uncounts after it goes off
+    (``genesis.autocast._set_enabled``), so a zero count always means every thread's flag is
+    off. The one instance, ``_autocast_anywhere``, lives here so the dispatcher reads it as
+    a module global."""
+
+    __slots__ = ("on",)
+
+    def __init__(self) -> None:
+        self.on = 0
+
+
+_autocast_state = _AutocastOff()
+_autocast_anywhere = AutocastCount()
 _TENSOR_TYPES: set = set()  # Tensor and its subclasses register themselves
 
 
