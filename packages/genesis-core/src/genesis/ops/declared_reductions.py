@@ -184,7 +184,7 @@ def _reduction_class(op: decl.Reduction) -> type:
 def _reduction_function(op: decl.Reduction):
     """The public function of a declared reduction: its Function's dispatcher entry, named."""
     cls = _reduction_class(op)
-    apply = constants_entry(cls)
+    apply = constants_entry(cls, 2 if op.result in ("logical", "index") else 3)
     if op.result == "sum":
         def fn(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
             if dim is None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 
-from genesis.autograd.entries import binary_entry
+from genesis.autograd.entries import constants_entry
 from genesis.autograd.function import _NO_GRAD_CTX, Function
 from genesis.dtypes import DType
 from genesis.ops.common import shape_arg, wrap
@@ -132,7 +132,7 @@ class View(Function):
         return g.reshape(ctx.in_shape), None
 
 
-_view = binary_entry(View)
+_view = constants_entry(View, 1)
 _SHAPE_TYPES = (tuple, Size)
 
 
