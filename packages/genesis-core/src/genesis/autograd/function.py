@@ -235,14 +235,17 @@ class Function:
         that requires grad, the op is recorded (``recorded``); otherwise ``forward`` runs
         alone. ``genesis.autograd.entries`` has the same steps for calls of a known arity.
         """
-        if cls.autocast is not None and _autocast_anywhere.on and _autocast_state.enabled:
+        # (the module-level flags first: reading a class attribute costs more than a global)
+        if _autocast_anywhere.on and cls.autocast is not None and _autocast_state.enabled:
             args = _autocast_state.cast_args(cls.autocast, args)  # (modes see these casts)
         if _intercepting:
             return intercept(cls.op, args, kwargs)
-        if _grad_state.enabled and cls.differentiable:
+        if _grad_state.enabled:
             for a in args:
                 if type(a) in _TENSOR_TYPES and a.requires_grad:
-                    return recorded(cls, args, kwargs)
+                    if cls.differentiable:
+                        return recorded(cls, args, kwargs)
+                    break
         if kwargs:  # (inference, optimizers: no graph)
             return cls.forward(_NO_GRAD_CTX, *args, **kwargs)
         return cls.forward(_NO_GRAD_CTX, *args)

@@ -117,22 +117,20 @@ class _Unary(Function):
     op_name = None  # (the base of the declared ops, not an op itself)
     decl: decl.Op
     kernels: KernelTable  # backend -> its kernel of this op
-    # the row's fields forward reads, as plain class attributes (see _function_class)
-    input_check = result_dtype = None
-    floats = False
     save_x = save_y = False
     grad: tuple | None = None  # (formula, picker of its arguments from (g, x, y)): _formula
 
     @classmethod
     def forward(cls, ctx, x):
-        if cls.input_check is not None:
-            cls.input_check(x)
+        op = cls.decl  # (one read of the class: its fields are read off the row, cheaper)
+        if op.check is not None:
+            op.check(x)
         dtype, data, backend = x.dtype, x._data, x._backend
-        if cls.floats and not dtype.is_floating_point:
+        if op.ints == "float" and not dtype.is_floating_point:
             dtype = float_dtype_for(dtype)
             data = backend.cast(data, dtype)
         y = new_tensor(cls.kernels[backend](data), x.device, backend, x.shape,
-                       cls.result_dtype or dtype)
+                       D.bool_ if op.ints == "bool" else dtype)
         if ctx is not _NO_GRAD_CTX:  # (recording)
             ctx.save_for_backward(x if cls.save_x else None, y if cls.save_y else None)
         return y
@@ -151,16 +149,15 @@ class _Binary(Function):
     op_name = None  # (the base of the declared ops, not an op itself)
     decl: decl.Op
     kernels: KernelTable  # backend -> its kernel of this op
-    input_check = result_dtype = None  # the row's fields forward reads (see _function_class)
-    floats = False
     # whether a, b, z are saved, by (a wants grad) * 2 + (b wants grad): see _saves
     saves: tuple = ((False, False, False),) * 4
     grads: tuple = (None, None)  # per input: (formula, picker from (g, a, b, z)) or None
 
     @classmethod
     def forward(cls, ctx, a, b):
-        if cls.input_check is not None:
-            cls.input_check(a, b)
+        op = cls.decl  # (one read of the class: its fields are read off the row, cheaper)
+        if op.check is not None:
+            op.check(a, b)
         if type(a) in _TENSOR_TYPES:  # the plainest operands first: one kernel call
             dtype = a.dtype
             if type(b) in _TENSOR_TYPES:
@@ -169,16 +166,16 @@ class _Binary(Function):
                 y = b._data
             else:
                 plain, y = type(b) is float and dtype.is_floating_point, b
-            if plain and (not cls.floats or dtype.is_floating_point):
+            if plain and (op.ints != "float" or dtype.is_floating_point):
                 backend = a._backend
                 z = new_tensor(cls.kernels[backend](a._data, y), a.device, backend, a.shape,
-                               cls.result_dtype or dtype)
+                               D.bool_ if op.ints == "bool" else dtype)
                 if ctx is not _NO_GRAD_CTX:  # (recording)
                     save_binary(cls, ctx, a, b, z)
                 return z
-        op = cls.decl
         backend, device, x, y, dtype, shape = operands(op.name, a, b, result_dtype(op, a, b))
-        z = wrap(cls.kernels[backend](x, y), device, None, shape, cls.result_dtype or dtype)
+        z = wrap(cls.kernels[backend](x, y), device, None, shape,
+                 D.bool_ if op.ints == "bool" else dtype)
         if ctx is not _NO_GRAD_CTX:  # (recording)
             save_binary(cls, ctx, a, b, z)
         return z
@@ -262,10 +259,6 @@ def _function_class(op: decl.Op, base: type, fields: dict) -> type:
     return type(op.name.capitalize(), (base,), {
         "op_name": op.name, "decl": op, "autocast": op.autocast,
         "differentiable": op.differentiable, "__module__": __name__,
-        # the row's fields forward reads: its input check, whether integer inputs compute in
-        # floating point, and the result dtype when it is not the inputs' (bool)
-        "input_check": staticmethod(op.check) if op.check is not None else None,
-        "floats": op.ints == "float", "result_dtype": D.bool_ if op.ints == "bool" else None,
         "kernels": KernelTable(lambda backend: backend.unary_kernel(op.name) if arity == 1
                                else backend.binary_kernel(op.name)),
         "__doc__": f"Autograd Function of ``{op.name}`` (declared in op_declarations).",

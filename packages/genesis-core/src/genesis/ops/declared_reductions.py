@@ -51,18 +51,17 @@ class _Reduce(Function):
     grad: tuple  # (formula, picker of its arguments from (g, x, y, dims)): see argument_picker
     kernels: KernelTable  # backend -> its kernel of this reduction
     save_x = save_y = False
-    # the row's fields the forward reads, as plain class attributes
-    sum_like = refuse_empty = False
 
     @classmethod
     def forward(cls, ctx, x, dims, keepdim, dtype):
-        if cls.refuse_empty and x.numel() == 0 and (not dims or 0 in [x.shape[d] for d in dims]):
+        op = cls.decl  # (one read of the class: its fields are read off the row, cheaper)
+        if op.refuse_empty and x.numel() == 0 and (not dims or 0 in [x.shape[d] for d in dims]):
             raise RuntimeError(
-                f"{cls.op_name}(): Expected reduction dim to be specified for input.numel() "
+                f"{op.name}(): Expected reduction dim to be specified for input.numel() "
                 "== 0. Specify the reduction dim with the 'dim' argument.")
         backend = x._backend
         kernel = cls.kernels[backend]
-        if cls.sum_like:  # dtype None: decided here, after autocast may have cast x
+        if op.result == "sum":  # dtype None: decided here, after autocast may have cast x
             dtype = dtype or SUM_DTYPE[x.dtype]
             data = kernel(x._data, dims, keepdim, dtype)
         else:
@@ -177,8 +176,7 @@ def _reduction_class(op: decl.Reduction) -> type:
     return type(op.name.capitalize(), (_Reduce,), {
         **fields, "save_x": "x" in reads, "save_y": "y" in reads,
         "grad": (op.grad, argument_picker(("g", "x", "y", "dims"),
-                                          code.co_varnames[:code.co_argcount])),
-        "sum_like": op.result == "sum", "refuse_empty": op.refuse_empty})
+                                          code.co_varnames[:code.co_argcount]))})
 
 
 def _reduction_function(op: decl.Reduction):
