@@ -240,12 +240,11 @@ class Function:
             args = _autocast_state.cast_args(cls.autocast, args)  # (modes see these casts)
         if _intercepting:
             return intercept(cls.op, args, kwargs)
-        if _grad_state.enabled:
-            for a in args:
-                if type(a) in _TENSOR_TYPES and a.requires_grad:
-                    if cls.differentiable:
-                        return recorded(cls, args, kwargs)
-                    break
+        for a in args:  # (the thread-local grad mode is read only when it decides)
+            if type(a) in _TENSOR_TYPES and a.requires_grad:
+                if _grad_state.enabled and cls.differentiable:
+                    return recorded(cls, args, kwargs)
+                break
         if kwargs:  # (inference, optimizers: no graph)
             return cls.forward(_NO_GRAD_CTX, *args, **kwargs)
         return cls.forward(_NO_GRAD_CTX, *args)
@@ -255,11 +254,14 @@ def recorded(cls, args: tuple, kwargs: dict):
     """Run ``cls.forward`` with a new graph node as its ``ctx`` (its own ops unrecorded) and
     make the node the outputs' ``grad_fn``."""
     ctx = cls._backward_cls()
-    _grad_state.enabled = False  # forward's own ops are not recorded
+    # forward's own ops are not recorded: grad mode off meanwhile, written in this thread's
+    # dict of the thread-local state (one thread-local lookup instead of two)
+    grad_mode_of_thread = _grad_state.__dict__
+    grad_mode_of_thread["enabled"] = False
     try:
         out = cls.forward(ctx, *args, **kwargs) if kwargs else cls.forward(ctx, *args)
     finally:
-        _grad_state.enabled = True
+        grad_mode_of_thread["enabled"] = True
     if ctx._dirty:
         _bump_versions(ctx._dirty)
     _record(ctx, args, out)
