@@ -477,6 +477,46 @@ def test_no_grad_and_enable_grad_blocks():
     assert z.requires_grad
 
 
+def test_recording_turns_grad_off_in_its_own_thread_only():
+    """A recorded op's forward runs with grad mode off in its thread (its own ops are not
+    recorded), other threads keep theirs, and the mode is back on after forward, also when
+    forward raises."""
+    seen = {}
+    inside = threading.Event()
+    resume = threading.Event()
+
+    class Probe(genesis.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, fail):
+            seen["forward"] = genesis.is_grad_enabled()
+            inside.set()
+            resume.wait(5)
+            if fail:
+                raise ValueError("forward failed")
+            return x * 2  # (not recorded: grad mode is off here)
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * 2, None
+
+    def other_thread():
+        inside.wait(5)
+        seen["other"] = genesis.is_grad_enabled()
+        resume.set()
+
+    x = genesis.ones(2, requires_grad=True)
+    t = threading.Thread(target=other_thread)
+    t.start()
+    y = Probe.apply(x, False)
+    t.join()
+    assert seen == {"forward": False, "other": True} and genesis.is_grad_enabled()
+    assert y.grad_fn.name() == "ProbeBackward"
+    resume.set()
+    with pytest.raises(ValueError, match="forward failed"):
+        Probe.apply(x, True)
+    assert genesis.is_grad_enabled()
+
+
 def test_grad_modes_as_decorators():
     x = genesis.ones(2, requires_grad=True)
 

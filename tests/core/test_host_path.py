@@ -267,8 +267,8 @@ def test_in_place_ops_call_the_backends_in_place_kernel():
 def test_cpu_kernels_are_torch_functions():
     """No Python frame between an elementwise op's forward and torch on the CPU."""
     backend = _t([1.0])._backend
-    assert elementwise.DECLARED["add"].function.kernels.fetch(backend) is torch.add
-    assert elementwise.DECLARED["exp"].function.kernels.fetch(backend) is torch.exp
+    assert elementwise.DECLARED["add"].function.kernels[backend] is torch.add
+    assert elementwise.DECLARED["exp"].function.kernels[backend] is torch.exp
 
 
 def test_autocast_casts_only_where_the_dtype_changes():

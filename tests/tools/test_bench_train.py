@@ -29,12 +29,22 @@ def test_train_bench_tiny_cpu(tmp_path, capsys):
     for r in (g, t):
         assert len(r["losses"]) == 3 and r["tok_per_s"] > 0 and r["step_ms"] > 0
         assert r["mfu"] is None and r["launches"] is None  # GPU-only figures
+        # the host part of a step (until its call returns) is within the synchronised step;
+        # per kernel launch it is n/a without a launch count
+        assert 0 < r["host_ms"] <= r["step_ms"] and r["host_us_per_launch"] is None
     # Same weights and data: the losses differ only by bf16 autocast rounding (measured
     # ~2e-4 on the tiny model); the first one starts near ln(vocab) = 5.55.
     assert abs(t["losses"][0] - 5.55) < 0.1
     assert doc["ratios"]["max_loss_diff"] < 1e-2
     assert t["losses"][-1] < t["losses"][0]  # it trains
-    assert "genesis / torch" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "genesis / torch" in printed and "- µs per kernel launch" in printed
+
+
+def test_host_time_per_launch():
+    train = _load_train()
+    assert train.host_us_per_launch(12.0, 1500) == 8.0  # 12 ms of host time, 1500 launches
+    assert train.host_us_per_launch(12.0, None) is None  # no launches counted (the CPU)
 
 
 def test_flops_count_matches_parameter_count():

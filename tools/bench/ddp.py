@@ -181,7 +181,7 @@ def bench_ddp_train(dist, torch, args, where) -> dict:
                                    lib.autocast("cuda", dtype=lib.bfloat16))
         losses = [float(step(i).item()) for i in range(3)]
         lib.cuda.reset_peak_memory_stats()
-        times, timed_losses = train.timed_steps(lib, "cuda", step, 3, args.train_steps)
+        times, _, timed_losses = train.timed_steps(lib, "cuda", step, 3, args.train_steps)
         step_s = statistics.median(times)
         results[name] = {
             "step_ms": step_s * 1e3,

@@ -184,7 +184,7 @@ def run_framework(name: str, cfg, batches: list, args, where) -> dict:
     losses = [float(step(i).item()) for i in range(args.warmup)]
     if args.device == "cuda":
         lib.cuda.reset_peak_memory_stats()
-    times, timed = train.timed_steps(lib, args.device, step, args.warmup, args.steps)
+    times, _, timed = train.timed_steps(lib, args.device, step, args.warmup, args.steps)
     step_s = statistics.median(times)
     tokens = where.world_size * args.batch * args.seq
     tok_s = tokens / step_s

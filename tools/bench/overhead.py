@@ -87,7 +87,7 @@ def _stage_cases(device):
     be = a._backend
     fn = elementwise.DECLARED
     add, mul, exp = fn["add"].function, fn["mul"].function, fn["exp"].function
-    k_add, k_mul, k_exp = (f.kernels.fetch(be) for f in (add, mul, exp))
+    k_add, k_mul, k_exp = (f.kernels[be] for f in (add, mul, exp))
     k_add_ = be.inplace_kernel("add")
     ad, bd, md = a._data, b._data, m._data
     f32 = a.dtype

@@ -23,6 +23,10 @@ Printed per framework and as genesis/torch ratios:
   under ``torch.profiler`` (its CUDA activity is CUPTI's, which sees every kernel in the
   process: Triton kernels launched by genesis included). ``--profile`` prints the per-kernel
   table;
+* host time per kernel launch: the host time of a step up to its last launch returning (the
+  step's call, before the synchronise; median of the timed steps) divided by the kernel
+  launches of the profiled step — what the eager host path costs per kernel it feeds the GPU
+  (n/a on the CPU, where no launch is counted);
 * the losses of the first steps side by side (they start from the same weights and data,
   so they agree to bf16 rounding).
 
@@ -230,18 +234,20 @@ def training_step(lib, model, opt, params: list, data: list, amp):
     return step
 
 
-def timed_steps(lib, device: str, step, first: int, count: int) -> tuple[list, list]:
-    """Wall seconds of steps ``first .. first + count - 1``, each synchronised, and their
-    losses."""
-    times, losses = [], []
+def timed_steps(lib, device: str, step, first: int, count: int) -> tuple[list, list, list]:
+    """Wall seconds of steps ``first .. first + count - 1``, each synchronised; their host
+    seconds (until the step's call returns, its last launch issued, before the synchronise);
+    and their losses."""
+    times, host_times, losses = [], [], []
     for i in range(first, first + count):
         _sync(lib, device)
         t0 = time.perf_counter()
         loss = step(i)
+        host_times.append(time.perf_counter() - t0)
         _sync(lib, device)
         times.append(time.perf_counter() - t0)
         losses.append(float(loss.item()))
-    return times, losses
+    return times, host_times, losses
 
 
 def run_framework(name: str, cfg: ModelConfig, weights: dict, batches: list, args) -> tuple:
@@ -264,12 +270,12 @@ def run_framework(name: str, cfg: ModelConfig, weights: dict, batches: list, arg
         step = _graphed_step(lib, model, opt, params, data, amp)
     if device == "cuda":
         lib.cuda.reset_peak_memory_stats()
-    times, timed_losses = timed_steps(lib, device, step, args.warmup, args.steps)
+    times, host_times, timed_losses = timed_steps(lib, device, step, args.warmup, args.steps)
     losses += timed_losses
     step_s = statistics.median(times)
     tokens = args.batch * args.seq
     res = {"framework": name, "step_ms": step_s * 1e3, "tok_per_s": tokens / step_s,
-           "losses": losses}
+           "host_ms": statistics.median(host_times) * 1e3, "losses": losses}
     res["mfu"] = (flops_per_token(cfg, args.seq) * tokens / step_s / args.peak) \
         if device == "cuda" else None
     res["peak_mem_gib"] = lib.cuda.max_memory_allocated() / 2**30 if device == "cuda" else None
@@ -396,10 +402,13 @@ def main(argv=None) -> dict:
     for name, profile in profilers.items():
         r = results[name]
         r.update(profile())
+        r["host_us_per_launch"] = host_us_per_launch(r["host_ms"], r["launches"])
         if r["launches"] is not None:
             print(f"-- {name}, one step under the profiler: launches/step "
                   f"{r['launches']}  kernel {r['kernel_ms']:.1f} ms of "
                   f"{r['profiled_wall_ms']:.1f} ms wall", flush=True)
+        print(f"-- {name}: host {r['host_ms']:.1f} ms/step until its last launch returns, "
+              f"{_fmt(r['host_us_per_launch'], '.2f')} µs per kernel launch", flush=True)
     doc = {"model": args.model, "config": asdict(cfg), "params": int(n_params),
            "batch": args.batch, "seq": args.seq, "device": args.device,
            "peak_flops": args.peak, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
@@ -416,10 +425,22 @@ def main(argv=None) -> dict:
     return doc
 
 
+def host_us_per_launch(host_ms: float, launches: int | None) -> float | None:
+    """Host µs of a step (until its last launch returns) per kernel it launched; None when
+    no launch was counted (the CPU).
+
+    Example:
+        >>> host_us_per_launch(12.0, 1500)
+        8.0
+    """
+    return host_ms * 1e3 / launches if launches else None
+
+
 def report_ratios(g: dict, t: dict) -> dict:
     """Print and return the genesis/torch ratios and the first losses side by side."""
     ratios = {}
-    for key in ("tok_per_s", "step_ms", "peak_mem_gib", "launches", "kernel_ms"):
+    for key in ("tok_per_s", "step_ms", "host_ms", "peak_mem_gib", "launches", "kernel_ms",
+                "host_us_per_launch"):
         if g[key] is not None and t[key]:
             ratios[key] = g[key] / t[key]
     print("genesis / torch: " + "  ".join(f"{k} {v:.2f}x" for k, v in ratios.items()))

@@ -77,18 +77,6 @@ class _AutocastState(threading.local):
         return cast
 
 
-class _Anywhere:
-    """How many threads have autocast on (``on``): while none has, the host paths skip
-    reading the thread-local flag (a thread-local read costs twice a plain one). A thread
-    counts itself before its flag goes on and uncounts after it goes off (``_set_enabled``),
-    so a zero count always means every thread's flag is off."""
-
-    __slots__ = ("on",)
-
-    def __init__(self) -> None:
-        self.on = 0
-
-
 _count_lock = threading.Lock()
 
 
@@ -107,9 +95,8 @@ def _set_enabled(enabled: bool) -> None:
 
 
 _state = _AutocastState()
-_anywhere = _Anywhere()
+_anywhere = _function._autocast_anywhere  # (the dispatcher's count: see AutocastCount)
 _function._autocast_state = _state
-_function._autocast_anywhere = _anywhere
 
 _DEFAULT_DTYPES = {"cuda": D.float16, "cpu": D.bfloat16}
 

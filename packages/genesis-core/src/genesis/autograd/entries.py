@@ -10,7 +10,7 @@ exactly as ``cls.apply`` (autocast, dispatch modes, recording); ``test_dispatch`
 from __future__ import annotations
 
 from genesis.autograd import function as F
-from genesis.autograd.function import _NO_GRAD_CTX, _TENSOR_TYPES, recorded
+from genesis.autograd.function import _NO_GRAD_CTX, _TENSOR_TYPES, _autocast_anywhere, recorded
 from genesis.autograd.grad_mode import _state as _grad_state
 from genesis.dispatch import _modes as _intercepting
 from genesis.dispatch import intercept
@@ -22,7 +22,7 @@ def unary_entry(cls):
     records = cls.differentiable
 
     def call(input):  # (torch's parameter name: it is the public function too)
-        if category is not None and F._autocast_anywhere.on and F._autocast_state.enabled:
+        if category is not None and _autocast_anywhere.on and F._autocast_state.enabled:
             (input,) = F._autocast_state.cast_args(category, (input,))
         if _intercepting:
             return intercept(op, (input,), {})
@@ -34,23 +34,47 @@ def unary_entry(cls):
     return call
 
 
-def constants_entry(cls):
-    """``call(input, *args)``: ``cls.apply(input, *args)`` for a Function whose forward takes
-    one tensor input, then constants (a reduction's dims, a slice's key)."""
+def constants_entry(cls, count: int):
+    """``call(input, c1, ..., c<count>)``: ``cls.apply(input, c1, ...)`` for a Function whose
+    forward takes one tensor input, then ``count`` constants (1 to 3: a slice's key, a view's
+    sizes; a reduction's dims and keepdim, and its dtype). One closure per count, each of fixed
+    arity: a ``*args`` entry costs as much host time as all its steps together."""
     forward, op, category = cls.forward, cls.op, cls.autocast
     records = cls.differentiable
 
-    def call(input, *args):
-        if category is not None and F._autocast_anywhere.on and F._autocast_state.enabled:
+    def call1(input, c1):
+        if category is not None and _autocast_anywhere.on and F._autocast_state.enabled:
             (input,) = F._autocast_state.cast_args(category, (input,))
         if _intercepting:
-            return intercept(op, (input, *args), {})
+            return intercept(op, (input, c1), {})
         if records and type(input) in _TENSOR_TYPES and input.requires_grad \
                 and _grad_state.enabled:
-            return recorded(cls, (input, *args), _NO_KWARGS)
-        return forward(_NO_GRAD_CTX, input, *args)
+            return recorded(cls, (input, c1), _NO_KWARGS)
+        return forward(_NO_GRAD_CTX, input, c1)
 
-    return call
+    def call2(input, c1, c2):
+        if category is not None and _autocast_anywhere.on and F._autocast_state.enabled:
+            (input,) = F._autocast_state.cast_args(category, (input,))
+        if _intercepting:
+            return intercept(op, (input, c1, c2), {})
+        if records and type(input) in _TENSOR_TYPES and input.requires_grad \
+                and _grad_state.enabled:
+            return recorded(cls, (input, c1, c2), _NO_KWARGS)
+        return forward(_NO_GRAD_CTX, input, c1, c2)
+
+    def call3(input, c1, c2, c3):
+        if category is not None and _autocast_anywhere.on and F._autocast_state.enabled:
+            (input,) = F._autocast_state.cast_args(category, (input,))
+        if _intercepting:
+            return intercept(op, (input, c1, c2, c3), {})
+        if records and type(input) in _TENSOR_TYPES and input.requires_grad \
+                and _grad_state.enabled:
+            return recorded(cls, (input, c1, c2, c3), _NO_KWARGS)
+        return forward(_NO_GRAD_CTX, input, c1, c2, c3)
+
+    if count not in (1, 2, 3):
+        raise ValueError(f"constants_entry({cls.__name__}, {count}): 1 to 3 constants")
+    return (call1, call2, call3)[count - 1]
 
 
 _NO_KWARGS: dict = {}  # (read only)
@@ -63,7 +87,7 @@ def binary_entry(cls):
     records = cls.differentiable
 
     def call(input, other):  # (torch's parameter names: it is the public function too)
-        if category is not None and F._autocast_anywhere.on and F._autocast_state.enabled:
+        if category is not None and _autocast_anywhere.on and F._autocast_state.enabled:
             input, other = F._autocast_state.cast_args(category, (input, other))
         if _intercepting:
             return intercept(op, (input, other), {})

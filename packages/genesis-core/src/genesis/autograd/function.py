@@ -235,14 +235,16 @@ class Function:
         that requires grad, the op is recorded (``recorded``); otherwise ``forward`` runs
         alone. ``genesis.autograd.entries`` has the same steps for calls of a known arity.
         """
-        if cls.autocast is not None and _autocast_anywhere.on and _autocast_state.enabled:
+        # (the module-level flags first: reading a class attribute costs more than a global)
+        if _autocast_anywhere.on and cls.autocast is not None and _autocast_state.enabled:
             args = _autocast_state.cast_args(cls.autocast, args)  # (modes see these casts)
         if _intercepting:
             return intercept(cls.op, args, kwargs)
-        if _grad_state.enabled and cls.differentiable:
-            for a in args:
-                if type(a) in _TENSOR_TYPES and a.requires_grad:
+        for a in args:  # (the thread-local grad mode is read only when it decides)
+            if type(a) in _TENSOR_TYPES and a.requires_grad:
+                if _grad_state.enabled and cls.differentiable:
                     return recorded(cls, args, kwargs)
+                break
         if kwargs:  # (inference, optimizers: no graph)
             return cls.forward(_NO_GRAD_CTX, *args, **kwargs)
         return cls.forward(_NO_GRAD_CTX, *args)
@@ -252,11 +254,14 @@ def recorded(cls, args: tuple, kwargs: dict):
     """Run ``cls.forward`` with a new graph node as its ``ctx`` (its own ops unrecorded) and
     make the node the outputs' ``grad_fn``."""
     ctx = cls._backward_cls()
-    _grad_state.enabled = False  # forward's own ops are not recorded
+    # forward's own ops are not recorded: grad mode off meanwhile, written in this thread's
+    # dict of the thread-local state (one thread-local lookup instead of two)
+    grad_mode_of_thread = _grad_state.__dict__
+    grad_mode_of_thread["enabled"] = False
     try:
         out = cls.forward(ctx, *args, **kwargs) if kwargs else cls.forward(ctx, *args)
     finally:
-        _grad_state.enabled = True
+        grad_mode_of_thread["enabled"] = True
     if ctx._dirty:
         _bump_versions(ctx._dirty)
     _record(ctx, args, out)
@@ -372,14 +377,28 @@ def _rebase_inplace(ctx: Node, t, idx: int) -> None:
 
 
 class _AutocastOff:
-    """Placeholder of genesis.autocast's thread-local state and thread count until that
-    module installs them (avoids an import cycle)."""
+    """Placeholder of genesis.autocast's thread-local state until that module installs its
+    own (avoids an import cycle)."""
 
     enabled = False
-    on = 0
 
 
-_autocast_state = _autocast_anywhere = _AutocastOff()
+class AutocastCount:
+    """How many threads have autocast on (``on``): while none has, the dispatcher skips
+    reading the thread-local flag (a thread-local read costs twice a plain one). A thread
+    counts itself before its flag goes on and uncounts after it goes off
+    (``genesis.autocast._set_enabled``), so a zero count always means every thread's flag is
+    off. The one instance, ``_autocast_anywhere``, lives here so the dispatcher reads it as
+    a module global."""
+
+    __slots__ = ("on",)
+
+    def __init__(self) -> None:
+        self.on = 0
+
+
+_autocast_state = _AutocastOff()
+_autocast_anywhere = AutocastCount()
 _TENSOR_TYPES: set = set()  # Tensor and its subclasses register themselves
 
 

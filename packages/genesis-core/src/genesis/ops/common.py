@@ -12,17 +12,24 @@ from genesis.tensor import Size, Tensor, geometry
 wrap = Tensor._wrap
 
 
-class KernelTable:
-    """backend -> that backend's kernel for one op (``table``), filled by ``fetch`` on a miss
-    with ``make(backend)``: hot paths read ``table.get(backend) or fetch(backend)``."""
+class KernelTable(dict):
+    """backend -> that backend's kernel for one op, made by ``make(backend)`` the first time
+    that backend asks: hot paths read ``kernels[backend]`` (one dict lookup once filled).
+
+    Example:
+        >>> kernels = KernelTable(lambda backend: backend.unary_kernel("exp"))
+        >>> y_data = kernels[x._backend](x._data)
+    """
+
+    __slots__ = ("make",)
 
     def __init__(self, make):
-        self.table: dict = {}
+        super().__init__()
         self.make = make
 
-    def fetch(self, backend):
-        k = self.table[backend] = self.make(backend)
-        return k
+    def __missing__(self, backend):
+        kernel = self[backend] = self.make(backend)
+        return kernel
 
 
 def argument_picker(names: tuple, wanted: tuple):

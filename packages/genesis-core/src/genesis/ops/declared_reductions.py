@@ -36,17 +36,9 @@ def _unreduce(g: Tensor, in_shape: tuple, dims: tuple, keepdim: bool) -> Tensor:
 
 
 _SCALAR = interned_size(())
-_ALL_DIMS = [()]  # ndim -> (0, 1, ..., ndim - 1)
-
-
-def _all_dims(ndim: int) -> tuple:
-    while len(_ALL_DIMS) <= ndim:
-        _ALL_DIMS.append(tuple(range(len(_ALL_DIMS))))
-    return _ALL_DIMS[ndim]
-
-
-def _sum_dtype(dtype: D.DType) -> D.DType:
-    return D.int64 if dtype.category < 2 else dtype
+_ALL_DIMS = tuple(tuple(range(n)) for n in range(17))  # ndim -> (0, 1, ..., ndim - 1)
+# the dtype a sum computes in when none is given: int64 for integers and bool (as torch)
+SUM_DTYPE = {d: D.int64 if d.category < 2 else d for d in D.ALL_DTYPES}
 
 
 # ------------------------------------------------------ the declared reductions
@@ -59,19 +51,18 @@ class _Reduce(Function):
     grad: tuple  # (formula, picker of its arguments from (g, x, y, dims)): see argument_picker
     kernels: KernelTable  # backend -> its kernel of this reduction
     save_x = save_y = False
-    # the row's fields the forward reads, as plain class attributes
-    sum_like = refuse_empty = False
 
     @classmethod
     def forward(cls, ctx, x, dims, keepdim, dtype):
-        if cls.refuse_empty and x.numel() == 0 and (not dims or 0 in [x.shape[d] for d in dims]):
+        op = cls.decl  # (one read of the class: its fields are read off the row, cheaper)
+        if op.refuse_empty and x.numel() == 0 and (not dims or 0 in [x.shape[d] for d in dims]):
             raise RuntimeError(
-                f"{cls.op_name}(): Expected reduction dim to be specified for input.numel() "
+                f"{op.name}(): Expected reduction dim to be specified for input.numel() "
                 "== 0. Specify the reduction dim with the 'dim' argument.")
         backend = x._backend
-        kernel = cls.kernels.table.get(backend) or cls.kernels.fetch(backend)
-        if cls.sum_like:  # dtype None: decided here, after autocast may have cast x
-            dtype = dtype or _sum_dtype(x.dtype)
+        kernel = cls.kernels[backend]
+        if op.result == "sum":  # dtype None: decided here, after autocast may have cast x
+            dtype = dtype or SUM_DTYPE[x.dtype]
             data = kernel(x._data, dims, keepdim, dtype)
         else:
             dtype = x.dtype
@@ -111,7 +102,7 @@ class _LogicalReduce(Function):
 
     @classmethod
     def forward(cls, ctx, x, dims, keepdim):
-        kernel = cls.kernels.table.get(x._backend) or cls.kernels.fetch(x._backend)
+        kernel = cls.kernels[x._backend]
         out = wrap(kernel(x._data, dims, keepdim), x.device)
         # torch keeps uint8 for uint8 inputs (a legacy rule); every other dtype gives bool
         return out.to(D.uint8) if x.dtype is D.uint8 and out.dtype is not D.uint8 else out
@@ -133,7 +124,7 @@ class _IndexReduce(Function):
         if x.ndim == 0:  # backends get no dim for 0-d arrays: the answer is index 0
             normalize_dim(0 if dim is None else dim, 0)
             return creation.zeros((), dtype=D.int64, device=x.device)
-        kernel = cls.kernels.table.get(x._backend) or cls.kernels.fetch(x._backend)
+        kernel = cls.kernels[x._backend]
         if dim is None:
             flat = x.reshape(-1)
             out = wrap(kernel(flat._data, 0, False), x.device)
@@ -185,19 +176,20 @@ def _reduction_class(op: decl.Reduction) -> type:
     return type(op.name.capitalize(), (_Reduce,), {
         **fields, "save_x": "x" in reads, "save_y": "y" in reads,
         "grad": (op.grad, argument_picker(("g", "x", "y", "dims"),
-                                          code.co_varnames[:code.co_argcount])),
-        "sum_like": op.result == "sum", "refuse_empty": op.refuse_empty})
+                                          code.co_varnames[:code.co_argcount]))})
 
 
 def _reduction_function(op: decl.Reduction):
     """The public function of a declared reduction: its Function's dispatcher entry, named."""
     cls = _reduction_class(op)
-    apply = constants_entry(cls)
+    apply = constants_entry(cls, 2 if op.result in ("logical", "index") else 3)
     if op.result == "sum":
         def fn(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
             if dim is None:
-                n = len(input.shape)
-                dims = _ALL_DIMS[n] if n < len(_ALL_DIMS) else _all_dims(n)
+                try:
+                    dims = _ALL_DIMS[len(input.shape)]
+                except IndexError:  # (over 16 dims)
+                    dims = tuple(range(len(input.shape)))
             else:
                 dims = normalize_dims(dim, input.ndim)
             return apply(input, dims, keepdim, dtype)

@@ -230,7 +230,7 @@ def getitem(x: Tensor, key) -> Tensor:
 
 
 _WHOLE_DIM = slice(None)
-_slice = constants_entry(Slice)
+_slice = constants_entry(Slice, 1)
 
 
 def _basic_key(x: Tensor, key: tuple) -> tuple:

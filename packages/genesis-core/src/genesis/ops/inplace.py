@@ -65,7 +65,7 @@ def _binary_inplace(op: decl.Op):
     unless autograd must record it."""
     fn = E.FUNCTIONS[op.name]
     kernels = KernelTable(lambda backend: backend.inplace_kernel(op.name))
-    table, fetch, floats, check = kernels.table, kernels.fetch, op.ints == "float", op.check
+    floats, check = op.ints == "float", op.check
     out_of_place = E.DECLARED[op.name].function.kernels
 
     def method(self: Tensor, other, **kwargs) -> Tensor:
@@ -88,7 +88,7 @@ def _binary_inplace(op: decl.Op):
                 plain, y = type(other) is float and dtype.is_floating_point, other
             if plain:
                 backend = self._backend
-                (table.get(backend) or fetch(backend))(self._data, y)
+                kernels[backend](self._data, y)
                 self._version_box[0] += 1
                 return self
         if check is not None:
@@ -109,7 +109,7 @@ def _binary_inplace(op: decl.Op):
             broadcast_shapes(self.shape, shape)  # raises with both shapes if incompatible
             raise RuntimeError(f"output with shape {list(self.shape)} doesn't match the "
                                f"broadcast shape {list(shape)}")
-        run = out_of_place.table.get(backend) or out_of_place.fetch(backend)
+        run = out_of_place[backend]
         if dtype is self.dtype:
             run(x, y, out=self._data)
         else:

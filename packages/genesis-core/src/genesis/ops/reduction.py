@@ -13,7 +13,7 @@ from genesis.autograd.function import Function
 from genesis.autograd.grad_mode import is_grad_enabled
 from genesis.ops.common import normalize_dim, normalize_dims, wrap
 from genesis.ops.declared_reductions import (
-    _sum_dtype,
+    SUM_DTYPE,
     _unreduce,
     amax,
     amin,
@@ -255,7 +255,7 @@ class Cumsum(Function):
     @staticmethod
     def forward(ctx, x, dim, dtype):
         ctx.dim, ctx.in_dtype = dim, x.dtype
-        dtype = dtype or _sum_dtype(x.dtype)
+        dtype = dtype or SUM_DTYPE[x.dtype]
         return wrap(x._backend.cumsum(x._data, dim, dtype), x.device)
 
     @staticmethod

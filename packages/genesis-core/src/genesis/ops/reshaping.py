@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 
-from genesis.autograd.entries import binary_entry
+from genesis.autograd.entries import constants_entry
 from genesis.autograd.function import _NO_GRAD_CTX, Function
 from genesis.dtypes import DType
 from genesis.ops.common import shape_arg, wrap
@@ -109,9 +109,12 @@ class View(Function):
 
     @staticmethod
     def forward(ctx, x, sizes):
-        geom = x._geom
-        plan = None
-        if geom is not None and _all_ints(sizes):  # (2.0 == 2 as a key: ints only)
+        geom = x._geom or geometry(x)
+        for n in sizes:  # (2.0 == 2 as a key: only int sizes are remembered)
+            if type(n) is not int:
+                plan = None
+                break
+        else:
             plan = _known_view((x.shape, geom[0], sizes))
         size, new_strides = plan or view_plan(x, sizes)  # (met before: one lookup)
         if new_strides is None:
@@ -121,16 +124,15 @@ class View(Function):
                 "spans across two contiguous subspaces). Use .reshape(...) instead.")
         if ctx is not _NO_GRAD_CTX:  # (recording)
             ctx.in_shape = x.shape
-        offset = (geom or geometry(x))[1]
         return view_tensor(x, x._backend.view(x._data, size, new_strides), size,
-                           (new_strides, offset))
+                           (new_strides, geom[1]))
 
     @staticmethod
     def backward(ctx, g):
         return g.reshape(ctx.in_shape), None
 
 
-_view = binary_entry(View)
+_view = constants_entry(View, 1)
 _SHAPE_TYPES = (tuple, Size)
 
 
