@@ -109,20 +109,30 @@ def test_a_site_keeps_its_entry_and_shares_the_launchers_cache(direct):
     la = _probe_launcher()
     x, y = _Pointer(0x1000), _Pointer(0x2000)
     first, second = la.site(("plan",)), la.site(("plan",))
-    first.launch(0, (4,), (0x1000, 0x2000, 32), (x, y), (64,))
-    second.launch(0, (4,), (0x1000, 0x2000, 32), (x, y), (64,))
+    first.launch(0, 0, 4, 1, (0x1000, 0x2000, 32), (x, y), (64,))
+    second.launch(0, 0, 4, 1, (0x1000, 0x2000, 32), (x, y), (64,))
     assert len(la.fn.compiles) == 1  # one cache: the second site found the first's kernel
     la.cache.clear()  # a repeat neither builds nor looks a key up: it calls its entry
-    first.launch(0, (4,), (0x3000, 0x4000, 48), (x, y), (64,))
+    first.launch(0, 0, 4, 1, (0x3000, 0x4000, 48), (x, y), (64,))
     assert len(la.fn.compiles) == 1
     assert la.fn.direct[-1] == ((4, 1, 1), 7, (0x3000, 0x4000, 48, 64))
+
+
+def test_each_variant_of_a_site_has_its_own_compiled_kernel(direct):
+    la = _probe_launcher()
+    site = la.site(("plan",))
+    x, y = _Pointer(0x1000), _Pointer(0x2004)
+    for variant in (1, 1, 3, 1 << 3 | 1):  # e.g. device << 3 | alignment bits
+        site.launch(variant, variant >> 3, 1, 1, (0x1000, 0x2004, 32), (x, y), (64,))
+    assert len(la.fn.compiles) == 3 and sorted(site.entries) == [1, 3, 9]
+    assert set(la.cache) == {((("plan",), 1), 0), ((("plan",), 3), 0), ((("plan",), 9), 1)}
 
 
 def test_a_site_without_a_key_is_keyed_by_its_first_launch(direct):
     la = _probe_launcher()
     aligned_site, misaligned_site = la.site(), la.site()
-    aligned_site.launch(0, (1,), (_Pointer(0x1000), _Pointer(0x2000), 32), None, (64,))
-    misaligned_site.launch(0, (1,), (_Pointer(0x1004), _Pointer(0x2000), 32), None, (64,))
+    aligned_site.launch(0, 0, 1, 1, (_Pointer(0x1000), _Pointer(0x2000), 32), None, (64,))
+    misaligned_site.launch(0, 0, 1, 1, (_Pointer(0x1004), _Pointer(0x2000), 32), None, (64,))
     assert len(la.fn.compiles) == 2  # Triton would specialise them differently
     assert aligned_site.key == (("float32", True), ("float32", True), 16, 64)
     assert misaligned_site.key[0] == ("float32", False)
@@ -142,8 +152,8 @@ def test_a_matmul_plan_compiles_with_launch_pdl_from_its_tail(direct):
     site.launcher.fn = _Compiler()
     w = _Pointer(0x1000, D.bfloat16)
     args = (w, w, w, w, w, w) + (1,) * (len(fn.arg_names) - len(tail) - 6)
-    site.launch(0, (2, 1), args, None, tail)
-    site.launch(0, (2, 1), args, None, tail)
+    site.launch(0, 0, 2, 1, args, None, tail)
+    site.launch(0, 0, 2, 1, args, None, tail)
     (_, compiled_with, opts), = site.launcher.fn.compiles
     assert opts["launch_pdl"] is True and opts["num_stages"] == 3
     assert compiled_with[-len(tail):] == tail and len(site.launcher.fn.direct) == 1
@@ -223,3 +233,34 @@ def test_a_reduction_plan_has_a_compiled_kernel_per_alignment(fake_kernels):
     assert _counts(fake_kernels) == (1, 1)
     red.sum(_array((8, 64), 0x2008), (1,), False, D.float32)
     assert _counts(fake_kernels) == (2, 1)
+
+
+@pytest.mark.parametrize("path", ["pointer", "tma"])
+def test_a_matmul_plan_compiles_once_then_launches_directly(fake_kernels, monkeypatch, path):
+    """A matmul plan's site is keyed by its first launch's arguments (host TMA descriptors
+    included) and reuses the compiled kernel on the next call, with the new operands."""
+    from genesis_cuda.kernels import matmul as mm
+
+    m = n = k = 256
+    dt = D.bfloat16
+    if path == "pointer":
+        bind, _, _, cfg = mm._ptr_binder(dt, m, n, k, [], [k, 1], [n, 1], [n, 1], False, 0)
+        fn = mm._mm_kernel
+    else:
+        monkeypatch.setattr(mm, "sm_count", lambda device: 132)
+        bind, _, cands, _ = mm._tma_binder(dt, m, n, k, 1, (k, 1), (n, 1), False, 0, 0)
+        cfg = next(c for c in cands if not isinstance(c[0], str))  # the plain tile kernel
+        fn = mm._mm_tma_kernel
+    la = _launch.launcher(fn, num_warps=cfg[-1], num_stages=cfg[-2])
+    monkeypatch.setattr(la, "fn", _Compiler())
+    monkeypatch.setattr(la, "cache", {})
+    go = bind(cfg)
+    for base in (0x100000, 0x200000):
+        a, b, c = (_array((m, k), base + i * 0x40000, dt) for i in range(3))
+        go(a, b, c, None)
+    assert len(la.fn.compiles) == 1 and len(la.fn.direct) == 1
+    (_, _, launched_with), = la.fn.direct
+    if path == "pointer":
+        assert launched_with[0].data_ptr() == 0x200000
+    else:  # the plan's host descriptors (re-pointed per call: test_kernels_matmul_plans.py)
+        assert launched_with[0].__class__.__name__ == "TensorDescriptor"

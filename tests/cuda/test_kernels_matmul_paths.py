@@ -66,11 +66,11 @@ def launched(monkeypatch):
                       "_mm_tma_batched_kernel", "_mm_tma_splitk_kernel",
                       "_mm_tma_persistent_kernel"}
 
-    def recording(site, device, grid, args, objs=None, tail=()):
+    def recording(site, variant, device, g0, g1, args, objs=None, tail=()):
         name = site.launcher.fn.__name__
         if name in matmul_kernels:  # (not the elementwise launches of a plan's set-up)
-            names.append((name, tuple(grid) + (1,) * (3 - len(grid))))
-        launch(site, device, grid, args, objs, tail)
+            names.append((name, (g0, g1, 1)))
+        launch(site, variant, device, g0, g1, args, objs, tail)
 
     monkeypatch.setattr(_launch.Site, "launch", recording)
     monkeypatch.setattr(mm, "_plans", {})

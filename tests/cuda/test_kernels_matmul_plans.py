@@ -40,7 +40,7 @@ class _Operand:
 _launches: list = []  # (kernel name, descriptor bases) of each launch
 
 
-def _record_launch(site, device, grid, args, objs=None, tail=()):
+def _record_launch(site, variant, device, g0, g1, args, objs=None, tail=()):
     """Stands in for ``Site.launch``: records the addresses the descriptors point at per
     launch (nothing is compiled or launched)."""
     bases = [a.base.data_ptr() for a in args if hasattr(a, "block_shape")]

@@ -17,10 +17,10 @@ One launcher, three ways in, one cache and one miss path:
 * ``launcher.launch(key, device, grid, args, big, objs)``: the caller builds the key from
   what its plan already knows (``aligned``, ``spec``): softmax, norms, the fused LLM kernels,
   attention, the optimizers, arg-reductions, cumsum.
-* ``launcher.site(key)``: a ``Site`` pins one cache entry for a plan that repeats a launch,
-  so a repeat neither builds nor hashes a key: elementwise (one site per plan, or per
-  device and pointer alignment for the flat kernel), reduction, and matmul (whose plans fix
-  their kernel, grid and constexprs once; ``matmul_tuning.plan_site``).
+* ``launcher.site(key)``: a ``Site`` pins the cache entries of a plan that repeats its
+  launches, by a small int variant (pointer alignment, device), so a repeat neither builds
+  nor hashes a key: elementwise, reduction, and matmul (whose plans fix their kernel, grid
+  and constexprs once; ``matmul_tuning.plan_site``).
 
 Kernels whose compile options are chosen per problem (attention's tiles, matmul's tuned
 configs) share one launcher per (kernel, options) through ``launcher(fn, **opts)``.
@@ -196,8 +196,8 @@ class Launcher:
       Triton keys its own compiled kernels (a pass over the arguments per call).
     * ``launcher.launch(key, device, grid, args, big, objs)``: the caller's key, built from
       what its plan already knows (the hot families).
-    * ``launcher.site(key)``: a ``Site``, one cache entry pinned for a plan that repeats a
-      launch (elementwise, reduction, matmul): a repeat neither builds nor hashes a key.
+    * ``launcher.site(key)``: a ``Site``, the cache entries of a plan that repeats its
+      launches (elementwise, reduction, matmul): a repeat neither builds nor hashes a key.
 
     Example:
         >>> _scale = Launcher(_scale_kernel, num_warps=4)
@@ -287,43 +287,48 @@ def launcher(fn, **opts) -> Launcher:
 
 
 class Site:
-    """One cache entry of a ``Launcher`` pinned for a plan that repeats a launch with the
-    same specialisation on one device: after its first launch the compiled entry is kept
-    here, so a repeat neither builds nor hashes the key, only calls the entry.
+    """The cache entries of a ``Launcher`` pinned for a plan that repeats its launches: after
+    the first launch of a variant its compiled entry is kept here, so a repeat neither builds
+    nor hashes a key: one lookup of a small int, then the call.
 
-    ``key`` is the launcher's key (see ``Launcher``), or None to take ``key_of`` the first
-    launch's full arguments (matmul's plans: their integers never change, only their
-    pointers, whose alignment is part of the plan's own key).
+    ``key`` is what the plan fixes of the launcher's key (see ``Launcher``), or None to take
+    ``key_of`` the first launch's full arguments (matmul's plans: their integers never
+    change, only their pointers, whose alignment is part of the plan's own key). A
+    *variant* is a small int the caller computes for what the plan leaves open: which
+    pointers are 16-byte aligned (a bit each) and, for a plan not made per device, the
+    device (``device << 3 | mask``); 0 where the plan fixes everything. The launcher's key
+    of a variant is ``(key, variant)``.
 
     Example:
-        >>> site = _flat.site((plan_key, aligned(out, x)))
-        >>> site.launch(out.device, grid, (out.data_ptr(), x.data_ptr(), n), (out, x), tail)
+        >>> site = _flat.site(("flat", op, dtype.name))
+        >>> v = dev << 3 | (po & 15 == 0) | (px & 15 == 0) << 1
+        >>> site.launch(v, dev, cdiv(n, block), 1, (po, px, n), (out, x), tail)
     """
 
-    __slots__ = ("launcher", "key", "entry")
+    __slots__ = ("launcher", "key", "entries")
 
     def __init__(self, launcher: Launcher, key=None):
         self.launcher = launcher
         self.key = key
-        self.entry = None
+        self.entries: dict = {}  # variant -> compiled entry
 
-    def launch(self, device, grid, args, objs=None, tail=()):
-        """``Launcher.launch`` of ``args + tail`` for this key (``objs``: see there) with a
-        ``grid`` of one or two ints; ``tail`` (the plan's fixed trailing arguments) is
-        passed apart to spare the caller a tuple concatenation."""
-        e = self.entry
+    def launch(self, variant: int, device, g0: int, g1: int, args, objs=None, tail=()):
+        """``Launcher.launch`` of ``args + tail`` for this key and ``variant`` (``objs``:
+        see there) on a ``(g0, g1)`` grid; the grid's two ints and ``tail`` (the plan's fixed
+        trailing arguments) are passed apart to spare the caller a tuple on every launch."""
+        e = self.entries.get(variant)
         if e is not None:
-            e[0](grid[0], grid[1] if len(grid) > 1 else 1, 1, _stream_handle(device), *e[1],
-                 *args, *tail)
+            e[0](g0, g1, 1, _stream_handle(device), *e[1], *args, *tail)
             return
         la = self.launcher
         full = tuple(args) + tuple(tail)
-        key = self.key
-        if key is None and not INTERPRET:
-            objs_full = full if objs is None else tuple(objs) + full[len(objs):]
-            key = self.key = la.key_of(objs_full)
-        la.launch(key, device, grid, full, False, objs)
-        self.entry = la.cache.get((key, device))  # None under the interpreter
+        if self.key is None and not INTERPRET:
+            self.key = la.key_of(full if objs is None else tuple(objs) + full[len(objs):])
+        key = (self.key, variant)
+        la.launch(key, device, (g0, g1), full, False, objs)
+        e = la.cache.get((key, device))
+        if e is not None:  # (none under the interpreter or with direct launches off)
+            self.entries[variant] = e
 
 
 def _interpreted(arg):

@@ -104,7 +104,7 @@ def launch(op, out, x=None, y=None, z=None, nin=1, ct=None):
         _plans[key] = plan
     site, grid, rest = plan
     if site is not None:
-        site.launch(out.device, grid, (po, px, py, pz, ys, zs),
+        site.launch(0, out.device, grid[0], 1, (po, px, py, pz, ys, zs),
                     (out, x, None if py is None else y, None if pz is None else z), rest)
     elif grid:  # an uncached geometry (int64 indexing or over five dims after collapsing)
         rest(out, (x, y, z), (0, ys, zs))
@@ -305,7 +305,7 @@ def _walk_tiled(keyed, device, out, operands, scalars, sizes, strides, modes, an
             continue
         objs = (o2, *arrays)
         ptrs = [None if a is None else a.data_ptr() for a in objs]
-        site.launch(device, grid, (*ptrs, scalars[1], scalars[2]), objs, rest)
+        site.launch(0, device, grid[0], 1, (*ptrs, scalars[1], scalars[2]), objs, rest)
 
 
 # ------------------------------------------------------------------- contract functions
@@ -331,10 +331,9 @@ _BIG_N = 2**31 - 2**20
 
 
 def _flat_plan(op, dt, odt, modes, tag, sbits, n_small):
-    """One flat-kernel variant of ``unary_kernel``/``binary_kernel``: ``(sites, tail,
-    block, launcher, key)``, where ``sites`` maps ``device << 3 | mask`` (``mask``: bit
-    ``i`` set when pointer ``i`` is 16-byte aligned) to the launch site of that
-    specialisation (``_flat_site``), so a repeat costs one lookup of a small int, not the
+    """One flat-kernel variant of ``unary_kernel``/``binary_kernel``: ``(site, tail, block)``,
+    where the site's variants are ``device << 3 | mask`` (``mask``: bit ``i`` set when
+    pointer ``i`` is 16-byte aligned), so a repeat costs one lookup of a small int, not the
     hash of a key (the tiny ops of a training step), and ``tail`` are the arguments after
     the pointers, scalars and element count."""
     ct = _ct(dt) if op != "bool_not" else D.int8
@@ -348,13 +347,7 @@ def _flat_plan(op, dt, odt, modes, tag, sbits, n_small):
             launcher = _flat_by_warps[FLAT_WARPS] = Launcher(_ew_flat, num_warps=FLAT_WARPS)
     tail = (op, modes[0], modes[1], modes[2], tl_dtype(ct), tl_dtype(odt), sbits, nin,
             _NBITS.get(ct.name, 0), True, block, False)
-    return {}, tail, block, launcher, ("flat", op, dt.name, odt.name, modes, tag, block)
-
-
-def _flat_site(plan, variant: int):
-    """The launch site of flat plan ``plan`` for ``variant`` (``device << 3 | mask``)."""
-    site = plan[0][variant] = plan[3].site((plan[4], variant & 7))
-    return site
+    return launcher.site(("flat", op, dt.name, odt.name, modes, tag, block)), tail, block
 
 
 def unary_kernel(op):
@@ -381,12 +374,12 @@ def unary_kernel(op):
             plan = plans.get(pk)
             if plan is None:
                 plan = plans[pk] = _flat_plan(o, dt, odt, modes, None, False, small)
+            site, tail, block = plan
             pa, po = a.data_ptr(), out.data_ptr()
             dev = a.device
-            v = dev << 3 | ((po & 15) == 0) | ((pa & 15) == 0) << 1
-            site = plan[0].get(v) or _flat_site(plan, v)
-            site.launch(dev, ((n + plan[2] - 1) // plan[2],), (po, pa, None, None, 0, 0, n),
-                        (out, a), plan[1])
+            site.launch(dev << 3 | ((po & 15) == 0) | ((pa & 15) == 0) << 1, dev,
+                        (n + block - 1) // block, 1, (po, pa, None, None, 0, 0, n), (out, a),
+                        tail)
             return out
         return launch(o, out, a, None, None, 1)
 
@@ -421,22 +414,22 @@ def binary_kernel(op):
                 plan = plans.get(pk)
                 if plan is None:
                     plan = plans[pk] = _flat_plan(op, dt, odt, scalar_modes, tag, bits, small)
+                site, tail, block = plan
                 pa, po = a.data_ptr(), out.data_ptr()
-                v = dev << 3 | ((po & 15) == 0) | ((pa & 15) == 0) << 1
-                site = plan[0].get(v) or _flat_site(plan, v)
-                site.launch(dev, ((n + plan[2] - 1) // plan[2],),
-                            (po, pa, None, None, arg, 0, n), (out, a), plan[1])
+                site.launch(dev << 3 | ((po & 15) == 0) | ((pa & 15) == 0) << 1, dev,
+                            (n + block - 1) // block, 1, (po, pa, None, None, arg, 0, n),
+                            (out, a), tail)
                 return out
             if b.strides == cs and b.dtype is dt:
                 pk = (dt, odt, small)
                 plan = plans.get(pk)
                 if plan is None:
                     plan = plans[pk] = _flat_plan(op, dt, odt, tensor_modes, None, False, small)
+                site, tail, block = plan
                 pa, pb, po = a.data_ptr(), b.data_ptr(), out.data_ptr()
-                v = dev << 3 | ((po & 15) == 0) | ((pa & 15) == 0) << 1 | ((pb & 15) == 0) << 2
-                site = plan[0].get(v) or _flat_site(plan, v)
-                site.launch(dev, ((n + plan[2] - 1) // plan[2],),
-                            (po, pa, pb, None, 0, 0, n), (out, a, b), plan[1])
+                site.launch(dev << 3 | ((po & 15) == 0) | ((pa & 15) == 0) << 1
+                            | ((pb & 15) == 0) << 2, dev, (n + block - 1) // block, 1,
+                            (po, pa, pb, None, 0, 0, n), (out, a, b), tail)
                 return out
         return launch(op, out, a, b, None, 2)
 

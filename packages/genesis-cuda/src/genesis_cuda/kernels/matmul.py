@@ -96,14 +96,15 @@ def _tile_reducer(M, N, whole, rest, split, bm, bn, gm, has_bias, sbias):
     """``reduce(ws, c, bias)`` for the ``rest`` split tiles of ``_mm_tma_splitk_kernel``
     (C contiguous (M, N)); ``REDUCE_BLOCK`` outputs per program."""
     rows = max(1, REDUCE_BLOCK // bn)
-    grid = (rest, cdiv(bm, rows))
+    g0, g1 = rest, cdiv(bm, rows)
     site, tail = plan_site(_tile_reduce_kernel, dict(HAS_BIAS=has_bias, BLOCK_M=bm, BLOCK_N=bn,
                                                      GROUP_M=gm, ROWS=rows),
                            num_warps=REDUCE_WARPS)
 
     def reduce(ws, c, bias):
-        site.launch(c.device, grid, (ws, c, c if bias is None else bias, M, N, whole, split, N,
-                                     1, sbias), None, tail)
+        site.launch(0, c.device, g0, g1,
+                    (ws, c, c if bias is None else bias, M, N, whole, split, N, 1, sbias), None,
+                    tail)
 
     return reduce
 
@@ -149,11 +150,11 @@ def _tma_binder(dt, M, N, K, batch, sa, sb, has_bias, sbias, device):
 
     sms = sm_count(device)
 
-    def launch_on(a, b, c, site, grid, tail, *args):
+    def launch_on(a, b, c, site, g0, g1, tail, *args):
         # The descriptors point at a, b, c for this launch only, then at the placeholder.
         a_desc.base, b_desc.base, c_desc.base = a, b, c
         try:
-            site.launch(c.device, grid, (a_desc, b_desc, c_desc, *args), None, tail)
+            site.launch(0, c.device, g0, g1, (a_desc, b_desc, c_desc, *args), None, tail)
         finally:
             a_desc.base = b_desc.base = c_desc.base = placeholder
 
@@ -168,9 +169,9 @@ def _tma_binder(dt, M, N, K, batch, sa, sb, has_bias, sbias, device):
             site, tail = plan_site(_mm_tma_batched_kernel, kw, num_stages=st, num_warps=nw)
 
             def go_batched(a, b, c, bias):
-                site.launch(c.device, (tiles, batch), (a, b, c, M, N, K, sa[0], sa_row, sb[0],
-                                                       sb_row, c if bias is None else bias,
-                                                       sbias), None, tail)
+                site.launch(0, c.device, tiles, batch,
+                            (a, b, c, M, N, K, sa[0], sa_row, sb[0], sb_row,
+                             c if bias is None else bias, sbias), None, tail)
 
             return go_batched
         a_desc.block_shape = [bk, bm] if a_t else [bm, bk]
@@ -179,12 +180,12 @@ def _tma_binder(dt, M, N, K, batch, sa, sb, has_bias, sbias, device):
         if tag == "s":  # whole waves of tiles, the rest split in K (see the kernel)
             whole, rest, split, per = splitk_plan(M, N, K, sms, cfg[1], cfg[2:])
             site, tail = plan_site(_mm_tma_splitk_kernel, kw, num_stages=st, num_warps=nw)
-            grid = (whole + rest * split,)
+            programs = whole + rest * split
             reduce = _tile_reducer(M, N, whole, rest, split, bm, bn, gm, has_bias, sbias)
 
             def go_split(a, b, c, bias):
                 ws = _launch.empty((rest * split, bm, bn), D.float32, c.device) if rest else c
-                launch_on(a, b, c, site, grid, tail, ws, M, N, K, whole, split, per,
+                launch_on(a, b, c, site, programs, 1, tail, ws, M, N, K, whole, split, per,
                           c if bias is None else bias, sbias)
                 if rest:
                     reduce(ws, c, bias)
@@ -193,17 +194,17 @@ def _tma_binder(dt, M, N, K, batch, sa, sb, has_bias, sbias, device):
         if tag == "p":
             kw["NUM_SMS"] = sms
             site, tail = plan_site(_mm_tma_persistent_kernel, kw, num_stages=st, num_warps=nw)
-            grid = (min(sms, tiles * batch),)
+            programs = min(sms, tiles * batch)
 
             def go_persistent(a, b, c, bias):
-                launch_on(a, b, c, site, grid, tail, M, N, K, batch, a_rows, b_rows,
+                launch_on(a, b, c, site, programs, 1, tail, M, N, K, batch, a_rows, b_rows,
                           c if bias is None else bias, sbias)
 
             return go_persistent
         site, tail = plan_site(_mm_tma_kernel, kw, num_stages=st, num_warps=nw)
 
         def go(a, b, c, bias):
-            launch_on(a, b, c, site, (tiles, batch), tail, M, N, K, a_rows, b_rows,
+            launch_on(a, b, c, site, tiles, batch, tail, M, N, K, a_rows, b_rows,
                       c if bias is None else bias, sbias)
 
         return go
@@ -234,11 +235,12 @@ def _ptr_binder(dt, M, N, K, bshape, sa, sb, sc, has_bias, sbias):
                                                 EVEN_K=K % bk == 0, BLOCK_M=bm, BLOCK_N=bn,
                                                 BLOCK_K=bk, GROUP_M=gm),
                                num_stages=st, num_warps=nw)
-        grid = (cdiv(M, bm) * cdiv(N, bn), B0 * B1)
+        g0, g1 = cdiv(M, bm) * cdiv(N, bn), B0 * B1
 
         def go(a, b, c, bias):
-            site.launch(c.device, grid, (a, b, c, M, N, K, *strides, c if bias is None else bias,
-                                         sbias), None, tail)
+            site.launch(0, c.device, g0, g1,
+                        (a, b, c, M, N, K, *strides, c if bias is None else bias, sbias), None,
+                        tail)
 
         return go
 

@@ -283,20 +283,21 @@ def plan(dt, M: int, N: int, K: int, sa, sb, has_bias: bool, sbias: int, precisi
                                 PREC=precision if dt is D.float32 else None, GATED=gated,
                                 PDL=pdl, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk),
                            num_warps=warps, num_stages=stages)
-    grid = (n_blocks, split)
     sam, sak = sa
     sbk, sbn = sb
     if split == 1:
         def go(a, b, c, bias):
-            site.launch(c.device, grid, (a, b, c, c if bias is None else bias, c, c, M, N, K,
-                                         k_per, 1, sam, sak, sbk, sbn, sbias), None, tail)
+            site.launch(0, c.device, n_blocks, 1,
+                        (a, b, c, c if bias is None else bias, c, c, M, N, K, k_per, 1, sam, sak,
+                         sbk, sbn, sbias), None, tail)
 
         return go
     count = _counters(device, n_blocks)
 
     def go_split(a, b, c, bias):
         ws = _launch.empty((split, M, N), D.float32, c.device)
-        site.launch(c.device, grid, (a, b, c, c if bias is None else bias, ws, count, M, N, K,
-                                     k_per, split, sam, sak, sbk, sbn, sbias), None, tail)
+        site.launch(0, c.device, n_blocks, split,
+                    (a, b, c, c if bias is None else bias, ws, count, M, N, K, k_per, split, sam,
+                     sak, sbk, sbn, sbias), None, tail)
 
     return go_split

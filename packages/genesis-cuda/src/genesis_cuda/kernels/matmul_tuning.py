@@ -216,7 +216,7 @@ def plan_site(fn, constexprs: dict, **opts):
     ``fn``'s shared launcher for compile options ``opts`` (num_warps, num_stages), keyed on
     its first launch's arguments (a plan's integers never change, only its pointers, whose
     alignment is part of the plan's key), and ``constexprs`` as the kernel's trailing
-    arguments in order (``site.launch(device, grid, args, None, tail)``).
+    arguments in order (``site.launch(0, device, g0, g1, args, None, tail)``).
 
     Example: ``plan_site(_mm_kernel, dict(HAS_BIAS=False, ...), num_warps=4, num_stages=3)``."""
     names = tuple(fn.arg_names)
