@@ -65,7 +65,7 @@ def direct(monkeypatch):
     monkeypatch.setattr(_launch, "_stream_handle", lambda device: 7)
 
 
-def _probe_launcher(monkeypatch=None):
+def _probe_launcher():
     la = _launch.Launcher(_probe, num_warps=4)
     la.fn = _Compiler()
     return la

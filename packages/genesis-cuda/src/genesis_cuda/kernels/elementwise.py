@@ -331,11 +331,8 @@ _BIG_N = 2**31 - 2**20
 
 
 def _flat_plan(op, dt, odt, modes, tag, sbits, n_small):
-    """One flat-kernel variant of ``unary_kernel``/``binary_kernel``: ``(site, tail, block)``,
-    where the site's variants are ``device << 3 | mask`` (``mask``: bit ``i`` set when
-    pointer ``i`` is 16-byte aligned), so a repeat costs one lookup of a small int, not the
-    hash of a key (the tiny ops of a training step), and ``tail`` are the arguments after
-    the pointers, scalars and element count."""
+    """``(site, tail, block)`` of one flat-kernel plan: the site's variants are ``device << 3
+    | mask`` (bit ``i`` of ``mask``: pointer ``i`` is 16-byte aligned)."""
     ct = _ct(dt) if op != "bool_not" else D.int8
     nin = 1 if modes[1] == _NONE else 2
     if n_small:
