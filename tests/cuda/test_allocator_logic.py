@@ -39,7 +39,7 @@ def check_invariants(alloc: CachingAllocator) -> None:
                 assert chunk.ptr not in held
                 held[chunk.ptr] = chunk
     listed = {}
-    for pools in (alloc._small, alloc._large):
+    for pools in (alloc.pools.small, alloc.pools.large):
         for stream, free in pools.items():
             assert free == sorted(free, key=lambda e: (e[0], e[1]))
             for size, ptr, chunk in free:
@@ -48,7 +48,7 @@ def check_invariants(alloc: CachingAllocator) -> None:
                 assert ptr not in listed and ptr not in held
                 listed[ptr] = chunk
     seen_free = {}
-    for base, head in alloc._segments.items():
+    for base, head in alloc.pools.segments.items():
         assert head.prev is None and head.ptr == base
         total, c, prev = 0, head, None
         while c is not None:
@@ -62,9 +62,9 @@ def check_invariants(alloc: CachingAllocator) -> None:
                 seen_free[c.ptr] = c
             total += c.size
             prev, c = c, c.next
-        assert total == alloc._segment_sizes[base]
+        assert total == alloc.pools.segment_sizes[base]
     assert set(seen_free) == set(listed)
-    assert alloc.reserved_bytes == sum(alloc._segment_sizes.values())
+    assert alloc.reserved_bytes == sum(alloc.pools.segment_sizes.values())
 
 
 # ------------------------------------------------------------------ size classes
@@ -264,7 +264,7 @@ def test_held_chunks_merge_before_a_new_segment_is_taken():
     del quarters  # four held chunks, unmerged
     check_invariants(alloc)
     whole = alloc.malloc(MiB)  # fits only once they are merged back
-    assert alloc.ops.mallocs == 1 and whole.ptr == min(alloc._segments)
+    assert alloc.ops.mallocs == 1 and whole.ptr == min(alloc.pools.segments)
     assert alloc._held == {}
     check_invariants(alloc)
 

@@ -27,6 +27,7 @@ from kernel_arrays import DEV, INTERPRET, dev, host, sync  # noqa: E402
 
 from genesis_cuda.generator import PhiloxGenerator  # noqa: E402
 from genesis_cuda.kernels import attention as A  # noqa: E402
+from genesis_cuda.kernels import attention_backward as AB  # noqa: E402
 from genesis_cuda.kernels import attention_decode as AD  # noqa: E402
 
 TOL = {torch.bfloat16: 2e-2, torch.float16: 5e-3}
@@ -73,7 +74,7 @@ def _run(q, k, v, mask=None, causal=False, scale=None, p=0.0, gen=None, grad=Non
     out, lse, rng = res
     grads = None
     if grad is not None:
-        grads = A.scaled_dot_product_attention_backward(
+        grads = AB.scaled_dot_product_attention_backward(
             dev(grad), dev(q), dev(k), dev(v), out, lse, None if mask is None else dev(mask),
             p, causal, scale, rng)
         grads = tuple(host(x) for x in grads)
@@ -163,7 +164,7 @@ def test_gradients_lie_as_their_inputs(query_major):
     q, k, v, grad = make(hq, "q"), make(hk, "k"), make(hk, "v"), make(hq, "")
     out, lse, rng = A.scaled_dot_product_attention(dev(q), dev(k), dev(v), None, 0.0, True,
                                                    d ** -0.5, None)
-    grads = A.scaled_dot_product_attention_backward(dev(grad), dev(q), dev(k), dev(v), out,
+    grads = AB.scaled_dot_product_attention_backward(dev(grad), dev(q), dev(k), dev(v), out,
                                                     lse, None, 0.0, True, d ** -0.5, rng)
     _, ref_grads = _reference(q, k, v, causal=True, grad=grad)
     for got, like, want in zip(grads, (q, k, v), ref_grads):
@@ -220,7 +221,7 @@ TILES = [(T(16, 32, 4, 2, tma=True), T(16, 32, 4, 2, trans=True), T(32, 16, 4, 2
 @pytest.mark.parametrize("tiles", TILES, ids=["a", "b", "c", "d"])
 def test_tile_shapes(tiles, case, monkeypatch):
     d = 32
-    for table, tile in zip((A.FWD_TILES, A.DKDV_TILES, A.DQ_TILES), tiles):
+    for table, tile in zip((A.FWD_TILES, AB.DKDV_TILES, AB.DQ_TILES), tiles):
         monkeypatch.setitem(table, d, tile)
     b, hq, hk, n_q, n_k = 2, 4, 2, 70, 70
     if case == "causal_L<S":
@@ -257,7 +258,7 @@ def test_tile_shapes(tiles, case, monkeypatch):
 def test_tma_path_at_the_table_tiles(d, causal, monkeypatch):
     """The shipped tiles of each head dim with every kernel reading through TMA, on
     (B, S, H, D) projections seen as (B, H, S, D) (row stride H * D) with ragged lengths."""
-    for table in (A.FWD_TILES, A.DKDV_TILES, A.DQ_TILES):
+    for table in (A.FWD_TILES, AB.DKDV_TILES, AB.DQ_TILES):
         monkeypatch.setitem(table, d, table[d]._replace(tma=True))
     b, hq, hk, n = (1, 2, 1, 45) if INTERPRET else (2, 8, 2, 1000)
     g = torch.Generator().manual_seed(d)
@@ -483,7 +484,7 @@ def test_functional_autograd_under_the_interpreter(monkeypatch):
         return res if res is NotImplemented else (host(res[0]), host(res[1]), res[2])
 
     def backward(grad, q, k, v, out, lse, mask, p, causal, scale, rng):
-        return tuple(host(x) for x in A.scaled_dot_product_attention_backward(
+        return tuple(host(x) for x in AB.scaled_dot_product_attention_backward(
             dev(grad), dev(q), dev(k), dev(v), dev(out), dev(lse),
             None if mask is None else dev(mask), p, causal, scale, rng))
 

@@ -16,7 +16,7 @@ from genesis_cuda.kernels import (  # noqa: E402
     matmul_small,
     rotary,
 )
-from genesis_cuda.kernels.matmul_common import Direct  # noqa: E402
+from genesis_cuda.kernels.matmul_tuning import plan_site  # noqa: E402
 
 DECODE_KERNELS = [add_rms_norm._add_rms_fwd, rotary._rotary, attention_decode._kv_append,
                   attention_decode._attn_decode, attention_decode._attn_decode_combine,
@@ -43,13 +43,19 @@ def test_kernels_without_a_pdl_argument_keep_their_options():
         {**_launch.COMPILE_OPTIONS, "num_warps": 8}
 
 
-def test_direct_launch_takes_launch_pdl_from_its_pdl_constexpr():
-    on = Direct(matmul_small._small_m_kernel, (1,), {"PDL": True, "num_warps": 4})
-    off = Direct(matmul_small._small_m_kernel, (1,), {"PDL": False, "num_warps": 4})
-    assert on.kw.get("launch_pdl") is True and "launch_pdl" not in off.kw
+def test_a_matmul_plan_takes_launch_pdl_from_its_pdl_constexpr():
+    fn = matmul_small._small_m_kernel
+    constexprs = dict(HAS_BIAS=False, PARTIAL=False, PREC=None, GATED=False, PDL=True,
+                      BLOCK_M=1, BLOCK_N=8, BLOCK_K=256)
+    on, on_tail = plan_site(fn, constexprs, num_warps=4)
+    off, off_tail = plan_site(fn, {**constexprs, "PDL": False}, num_warps=4)
+    assert on.launcher is off.launcher  # one launcher (and cache) per kernel and options
+    args = [0] * (len(fn.arg_names) - len(on_tail))
+    assert on.launcher._options(args + list(on_tail)).get("launch_pdl") is True
+    assert "launch_pdl" not in off.launcher._options(args + list(off_tail))
     # launch_pdl is a compile option, not one of the kernel's arguments: the constexprs
-    # handed to the compiled launcher are PDL's value only
-    assert on.tail == (True,) and off.tail == (False,)
+    # handed to the compiled launcher are the kernel's own, PDL's value among them
+    assert on_tail == (False, False, None, False, True, 1, 8, 256)
 
 
 def test_dependent_launch_switched_off_by_the_environment_flag(monkeypatch):

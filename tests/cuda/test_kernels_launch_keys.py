@@ -19,7 +19,7 @@ _launch = pytest.importorskip("genesis_cuda.kernels._launch")
 from genesis import dtypes as D  # noqa: E402
 
 KERNELS_DIR = Path(_launch.__file__).parent
-LAUNCH_HELPERS = {"_launch.py", "matmul_common.py"}  # Launcher and matmul's Direct
+LAUNCH_HELPERS = {"_launch.py"}  # Launcher
 
 
 def test_every_kernel_launches_through_a_launcher():
@@ -144,10 +144,8 @@ def test_int_class_groups_integers_as_tritons_own_specialisation():
 
 def test_every_kernel_compiles_with_fp_fusion(probe):
     """a * b + c as one fused multiply-add, whatever this Triton's default (3.10 turns it
-    off): Launcher and matmul's Direct both ask for it."""
-    from genesis_cuda.kernels.matmul_common import Direct
-
+    off): every launcher asks for it, the shared per-options ones (attention, matmul) too."""
     probe((1,), _Pointer(0x1000), 32, 1.0, True, BLOCK=64)
     (_, opts), = probe.fn.compiles
     assert opts["enable_fp_fusion"] is True
-    assert Direct(_probe, (1,), {"BLOCK": 64, "num_warps": 4}).kw["enable_fp_fusion"] is True
+    assert _launch.launcher(_probe, num_warps=4).opts["enable_fp_fusion"] is True

@@ -37,25 +37,22 @@ class _Operand:
         return self.ptr
 
 
-class _Recorder:
-    """Stands in for ``Direct``: records the addresses the descriptors point at per launch."""
+_launches: list = []  # (kernel name, descriptor bases) of each launch
 
-    launches: list = []
 
-    def __init__(self, fn, grid, kw):
-        self.fn = fn
-
-    def __call__(self, *args):
-        bases = [a.base.data_ptr() for a in args if hasattr(a, "block_shape")]
-        _Recorder.launches.append((self.fn.__name__, bases))
+def _record_launch(site, variant, device, g0, g1, args, objs=None, tail=()):
+    """Stands in for ``Site.launch``: records the addresses the descriptors point at per
+    launch (nothing is compiled or launched)."""
+    bases = [a.base.data_ptr() for a in args if hasattr(a, "block_shape")]
+    _launches.append((site.launcher.fn.__name__, bases))
 
 
 @pytest.fixture
 def tma_binder(monkeypatch):
-    monkeypatch.setattr(mm, "Direct", _Recorder)
+    monkeypatch.setattr(_launch.Site, "launch", _record_launch)
     monkeypatch.setattr(mm, "sm_count", lambda device: 132)
     monkeypatch.setattr(_launch, "empty", lambda shape, dtype, device: _Operand(1 << 40))
-    _Recorder.launches = []
+    _launches.clear()
     binder = mm._tma_binder(D.bfloat16, M, N, K, 1, (K, 1), (N, 1), False, 0, 0)
     assert binder is not None, "these operands should take the TMA path"
     return binder
@@ -81,7 +78,7 @@ def test_tma_plan_keeps_no_operand_alive(tma_binder, kind):
     refs = [weakref.ref(x) for x in (a, b, c)]
     go(a, b, c, None)
     # the launch saw the operands through its descriptors ...
-    assert [bases for _, bases in _Recorder.launches if bases] == [[0x1000, 0x2000, 0x3000]]
+    assert [bases for _, bases in _launches if bases] == [[0x1000, 0x2000, 0x3000]]
     del a, b, c
     gc.collect()
     # ... and the plan holds none of them afterwards

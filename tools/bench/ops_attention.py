@@ -12,6 +12,7 @@ def attention_rows(ctx):
     against torch's SDPA (its flash/cuDNN path)."""
     torch, add, to_g, rows = ctx.torch, ctx.add, ctx.to_g, ctx.rows
     from genesis_cuda.kernels import attention as fa
+    from genesis_cuda.kernels import attention_backward as fab
 
     F = torch.nn.functional
     dt = torch.bfloat16
@@ -46,7 +47,7 @@ def attention_rows(ctx):
 
                 def g_both():
                     out, lse, rng = g_fwd()
-                    return fa.scaled_dot_product_attention_backward(
+                    return fab.scaled_dot_product_attention_backward(
                         gg, gq, gk, gv, out, lse, None, 0.0, True, scale, rng)
 
                 try:
@@ -103,7 +104,7 @@ _ATTN_CANDIDATES = {
 }
 
 
-def _attention_calls(fa, q, k, v, grad, out, lse):
+def _attention_calls(fa, fab, q, k, v, grad, out, lse):
     """(forward, backward) of genesis's flash kernels on these arrays, causal, as closures."""
     scale = q.shape[-1] ** -0.5
 
@@ -111,8 +112,8 @@ def _attention_calls(fa, q, k, v, grad, out, lse):
         return fa.scaled_dot_product_attention(q, k, v, None, 0.0, True, scale, None)
 
     def bwd():
-        return fa.scaled_dot_product_attention_backward(grad, q, k, v, out, lse, None, 0.0,
-                                                        True, scale, None)
+        return fab.scaled_dot_product_attention_backward(grad, q, k, v, out, lse, None, 0.0,
+                                                         True, scale, None)
 
     return fwd, bwd
 
@@ -125,9 +126,10 @@ def attention_sweep(ctx):
     ``attention.py`` (the tables there are not changed)."""
     torch, to_g, bench = ctx.torch, ctx.to_g, ctx.bench
     from genesis_cuda.kernels import attention as fa
+    from genesis_cuda.kernels import attention_backward as fab
 
     F = torch.nn.functional
-    tables = {"fwd": fa.FWD_TILES, "dkdv": fa.DKDV_TILES, "dq": fa.DQ_TILES}
+    tables = {"fwd": fa.FWD_TILES, "dkdv": fab.DKDV_TILES, "dq": fab.DQ_TILES}
     saved = {name: dict(t) for name, t in tables.items()}
     best = {name: dict(t) for name, t in tables.items()}
     b, n = 4, 4096
@@ -147,7 +149,7 @@ def attention_sweep(ctx):
             qr, kr, vr = (t.detach().requires_grad_(True) for t in (q, k, v))
             yr = F.scaled_dot_product_attention(qr, kr, vr, is_causal=True, enable_gqa=gqa)
             tb = bench(lambda: torch.autograd.grad(yr, (qr, kr, vr), g, retain_graph=True))
-            cases.append((hk, tf, tb, *_attention_calls(fa, gq, gk, gv, gg, out, lse)))
+            cases.append((hk, tf, tb, *_attention_calls(fa, fab, gq, gk, gv, gg, out, lse)))
             print(f"attention tiles, d {d}, heads 16:{hk}, {b}x{n}: torch fwd {tf*1e3:.0f} us, "
                   f"bwd {tb*1e3:.0f} us", flush=True)
         for kernel in ("fwd", "dkdv", "dq"):

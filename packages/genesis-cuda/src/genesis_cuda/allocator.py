@@ -35,34 +35,26 @@ The design is PyTorch's (``c10/cuda/CUDACachingAllocator.cpp``), in plain Python
   become ordinary memory.
 
 The allocator only needs a few driver operations, passed in as an object (see ``DriverOps``),
-so all of its logic runs and is tested on machines without a GPU.
+so all of its logic runs and is tested on machines without a GPU. The size classes and the
+segment and free-list bookkeeping (best fit, splitting, merging) are ``allocator_pools``;
+this file holds the allocator's policy: streams, held chunks, cross-stream events, graph
+pools, out-of-memory handling and statistics.
 """
 
 from __future__ import annotations
 
-from bisect import bisect_left, insort
 from typing import Protocol
 
-MIN_BLOCK = 512  # every request is rounded up to a multiple of this
-SMALL_SIZE = 1 << 20  # requests up to 1 MiB use the small pool
-SMALL_SEGMENT = 2 << 20  # small-pool segments are 2 MiB
-LARGE_SEGMENT = 20 << 20  # requests in (1 MiB, 10 MiB) share 20 MiB segments
-MIN_LARGE_ALLOC = 10 << 20
-ROUND_LARGE = 2 << 20  # bigger requests get their own segment, rounded to 2 MiB
-
-
-def round_size(nbytes: int) -> int:
-    """The size a request of ``nbytes`` occupies: a multiple of 512, at least 512."""
-    return ((nbytes + 511) >> 9) << 9 or MIN_BLOCK
-
-
-def segment_size(size: int) -> int:
-    """Bytes to ask the driver for when no cached chunk can serve a (rounded) ``size``."""
-    if size <= SMALL_SIZE:
-        return SMALL_SEGMENT
-    if size < MIN_LARGE_ALLOC:
-        return LARGE_SEGMENT
-    return ((size + ROUND_LARGE - 1) // ROUND_LARGE) * ROUND_LARGE
+from genesis_cuda.allocator_pools import (  # noqa: F401 - the size classes, re-exported
+    LARGE_SEGMENT,
+    MIN_BLOCK,
+    SMALL_SEGMENT,
+    SMALL_SIZE,
+    Chunk,
+    SegmentPools,
+    round_size,
+    segment_size,
+)
 
 
 def format_bytes(n: int) -> str:
@@ -96,24 +88,6 @@ class DriverOps(Protocol):
 
     def synchronize(self) -> None:
         """Wait for all work on the device (before cached memory goes back to the driver)."""
-
-
-class Chunk:
-    """A piece of a segment: free (in a pool) or owned by one ``Storage``."""
-
-    __slots__ = ("ptr", "size", "stream", "small", "prev", "next", "allocated",
-                 "event_count", "stream_uses")
-
-    def __init__(self, ptr: int, size: int, stream: int, small: bool, prev=None, next=None):
-        self.ptr = ptr
-        self.size = size
-        self.stream = stream  # the stream it was allocated on; it is only reused there
-        self.small = small
-        self.prev = prev  # neighbours in the same segment (None at its ends)
-        self.next = next
-        self.allocated = False  # owned by a Storage, or held: not in a pool, never merged
-        self.event_count = 0  # events still to complete before the chunk is reusable
-        self.stream_uses = None  # other streams it was used on (a set), or None
 
 
 class Storage:
@@ -178,11 +152,7 @@ class CachingAllocator:
         self.oom_error = oom_error
         self.current_stream = 0
         self.limit: int | None = None  # set_per_process_memory_fraction, in bytes
-        # Free chunks: stream handle -> list of (size, ptr, chunk), sorted (best fit by bisect).
-        self._small: dict[int, list] = {}
-        self._large: dict[int, list] = {}
-        self._segments: dict[int, Chunk] = {}  # segment base address -> its first chunk
-        self._segment_sizes: dict[int, int] = {}
+        self.pools = SegmentPools()  # segments and free chunks (best fit by bisect)
         # Held chunks: stream handle -> chunk size -> chunks freed there, not yet merged.
         self._held: dict[int, dict[int, list]] = {}
         self._pending: list = []  # (event, chunk) waiting for another stream's work
@@ -249,15 +219,7 @@ class CachingAllocator:
                 chunk = self._best_fit(size, stream, small)
             if chunk is None:
                 chunk = self._new_segment(size, stream, small)
-            rest = chunk.size - size
-            # Split off the rest when it is worth keeping apart (torch's thresholds).
-            if (rest >= MIN_BLOCK) if small else (rest > SMALL_SIZE):
-                tail = Chunk(chunk.ptr + size, rest, stream, small, chunk, chunk.next)
-                if chunk.next is not None:
-                    chunk.next.prev = tail
-                chunk.next = tail
-                chunk.size = size
-                insort(self._pool(stream, small), (rest, tail.ptr, tail))
+            self.pools.split(chunk, size)
             chunk.allocated = True
             allocated = self.allocated_bytes + chunk.size
             self.allocated_bytes = allocated
@@ -273,14 +235,11 @@ class CachingAllocator:
 
     def _best_fit(self, size: int, stream: int, small: bool) -> Chunk | None:
         """The smallest free chunk of ``stream``'s pool that holds ``size``, taken out of
-        the pool; None when none does."""
-        free = (self._small if small else self._large).get(stream)
-        if free:
-            i = bisect_left(free, (size,))  # no allocation between here and pop: no GC
-            if i < len(free):
-                self.num_cache_hits += 1
-                return free.pop(i)[2]
-        return None
+        the pool (a cache hit); None when none does."""
+        chunk = self.pools.best_fit(size, stream, small)
+        if chunk is not None:
+            self.num_cache_hits += 1
+        return chunk
 
     def _release_held(self, stream=None) -> None:
         """Put the held chunks of ``stream`` (default: every stream) into their pools,
@@ -290,14 +249,7 @@ class CachingAllocator:
             for chunks in self._held.pop(s, {}).values():
                 for chunk in chunks:
                     chunk.allocated = False
-                    self._release_chunk(chunk)
-
-    def _pool(self, stream: int, small: bool) -> list:
-        pools = self._small if small else self._large
-        free = pools.get(stream)
-        if free is None:
-            free = pools[stream] = []
-        return free
+                    self.pools.release(chunk)
 
     def _new_segment(self, size: int, stream: int, small: bool) -> Chunk:
         nbytes = segment_size(size)
@@ -314,9 +266,7 @@ class CachingAllocator:
             if ptr is None:
                 self.num_ooms += 1
                 raise self.oom_error(self._oom_message(size, nbytes))
-        chunk = Chunk(ptr, nbytes, stream, small)
-        self._segments[ptr] = chunk
-        self._segment_sizes[ptr] = nbytes
+        chunk = self.pools.add_segment(ptr, nbytes, stream, small)
         self.reserved_bytes += nbytes
         if self.reserved_bytes > self.peak_reserved:
             self.peak_reserved = self.reserved_bytes
@@ -371,7 +321,7 @@ class CachingAllocator:
             self.num_frees += 1
             chunk.allocated = False
             if private:  # a graph's memory: reused in capture order, by its pool only
-                self._release_chunk(chunk)
+                self.pools.release(chunk)
             else:
                 cur = self.current_stream
                 if cur != chunk.stream:  # freed while another stream is current: a use there
@@ -382,7 +332,7 @@ class CachingAllocator:
                 if chunk.stream_uses:
                     self._record_events(chunk)
                 else:
-                    self._release_chunk(chunk)
+                    self.pools.release(chunk)
         finally:
             self._busy = False
             if self._deferred:
@@ -402,26 +352,6 @@ class CachingAllocator:
     def _drain_deferred(self) -> None:
         while self._deferred:
             self.free(self._deferred.pop())
-
-    def _release_chunk(self, chunk: Chunk) -> None:
-        """Put a free chunk back into its pool, merged with free neighbours."""
-        free = self._pool(chunk.stream, chunk.small)
-        prev = chunk.prev
-        if prev is not None and not prev.allocated and not prev.event_count:
-            del free[bisect_left(free, (prev.size, prev.ptr))]
-            prev.size += chunk.size
-            prev.next = chunk.next
-            if chunk.next is not None:
-                chunk.next.prev = prev
-            chunk = prev
-        nxt = chunk.next
-        if nxt is not None and not nxt.allocated and not nxt.event_count:
-            del free[bisect_left(free, (nxt.size, nxt.ptr))]
-            chunk.size += nxt.size
-            chunk.next = nxt.next
-            if nxt.next is not None:
-                nxt.next.prev = chunk
-        insort(free, (chunk.size, chunk.ptr, chunk))
 
     # --------------------------------------------------- cross-stream frees
     def _record_events(self, chunk: Chunk) -> None:
@@ -446,7 +376,7 @@ class CachingAllocator:
         self._event_pool.append(event)
         chunk.event_count -= 1
         if chunk.event_count == 0:
-            self._release_chunk(chunk)
+            self.pools.release(chunk)
 
     def synchronize_pending(self) -> None:
         """Wait for every pending cross-stream free, then return those chunks."""
@@ -476,26 +406,13 @@ class CachingAllocator:
         self._exclusively(self._dissolve_segments, pool)
 
     def _dissolve_segments(self, pool) -> None:
-        heads = [h for h in self._segments.values() if h.stream == pool]
-        if not heads:
+        if not self.pools.has_segments(pool):
             return
         self.ops.synchronize()  # replays still queued may write into the pool's memory
-        self._small.pop(pool, None)
-        self._large.pop(pool, None)
-        stream = self.current_stream
-        for head in heads:
-            if not head.allocated and head.next is None:  # wholly free: to the driver
-                self.ops.free(head.ptr)
-                del self._segments[head.ptr]
-                self.reserved_bytes -= self._segment_sizes.pop(head.ptr)
-                self.num_segment_frees += 1
-                continue
-            c = head
-            while c is not None:  # live outputs of the graph: ordinary memory from now on
-                c.stream = stream
-                if not c.allocated:
-                    insort(self._pool(stream, c.small), (c.size, c.ptr, c))
-                c = c.next
+        for base, size in self.pools.dissolve(pool, self.current_stream):
+            self.ops.free(base)  # wholly free: to the driver
+            self.reserved_bytes -= size
+            self.num_segment_frees += 1
 
     def begin_capture(self, pool) -> None:
         """Route every allocation into private pool ``pool`` until ``end_capture``."""
@@ -520,20 +437,13 @@ class CachingAllocator:
         """Give every wholly free segment back to the driver; returns bytes released."""
         self._release_held()
         self.synchronize_pending()
+        bases = self.pools.wholly_free(self._pool_refs)  # a live graph's pool keeps its memory
+        if bases:  # a cached chunk may still be read by queued kernels on its stream
+            self.ops.synchronize()
         released = 0
-        synced = False
-        for base, head in list(self._segments.items()):
-            if (head.allocated or head.next is not None or head.event_count
-                    or head.stream in self._pool_refs):  # a live graph's pool keeps its memory
-                continue
-            if not synced:  # a cached chunk may still be read by queued kernels on its stream
-                self.ops.synchronize()
-                synced = True
-            free = self._pool(head.stream, head.small)
-            del free[bisect_left(free, (head.size, head.ptr))]
+        for base in bases:
+            released += self.pools.drop_segment(base)
             self.ops.free(base)
-            del self._segments[base]
-            released += self._segment_sizes.pop(base)
             self.num_segment_frees += 1
         self.reserved_bytes -= released
         return released
@@ -552,8 +462,7 @@ class CachingAllocator:
     # ------------------------------------------------------------ inspection
     def stats(self) -> dict:
         """Counters and sizes as a flat dict (torch-style dotted names included)."""
-        cached = sum(size for pools in (self._small, self._large)
-                     for free in pools.values() for size, _, _ in free)
+        cached = self.pools.free_bytes()
         cached += sum(size * len(chunks) for held in self._held.values()
                       for size, chunks in held.items())
         s = {
@@ -570,7 +479,7 @@ class CachingAllocator:
             "num_ooms": self.num_ooms,
             "num_alloc_retries": self.num_alloc_retries,
             "num_pending_frees": len(self._pending),
-            "segment.all.current": len(self._segments),
+            "segment.all.current": len(self.pools.segments),
         }
         s["allocation.all.allocated"] = self.num_allocs
         s["allocation.all.freed"] = self.num_frees
@@ -583,15 +492,4 @@ class CachingAllocator:
         """Every segment with its chunks, for ``memory_summary`` and debugging (held
         chunks are released first: they show as the merged free memory they are)."""
         self._exclusively(self._release_held)
-        out = []
-        for base, head in sorted(self._segments.items()):
-            chunks = []
-            c = head
-            while c is not None:
-                state = "active" if c.allocated else ("pending" if c.event_count else "free")
-                chunks.append({"address": c.ptr, "size": c.size, "state": state})
-                c = c.next
-            out.append({"address": base, "total_size": self._segment_sizes[base],
-                        "stream": head.stream, "pool": "small" if head.small else "large",
-                        "chunks": chunks})
-        return out
+        return self.pools.snapshot()

@@ -61,7 +61,7 @@ def scaled_dot_product_attention(q, k, v, mask, dropout_p, is_causal, scale, gen
 
 def scaled_dot_product_attention_backward(grad, q, k, v, out, lse, mask, dropout_p, is_causal,
                                           scale, rng):
-    return kernels.attention.scaled_dot_product_attention_backward(
+    return kernels.attention_backward.scaled_dot_product_attention_backward(
         grad, q, k, v, out, lse, mask, dropout_p, is_causal, scale, rng)
 
 

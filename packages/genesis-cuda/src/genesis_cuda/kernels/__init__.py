@@ -11,7 +11,8 @@ attribute lookup.
 
 from importlib import import_module
 
-FAMILIES = ("add_rms_norm", "arg_reduction", "attention", "attention_decode", "cross_entropy",
+FAMILIES = ("add_rms_norm", "arg_reduction", "attention", "attention_backward",
+            "attention_decode", "cross_entropy",
             "elementwise", "indexing", "layout", "matmul", "multi_tensor", "norms", "optim",
             "random", "reduction", "rotary", "softmax", "sorting", "swiglu")
 

@@ -1,17 +1,33 @@
-"""Launch helpers shared by genesis's Triton kernels.
+"""How every genesis-cuda kernel is launched: ``Launcher``, one launcher with one cache.
 
 A plain ``kernel[grid](...)`` costs about 8 µs of host time: Triton binds the arguments,
 computes a specialisation key and looks the compiled kernel up on every call. Our kernels
 mark every integer argument ``do_not_specialize`` and pass what matters for code generation
 as constexprs, so the only specialisation Triton adds on its own is the 16-byte alignment
-of each pointer. ``Launcher`` keys its own cache on exactly that (plus the constexprs the
-caller folds into its key), compiles through Triton's JIT on the first call and afterwards
-calls the compiled kernel's launcher directly (``direct_entry``: Triton's C launcher itself
-where its Python wrapper would add nothing).
+of each pointer. A ``Launcher`` (one ``@triton.jit`` function with its compile options)
+keys its cache on exactly that (plus the constexprs), compiles through Triton's JIT on the
+first launch of a key and afterwards calls the compiled kernel's launcher directly
+(``direct_entry``: Triton's C launcher itself where its Python wrapper would add nothing).
+
+One launcher, three ways in, one cache and one miss path:
+
+* ``launcher(grid, *args, **constexprs)``: the key is worked out from the arguments, as
+  Triton keys its own compiled kernels (``key_of``, ``arg_class``): layout, indexing,
+  sorting, random, the matmul tuner's timer.
+* ``launcher.launch(key, device, grid, args, big, objs)``: the caller builds the key from
+  what its plan already knows (``aligned``, ``spec``): softmax, norms, the fused LLM kernels,
+  attention, the optimizers, arg-reductions, cumsum.
+* ``launcher.site(key)``: a ``Site`` pins the cache entries of a plan that repeats its
+  launches, by a small int variant (pointer alignment, device), so a repeat neither builds
+  nor hashes a key: elementwise, reduction, and matmul (whose plans fix their kernel, grid
+  and constexprs once; ``matmul_tuning.plan_site``).
+
+Kernels whose compile options are chosen per problem (attention's tiles, matmul's tuned
+configs) share one launcher per (kernel, options) through ``launcher(fn, **opts)``.
 
 Integer arguments are only guaranteed to be typed ``i32`` by Triton when they are below
 2**31; callers pass ``big=True`` (any extent >= 2**31) to take Triton's own, fully keyed
-path instead.
+path instead, never cached.
 
 ``GENESIS_DIRECT_LAUNCH=0`` in the environment turns the direct path off (every launch goes
 through Triton's JIT, as a plain ``kernel[grid](...)``), to measure what it saves or to rule it
@@ -21,13 +37,10 @@ Programmatic dependent launch (Hopper on, ``dependent_launch``): the kernels of 
 take a ``PDL`` constexpr and are compiled to start while the kernel ahead of them finishes,
 hiding part of each launch's latency (``GENESIS_DEPENDENT_LAUNCH=0`` turns it off).
 
-Every kernel family launches through ``Launcher``, except matmul, whose plans fix their
-compiled kernel, grid and constexprs once (``matmul_common.Direct``, also switched by the
-flag). The hot families (elementwise, reduction, softmax, norms, the fused LLM kernels, the
-optimizers) build their keys themselves, from what their plans already know. The others
-(layout, indexing, sorting, random) call the launcher with the kernel's arguments and let it
-work the key out from them, as Triton keys its own compiled kernels (``Launcher.__call__``,
-``arg_class``).
+Every launch goes to the current stream of its device (``streams.current_handle``, as
+Triton's own launches do through ``triton_hooks``), so a CUDA graph captures it.
+Under the Triton interpreter (``TRITON_INTERPRET=1``, the CPU tests of the kernels) every
+launch goes through Triton with the arrays seen as torch tensors, and nothing is cached.
 """
 
 from __future__ import annotations
@@ -91,7 +104,7 @@ def dependent_launch(device) -> bool:
     never under the interpreter, and not switched off by ``GENESIS_DEPENDENT_LAUNCH=0``.
 
     A kernel that takes a ``PDL`` constexpr is compiled with Triton's ``launch_pdl=True``
-    where its ``PDL`` argument is true (``Launcher`` and ``matmul_common.Direct`` see to
+    where its ``PDL`` argument is true (``Launcher`` sees to
     that): it may then start while the kernel ahead of it in the stream is finishing, so
     it calls ``pdl_prologue`` before it touches memory (see there)."""
     ok = _dependent_launch.get(device)
@@ -115,10 +128,10 @@ def pdl_prologue(PDL: tl.constexpr):
         tl.extra.cuda.gdc_launch_dependents()
 
 
-# Triton compile options every genesis kernel is built with (``Launcher`` and
-# ``matmul_common.Direct`` add them). Floating-point fusion (``a * b + c`` as one fused
-# multiply-add, as nvcc builds torch's kernels by default) is Triton's default up to 3.9, and
-# 3.10 turns that default off: it is asked for here, so every Triton builds the same kernels.
+# Triton compile options every genesis kernel is built with (``Launcher`` adds them).
+# Floating-point fusion (``a * b + c`` as one fused multiply-add, as nvcc builds torch's
+# kernels by default) is Triton's default up to 3.9, and 3.10 turns that default off: it is
+# asked for here, so every Triton builds the same kernels.
 COMPILE_OPTIONS = {"enable_fp_fusion": True}
 
 
@@ -166,15 +179,29 @@ class Ptr:
 
 
 class Launcher:
-    """Cached direct launches of one ``@triton.jit`` function.
+    """The one way a genesis-cuda kernel is launched: one ``@triton.jit`` function with its
+    compile options, and the one cache of its compiled kernels.
 
-    ``launch(key, device, grid, args, big)``: ``args`` are *all* the kernel's parameters in
-    order (constexprs included, as Triton's launcher expects them); ``key`` must identify
-    everything Triton specialises the compiled kernel on: the constexpr values, each
-    pointer's dtype and 16-byte alignment (``aligned``) and each integer argument's class
-    (``spec``). A kernel with a ``PDL`` constexpr is compiled with ``launch_pdl`` where that
-    argument is true (``dependent_launch``). ``launcher(grid, *args, **constexprs)`` works
-    the key out from the arguments.
+    The cache maps ``(key, device)`` to a compiled kernel's direct entry (``direct_entry``);
+    ``key`` must identify everything Triton specialises the compiled kernel on: the
+    constexpr values, each pointer's dtype and 16-byte alignment (``aligned``) and each
+    integer argument's class (``spec``; most integer parameters are ``do_not_specialize``).
+    A miss compiles through Triton's JIT (which also launches) and stores the entry; a hit
+    calls the entry with no argument binding. A kernel with a ``PDL`` constexpr is compiled
+    with ``launch_pdl`` where that argument is true (``dependent_launch``).
+
+    Three ways in, one cache and one miss path (``launch``):
+
+    * ``launcher(grid, *args, **constexprs)``: the key is worked out from the arguments, as
+      Triton keys its own compiled kernels (a pass over the arguments per call).
+    * ``launcher.launch(key, device, grid, args, big, objs)``: the caller's key, built from
+      what its plan already knows (the hot families).
+    * ``launcher.site(key)``: a ``Site``, the cache entries of a plan that repeats its
+      launches (elementwise, reduction, matmul): a repeat neither builds nor hashes a key.
+
+    Example:
+        >>> _scale = Launcher(_scale_kernel, num_warps=4)
+        >>> _scale((cdiv(n, 1024),), x, out, n, 2.0, BLOCK=1024)
     """
 
     __slots__ = ("fn", "opts", "pdl_at", "cache", "names", "constexpr_at")
@@ -186,116 +213,134 @@ class Launcher:
         self.pdl_at = fn.arg_names.index("PDL") if "PDL" in fn.arg_names else None
         self.cache: dict = {}
         self.names = tuple(fn.arg_names)
-        # which parameters are constexprs (keyed by value); nothing is keyed under the interpreter
+        # which parameters are constexprs (keyed by value); nothing is keyed under the
+        # interpreter, whose functions do not list their parameters
         self.constexpr_at = None if INTERPRET else tuple(p.is_constexpr for p in fn.params)
 
     def __call__(self, grid, *args, **constexprs):
-        """``kernel[grid](*args, **constexprs)`` on the current device, as Triton's own
-        launch, keyed as Triton keys its compiled kernels: each constexpr by its value, every
-        other argument by ``arg_class``. Constexprs may be passed by name (after all the
-        positional arguments). For the families off the hot path: the key costs a pass over
-        the arguments."""
+        """``kernel[grid](*args, **constexprs)`` on the current device, keyed by
+        ``key_of``. Constexprs may be passed by name (after all the positional arguments).
+        For the families off the hot path: the key costs a pass over the arguments."""
         if constexprs:
             args = args + tuple(constexprs[name] for name in self.names[len(args):])
-        key = None if INTERPRET else tuple(
-            a if c else int_class(a) if a.__class__ is int else arg_class(a)  # (ints: most)
-            for a, c in zip(args, self.constexpr_at))
-        self.launch(key, _device._current_device, grid, args)
+        self.launch(None if INTERPRET else self.key_of(args), _device._current_device, grid,
+                    args)
+
+    def key_of(self, args) -> tuple:
+        """What Triton specialises a compiled kernel on for the full argument list ``args``:
+        each constexpr by its value, every other argument by ``arg_class``."""
+        return tuple(a if c else int_class(a) if a.__class__ is int else arg_class(a)
+                     for a, c in zip(args, self.constexpr_at))  # (ints: most arguments)
 
     def _options(self, args) -> dict:
         i = self.pdl_at
         return self.opts if i is None else compile_options(self.opts, args[i])
 
-    def launch(self, key, device, grid, args, big=False):
-        if INTERPRET:
-            conv = interpret_arg
-            args = [conv(a) if hasattr(a, "data_ptr") else a for a in args]
-            self.fn[grid](*args, **self.opts)
-            return
-        if big:
-            self.fn[grid](*args, **self._options(args))
-            return
-        entry = self.cache.get((key, device))
-        if entry is None:
-            compiled = self.fn[grid](*args, **self._options(args))  # compiles, launches
-            if DIRECT:
-                self.cache[(key, device)] = direct_entry(compiled)
-            return
-        stream = _stream_handle(device)
-        g1 = grid[1] if len(grid) > 1 else 1
-        g2 = grid[2] if len(grid) > 2 else 1
-        entry[0](grid[0], g1, g2, stream, *entry[1], *args)
+    def launch(self, key, device, grid, args, big=False, objs=None):
+        """Launch on ``device``'s current stream with ``grid`` (1 to 3 ints).
 
-    def launch_ptrs(self, key, device, grid, args, objs):
-        """The hot path: ``args`` hold raw addresses (ints) for the first ``len(objs)``
-        parameters, which skips the launcher's per-pointer driver query; ``objs`` are the
-        arrays behind them, used only for the first (compiling) launch. ``key`` must
-        include the device and everything ``aligned`` reports."""
-        entry = self.cache.get(key)
-        if entry is not None:
-            entry[0](grid[0], grid[1] if len(grid) > 1 else 1, 1, _stream_handle(device),
-                     *entry[1], *args)
-            return
-        full = tuple(objs) + tuple(args[len(objs):])
+        Args:
+            key: what the compiled kernel is specialised on (see the class); with
+                ``device`` it is the cache key.
+            args: *all* the kernel's parameters in order, constexprs included (as Triton's
+                launcher takes them).
+            big: an extent reaches 2**31: Triton's own, fully keyed launch (its integer
+                arguments typed ``i64`` where they need it), never cached.
+            objs: where the first ``len(objs)`` of ``args`` are raw addresses (ints, which
+                spares Triton's launcher a driver query per pointer), the arrays behind
+                them, used only by a compiling launch; None when ``args`` hold the arrays.
+        """
+        if not (big or INTERPRET):
+            entry = self.cache.get((key, device))
+            if entry is not None:
+                entry[0](grid[0], grid[1] if len(grid) > 1 else 1,
+                         grid[2] if len(grid) > 2 else 1, _stream_handle(device), *entry[1],
+                         *args)
+                return
+        if objs is not None:
+            args = tuple(objs) + tuple(args[len(objs):])
         if INTERPRET:
-            conv = interpret_arg
-            self.fn[grid](*[conv(a) if hasattr(a, "data_ptr") else a for a in full], **self.opts)
+            self.fn[grid](*map(_interpreted, args), **self.opts)
             return
-        compiled = self.fn[grid](*full, **self._options(full))
-        if DIRECT:
-            self.cache[key] = direct_entry(compiled)
+        compiled = self.fn[grid](*args, **self._options(args))  # compiles, launches
+        if DIRECT and not big:
+            self.cache[(key, device)] = direct_entry(compiled)
+
+    def site(self, key=None) -> Site:
+        """A ``Site`` of this launcher for ``key`` (None: the key of its first launch's
+        arguments, ``key_of``)."""
+        return Site(self, key)
+
+
+_launchers: dict = {}
+
+
+def launcher(fn, **opts) -> Launcher:
+    """The shared ``Launcher`` of ``fn`` with compile options ``opts`` (num_warps,
+    num_stages, maxnreg ...), for kernels whose options are chosen per problem (attention's
+    tiles, matmul's tuned configs): one cache per (kernel, options), made on first use."""
+    key = (fn, *sorted(opts.items()))
+    la = _launchers.get(key)
+    if la is None:
+        la = _launchers[key] = Launcher(fn, **opts)
+    return la
 
 
 class Site:
-    """One fixed specialisation of a ``Launcher``'s kernel, for callers that plan a launch
-    once and repeat it: ``key`` is the full ``launch_ptrs`` key (device and alignments
-    included). After the first launch the compiled entry is kept here, so a repeat neither
-    builds nor hashes the key."""
+    """The cache entries of a ``Launcher`` pinned for a plan that repeats its launches: after
+    the first launch of a variant its compiled entry is kept here, so a repeat neither builds
+    nor hashes a key: one lookup of a small int, then the call.
 
-    __slots__ = ("launcher", "key", "entry")
+    ``key`` is what the plan fixes of the launcher's key (see ``Launcher``), or None to take
+    ``key_of`` the first launch's full arguments (matmul's plans: their integers never
+    change, only their pointers, whose alignment is part of the plan's own key). A
+    *variant* is a small int the caller computes for what the plan leaves open: which
+    pointers are 16-byte aligned (a bit each) and, for a plan not made per device, the
+    device (``device << 3 | mask``); 0 where the plan fixes everything. The launcher's key
+    of a variant is ``(key, variant)``.
 
-    def __init__(self, launcher: Launcher, key):
-        self.launcher = launcher
-        self.key = key
-        self.entry = None
-
-    def launch(self, device, grid, args, objs):
-        """``Launcher.launch_ptrs`` for this key (see there for ``args`` and ``objs``)."""
-        e = self.entry
-        if e is not None:
-            e[0](grid[0], grid[1] if len(grid) > 1 else 1, 1, _stream_handle(device),
-                 *e[1], *args)
-            return
-        self.launcher.launch_ptrs(self.key, device, grid, args, objs)
-        self.entry = self.launcher.cache.get(self.key)  # None under the interpreter
-
-
-class AlignedSites:
-    """The launches of one plan of a ``Launcher``'s kernel (``key``: its constexprs) whose
-    pointers are passed as raw addresses, by device and alignment: ``mask`` has bit ``i`` set
-    when pointer ``i`` is 16-byte aligned (at most three pointers). A repeat costs one
-    lookup of a small int, not the hash of the plan's whole key (the flat elementwise
-    kernels: the tiny ops of a training step)."""
+    Example:
+        >>> site = _flat.site(("flat", op, dtype.name))
+        >>> v = dev << 3 | (po & 15 == 0) | (px & 15 == 0) << 1
+        >>> site.launch(v, dev, cdiv(n, block), 1, (po, px, n), (out, x), tail)
+    """
 
     __slots__ = ("launcher", "key", "entries")
 
-    def __init__(self, launcher: Launcher, key):
+    def __init__(self, launcher: Launcher, key=None):
         self.launcher = launcher
         self.key = key
-        self.entries: dict = {}  # device << 3 | mask -> compiled entry
+        self.entries: dict = {}  # variant -> compiled entry
 
-    def launch(self, device, mask, grid0, args, tail, objs):
-        """A 1-D launch of ``grid0`` programs with arguments ``args + tail`` (``args`` start
-        with the addresses of ``objs``; see ``Launcher.launch_ptrs``)."""
-        e = self.entries.get(device << 3 | mask)
+    def launch(self, variant: int, device, g0: int, g1: int, args, objs=None, tail=()):
+        """``Launcher.launch`` of ``args + tail`` for this key and ``variant`` (``objs``:
+        see there) on a ``(g0, g1)`` grid; the grid's two ints and ``tail`` (the plan's fixed
+        trailing arguments) are passed apart to spare the caller a tuple on every launch."""
+        e = self.entries.get(variant)
         if e is not None:
-            e[0](grid0, 1, 1, _stream_handle(device), *e[1], *args, *tail)
+            e[0](g0, g1, 1, _stream_handle(device), *e[1], *args, *tail)
             return
-        key = (self.key, device, mask)
-        self.launcher.launch_ptrs(key, device, (grid0,), args + tail, objs)
-        e = self.launcher.cache.get(key)
+        la = self.launcher
+        full = tuple(args) + tuple(tail)
+        if self.key is None and not INTERPRET:
+            self.key = la.key_of(full if objs is None else tuple(objs) + full[len(objs):])
+        key = (self.key, variant)
+        la.launch(key, device, (g0, g1), full, False, objs)
+        e = la.cache.get((key, device))
         if e is not None:  # (none under the interpreter or with direct launches off)
-            self.entries[device << 3 | mask] = e
+            self.entries[variant] = e
+
+
+def _interpreted(arg):
+    """A kernel argument as the Triton interpreter takes it: arrays as torch tensors
+    (through the converter the test-suite installs, ``interpret_arg``), a host tensor
+    descriptor re-pointed at one."""
+    if hasattr(arg, "data_ptr"):
+        return interpret_arg(arg)
+    base = getattr(arg, "base", None)
+    if base is not None and hasattr(base, "data_ptr") and hasattr(arg, "block_shape"):
+        return type(arg)(interpret_arg(base), arg.shape, arg.strides, arg.block_shape)
+    return arg
 
 
 def aligned(*arrays) -> tuple:
@@ -391,7 +436,9 @@ def spec(*ints) -> tuple:
 def arg_class(a):
     """What Triton specialises a compiled kernel on for a non-constexpr argument ``a``:
     ``int_class`` of an int, the type of a float or a bool, the dtype and 16-byte alignment
-    of a pointer (anything with ``data_ptr()``, as ``aligned``), None for None."""
+    of a pointer (anything with ``data_ptr()``, as ``aligned``), None for None; a host
+    tensor descriptor by its base, block shape, shape and strides (more than Triton keys it
+    on: a finer key only compiles more often, never reuses wrongly)."""
     t = a.__class__
     if t is int:
         return int_class(a)
@@ -399,7 +446,11 @@ def arg_class(a):
         return t.__name__
     if a is None:
         return None
-    if not hasattr(a, "data_ptr"):
-        raise TypeError(f"a kernel argument must be an int, float, bool, None or an array "
-                        f"with data_ptr(), got {t.__name__}")
-    return a.dtype.name, (a.data_ptr() & 15) == 0
+    if hasattr(a, "data_ptr"):
+        return a.dtype.name, (a.data_ptr() & 15) == 0
+    base = getattr(a, "base", None)
+    if base is not None and hasattr(a, "block_shape"):  # a host TMA descriptor (matmul)
+        return ("desc", arg_class(base), tuple(a.block_shape), spec(*a.shape),
+                spec(*a.strides))
+    raise TypeError(f"a kernel argument must be an int, float, bool, None, an array with "
+                    f"data_ptr() or a tensor descriptor, got {t.__name__}")

@@ -8,7 +8,7 @@ split across programs (``_decode_splits``) and ``_attn_decode_combine`` merges t
 outputs by their row maxima and sums (flash-decoding). ``_kv_append`` first writes the new
 tokens' keys and values into their slots, so a decode step is one or two launches per layer.
 
-The training kernels and the shared helpers (``_mma``, the launcher cache, the argument
+The training kernels and the shared helpers (``_mma``, the argument
 checks) are in ``attention.py``; the tests are ``tests/cuda/test_kernels_attention.py`` and
 ``tests/nn/test_attention_decode.py``.
 """
@@ -21,8 +21,8 @@ import triton.language as tl
 from genesis import dtypes as D
 
 from . import _launch
-from ._launch import aligned, cdiv, dependent_launch, next_pow2, pdl_prologue
-from .attention import HALF, HEAD_DIMS, LOG2E, _big, _last_dim_unit, _launcher, _mma
+from ._launch import aligned, cdiv, dependent_launch, launcher, next_pow2, pdl_prologue
+from .attention import HALF, HEAD_DIMS, LOG2E, _big, _last_dim_unit, _mma
 
 
 @triton.jit(do_not_specialize=["n_q", "n_rep", "hkv", "chunk"])
@@ -222,7 +222,7 @@ def attention_decode(q, k_cache, v_cache, cache_lens, scale=None, causal=True, k
     pdl = dependent_launch(q.device)
     if k_new is not None:
         k_new, v_new = _last_dim_unit(k_new), _last_dim_unit(v_new)
-        _launcher(_kv_append, 1, 1).launch(
+        launcher(_kv_append, num_warps=1, num_stages=1).launch(
             (d, aligned(k_new, v_new, k_cache, v_cache, cache_lens),
              _launch.spec(*k_new.strides[:3], *v_new.strides[:3], *k_cache.strides[:3],
                           *v_cache.strides[:3])), q.device,
@@ -252,11 +252,11 @@ def attention_decode(q, k_cache, v_cache, cache_lens, scale=None, causal=True, k
     key = (d, bm, bn, bool(causal), key_starts is not None, splits > 1,
            aligned(q, k_cache, v_cache, cache_lens, starts, *dst),
            _launch.spec(*q.strides[:3], *k_cache.strides[:3], *v_cache.strides[:3]))
-    _launcher(_attn_decode, 4, 2).launch(key, q.device, (*grid, splits), args,
+    launcher(_attn_decode, num_warps=4, num_stages=2).launch(key, q.device, (*grid, splits), args,
                                          _big(q, k_cache, v_cache))
     if splits > 1:
         bs = next_pow2(splits)
-        _launcher(_attn_decode_combine, 4, 1).launch(
+        launcher(_attn_decode_combine, num_warps=4, num_stages=1).launch(
             (d, bs, aligned(*dst, out)), q.device, (b * h * n_q,),
             (po, pm, pl, out, splits, d, bs, pdl))
     return out

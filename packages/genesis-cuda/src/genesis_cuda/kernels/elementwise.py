@@ -26,7 +26,7 @@ from genesis import dtypes as D
 
 from . import _launch
 from ._elementwise_kernels import _ew_flat, _ew_tiled
-from ._launch import AlignedSites, Launcher, Site, aligned, cdiv, collapse, numel, tl_dtype
+from ._launch import Launcher, aligned, cdiv, collapse, numel, tl_dtype
 
 UNARY_BOOL_OUT = frozenset(("logical_not", "isnan", "isinf", "isfinite"))
 BINARY_BOOL_OUT = frozenset(("eq", "ne", "lt", "le", "gt", "ge",
@@ -104,8 +104,8 @@ def launch(op, out, x=None, y=None, z=None, nin=1, ct=None):
         _plans[key] = plan
     site, grid, rest = plan
     if site is not None:
-        site.launch(out.device, grid, (po, px, py, pz, ys, zs, *rest),
-                    (out, x, None if py is None else y, None if pz is None else z))
+        site.launch(0, out.device, grid[0], 1, (po, px, py, pz, ys, zs),
+                    (out, x, None if py is None else y, None if pz is None else z), rest)
     elif grid:  # an uncached geometry (int64 indexing or over five dims after collapsing)
         rest(out, (x, y, z), (0, ys, zs))
     return out
@@ -200,7 +200,7 @@ def _plan_flat(keyed, out, ptrs, n, any_block, ct, odt):
     grid = (cdiv(n, block),)
     if big:
         return None, True, _big_launch(launcher, grid, rest)
-    return Site(launcher, (keyed, block, aligned(out, *ptrs))), grid, rest
+    return launcher.site((keyed, block, aligned(out, *ptrs))), grid, rest
 
 
 def _big_launch(launcher, grid, rest):
@@ -271,7 +271,7 @@ def _plan_tiled(keyed, out, ptrs, sizes, strides, modes, any_block, ct, odt):
         return None, True, _big_launch(launcher, grid, rest)
     key = (keyed, aligned(out, *ptrs), nb, unit, br, bc,
            _launch.spec(rows, cols, *fo, *fx, *fy, *fz))
-    return Site(launcher, key), grid, rest
+    return launcher.site(key), grid, rest
 
 
 def _walk_tiled(keyed, device, out, operands, scalars, sizes, strides, modes, any_block, ct,
@@ -305,7 +305,7 @@ def _walk_tiled(keyed, device, out, operands, scalars, sizes, strides, modes, an
             continue
         objs = (o2, *arrays)
         ptrs = [None if a is None else a.data_ptr() for a in objs]
-        site.launch(device, grid, (*ptrs, scalars[1], scalars[2], *rest), objs)
+        site.launch(0, device, grid[0], 1, (*ptrs, scalars[1], scalars[2]), objs, rest)
 
 
 # ------------------------------------------------------------------- contract functions
@@ -331,7 +331,8 @@ _BIG_N = 2**31 - 2**20
 
 
 def _flat_plan(op, dt, odt, modes, tag, sbits, n_small):
-    """(its launches, constexpr tail of the args, block) of one flat-kernel variant."""
+    """``(site, tail, block)`` of one flat-kernel plan: the site's variants are ``device << 3
+    | mask`` (bit ``i`` of ``mask``: pointer ``i`` is 16-byte aligned)."""
     ct = _ct(dt) if op != "bool_not" else D.int8
     nin = 1 if modes[1] == _NONE else 2
     if n_small:
@@ -343,7 +344,7 @@ def _flat_plan(op, dt, odt, modes, tag, sbits, n_small):
             launcher = _flat_by_warps[FLAT_WARPS] = Launcher(_ew_flat, num_warps=FLAT_WARPS)
     tail = (op, modes[0], modes[1], modes[2], tl_dtype(ct), tl_dtype(odt), sbits, nin,
             _NBITS.get(ct.name, 0), True, block, False)
-    return AlignedSites(launcher, ("flat", op, dt.name, odt.name, modes, tag, block)), tail, block
+    return launcher.site(("flat", op, dt.name, odt.name, modes, tag, block)), tail, block
 
 
 def unary_kernel(op):
@@ -370,10 +371,12 @@ def unary_kernel(op):
             plan = plans.get(pk)
             if plan is None:
                 plan = plans[pk] = _flat_plan(o, dt, odt, modes, None, False, small)
-            sites, tail, block = plan
+            site, tail, block = plan
             pa, po = a.data_ptr(), out.data_ptr()
-            sites.launch(a.device, ((po & 15) == 0) | ((pa & 15) == 0) << 1,
-                         (n + block - 1) // block, (po, pa, None, None, 0, 0, n), tail, (out, a))
+            dev = a.device
+            site.launch(dev << 3 | ((po & 15) == 0) | ((pa & 15) == 0) << 1, dev,
+                        (n + block - 1) // block, 1, (po, pa, None, None, 0, 0, n), (out, a),
+                        tail)
             return out
         return launch(o, out, a, None, None, 1)
 
@@ -408,22 +411,22 @@ def binary_kernel(op):
                 plan = plans.get(pk)
                 if plan is None:
                     plan = plans[pk] = _flat_plan(op, dt, odt, scalar_modes, tag, bits, small)
-                sites, tail, block = plan
+                site, tail, block = plan
                 pa, po = a.data_ptr(), out.data_ptr()
-                sites.launch(dev, ((po & 15) == 0) | ((pa & 15) == 0) << 1,
-                             (n + block - 1) // block, (po, pa, None, None, arg, 0, n), tail,
-                             (out, a))
+                site.launch(dev << 3 | ((po & 15) == 0) | ((pa & 15) == 0) << 1, dev,
+                            (n + block - 1) // block, 1, (po, pa, None, None, arg, 0, n),
+                            (out, a), tail)
                 return out
             if b.strides == cs and b.dtype is dt:
                 pk = (dt, odt, small)
                 plan = plans.get(pk)
                 if plan is None:
                     plan = plans[pk] = _flat_plan(op, dt, odt, tensor_modes, None, False, small)
-                sites, tail, block = plan
+                site, tail, block = plan
                 pa, pb, po = a.data_ptr(), b.data_ptr(), out.data_ptr()
-                sites.launch(dev, ((po & 15) == 0) | ((pa & 15) == 0) << 1 | ((pb & 15) == 0) << 2,
-                             (n + block - 1) // block, (po, pa, pb, None, 0, 0, n), tail,
-                             (out, a, b))
+                site.launch(dev << 3 | ((po & 15) == 0) | ((pa & 15) == 0) << 1
+                            | ((pb & 15) == 0) << 2, dev, (n + block - 1) // block, 1,
+                            (po, pa, pb, None, 0, 0, n), (out, a, b), tail)
                 return out
         return launch(op, out, a, b, None, 2)
 

@@ -41,7 +41,6 @@ from genesis import dtypes as D
 from . import _launch, matmul_small
 from ._launch import Ptr, cdiv, collapse, contiguous_strides, sm_count
 from .layout import clone, copy_strided, fill_
-from .matmul_common import REDUCE_BLOCK, REDUCE_WARPS, Direct
 from .matmul_kernels import (
     _mm_kernel,
     _mm_tma_batched_kernel,
@@ -56,6 +55,7 @@ from .matmul_tuning import (
     TMA_CANDIDATES,
     bucket,
     choose,
+    plan_site,
     small_config,
     splitk_candidates,
     splitk_plan,
@@ -66,6 +66,8 @@ _TUNE_MIN_FLOPS = 2**30  # below this (~2 us of tensor-core time), a config by r
 # Below this, half-precision products take the pointer kernel: a TMA launch encodes three
 # tensor maps on the host (several us), more than such a product takes on the GPU.
 _TMA_MIN_FLOPS = 2 * 256**3
+REDUCE_BLOCK = 1024  # outputs per program of the split-K tile reduction
+REDUCE_WARPS = 4
 
 
 # --------------------------------------------------------------------------- launchers
@@ -94,12 +96,15 @@ def _tile_reducer(M, N, whole, rest, split, bm, bn, gm, has_bias, sbias):
     """``reduce(ws, c, bias)`` for the ``rest`` split tiles of ``_mm_tma_splitk_kernel``
     (C contiguous (M, N)); ``REDUCE_BLOCK`` outputs per program."""
     rows = max(1, REDUCE_BLOCK // bn)
-    kern = Direct(_tile_reduce_kernel, (rest, cdiv(bm, rows)),
-                  dict(HAS_BIAS=has_bias, BLOCK_M=bm, BLOCK_N=bn, GROUP_M=gm, ROWS=rows,
-                       num_warps=REDUCE_WARPS))
+    g0, g1 = rest, cdiv(bm, rows)
+    site, tail = plan_site(_tile_reduce_kernel, dict(HAS_BIAS=has_bias, BLOCK_M=bm, BLOCK_N=bn,
+                                                     GROUP_M=gm, ROWS=rows),
+                           num_warps=REDUCE_WARPS)
 
     def reduce(ws, c, bias):
-        kern(ws, c, c if bias is None else bias, M, N, whole, split, N, 1, sbias)
+        site.launch(0, c.device, g0, g1,
+                    (ws, c, c if bias is None else bias, M, N, whole, split, N, 1, sbias), None,
+                    tail)
 
     return reduce
 
@@ -145,11 +150,11 @@ def _tma_binder(dt, M, N, K, batch, sa, sb, has_bias, sbias, device):
 
     sms = sm_count(device)
 
-    def launch_on(a, b, c, kern, *args):
+    def launch_on(a, b, c, site, g0, g1, tail, *args):
         # The descriptors point at a, b, c for this launch only, then at the placeholder.
         a_desc.base, b_desc.base, c_desc.base = a, b, c
         try:
-            kern(a_desc, b_desc, c_desc, *args)
+            site.launch(0, c.device, g0, g1, (a_desc, b_desc, c_desc, *args), None, tail)
         finally:
             a_desc.base = b_desc.base = c_desc.base = placeholder
 
@@ -158,14 +163,15 @@ def _tma_binder(dt, M, N, K, batch, sa, sb, has_bias, sbias, device):
         bm, bn, bk, gm, st, nw = cfg[-6:]
         tiles = cdiv(M, bm) * cdiv(N, bn)
         kw = dict(HAS_BIAS=has_bias, A_T=a_t, B_T=b_t, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk,
-                  GROUP_M=gm, num_stages=st, num_warps=nw)
+                  GROUP_M=gm)
         stacked = batched and stackable and M % bm == 0 and (K % bk == 0 or (not a_t and b_t))
         if batched and not stacked:
-            kern = Direct(_mm_tma_batched_kernel, (tiles, batch), kw)
+            site, tail = plan_site(_mm_tma_batched_kernel, kw, num_stages=st, num_warps=nw)
 
             def go_batched(a, b, c, bias):
-                kern(a, b, c, M, N, K, sa[0], sa_row, sb[0], sb_row,
-                     c if bias is None else bias, sbias)
+                site.launch(0, c.device, tiles, batch,
+                            (a, b, c, M, N, K, sa[0], sa_row, sb[0], sb_row,
+                             c if bias is None else bias, sbias), None, tail)
 
             return go_batched
         a_desc.block_shape = [bk, bm] if a_t else [bm, bk]
@@ -173,12 +179,13 @@ def _tma_binder(dt, M, N, K, batch, sa, sb, has_bias, sbias, device):
         c_desc.block_shape = [bm, bn]
         if tag == "s":  # whole waves of tiles, the rest split in K (see the kernel)
             whole, rest, split, per = splitk_plan(M, N, K, sms, cfg[1], cfg[2:])
-            kern = Direct(_mm_tma_splitk_kernel, (whole + rest * split,), kw)
+            site, tail = plan_site(_mm_tma_splitk_kernel, kw, num_stages=st, num_warps=nw)
+            programs = whole + rest * split
             reduce = _tile_reducer(M, N, whole, rest, split, bm, bn, gm, has_bias, sbias)
 
             def go_split(a, b, c, bias):
                 ws = _launch.empty((rest * split, bm, bn), D.float32, c.device) if rest else c
-                launch_on(a, b, c, kern, ws, M, N, K, whole, split, per,
+                launch_on(a, b, c, site, programs, 1, tail, ws, M, N, K, whole, split, per,
                           c if bias is None else bias, sbias)
                 if rest:
                     reduce(ws, c, bias)
@@ -186,18 +193,19 @@ def _tma_binder(dt, M, N, K, batch, sa, sb, has_bias, sbias, device):
             return go_split
         if tag == "p":
             kw["NUM_SMS"] = sms
-            kern = Direct(_mm_tma_persistent_kernel, (min(sms, tiles * batch),), kw)
+            site, tail = plan_site(_mm_tma_persistent_kernel, kw, num_stages=st, num_warps=nw)
+            programs = min(sms, tiles * batch)
 
             def go_persistent(a, b, c, bias):
-                launch_on(a, b, c, kern, M, N, K, batch, a_rows, b_rows,
+                launch_on(a, b, c, site, programs, 1, tail, M, N, K, batch, a_rows, b_rows,
                           c if bias is None else bias, sbias)
 
             return go_persistent
-        kern = Direct(_mm_tma_kernel, (tiles, batch), kw)
+        site, tail = plan_site(_mm_tma_kernel, kw, num_stages=st, num_warps=nw)
 
         def go(a, b, c, bias):
-            launch_on(a, b, c, kern, M, N, K, a_rows, b_rows, c if bias is None else bias,
-                      sbias)
+            launch_on(a, b, c, site, tiles, batch, tail, M, N, K, a_rows, b_rows,
+                      c if bias is None else bias, sbias)
 
         return go
 
@@ -223,13 +231,16 @@ def _ptr_binder(dt, M, N, K, bshape, sa, sb, sc, has_bias, sbias):
 
     def bind(cfg):
         bm, bn, bk, gm, st, nw = cfg
-        kern = Direct(_mm_kernel, (cdiv(M, bm) * cdiv(N, bn), B0 * B1),
-                      dict(HAS_BIAS=has_bias, PREC=prec, ACC=acc, EVEN_K=K % bk == 0,
-                           BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=gm, num_stages=st,
-                           num_warps=nw))
+        site, tail = plan_site(_mm_kernel, dict(HAS_BIAS=has_bias, PREC=prec, ACC=acc,
+                                                EVEN_K=K % bk == 0, BLOCK_M=bm, BLOCK_N=bn,
+                                                BLOCK_K=bk, GROUP_M=gm),
+                               num_stages=st, num_warps=nw)
+        g0, g1 = cdiv(M, bm) * cdiv(N, bn), B0 * B1
 
         def go(a, b, c, bias):
-            kern(a, b, c, M, N, K, *strides, c if bias is None else bias, sbias)
+            site.launch(0, c.device, g0, g1,
+                        (a, b, c, M, N, K, *strides, c if bias is None else bias, sbias), None,
+                        tail)
 
         return go
 

@@ -1,12 +1,26 @@
 """Device code of the matmul family (planned and launched by ``matmul.py``; the small-M
-kernels are ``matmul_small.py``): the TMA + wgmma tile kernel and its persistent, batched
-and split-K variants, the split-K tile reduction, and the pointer kernel for any strides.
+kernels are ``matmul_small.py``): the tensor-core product ``mma`` both files use, the TMA +
+wgmma tile kernel and its persistent, batched and split-K variants, the split-K tile
+reduction, and the pointer kernel for any strides.
 """
 
 import triton
 import triton.language as tl
 
-from .matmul_common import mma
+from ._launch import INTERPRET
+
+if INTERPRET:
+    # Triton's CPU interpreter multiplies bfloat16 tiles wrongly in tl.dot; products of
+    # half-precision values are exact in float32, so widening first gives the GPU's result.
+    @triton.jit
+    def mma(a, b, acc, PREC: tl.constexpr, ACC: tl.constexpr):
+        """``acc + a @ b`` (``tl.dot`` with input precision PREC, accumulator type ACC)."""
+        return tl.dot(a.to(ACC), b.to(ACC), acc, input_precision=PREC, out_dtype=ACC)
+else:
+    @triton.jit
+    def mma(a, b, acc, PREC: tl.constexpr, ACC: tl.constexpr):
+        """``acc + a @ b`` (``tl.dot`` with input precision PREC, accumulator type ACC)."""
+        return tl.dot(a, b, acc, input_precision=PREC, out_dtype=ACC)
 
 
 @triton.jit

@@ -7,7 +7,7 @@ such a problem one row of 64-128-wide output tiles, ``cdiv(N, 128)`` programs (7
 896-wide projection on 132 SMs), each walking all of K. Here instead:
 
 * each program owns ``BLOCK_N`` columns of C (rows of the weight) and one chunk of K
-  (split-K, ``matmul_common``), with enough chunks that ``cdiv(N, BLOCK_N) * split`` puts
+  (split-K, ``matmul_tuning.split_k``), with enough chunks that ``cdiv(N, BLOCK_N) * split`` puts
   the table's ``waves`` programs on every SM;
 * M == 1 is a matrix-vector product on the CUDA cores: a (BLOCK_N, BLOCK_K) weight tile
   times the x row, accumulated elementwise in float32 and summed over K once at the end;
@@ -40,7 +40,8 @@ from genesis_cuda import capture
 from . import _launch
 from ._launch import Ptr, cdiv, dependent_launch, next_pow2, pdl_prologue, sm_count
 from .layout import fill_
-from .matmul_common import Direct, mma, split_k
+from .matmul_kernels import mma
+from .matmul_tuning import plan_site, split_k
 
 SMALL_M_MAX = 64  # products with at most this many rows take this path
 # BLOCK_M (1, or M rounded up to a power of two >= 16) ->
@@ -277,24 +278,26 @@ def plan(dt, M: int, N: int, K: int, sa, sb, has_bias: bool, sbias: int, precisi
     split, per = split_k(n_blocks, cdiv(K, bk), min_tiles, waves * sm_count(device))
     k_per = per * bk
     pdl = dependent_launch(device)
-    kern = Direct(_small_m_kernel, (n_blocks, split),
-                  dict(HAS_BIAS=has_bias, PARTIAL=split > 1,
-                       PREC=precision if dt is D.float32 else None, GATED=gated, PDL=pdl,
-                       BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, num_warps=warps,
-                       num_stages=stages))
+    site, tail = plan_site(_small_m_kernel,
+                           dict(HAS_BIAS=has_bias, PARTIAL=split > 1,
+                                PREC=precision if dt is D.float32 else None, GATED=gated,
+                                PDL=pdl, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk),
+                           num_warps=warps, num_stages=stages)
     sam, sak = sa
     sbk, sbn = sb
     if split == 1:
         def go(a, b, c, bias):
-            kern(a, b, c, c if bias is None else bias, c, c, M, N, K, k_per, 1, sam, sak, sbk,
-                 sbn, sbias)
+            site.launch(0, c.device, n_blocks, 1,
+                        (a, b, c, c if bias is None else bias, c, c, M, N, K, k_per, 1, sam, sak,
+                         sbk, sbn, sbias), None, tail)
 
         return go
     count = _counters(device, n_blocks)
 
     def go_split(a, b, c, bias):
         ws = _launch.empty((split, M, N), D.float32, c.device)
-        kern(a, b, c, c if bias is None else bias, ws, count, M, N, K, k_per, split, sam, sak,
-             sbk, sbn, sbias)
+        site.launch(0, c.device, n_blocks, split,
+                    (a, b, c, c if bias is None else bias, ws, count, M, N, K, k_per, split, sam,
+                     sak, sbk, sbn, sbias), None, tail)
 
     return go_split

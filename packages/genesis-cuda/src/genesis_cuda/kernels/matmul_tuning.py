@@ -6,6 +6,15 @@ Problems big enough to time are bucketed (each size rounded up to a power of two
 candidates of a bucket are timed on the first problem seen in it, on the GPU (events on the
 current stream, host launch cost excluded) with a synchronisation (refused during CUDA graph
 capture); smaller problems take ``small_config``, a rule.
+
+Also how a plan becomes launches: ``plan_site`` (a chosen config's kernel, options and
+constexprs as one launch site) and ``split_k`` (how many K-chunks a split-K plan takes).
+Split-K: a product whose output tiles are too few to fill the GPU splits K into ``split``
+chunks, one program per (tile, chunk), each writing its float32 partial sums to a workspace
+that is then added up in a fixed order (the same bits on every run, unlike float atomics).
+The workspace comes from the caching allocator on every call, always the same size for a
+plan, so a CUDA graph can capture it. The reductions live with their kernels (``matmul``,
+``matmul_small``).
 """
 
 import math
@@ -16,7 +25,7 @@ import triton.language as tl
 from genesis_cuda import capture
 from genesis_cuda.streams import Event
 
-from ._launch import Launcher, cdiv
+from ._launch import Launcher, cdiv, launcher
 
 # (BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_stages, num_warps)
 # A leading "p" marks the persistent kernel (unbatched problems only); split-K candidates
@@ -189,3 +198,30 @@ def choose(key, candidates, launch, flops: int):
 
 def bucket(x: int) -> int:
     return 1 << max(0, (x - 1).bit_length())
+
+
+def split_k(programs: int, k_tiles: int, min_tiles: int, target: int):
+    """``(split, tiles_per_split)``: how many K-chunks bring ``programs`` output tiles up to
+    ``target`` programs, each chunk at least ``min_tiles`` K-tiles long (fewer would spend
+    more on the float32 partials than they save); no chunk is left empty.
+
+    Example: ``split_k(8, 64, 4, 132)`` is ``(16, 4)``: 16 chunks of 4 K-tiles."""
+    split = max(1, min(cdiv(target, max(programs, 1)), k_tiles // max(min_tiles, 1)))
+    per = cdiv(k_tiles, split)
+    return cdiv(k_tiles, per), per
+
+
+def plan_site(fn, constexprs: dict, **opts):
+    """``(site, tail)`` of one matmul plan's kernel: the launch site (``_launch.Site``) of
+    ``fn``'s shared launcher for compile options ``opts`` (num_warps, num_stages), keyed on
+    its first launch's arguments (a plan's integers never change, only its pointers, whose
+    alignment is part of the plan's key), and ``constexprs`` as the kernel's trailing
+    arguments in order (``site.launch(0, device, g0, g1, args, None, tail)``).
+
+    Example: ``plan_site(_mm_kernel, dict(HAS_BIAS=False, ...), num_warps=4, num_stages=3)``."""
+    names = tuple(fn.arg_names)
+    if set(names[len(names) - len(constexprs):]) != set(constexprs):
+        raise ValueError(f"{fn.__name__}: the constexprs {sorted(constexprs)} must be its "
+                         f"last parameters")
+    tail = tuple(constexprs[n] for n in names[len(names) - len(constexprs):])
+    return launcher(fn, **opts).site(), tail

@@ -244,7 +244,7 @@ def _ident(op, acc):
 class _Launch:
     """One launch of ``_reduce_kernel``: everything but the two addresses, worked out once."""
 
-    __slots__ = ("launcher", "grid", "tail", "key", "big", "from_ws", "to_ws")
+    __slots__ = ("launcher", "grid", "tail", "site", "big", "from_ws", "to_ws")
 
     def __init__(self, op, acc, in_dt, out_dt, ksz, kst, rsz, rst, K, R, rch, splits, oss,
                  bk, br, from_ws, to_ws):
@@ -259,8 +259,10 @@ class _Launch:
         self.grid = (cdiv(K, bk), splits)
         self.tail = (K, R, rch, ka, kb, ksa, ksb, ksc, ra, rb, rsa, rsb, rsc, oss,
                      op, tl_dtype(acc), kd, rd, ka1, ra1, _ident(op, acc), bk, br, self.big)
-        self.key = (op, acc.name, kd, rd, ka1, ra1, bk, br, in_dt.name, out_dt.name,
-                    _launch.spec(K, R, rch, ksa, ksb, ksc, rsa, rsb, rsc, oss))
+        # a schedule is made per device: the site's variants are the pointers' alignments
+        self.site = self.launcher.site((op, acc.name, kd, rd, ka1, ra1, bk, br, in_dt.name,
+                                        out_dt.name, _launch.spec(K, R, rch, ksa, ksb, ksc,
+                                                                  rsa, rsb, rsc, oss)))
         self.from_ws, self.to_ws = from_ws, to_ws
 
     def __call__(self, x, out, device):
@@ -268,8 +270,8 @@ class _Launch:
             self.launcher.launch(None, device, self.grid, (x, out) + self.tail, True)
             return
         px, po = x.data_ptr(), out.data_ptr()
-        self.launcher.launch_ptrs((self.key, device, (px & 15) == 0, (po & 15) == 0), device,
-                                  self.grid, (px, po) + self.tail, (x, out))
+        self.site.launch(((px & 15) == 0) | ((po & 15) == 0) << 1, device, *self.grid,
+                         (px, po), (x, out), self.tail)
 
 
 def _launches(op, acc, in_dt, out_dt, ksz, kst, rsz, rst, device, from_ws=False):
