@@ -141,13 +141,13 @@ class Emitter:
         v = self.values[vid]
         if vid not in self.loads:
             self.loads.append(vid)
-        self._need_index(ctx)
         shape, strides = tuple(v.shape), tuple(v.stride)
         if ctx == self.ctx and shape == self.domain and strides == self.dstrides:
             off = "row * " + str(self.domain[-1]) + " + c" if self.row else "offs"
             if self.row and len(self.domain) == 1:
                 off = "c"
         else:
+            self._need_index(ctx)
             off = _offset(ctx, shape, strides)
         mask = self._mask(ctx, conds)
         m = f", mask={mask}, other=0" if mask else ""
@@ -202,7 +202,7 @@ class Emitter:
         if tuple(ctx[:len(lead)]) != lead or conds:
             raise Unfusible(f"{node.op} read at another row than its own")
         v = self.value(x.id, lead + ("c",))
-        return T.reduce_expr(node.op, v, "cmask", node.outputs[0].dtype)
+        return T.reduce_expr(node.op, v, self.values[x.id].dtype, node.outputs[0].dtype)
 
     def _view(self, node, ctx: tuple, conds: tuple) -> str:
         op, args, out = node.op, node.args, node.outputs[0]

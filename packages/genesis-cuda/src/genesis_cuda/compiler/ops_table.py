@@ -155,12 +155,12 @@ def clamp_expr(x: str, lo: str | None, hi: str | None) -> str:
     return r
 
 
-def reduce_expr(op: str, x: str, mask: str, out_dtype: D.DType) -> str:
-    """A row's ``sum``/``amax``/``amin`` of the vector ``x`` (its lanes outside ``mask``
-    ignored); amax/amin propagate NaN as torch does."""
-    acc = tl_name(reg(out_dtype))
+def reduce_expr(op: str, x: str, x_dtype: D.DType, out_dtype: D.DType) -> str:
+    """A row's ``sum``/``amax``/``amin`` of the vector ``x`` (lanes outside the row's
+    ``cmask`` ignored); amax/amin propagate NaN as torch does."""
+    mask = "cmask"
     if op == "sum":
-        return f"tl.sum(tl.where({mask}, {x}.to({acc}), 0), axis=0)"
+        return f"tl.sum(tl.where({mask}, {_as(x, x_dtype, reg(out_dtype))}, 0), axis=0)"
     pick, fill = ("tl.max", '-float("inf")') if op == "amax" else ("tl.min", 'float("inf")')
     return (f"tl.where(tl.max(tl.where({mask}, ({x} != {x}).to(tl.int32), 0), axis=0) > 0, "
             f'float("nan"), {pick}(tl.where({mask}, {x}, {fill}), axis=0))')
