@@ -1,0 +1,104 @@
+"""Replay a compiled graph as one CUDA graph: static inputs in, copied outputs out.
+
+``Graphed(fn)`` wraps a compiled callable (``runner.CompiledGraph``) whose inputs and outputs
+are CUDA tensors of fixed shapes (core's guards recompile on a new shape):
+
+1. The first call runs ``fn`` eagerly: Triton compiles the generated kernels, matmul tunes
+   its plans (none of which can happen inside a capture).
+2. The second call captures ``fn`` into a ``CUDAGraph`` (``genesis_cuda.graphs``; its
+   memory comes from the graph's private pool) on *static inputs*: the tensors of that
+   call. Then it replays.
+3. Every later call copies each input into its static buffer (skipped when it is that very
+   tensor: parameters and buffers, updated in place by the optimizer, cost nothing) and
+   replays.
+
+Outputs: the captured outputs live in the pool and every replay overwrites them, so they are
+never handed out. Each call returns *copies* (``clone``) of them, made right after the
+replay in ordinary memory: a caller may keep any number of results (losses, activations
+saved for backward) across later calls, and a copy costs one read and one write of the
+output, far less than the launches a replay saves.
+
+Random fills inside (dropout) draw new numbers at every replay: ``CUDAGraph`` keeps their
+Philox seed and offset on the device and advances them before each replay
+(``generator.CapturedPhilox``). Work that cannot be captured (a host sync such as
+``item()``, a fused kernel's own random numbers) makes the capture fail with
+``GraphCaptureError``; the wrapper then runs ``fn`` eagerly from there on, with a warning.
+
+Example:
+    >>> run = Graphed(CompiledGraph(graph, options, on_cuda))
+    >>> out = run(inputs)    # eager; then captured; then replayed
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import genesis
+from genesis_cuda.capture import GraphCaptureError
+from genesis_cuda.graphs import CUDAGraph, graph
+
+
+class Graphed:
+    """``fn(inputs) -> outputs`` replayed as a CUDA graph after one eager warm-up call.
+
+    Args:
+        fn: a callable on a list of CUDA tensors returning a list of tensors.
+        warmup: eager calls before the capture (compilation and tuning happen there).
+    """
+
+    def __init__(self, fn, warmup: int = 1):
+        self.fn, self.warmup = fn, warmup
+        self.calls = 0
+        self.cuda_graph = None
+        self.static_inputs: list = []
+        self.static_outputs: list = []
+        self.failed = False
+
+    def __call__(self, inputs: list) -> list:
+        self.calls += 1
+        if self.failed or self.calls <= self.warmup or not _capturable(inputs):
+            return self.fn(inputs)
+        if self.cuda_graph is None:
+            return self._capture(inputs)
+        with genesis.no_grad():
+            for static, x in zip(self.static_inputs, inputs):
+                if x is not static:
+                    static.copy_(x)
+        self.cuda_graph.replay()
+        return self._hand_out()
+
+    def _capture(self, inputs: list) -> list:
+        self.static_inputs = list(inputs)
+        g = CUDAGraph()
+        try:
+            with graph(g):
+                outs = self.fn(self.static_inputs)
+        except GraphCaptureError as exc:
+            warnings.warn(f"genesis.compile: the compiled graph cannot be captured as a CUDA "
+                          f"graph ({exc}); it runs without CUDA graphs", stacklevel=3)
+            self.failed = True
+            self.static_inputs = []
+            return self.fn(inputs)
+        self.cuda_graph, self.static_outputs = g, list(outs)
+        g.replay()
+        return self._hand_out()
+
+    def _hand_out(self) -> list:
+        return [o.clone() if isinstance(o, genesis.Tensor) else o for o in self.static_outputs]
+
+    def reset(self) -> None:
+        """Drop the captured graph and its static buffers (the next call captures again)."""
+        if self.cuda_graph is not None:
+            self.static_outputs = []
+            self.static_inputs = []
+            self.cuda_graph.reset()
+            self.cuda_graph = None
+        self.calls = 0
+
+
+def _capturable(inputs: list) -> bool:
+    """Only CUDA tensors can be static inputs (a CPU tensor or a Python value cannot)."""
+    for x in inputs:
+        if not isinstance(x, genesis.Tensor) or x.device.type != "cuda":
+            return False
+    return bool(inputs)
