@@ -1,0 +1,235 @@
+"""Tracing by execution: run the function once, recording every op call into segments.
+
+``Tracer`` is a ``DispatchMode``. While the traced function runs (eagerly, for real: the
+first call's results are the eager results), every op it calls reaches the tracer, which
+runs it and appends an ``OpNode`` — the op's name, its arguments with ``Value``s in place of
+tensors, its outputs — to the current segment. A tensor the trace has not seen before (no
+traced op made it and it is not an argument: a parameter, a buffer, a captured global)
+becomes a *captured* input.
+
+A host read (``item``, ``tolist``, ``numpy``, ``nonzero``'s data-dependent shape) ends the
+current segment with a ``HostStep``: the value the host saw is recorded (it becomes a
+guard of the path), and tracing goes on in a new segment. A trace is so a path through a
+tree: each host step has one child segment per value it has been seen to take.
+
+To trace a new branch (a replay met a host value it had not seen), the function is run
+again from the start under a tracer given the *prefix* already replayed: ops of the prefix
+are not run again (their results are handed back from the replay's values, so in-place
+edits and random draws are not repeated) until the diverging host step, after which
+recording resumes.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from genesis.autograd.function import _TENSOR_TYPES
+from genesis.compiler.graph import OpNode, Value, map_values
+from genesis.dispatch import DispatchMode
+
+__all__ = ["GraphBreakError", "HOST_OPS", "HostStep", "Segment", "Tracer", "user_source"]
+
+# Ops whose result the Python host needs (a graph break each).
+HOST_OPS = frozenset({"item", "tolist", "numpy", "nonzero"})
+
+
+class GraphBreakError(RuntimeError):
+    """``genesis.compile(..., fullgraph=True)`` met an op that needs the host."""
+
+
+class UntraceableError(RuntimeError):
+    """A trace met a tensor no recorded op made (a backward formula that computes outside
+    the dispatcher): that graph cannot be replayed, the compiled call falls back."""
+
+
+class HostStep:
+    """A graph break: an op whose result the host reads, and the result seen at trace time.
+
+    Attributes:
+        op, handle, args, kwargs, source: as ``OpNode``'s.
+        key: the hashable outcome recorded (a number, a nested tuple, an output shape).
+        outputs: Values the step makes (``nonzero``'s indices), usually ``()``.
+    """
+
+    def __init__(self, handle, args, kwargs, source: str):
+        self.op, self.handle, self.args, self.kwargs = handle.name, handle, args, kwargs
+        self.source = source
+        self.outputs: tuple = ()
+        self.result = None
+
+    def run(self, env: dict):
+        """Run the host op on the values of ``env``; returns ``(result, key)``."""
+        args = map_values(self.args, lambda v: env[v.id])
+        kwargs = map_values(self.kwargs, lambda v: env[v.id])
+        result = self.handle(*args, **kwargs)
+        return result, outcome_key(result)
+
+    def __str__(self) -> str:
+        return f"graph break: {self.op}({', '.join(map(repr, self.args))})  # {self.source}"
+
+
+def outcome_key(result):
+    """The hashable guard value of a host op's result (a tensor result: its shape)."""
+    if type(result) in _TENSOR_TYPES:
+        return ("shape", tuple(result.shape))
+    if isinstance(result, (list, tuple)):
+        return tuple(outcome_key(r) for r in result)
+    if hasattr(result, "tobytes"):  # a numpy array
+        return ("array", result.shape, str(result.dtype), result.tobytes())
+    return result
+
+
+class Segment:
+    """Op nodes up to a graph break (``host``) or to the return (``host is None``).
+
+    ``children`` maps each host outcome seen to the segment traced after it; ``graph`` and
+    ``run`` are filled in when the segment is compiled.
+    """
+
+    def __init__(self, nodes: list, host: HostStep | None):
+        self.nodes, self.host = nodes, host
+        self.children: dict = {}
+        self.graph = None
+        self.run = None
+        self.result = None  # the last segment: the function's return value, Values inside
+
+
+class Tracer(DispatchMode):
+    """Records the ops of one run of the traced function.
+
+    Args:
+        next_id: a one-element list, the next Value id (shared by all of a compiled
+            function's traces, so ids are unique across them).
+        known: ``id(tensor) -> (tensor, Value)`` of the tensors the trace starts with.
+        capture: whether an unknown tensor becomes a captured input (forward) or an error
+            (backward: ``UntraceableError``).
+        fullgraph: raise ``GraphBreakError`` at a host read rather than break.
+        prefix: items (``OpNode``s and ``(HostStep, result)`` pairs) to fast-forward through.
+        env: ``Value id -> tensor`` of the prefix's values.
+    """
+
+    def __init__(self, next_id: list, known: dict, *, capture: bool = True,
+                 fullgraph: bool = False, prefix=(), env=None):
+        self.next_id, self.known, self.capture = next_id, known, capture
+        self.fullgraph = fullgraph
+        self.prefix, self.pos, self.env = list(prefix), 0, env or {}
+        self.nodes: list = []
+        self.segments: list[Segment] = []
+        self.captured: list = []  # (tensor, Value), in the order met
+        self.tensors: dict = {}  # Value id -> the tensor it stood for in this run
+
+    # ------------------------------------------------------------------ values
+    def new_value(self, t) -> Value:
+        """A fresh Value describing tensor ``t``, remembered as ``t``'s."""
+        v = Value(self.next_id[0], tuple(t.shape), t.dtype, t.device, tuple(t.stride()))
+        self.next_id[0] += 1
+        self.known[id(t)] = (t, v)  # (holding t keeps its id from being reused)
+        self.tensors[v.id] = t
+        return v
+
+    def value_of(self, t) -> Value:
+        hit = self.known.get(id(t))
+        if hit is not None and hit[0] is t:
+            return hit[1]
+        if not self.capture:
+            raise UntraceableError(
+                f"a {t.dtype} tensor of shape {tuple(t.shape)} reached an op without coming "
+                "from a traced op")
+        v = self.new_value(t)
+        self.captured.append((t, v))
+        return v
+
+    def spec(self, obj):
+        """``obj`` (args, kwargs, a result) with Values in place of its tensors."""
+        kind = type(obj)
+        if kind in _TENSOR_TYPES:
+            return self.value_of(obj)
+        if kind is tuple or kind is list:
+            return kind(self.spec(a) for a in obj)
+        if kind is dict:
+            return {k: self.spec(a) for k, a in obj.items()}
+        return obj
+
+    def outputs_of(self, out):
+        """``(result spec, output Values)`` of an op's return value, new Values for its
+        tensors."""
+        if type(out) in _TENSOR_TYPES:
+            v = self.new_value(out)
+            return v, (v,)
+        if isinstance(out, (tuple, list)):
+            vals = [self.new_value(o) if type(o) in _TENSOR_TYPES else o for o in out]
+            return type(out)(vals), tuple(v for v in vals if type(v) is Value)
+        return out, ()
+
+    def bind(self, result_spec, result) -> None:
+        """Remember the tensors of ``result`` as the Values of ``result_spec``."""
+        if type(result_spec) is Value:
+            self.known[id(result)] = (result, result_spec)
+        elif isinstance(result_spec, (tuple, list)):
+            for s, r in zip(result_spec, result):
+                self.bind(s, r)
+
+    # -------------------------------------------------------------- recording
+    def __genesis_dispatch__(self, op, args, kwargs):
+        if self.pos < len(self.prefix):
+            return self._fast_forward(op)
+        if op.name in HOST_OPS:
+            return self._host(op, args, kwargs)
+        sargs, skwargs = self.spec(args), self.spec(kwargs)
+        out = op(*args, **kwargs)
+        result, outs = self.outputs_of(out)
+        self.nodes.append(OpNode(op.name, op, sargs, skwargs, outs, user_source(), result))
+        return out
+
+    def _host(self, op, args, kwargs):
+        source = user_source()
+        if self.fullgraph:
+            raise GraphBreakError(
+                f"genesis.compile(fullgraph=True): `{op.name}` needs its result on the host "
+                f"(a graph break) at {source}")
+        step = HostStep(op, self.spec(args), self.spec(kwargs), source)
+        out = op(*args, **kwargs)
+        step.result, step.outputs = self.outputs_of(out)
+        step.key = outcome_key(out)
+        self.segments.append(Segment(self.nodes, step))
+        self.nodes = []
+        return out
+
+    def _fast_forward(self, op):
+        item = self.prefix[self.pos]
+        self.pos += 1
+        if isinstance(item, OpNode):
+            expected, spec = item.op, item.result
+            result = map_values(spec, lambda v: self.env[v.id])
+        else:
+            step, result = item
+            expected, spec = step.op, step.result
+        if op.name != expected:
+            raise RuntimeError(
+                f"genesis.compile: the function called `{op.name}` where its earlier run "
+                f"called `{expected}` (at {getattr(item, 'source', '')}): tracing needs the "
+                "same ops for the same inputs and host values")
+        self.bind(spec, result)
+        return result
+
+    def finish(self, result) -> list[Segment]:
+        """Close the trace on the function's return value; returns the path's segments."""
+        last = Segment(self.nodes, None)
+        last.result = self.spec(result)
+        self.segments.append(last)
+        self.nodes = []
+        return self.segments
+
+
+def user_source() -> str:
+    """``"file.py:123"`` of the innermost frame outside the genesis packages."""
+    # (genesis's __path__ spans the installed distributions: nn, llm ... are genesis too)
+    roots = tuple(os.path.join(p, "") for p in sys.modules["genesis"].__path__)
+    frame = sys._getframe(1)
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if not name.startswith(roots):
+            return f"{os.path.basename(name)}:{frame.f_lineno}"
+        frame = frame.f_back
+    return ""
