@@ -35,7 +35,7 @@ from genesis_cuda.kernels._launch import contiguous_strides, next_pow2
 
 MAX_ROW = 8192  # longest row a row kernel holds in registers (a longer one is not fused)
 BLOCK = 1024  # elements per program of a pointwise kernel
-_VECTOR = re.compile(r"\b(i\d+|c)\b")
+_VECTOR = re.compile(r"\b(i\d+|c|vlin\d+)\b")  # index names that vary along a program
 
 
 class Unfusible(Exception):
@@ -68,6 +68,20 @@ def _shift(expr: str, start: int, step: int = 1) -> str:
     if start == 0:
         return e
     return f"({e} + {start})" if start > 0 else f"({e} - {-start})"
+
+
+def dense(shape: tuple, stride) -> bool:
+    """Whether ``stride`` lays ``shape`` out densely (a permutation of the contiguous
+    layout): an output allocated with it takes exactly its element count."""
+    if stride is None or len(stride) != len(shape):
+        return False
+    expected = 1
+    for n, s in sorted(((n, s) for n, s in zip(shape, stride) if n != 1),
+                       key=lambda p: p[1]):
+        if s != expected:
+            return False
+        expected *= n
+    return True
 
 
 def _offset(ctx: tuple, shape: tuple, strides: tuple) -> str:
@@ -248,7 +262,7 @@ class Emitter:
         self._need_index(ctx)
         lin = " + ".join(f"{e} * {s}" for e, s, n in zip(ctx, contiguous_strides(dst), dst)
                          if n != 1 and e != "0") or "0"
-        var = f"lin{len(self.lines)}"
+        var = f"{'v' if _VECTOR.search(lin) else ''}lin{len(self.lines)}"
         self.lines.append(f"{var} = {lin}")
         ss = contiguous_strides(src)
         return tuple("0" if n == 1 else (f"({var} // {s}) % {n}" if d else f"{var} // {s}")
@@ -298,13 +312,18 @@ class Emitter:
             else:
                 raise Unfusible(f"output of shape {shape} in a kernel over {self.domain}")
             store = var if T.reg(v.dtype) is v.dtype else f"{var}.to({T.tl_name(v.dtype)})"
-            if shape == self.domain:
+            stride = tuple(v.stride) if dense(shape, v.stride) else contiguous_strides(shape)
+            if stride != contiguous_strides(shape):  # eager's layout (a permuted one)
+                self._need_index(ctx)
+                off = _offset(ctx, shape, stride)
+            elif shape == self.domain:
                 off = "offs" if not self.row else (
                     "c" if len(shape) == 1 else f"row * {shape[-1]} + c")
-                mask = "cmask" if self.row else "mask"
-                stores.append(f"tl.store(out_v{vid} + {off}, {store}, mask={mask})")
             else:
-                stores.append(f"tl.store(out_v{vid} + row, {store})")
+                off = "row"
+            mask = self._mask(ctx, ())
+            m = f", mask={mask}" if mask else ""
+            stores.append(f"tl.store(out_v{vid} + {off}, {store}{m})")
         n = 1
         for s in self.domain:
             n *= s

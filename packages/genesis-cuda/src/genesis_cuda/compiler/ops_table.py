@@ -134,6 +134,11 @@ def cast_expr(x: str, src: D.DType, dst: D.DType) -> str:
     then held as ``reg(dst)``."""
     if reg(src) is reg(dst) and (dst is reg(dst) or src is dst):
         return x  # the same register type, and no narrower storage type to round through
+    if not src.is_floating_point and dst is not reg(dst):
+        # integers to a half type through float32 (exact below 2**24; Triton's interpreter
+        # cannot convert integers to half types directly); 0 and 1 need no rounding
+        x = f"{x}.to(tl.float32)"
+        return x if src is D.bool_ else f"{x}.to({tl_name(dst)}).to(tl.float32)"
     ct = _ct(src)
     through = x if reg(src) is ct else f"{x}.to({tl_name(ct)})"
     through = f"{through}.to({tl_name(dst)})"

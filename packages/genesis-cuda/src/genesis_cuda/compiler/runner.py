@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import genesis
 from genesis_cuda.compiler import kernel_cache
-from genesis_cuda.compiler.codegen import Emitter, Unfusible
+from genesis_cuda.compiler.codegen import Emitter, Unfusible, dense
 from genesis_cuda.compiler.partition import Group, _tensors, partition
+from genesis_cuda.kernels._launch import contiguous_strides
 
 
 class _Stub:
@@ -106,12 +107,23 @@ class FusedStep:
             spec = k.spec
             outs = []
             for o in spec.outputs:
-                v = self.values[o]
-                t = genesis.empty(tuple(v.shape), dtype=v.dtype, device=tensors[0].device)
-                env[o] = t
+                t = env[o] = _new_output(self.values[o])
                 outs.append(t._data)
             if spec.grid[0]:
                 kernel_cache.launch(k, [env[i]._data for i in spec.inputs], outs)
+
+
+def _new_output(v):
+    """A tensor for value ``v`` with the layout eager gave it (a permuted dense layout is
+    kept: later views, such as ``geometry_view``, were traced on it)."""
+    shape, stride = tuple(v.shape), v.stride
+    if dense(shape, stride) and tuple(stride) != contiguous_strides(shape):
+        n = 1
+        for s in shape:
+            n *= s
+        flat = genesis.empty((n,), dtype=v.dtype, device=v.device)
+        return genesis.as_strided(flat, shape, tuple(stride))
+    return genesis.empty(shape, dtype=v.dtype, device=v.device)
 
 
 class CompiledGraph:
