@@ -22,6 +22,7 @@ from graph_recorder import record  # noqa: E402
 
 import genesis  # noqa: E402
 import genesis.nn.functional as F  # noqa: E402
+from genesis.dispatch import REGISTRY  # noqa: E402
 from genesis.testing import assert_close, default_tolerances  # noqa: E402
 from genesis_cuda.compiler.partition import Group, partition  # noqa: E402
 from genesis_cuda.compiler.runner import CompiledGraph, FusedStep  # noqa: E402
@@ -136,6 +137,20 @@ def test_views_of_intermediates():
     compiled_matches_eager(
         lambda a: (a.exp().view(2, 3, 8).permute(2, 0, 1) * 2).reshape(8, 6).unsqueeze(0) + 1,
         x)
+
+
+def test_slice_backward_pads_intermediates_in_the_kernel():
+    # the gradient of RoPE's slices: zeros around each piece, summed
+    pad = REGISTRY["slice_backward"]
+    g1, g2 = randn(2, 3, 4, seed=29), randn(2, 2, 4, seed=30)
+
+    def fn(a, b):
+        left = pad(a * 2, (2, 3, 8), (slice(None), slice(None), slice(None, 4)))
+        odd = pad(-b, (2, 3, 8), (slice(None), slice(1, None, 1), slice(0, 8, 2)))
+        return left + odd
+
+    run = compiled_matches_eager(fn, g1, g2)
+    assert len(run.kernels) == 1
 
 
 # ------------------------------------------------------------------ row reductions

@@ -55,14 +55,15 @@ class PhiloxGenerator:
     def next_offset(self, n: int) -> int:
         """Reserve ``n`` counter values; returns the first. The next call gets fresh ones.
 
-        Raises ``GraphCaptureError`` during CUDA graph capture: the seed and offset are
-        passed to kernels as host values, so a replay would repeat the captured numbers.
+        Raises ``GraphCaptureError`` during CUDA graph capture: a caller of this method
+        passes the offset to its kernel as a host value, so a replay would repeat the
+        captured numbers (the random fills use ``CapturedPhilox`` there instead).
         """
         capture.check_not_capturing(
-            "draw random numbers (rand, randn, dropout, SDPA's dropout_p, random_ ...): "
-            "genesis passes the Philox offset to kernels as a host value, so every replay "
-            "would repeat the captured numbers. A model with dropout can be captured in "
-            "eval() mode or with p=0 (no random numbers are drawn then)", self.device)
+            "draw random numbers in a fused kernel (SDPA's dropout_p ...): it takes the "
+            "Philox offset as a host value, so every replay would repeat the captured "
+            "numbers. Capture the model in eval() mode or with dropout_p=0 (random fills "
+            "such as rand, randn and F.dropout can be captured)", self.device)
         offset = self.offset
         self.offset = (offset + int(n)) & _MASK64
         return offset

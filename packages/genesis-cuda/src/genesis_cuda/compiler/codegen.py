@@ -222,6 +222,8 @@ class Emitter:
         op, args, out = node.op, node.args, node.outputs[0]
         if op == "cat":
             return self._cat(node, ctx, conds)
+        if op == "slice_backward":
+            return self._slice_backward(node, ctx, conds)
         src = self.values[args[0].id]
         if op == "expand":
             lead = len(out.shape) - len(src.shape)
@@ -254,6 +256,37 @@ class Emitter:
             else:
                 raise Unfusible(f"slice key element {k!r}")
         return tuple(sub) + tuple(ctx[j:])
+
+    def _slice_backward(self, node, ctx: tuple, conds: tuple) -> str:
+        """``slice_backward(g, shape, key)``: ``g`` inside the slice of ``shape``, 0 outside."""
+        g, shape, key = node.args
+        sub, inside, d = [], [], 0
+        for k in key:
+            if k is None:
+                sub.append("0")
+                continue
+            e, n = ctx[d], shape[d]
+            if e.isdigit():
+                raise Unfusible("slice_backward read at a constant index")
+            if isinstance(k, int):
+                inside.append(f"({e} == {k % n})")
+            else:
+                start, stop, step = k.indices(n)
+                length = max(0, (stop - start + step - 1) // step)
+                last = start + (length - 1) * step
+                inside += [f"({e} >= {start})"] if start > 0 else []
+                inside += [f"({e} <= {last})"] if last < n - 1 else []
+                if step != 1:
+                    inside.append(f"((({e} - {start}) % {step}) == 0)")
+                sub.append(_shift(e, -start) if step == 1 else f"(({e} - {start}) // {step})")
+            d += 1
+        sub = tuple(sub) + tuple(ctx[d:])
+        self._need_index(ctx)
+        if not inside:
+            return self.value(g.id, sub, conds)
+        cond = " & ".join(inside)
+        v = self.value(g.id, sub, conds + (cond,))
+        return f"tl.where({cond}, {v}, 0)"
 
     def _reshape_ctx(self, src: tuple, dst: tuple, ctx: tuple) -> tuple:
         if [n for n in src if n != 1] == [n for n in dst if n != 1]:  # (un)squeeze only

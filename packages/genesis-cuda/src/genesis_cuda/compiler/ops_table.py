@@ -15,8 +15,9 @@ Kinds of rows:
 
 * ``unary`` / ``binary``: the declared elementwise ops (``genesis.op_declarations``).
 * ``special``: ``cast``, ``where``, ``clamp``, ``clone``/``contiguous`` (identity).
-* ``view``: ``view``, ``expand``, ``permute``, ``slice``, ``cat``: no arithmetic, they map
-  an index of their output to indices of their inputs (``codegen.Emitter``).
+* ``view``: ``view``, ``expand``, ``permute``, ``slice``, ``cat``, ``slice_backward`` (a
+  slice's gradient: zeros around it): no arithmetic, they map an index of their output to
+  indices of their inputs (``codegen.Emitter``).
 * ``reduction``: ``sum``, ``amax``, ``amin`` over the last dim (row kernels only).
 
 Example: ``binary_expr("mul", ("x", D.bfloat16), ("y", D.int32), D.float32)`` is
@@ -32,7 +33,7 @@ from genesis_cuda.kernels.elementwise import _NBITS, UNARY_BOOL_OUT, _ct
 UNARY = {op.name: op for op in decl.UNARY}
 BINARY = {op.name: op for op in decl.BINARY}
 SPECIAL = frozenset(("cast", "where", "clamp", "clone", "contiguous"))
-VIEWS = frozenset(("view", "expand", "permute", "slice", "cat"))
+VIEWS = frozenset(("view", "expand", "permute", "slice", "cat", "slice_backward"))
 REDUCTIONS = frozenset(("sum", "amax", "amin"))
 POINTWISE = frozenset(UNARY) | frozenset(BINARY) | SPECIAL
 

@@ -93,6 +93,9 @@ def _args_ok(node) -> bool:
                                       for k in args[1])
     if op == "cat":
         return isinstance(args[0], int) and all(hasattr(a, "shape") for a in args[1:])
+    if op == "slice_backward":
+        return len(args) == 3 and all(k is None or isinstance(k, (int, slice))
+                                      for k in args[2])
     if op in T.REDUCTIONS:
         return _reduced_row(node) is not None
     return all(isinstance(a, _SCALARS) or hasattr(a, "shape") for a in args)
