@@ -19,7 +19,6 @@ pytest.importorskip("triton")  # the kernels are Triton code; CI machines may la
 import genesis  # noqa: E402
 import genesis.nn as nn  # noqa: E402
 import genesis.nn.functional as F  # noqa: E402
-
 from genesis_cuda.compiler.runner import CompiledGraph  # noqa: E402
 from genesis_cuda.kernels import _launch  # noqa: E402
 
