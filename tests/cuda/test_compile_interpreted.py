@@ -1,6 +1,7 @@
-"""genesis-cuda's compiler checked without a GPU: ``test_compile_codegen.py`` and ``test_compile_model.py`` run under the
-Triton interpreter (``TRITON_INTERPRET=1``) in a fresh process, since the interpreter is
-chosen when Triton is first imported. Not marked ``cuda``: CI runs it."""
+"""genesis-cuda's compiler checked without a GPU: ``test_compile_codegen.py`` and
+``test_compile_model.py`` run under the Triton interpreter (``TRITON_INTERPRET=1``) in a
+fresh process, since the interpreter is chosen when Triton is first imported. Not marked
+``cuda``: CI runs it."""
 
 from __future__ import annotations
 
