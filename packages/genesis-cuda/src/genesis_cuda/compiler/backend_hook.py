@@ -27,6 +27,7 @@ Example:
 from __future__ import annotations
 
 from genesis_cuda.compiler.cuda_graph import Graphed
+from genesis_cuda.compiler.partition import mutates
 from genesis_cuda.compiler.runner import CompiledGraph
 
 MODES = (None, "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
@@ -62,4 +63,6 @@ def compile_graph(graph, options: dict | None):
     options = dict(options or {})
     graphed = uses_cuda_graph(options)
     run = CompiledGraph(graph, options, on_cuda)
-    return Graphed(run) if graphed else run
+    if not graphed:
+        return run
+    return Graphed(run, writes_inputs=any(mutates(node) for node in graph.nodes))

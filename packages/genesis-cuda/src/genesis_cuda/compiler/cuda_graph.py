@@ -10,7 +10,9 @@ are CUDA tensors of fixed shapes (core's guards recompile on a new shape):
    call. Then it replays.
 3. Every later call copies each input into its static buffer (skipped when it is that very
    tensor: parameters and buffers, updated in place by the optimizer, cost nothing) and
-   replays.
+   replays. A graph with in-place ops may write its inputs: the static buffers are then
+   copied back into the caller's tensors after the replay, so ``x.add_(1)`` inside a
+   compiled function still changes the caller's ``x``.
 
 Outputs: the captured outputs live in the pool and every replay overwrites them, so they are
 never handed out. Each call returns *copies* (``clone``) of them, made right after the
@@ -44,10 +46,12 @@ class Graphed:
     Args:
         fn: a callable on a list of CUDA tensors returning a list of tensors.
         warmup: eager calls before the capture (compilation and tuning happen there).
+        writes_inputs: ``fn`` has in-place ops, which may write its inputs: after each
+            replay the static buffers are copied back into the caller's tensors.
     """
 
-    def __init__(self, fn, warmup: int = 1):
-        self.fn, self.warmup = fn, warmup
+    def __init__(self, fn, warmup: int = 1, writes_inputs: bool = False):
+        self.fn, self.warmup, self.writes_inputs = fn, warmup, writes_inputs
         self.calls = 0
         self.cuda_graph = None
         self.static_inputs: list = []
@@ -65,7 +69,15 @@ class Graphed:
                 if x is not static:
                     static.copy_(x)
         self.cuda_graph.replay()
+        if self.writes_inputs:
+            self._write_back(inputs)
         return self._hand_out()
+
+    def _write_back(self, inputs: list) -> None:
+        with genesis.no_grad():
+            for static, x in zip(self.static_inputs, inputs):
+                if x is not static:
+                    x.copy_(static)
 
     def _capture(self, inputs: list) -> list:
         self.static_inputs = list(inputs)
