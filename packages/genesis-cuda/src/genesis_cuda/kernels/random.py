@@ -21,7 +21,15 @@ import triton.language as tl
 from genesis import dtypes as D
 from genesis_cuda.capture import capturing_graph
 
-from ._launch import Launcher, Ptr, empty
+from ._launch import (
+    COMPILE_OPTIONS,
+    INTERPRET,
+    Launcher,
+    Ptr,
+    arg_class,
+    direct_entry,
+    empty,
+)
 from .layout import BLOCK, clone, grid1, offset6, plan, unravel6
 
 
@@ -106,6 +114,27 @@ def _signed64(x: int) -> int:
     return x - (1 << 64) if x >= 1 << 63 else x
 
 
+_capture_ready: set = set()  # launches whose DEVICE_STATE twin is compiled and loaded
+
+
+def _ready_for_capture(grid, args: tuple, opts: dict) -> None:
+    """Compile and load the DEVICE_STATE variant of a launch just made on the host path, so
+    that capturing the same fill later (a CUDA graph, after its eager warm-up) finds it
+    built: a kernel module cannot be loaded while a graph is being captured. Its seed and
+    base are passed as a capture passes them (small ints), so the variants match."""
+    key = tuple(arg_class(a) for a in args[:2] + args[4:]) + tuple(opts.items())
+    if key in _capture_ready:
+        return
+    seedless = args[:2] + (0, 0) + args[4:]
+    compiled = _random_kernel.warmup(*seedless, _STATE_MODEL, grid=grid, DEVICE_STATE=True,
+                                     **opts, **COMPILE_OPTIONS)
+    direct_entry(compiled)  # loads the compiled module
+    _capture_ready.add(key)
+
+
+_STATE_MODEL = Ptr(16, D.int64)  # what a capture's state pointer specialises as (aligned)
+
+
 def _fill_random(a, gen, kind: int, p0=0.0, p1=0.0, span=1, low=0):
     total = 1
     for s in a.shape:
@@ -119,11 +148,14 @@ def _fill_random(a, gen, kind: int, p0=0.0, p1=0.0, span=1, low=0):
         cap = graph.philox(gen)
         base, seed, state = cap.reserve(total), 0, cap.state
     f64 = a.dtype is D.float64
+    opts = {"KIND": kind, "F64": f64, "BLOCK": BLOCK}
     for n, s6, ((p, ds),), _big in plan(tuple(a.shape), [(a.data_ptr(), a.dtype.itemsize,
                                                           a.strides)]):
-        _random(grid1(n), Ptr(p, a.dtype), n, seed, base, float(p0), float(p1), span, low,
-                *s6[1:], *ds, state, KIND=kind, F64=f64, BLOCK=BLOCK,
-                DEVICE_STATE=state is not None)
+        args = (Ptr(p, a.dtype), n, seed, base, float(p0), float(p1), span, low, *s6[1:],
+                *ds)
+        _random(grid1(n), *args, state, DEVICE_STATE=state is not None, **opts)
+        if state is None and not INTERPRET:
+            _ready_for_capture(grid1(n), args, opts)
         base = _signed64(base + n)  # host-split launches walk consecutive C-order ranges
     return a
 
