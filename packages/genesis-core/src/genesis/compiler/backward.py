@@ -18,6 +18,8 @@ inputs' graphs and parameters' ``.grad`` through the engine, as eager's would.
 
 from __future__ import annotations
 
+from genesis.autocast import _set_enabled
+from genesis.autocast import _state as _autocast_state
 from genesis.autograd.engine import grad as autograd_grad
 from genesis.autograd.function import Function
 from genesis.autograd.grad_mode import no_grad
@@ -71,10 +73,17 @@ def trace_backward(tracer: Tracer, fwd_nodes: list, inputs: list, out_values: li
     known = dict(tracer.known)
     bt = Tracer(tracer.next_id, known, capture=False)
     grad_values = [bt.new_value(p) for p in placeholders]
-    with bt:
-        grads = autograd_grad([out_tensors[i] for i in diff], [inputs[i][0] for i in wrt],
-                              grad_outputs=placeholders, retain_graph=True,
-                              create_graph=True, allow_unused=True)
+    autocast = dict(_autocast_state.by_device)
+    _autocast_state.by_device = {}  # the backward runs outside autocast, as eager's does
+    _set_enabled(False)
+    try:
+        with bt:
+            grads = autograd_grad([out_tensors[i] for i in diff], [inputs[i][0] for i in wrt],
+                                  grad_outputs=placeholders, retain_graph=True,
+                                  create_graph=True, allow_unused=True)
+    finally:
+        _autocast_state.by_device = autocast
+        _set_enabled(bool(autocast))
     segments = bt.finish(list(grads))
     if len(segments) != 1:
         raise UntraceableError("a gradient formula reads a value on the host")

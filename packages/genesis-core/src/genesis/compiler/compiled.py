@@ -31,6 +31,7 @@ from genesis.compiler.guards import captured_ok, guard_key
 from genesis.compiler.replay import build_graph, replay_callable
 from genesis.compiler.tracer import Tracer, UntraceableError
 from genesis.dispatch import _modes
+from genesis.ops.common import VALUE_CHECKS
 
 __all__ = ["CompiledFunction", "cache_size_limit"]
 
@@ -132,11 +133,13 @@ class _Entry:
     def _run_traced(self, tracer: Tracer, args: tuple, kwargs: dict):
         cache = _autocast_state.cache
         _autocast_state.cache = {}  # weight casts made before the trace would be constants
+        VALUE_CHECKS.off += 1  # (range checks of indices would read values: not replayed)
         try:
             with tracer:
                 return self.compiled._fn(*args, **kwargs)
         finally:
             _autocast_state.cache = cache
+            VALUE_CHECKS.off -= 1
 
     def _trace_backward(self, tracer: Tracer, all_inputs: list) -> None:
         seg = self.root
