@@ -28,8 +28,9 @@ from genesis.autograd.grad_mode import _state as _grad_state
 from genesis.compiler.backward import CompiledRegion, trace_backward
 from genesis.compiler.graph import Value, map_values
 from genesis.compiler.guards import captured_ok, guard_key
+from genesis.compiler.node_backward import UntraceableError
 from genesis.compiler.replay import build_graph, replay_callable
-from genesis.compiler.tracer import Tracer, UntraceableError
+from genesis.compiler.tracer import Tracer
 from genesis.dispatch import _modes
 from genesis.ops.common import VALUE_CHECKS
 
@@ -146,7 +147,8 @@ class _Entry:
         made = {v.id for node in seg.nodes for v in node.outputs}
         outs = [v for v in dict.fromkeys(_values_in(seg.result)) if v.id in made]
         tensors = [tracer.tensors[v.id] for v in outs]
-        plan = trace_backward(tracer, seg.nodes, all_inputs, outs, tensors)
+        plan = trace_backward(tracer, seg.nodes, all_inputs, outs, tensors,
+                              whole_nodes=self.compiled.options.get("backward") == "nodes")
         options = self.compiled.options
         plan.run_forward = compile_graph(plan.forward_graph, options)
         plan.run_backward = compile_graph(plan.backward_graph, options)

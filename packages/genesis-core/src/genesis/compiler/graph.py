@@ -64,8 +64,14 @@ code that made the call (the first frame outside genesis).
 * **Random ops** (``rand``, ``randn``, ``bernoulli``, ``uniform_``...) are nodes like any
   other: running the node draws new numbers from the generator of its device, so each
   replay draws fresh ones (and, replayed in the same order, the same ones eager would).
-* **Backward graphs** are made of the ops autograd's gradient formulas call; there is no
-  special node kind. They run with grad mode off.
+* **Backward graphs** are made of the ops autograd's gradient formulas call, and run with
+  grad mode off. A formula the tracer cannot see into (a fused op's backward kernel, a
+  formula computing on backend arrays) is one node ``<op>_backward(saved, grads,
+  ctx=...)``: its arguments are the tuple of the forward node's saved tensors and the tuple
+  of its output gradients, ``ctx`` the formula's constants; it returns a tuple of
+  gradients (None entries allowed). Tensors such a forward node saved that no node returned
+  are in its ``OpNode.saved``; where a forward graph outputs them, the node must be run
+  with ``genesis.compiler.node_backward.run_saving`` (it returns them too).
 
 ``print(graph)`` shows one line per node, like an FX graph printout::
 
@@ -128,6 +134,10 @@ class OpNode:
         source: ``"file.py:123"``, the user line that made the call.
         result: the op's return value with Values for its tensors (``outputs`` in the
             structure the op returned them: one Value, a tuple or list of them).
+        saved: for a Function op that saved, for backward, tensors made inside its forward
+            (no other node's output): one entry per saved tensor, a new Value for those,
+            None for the others; ``()`` otherwise. See ``compiler.node_backward``.
+        needs_input_grad: the op's ctx flags at trace time (used with ``saved``).
 
     Example:
         >>> node = graph.nodes[0]
@@ -142,6 +152,8 @@ class OpNode:
     outputs: tuple
     source: str = ""
     result: object = None  # what the op returned, its tensors as Values (tuple, list ...)
+    saved: tuple = ()  # per tensor its autograd ctx saved: a Value if no other Value is it
+    needs_input_grad: tuple = ()  # the ctx's flags at trace time (for run_saving)
 
     def inputs(self) -> list:
         """The Values the node reads (from ``args`` and ``kwargs``, nested ones too)."""
