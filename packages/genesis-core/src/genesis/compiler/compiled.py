@@ -166,6 +166,8 @@ class _Entry:
                 kind = "segment"
             seg.graph = build_graph(seg.nodes, leading if seg is self.root else [], outputs,
                                     kind)
+            if seg.host is not None:
+                seg.graph.breaks_at = str(seg.host)
             seg.run = compile_graph(seg.graph, self.compiled.options, self.record)
 
     def _add_captured(self, captured: list) -> None:
