@@ -242,3 +242,13 @@ def test_whole_node_backward_option_gives_the_same_gradients():
     (entry,) = compiled._entries.values()
     ops = [n.op for n in entry.plan.backward_graph.nodes]
     assert "linear_backward" in ops and "rms_norm_backward" in ops
+
+
+def test_a_captured_tensor_dropped_by_its_owner_is_not_replayed():
+    state = {"w": genesis.ones(3)}
+    compiled = genesis.compile(lambda x: x * state["w"])
+    x = genesis.ones(3)
+    assert compiled(x).tolist() == [1.0, 1.0, 1.0]
+    state["w"] = genesis.full((3,), 2.0)  # rebound: the traced tensor is held by nobody else
+    assert compiled(x).tolist() == [2.0, 2.0, 2.0]
+    assert compiled(x).tolist() == [2.0, 2.0, 2.0]
