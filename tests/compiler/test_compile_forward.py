@@ -252,3 +252,19 @@ def test_a_captured_tensor_dropped_by_its_owner_is_not_replayed():
     state["w"] = genesis.full((3,), 2.0)  # rebound: the traced tensor is held by nobody else
     assert compiled(x).tolist() == [2.0, 2.0, 2.0]
     assert compiled(x).tolist() == [2.0, 2.0, 2.0]
+
+
+def test_a_deep_copy_of_a_compiled_module_runs_its_own_parameters():
+    import copy
+
+    model = nn.Linear(3, 3)
+    model.compile()
+    x = genesis.randn(2, 3)
+    model(x)
+    twin = copy.deepcopy(model)
+    with genesis.no_grad():
+        twin.weight.fill_(0.0)
+        twin.bias.fill_(1.0)
+    assert twin(x).tolist() == [[1.0] * 3] * 2
+    assert twin._compiled_call is not model._compiled_call
+    close(model(x), x @ model.weight.T + model.bias)

@@ -64,6 +64,9 @@ class CompiledFunction:
             raise AttributeError(name)
         return getattr(self._orig, name)
 
+    def __deepcopy__(self, memo):  # (traces are not copied: a copied module compiles anew)
+        return self
+
     def __get__(self, obj, objtype=None):  # a decorated method binds its instance
         return self if obj is None else functools.partial(self, obj)
 

@@ -431,5 +431,9 @@ class Module(StateDictMixin, HooksMixin, ConversionMixin):
 
     # -------------------------------------------------------------- pickling
     def __setstate__(self, state: dict) -> None:
+        compiled = state.pop("_compiled_call", None)
+        state.pop("_guard_state", None)
         self.__dict__.update(state)
+        if compiled is not None:  # a copy compiles its own call: the traces read the original
+            self.compile(fullgraph=compiled.fullgraph, options=compiled.options)
 
