@@ -211,3 +211,60 @@ def test_autocast_state_is_guarded_and_casts_replay():
     assert compiled(x).dtype is genesis.float32
     (graph,) = compiled.graphs()[:1]
     assert "cast" in [n.op for n in graph.nodes]
+
+
+def test_replaced_parameter_and_moved_module_retrace():
+    model = nn.Linear(3, 2)
+    compiled = genesis.compile(model)
+    x = genesis.randn(4, 3)
+    compiled(x)
+    model.weight = nn.Parameter(genesis.ones(2, 3))  # a new parameter object
+    close(compiled(x), model(x))
+    model.double()  # buffers and parameters change dtype (identity kept)
+    out = compiled(x.double())
+    assert out.dtype is genesis.float64
+    close(out, model(x.double()))
+    assert len(compiled._entries) == 3
+
+
+def test_whole_node_backward_option_gives_the_same_gradients():
+    model = nn.Sequential(nn.Linear(4, 8), nn.RMSNorm(8), nn.Linear(8, 3))
+    compiled = genesis.compile(model, options={"backward": "nodes"})
+    x, y = genesis.randn(5, 4), genesis.tensor([0, 1, 2, 0, 1])
+    for _ in range(3):
+        model.zero_grad()
+        F.cross_entropy(model(x), y).backward()
+        expected = [p.grad.clone() for p in model.parameters()]
+        model.zero_grad()
+        F.cross_entropy(compiled(x), y).backward()
+        for p, e in zip(model.parameters(), expected):
+            close(p.grad, e, rtol=1e-6, atol=1e-7)
+    (entry,) = compiled._entries.values()
+    ops = [n.op for n in entry.plan.backward_graph.nodes]
+    assert "linear_backward" in ops and "rms_norm_backward" in ops
+
+
+def test_a_captured_tensor_dropped_by_its_owner_is_not_replayed():
+    state = {"w": genesis.ones(3)}
+    compiled = genesis.compile(lambda x: x * state["w"])
+    x = genesis.ones(3)
+    assert compiled(x).tolist() == [1.0, 1.0, 1.0]
+    state["w"] = genesis.full((3,), 2.0)  # rebound: the traced tensor is held by nobody else
+    assert compiled(x).tolist() == [2.0, 2.0, 2.0]
+    assert compiled(x).tolist() == [2.0, 2.0, 2.0]
+
+
+def test_a_deep_copy_of_a_compiled_module_runs_its_own_parameters():
+    import copy
+
+    model = nn.Linear(3, 3)
+    model.compile()
+    x = genesis.randn(2, 3)
+    model(x)
+    twin = copy.deepcopy(model)
+    with genesis.no_grad():
+        twin.weight.fill_(0.0)
+        twin.bias.fill_(1.0)
+    assert twin(x).tolist() == [[1.0] * 3] * 2
+    assert twin._compiled_call is not model._compiled_call
+    close(model(x), x @ model.weight.T + model.bias)

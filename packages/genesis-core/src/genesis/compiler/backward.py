@@ -18,11 +18,14 @@ inputs' graphs and parameters' ``.grad`` through the engine, as eager's would.
 
 from __future__ import annotations
 
+from genesis.autocast import _set_enabled
+from genesis.autocast import _state as _autocast_state
 from genesis.autograd.engine import grad as autograd_grad
 from genesis.autograd.function import Function
 from genesis.autograd.grad_mode import no_grad
+from genesis.compiler.node_backward import UntraceableError
 from genesis.compiler.replay import build_graph
-from genesis.compiler.tracer import Tracer, UntraceableError
+from genesis.compiler.tracer import Tracer
 
 __all__ = ["BackwardPlan", "CompiledRegion", "trace_backward"]
 
@@ -45,7 +48,7 @@ class BackwardPlan:
 
 
 def trace_backward(tracer: Tracer, fwd_nodes: list, inputs: list, out_values: list,
-                   out_tensors: list) -> BackwardPlan:
+                   out_tensors: list, whole_nodes: bool = False) -> BackwardPlan:
     """Trace the backward of a finished forward trace.
 
     Args:
@@ -54,6 +57,8 @@ def trace_backward(tracer: Tracer, fwd_nodes: list, inputs: list, out_values: li
         inputs: ``(tensor, Value)`` of every forward graph input, in graph order.
         out_values: the forward's result Values produced by its nodes (graph order).
         out_tensors: their tensors (from the trace run).
+        whole_nodes: record every gradient formula as one ``<op>_backward`` node (rather
+            than the ops it is made of, where it is made of ops).
 
     Returns:
         A ``BackwardPlan`` (runners not yet set).
@@ -69,18 +74,26 @@ def trace_backward(tracer: Tracer, fwd_nodes: list, inputs: list, out_values: li
     with no_grad():
         placeholders = [out_tensors[i].new_ones(out_tensors[i].shape) for i in diff]
     known = dict(tracer.known)
-    bt = Tracer(tracer.next_id, known, capture=False)
+    bt = Tracer(tracer.next_id, known, capture=False, whole_nodes=whole_nodes)
     grad_values = [bt.new_value(p) for p in placeholders]
-    with bt:
-        grads = autograd_grad([out_tensors[i] for i in diff], [inputs[i][0] for i in wrt],
-                              grad_outputs=placeholders, retain_graph=True,
-                              create_graph=True, allow_unused=True)
+    autocast = dict(_autocast_state.by_device)
+    _autocast_state.by_device = {}  # the backward runs outside autocast, as eager's does
+    _set_enabled(False)
+    try:
+        with bt:  # (create_graph: formulas take their path of dispatched ops where they have one)
+            grads = autograd_grad([out_tensors[i] for i in diff], [inputs[i][0] for i in wrt],
+                                  grad_outputs=placeholders, retain_graph=True,
+                                  create_graph=not whole_nodes, allow_unused=True)
+    finally:
+        _autocast_state.by_device = autocast
+        _set_enabled(bool(autocast))
     segments = bt.finish(list(grads))
     if len(segments) != 1:
         raise UntraceableError("a gradient formula reads a value on the host")
     results = segments[0].result
     bwd = build_graph(segments[0].nodes, grad_values, list(results), "backward")
-    made_fwd = {v.id for node in fwd_nodes for v in node.outputs}
+    made_fwd = {v.id for node in fwd_nodes
+                for v in (*node.outputs, *(s for s in node.saved if s is not None))}
     input_pos = {v.id: i for i, (_, v) in enumerate(inputs)}
     saved = bwd.inputs[len(grad_values):]
     for v in saved:

@@ -28,9 +28,11 @@ from genesis.autograd.grad_mode import _state as _grad_state
 from genesis.compiler.backward import CompiledRegion, trace_backward
 from genesis.compiler.graph import Value, map_values
 from genesis.compiler.guards import captured_ok, guard_key
+from genesis.compiler.node_backward import UntraceableError
 from genesis.compiler.replay import build_graph, replay_callable
-from genesis.compiler.tracer import Tracer, UntraceableError
+from genesis.compiler.tracer import Tracer
 from genesis.dispatch import _modes
+from genesis.ops.common import VALUE_CHECKS
 
 __all__ = ["CompiledFunction", "cache_size_limit"]
 
@@ -61,6 +63,9 @@ class CompiledFunction:
         if name.startswith("__") or name in ("_orig", "_fn"):
             raise AttributeError(name)
         return getattr(self._orig, name)
+
+    def __deepcopy__(self, memo):  # (traces are not copied: a copied module compiles anew)
+        return self
 
     def __get__(self, obj, objtype=None):  # a decorated method binds its instance
         return self if obj is None else functools.partial(self, obj)
@@ -132,18 +137,21 @@ class _Entry:
     def _run_traced(self, tracer: Tracer, args: tuple, kwargs: dict):
         cache = _autocast_state.cache
         _autocast_state.cache = {}  # weight casts made before the trace would be constants
+        VALUE_CHECKS.off += 1  # (range checks of indices would read values: not replayed)
         try:
             with tracer:
                 return self.compiled._fn(*args, **kwargs)
         finally:
             _autocast_state.cache = cache
+            VALUE_CHECKS.off -= 1
 
     def _trace_backward(self, tracer: Tracer, all_inputs: list) -> None:
         seg = self.root
         made = {v.id for node in seg.nodes for v in node.outputs}
         outs = [v for v in dict.fromkeys(_values_in(seg.result)) if v.id in made]
         tensors = [tracer.tensors[v.id] for v in outs]
-        plan = trace_backward(tracer, seg.nodes, all_inputs, outs, tensors)
+        plan = trace_backward(tracer, seg.nodes, all_inputs, outs, tensors,
+                              whole_nodes=self.compiled.options.get("backward") == "nodes")
         options = self.compiled.options
         plan.run_forward = compile_graph(plan.forward_graph, options)
         plan.run_backward = compile_graph(plan.backward_graph, options)
@@ -161,6 +169,8 @@ class _Entry:
                 kind = "segment"
             seg.graph = build_graph(seg.nodes, leading if seg is self.root else [], outputs,
                                     kind)
+            if seg.host is not None:
+                seg.graph.breaks_at = str(seg.host)
             seg.run = compile_graph(seg.graph, self.compiled.options, self.record)
 
     def _add_captured(self, captured: list) -> None:

@@ -8,8 +8,8 @@ return a callable that runs it; otherwise core's own replay (``genesis.compiler.
 runs it. This docstring is the contract that hook codes against.
 
 **Values.** A ``Value`` is one tensor of the graph with the metadata it had at trace time:
-``id`` (unique within one compiled function, across all of its graphs — forward, backward
-and the segments between graph breaks — so the same tensor has the same id everywhere),
+``id`` (unique within the traces of one guard key: its forward, backward and the segments
+between graph breaks share the numbering, so the same tensor has the same id in each),
 ``shape``, ``dtype`` (a genesis dtype), ``device`` (a genesis device) and ``stride``. Every
 replay is guarded to see the same shapes, dtypes and devices (genesis.compile re-traces
 otherwise); strides of inputs are as at trace time only where the ops made them so.
@@ -42,7 +42,8 @@ constants otherwise (ints, floats, bools, None, slices, dtypes, devices, strings
 in lists and tuples exactly as the op got them (``cat``'s tensors arrive flat after the
 dim: ``("cat", (0, v1, v2))``). ``outputs`` is a tuple of the Values the op returned (an
 op returning one tensor has one output). ``source`` is ``"file.py:123"``: the line of user
-code that made the call (the first frame outside genesis).
+code that made the call (the first frame outside genesis; for a backward node, the line of
+the call that traced the backward).
 
 * **Constants** are baked in: a different Python constant in a call gives a different
   trace (the guards compare the call's non-tensor arguments). A scalar ``x * 2`` appears as
@@ -64,8 +65,14 @@ code that made the call (the first frame outside genesis).
 * **Random ops** (``rand``, ``randn``, ``bernoulli``, ``uniform_``...) are nodes like any
   other: running the node draws new numbers from the generator of its device, so each
   replay draws fresh ones (and, replayed in the same order, the same ones eager would).
-* **Backward graphs** are made of the ops autograd's gradient formulas call; there is no
-  special node kind. They run with grad mode off.
+* **Backward graphs** are made of the ops autograd's gradient formulas call, and run with
+  grad mode off. A formula the tracer cannot see into (a fused op's backward kernel, a
+  formula computing on backend arrays) is one node ``<op>_backward(saved, grads,
+  ctx=...)``: its arguments are the tuple of the forward node's saved tensors and the tuple
+  of its output gradients, ``ctx`` the formula's constants; it returns a tuple of
+  gradients (None entries allowed). Tensors such a forward node saved that no node returned
+  are in its ``OpNode.saved``; where a forward graph outputs them, the node must be run
+  with ``genesis.compiler.node_backward.run_saving`` (it returns them too).
 
 ``print(graph)`` shows one line per node, like an FX graph printout::
 
@@ -89,7 +96,7 @@ class Value:
     """One tensor of a traced graph, with its trace-time metadata.
 
     Attributes:
-        id: unique within the compiled function (all its graphs share the numbering).
+        id: unique within the traces of one guard key (its graphs share the numbering).
         shape: the tensor's shape, a tuple of ints.
         dtype: its genesis dtype.
         device: its genesis device.
@@ -128,6 +135,10 @@ class OpNode:
         source: ``"file.py:123"``, the user line that made the call.
         result: the op's return value with Values for its tensors (``outputs`` in the
             structure the op returned them: one Value, a tuple or list of them).
+        saved: for a Function op that saved, for backward, tensors made inside its forward
+            (no other node's output): one entry per saved tensor, a new Value for those,
+            None for the others; ``()`` otherwise. See ``compiler.node_backward``.
+        needs_input_grad: the op's ctx flags at trace time (used with ``saved``).
 
     Example:
         >>> node = graph.nodes[0]
@@ -142,6 +153,8 @@ class OpNode:
     outputs: tuple
     source: str = ""
     result: object = None  # what the op returned, its tensors as Values (tuple, list ...)
+    saved: tuple = ()  # per tensor its autograd ctx saved: a Value if no other Value is it
+    needs_input_grad: tuple = ()  # the ctx's flags at trace time (for run_saving)
 
     def inputs(self) -> list:
         """The Values the node reads (from ``args`` and ``kwargs``, nested ones too)."""
@@ -166,6 +179,7 @@ class Graph:
         nodes: the op calls, in execution order.
         outputs: the Values handed back (``None`` entries allowed in backward graphs).
         kind: ``"forward"``, ``"backward"`` or ``"segment"`` (a piece between graph breaks).
+        breaks_at: for a segment that ends at a graph break, the host step that follows it.
 
     Example:
         >>> print(compiled.graphs()[0])      # one line per node
@@ -175,12 +189,15 @@ class Graph:
     nodes: list = field(default_factory=list)
     outputs: list = field(default_factory=list)
     kind: str = "forward"
+    breaks_at: str = ""
 
     def __str__(self) -> str:
         head = ", ".join(f"{v}: {v.type_str()}" for v in self.inputs)
         lines = [f"{self.kind} graph({head}):"]
         lines += [f"    {node}" for node in self.nodes]
         lines.append(f"    return ({', '.join(_fmt(v) for v in self.outputs)})")
+        if self.breaks_at:
+            lines.append(f"    # then {self.breaks_at}")
         return "\n".join(lines)
 
     def print(self) -> None:

@@ -16,6 +16,8 @@ requires_grad as at trace time.
 
 from __future__ import annotations
 
+import sys
+
 from genesis.autocast import _state as _autocast_state
 from genesis.autograd.function import _TENSOR_TYPES
 from genesis.autograd.grad_mode import _state as _grad_state
@@ -82,9 +84,32 @@ def _walk(obj, parts: list, tensors: list, index: dict) -> None:
 
 def captured_ok(captured: list) -> bool:
     """Whether every captured tensor still has its trace-time shape, dtype, device and
-    requires_grad (``captured``: ``(tensor, Value, requires_grad)`` triples)."""
-    for t, v, rg in captured:
+    requires_grad, and is still held by someone besides the trace (``captured``:
+    ``(tensor, Value, requires_grad)`` triples).
+
+    A captured tensor only the trace holds cannot be the one the function would read now —
+    a global rebound to a new tensor, a ``.grad`` set to None and made anew, a wrapper such
+    as ``x.data`` made on each call — so the call is traced again rather than replayed with
+    the stale tensor."""
+    for entry in captured:
+        t, v, rg = entry
         if t.shape != v.shape or t.dtype is not v.dtype or t.device is not v.device \
-                or t.requires_grad != rg:
+                or t.requires_grad != rg or sys.getrefcount(t) <= _ONLY_TRACE_REFS:
             return False
     return True
+
+
+def _count_refs_in_loop(captured: list) -> int:
+    for entry in captured:  # (the same references as captured_ok's loop holds)
+        t, v, rg = entry
+        return sys.getrefcount(t)
+    return 0
+
+
+class _Probe:
+    pass
+
+
+# References to a captured tensor that only the trace's list holds, as captured_ok's loop
+# sees them (measured once, so the check follows the running interpreter's counting).
+_ONLY_TRACE_REFS = _count_refs_in_loop([(_Probe(), None, None)])

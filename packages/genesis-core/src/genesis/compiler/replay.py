@@ -20,6 +20,7 @@ import functools
 from genesis.autograd.function import _NO_GRAD_CTX
 from genesis.autograd.grad_mode import _state as _grad_state
 from genesis.compiler.graph import Graph, Value, map_values
+from genesis.compiler.node_backward import run_saving
 
 __all__ = ["build_graph", "replay_callable"]
 
@@ -45,6 +46,7 @@ def build_graph(nodes: list, leading: list, outputs: list, kind: str) -> Graph:
                 seen.add(v.id)
                 inputs.append(v)
         seen.update(v.id for v in node.outputs)
+        seen.update(v.id for v in node.saved if v is not None)
     for v in outputs:
         if v is not None and v.id not in seen:  # an output no node made: pass it through
             seen.add(v.id)
@@ -82,9 +84,15 @@ def replay_callable(graph: Graph, record: bool = False):
         return slot.setdefault(v.id, len(slot))
 
     n_in = len([slot_of(v) for v in graph.inputs])
+    wanted = {v.id for v in graph.outputs if v is not None}
     steps = []
     for node in graph.nodes:
         fn = node.handle if record else _implementation(node.handle)
+        out = node.result
+        if not record and any(v is not None and v.id in wanted for v in node.saved):
+            # a backward graph reads what this op's forward saved: run it keeping that too
+            fn = functools.partial(run_saving, node.handle.function, node.needs_input_grad)
+            out = (out, node.saved)
         if not any(type(a) is not Value and _has_value(a) for a in node.args) \
                 and not _has_value(node.kwargs):  # Values at the top level only
             template = list(node.args)
@@ -93,12 +101,14 @@ def replay_callable(graph: Graph, record: bool = False):
         else:
             template = map_values((node.args, node.kwargs), lambda v: _Slot(slot_of(v)))
             fill = kwargs = None
-        out = node.result
         if type(out) is Value:
             out_slots = slot_of(out)
-        else:
-            out_slots = tuple((i, slot_of(o)) for i, o in enumerate(out or ())
-                              if type(o) is Value)
+        elif not _has_value(out):
+            out_slots = ()
+        elif all(type(o) is Value or not _has_value(o) for o in out):
+            out_slots = tuple((i, slot_of(o)) for i, o in enumerate(out) if type(o) is Value)
+        else:  # nested (an op kept with its saved tensors)
+            out_slots = list(map_values(out, lambda v: _Slot(slot_of(v))))
         steps.append([fn, template, fill, kwargs, out_slots, ()])
     out_slots = [None if v is None else slot_of(v) for v in graph.outputs]
     _plan_frees(steps, set(s for s in out_slots if s is not None), n_in)
@@ -129,6 +139,15 @@ def _resolve(spec, env):
     if kind is dict:
         return {k: _resolve(a, env) for k, a in spec.items()}
     return spec
+
+
+def _bind(spec, result, env) -> None:
+    kind = type(spec)
+    if kind is _Slot:
+        env[spec.i] = result
+    elif kind is tuple or kind is list:
+        for s, r in zip(spec, result):
+            _bind(s, r, env)
 
 
 def _plan_frees(steps: list, keep: set, n_in: int) -> None:
@@ -166,9 +185,11 @@ def _execute(steps, env) -> None:
             result = fn(*args, **kw)
         if type(out) is int:
             env[out] = result
-        else:
+        elif type(out) is tuple:
             for i, s in out:
                 env[s] = result[i]
+        else:
+            _bind(out, result, env)
         for s in frees:
             env[s] = None
 

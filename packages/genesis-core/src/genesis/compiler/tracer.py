@@ -26,6 +26,7 @@ import sys
 
 from genesis.autograd.function import _TENSOR_TYPES
 from genesis.compiler.graph import OpNode, Value, map_values
+from genesis.compiler.node_backward import CtxState, UntraceableError, backward_handle
 from genesis.dispatch import DispatchMode
 
 __all__ = ["GraphBreakError", "HOST_OPS", "HostStep", "Segment", "Tracer", "user_source"]
@@ -36,11 +37,6 @@ HOST_OPS = frozenset({"item", "tolist", "numpy", "nonzero"})
 
 class GraphBreakError(RuntimeError):
     """``genesis.compile(..., fullgraph=True)`` met an op that needs the host."""
-
-
-class UntraceableError(RuntimeError):
-    """A trace met a tensor no recorded op made (a backward formula that computes outside
-    the dispatcher): that graph cannot be replayed, the compiled call falls back."""
 
 
 class HostStep:
@@ -110,7 +106,7 @@ class Tracer(DispatchMode):
     """
 
     def __init__(self, next_id: list, known: dict, *, capture: bool = True,
-                 fullgraph: bool = False, prefix=(), env=None):
+                 fullgraph: bool = False, prefix=(), env=None, whole_nodes: bool = False):
         self.next_id, self.known, self.capture = next_id, known, capture
         self.fullgraph = fullgraph
         self.prefix, self.pos, self.env = list(prefix), 0, env or {}
@@ -118,6 +114,8 @@ class Tracer(DispatchMode):
         self.segments: list[Segment] = []
         self.captured: list = []  # (tensor, Value), in the order met
         self.tensors: dict = {}  # Value id -> the tensor it stood for in this run
+        self.suspended = 0  # > 0: ops run unrecorded (inside a whole-node backward)
+        self.whole_nodes = whole_nodes  # record every backward formula as one node
 
     # ------------------------------------------------------------------ values
     def new_value(self, t) -> Value:
@@ -127,6 +125,10 @@ class Tracer(DispatchMode):
         self.known[id(t)] = (t, v)  # (holding t keeps its id from being reused)
         self.tensors[v.id] = t
         return v
+
+    def is_known(self, t) -> bool:
+        hit = self.known.get(id(t))
+        return hit is not None and hit[0] is t
 
     def value_of(self, t) -> Value:
         hit = self.known.get(id(t))
@@ -174,13 +176,53 @@ class Tracer(DispatchMode):
     def __genesis_dispatch__(self, op, args, kwargs):
         if self.pos < len(self.prefix):
             return self._fast_forward(op)
+        if self.suspended:
+            return op(*args, **kwargs)
         if op.name in HOST_OPS:
             return self._host(op, args, kwargs)
         sargs, skwargs = self.spec(args), self.spec(kwargs)
         out = op(*args, **kwargs)
         result, outs = self.outputs_of(out)
-        self.nodes.append(OpNode(op.name, op, sargs, skwargs, outs, user_source(), result))
+        node = OpNode(op.name, op, sargs, skwargs, outs, user_source(), result)
+        if outs and op.function is not None:
+            self._note_saved(node, self.tensors[outs[0].id].grad_fn, op.function)
+        self.nodes.append(node)
         return out
+
+    def _note_saved(self, node: OpNode, ctx, fn) -> None:
+        """Give the tensors ``fn``'s forward saved internally (no Value yet) Values."""
+        if getattr(ctx, "_fn", None) is not fn or not ctx._saved:
+            return
+        saved = tuple(None if t is None or self.is_known(t) else self.new_value(t)
+                      for t in ctx._saved)
+        if any(v is not None for v in saved):
+            node.saved, node.needs_input_grad = saved, ctx.needs_input_grad
+
+    def __genesis_backward__(self, node, run):
+        if self.capture or self.suspended:  # (a forward trace records ops only)
+            return run()
+        mark, result = len(self.nodes), None
+        if not self.whole_nodes:
+            try:
+                result = run()
+                if all(type(r) not in _TENSOR_TYPES or self.is_known(r) for r in result):
+                    return result  # the formula's ops are recorded: the graph holds them
+            except UntraceableError:
+                result = None
+            del self.nodes[mark:]  # record the formula as one node instead
+        if result is None:
+            self.suspended += 1
+            try:
+                result = run()
+            finally:
+                self.suspended -= 1
+        handle = backward_handle(node._fn)
+        args = (self.spec(tuple(node._saved or ())), self.spec(tuple(run.grads)))
+        result = tuple(result)
+        spec, outs = self.outputs_of(result)
+        self.nodes.append(OpNode(handle.name, handle, args, {"ctx": CtxState(node)}, outs,
+                                 user_source(), spec))
+        return result
 
     def _host(self, op, args, kwargs):
         source = user_source()

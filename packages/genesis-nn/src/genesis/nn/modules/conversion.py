@@ -49,6 +49,7 @@ class ConversionMixin:
             if buf is not None:
                 with genesis.no_grad():
                     self._buffers[key] = fn(buf)
+        self._tables_changed()
         return self
 
     def to(self, *args: Any, **kwargs: Any) -> Any:

@@ -24,6 +24,10 @@ from genesis.nn.parameter import Buffer, Parameter
 # RemovableHandle is defined in hooks.py; re-exported here, where it has always been importable.
 __all__ = ["Module", "RemovableHandle"]
 
+# Bumped whenever any module's tables or attributes change: a module's compile guard state
+# (its train/eval flags and parameter identities) is recomputed only after a bump.
+_guard_epoch = [0]
+
 
 def _addindent(text: str, spaces: int) -> str:
     lines = text.split("\n")
@@ -81,6 +85,7 @@ class Module(StateDictMixin, HooksMixin, ConversionMixin):
             tensor: the buffer, or ``None`` (registered but skipped by iteration and saving).
             persistent: whether the buffer belongs to the ``state_dict``.
         """
+        _guard_epoch[0] += 1  # (a compiled call's guard state is recomputed)
         if "_buffers" not in self.__dict__:
             raise AttributeError("cannot assign buffer before Module.__init__() call")
         self._check_new_name(name, "buffer", self._buffers)
@@ -102,6 +107,7 @@ class Module(StateDictMixin, HooksMixin, ConversionMixin):
             name: attribute name of the parameter.
             param: a ``Parameter`` or ``None``.
         """
+        _guard_epoch[0] += 1  # (a compiled call's guard state is recomputed)
         if "_parameters" not in self.__dict__:
             raise AttributeError("cannot assign parameter before Module.__init__() call")
         self._check_new_name(name, "parameter", self._parameters)
@@ -123,6 +129,7 @@ class Module(StateDictMixin, HooksMixin, ConversionMixin):
 
     def add_module(self, name: str, module: Module | None) -> None:
         """Add a child module under ``name`` (reachable as an attribute)."""
+        _guard_epoch[0] += 1  # (a compiled call's guard state is recomputed)
         if module is not None and not isinstance(module, Module):
             raise TypeError(f"{type(module).__name__} is not a Module subclass")
         self._check_new_name(name, "module", self._modules)
@@ -180,6 +187,7 @@ class Module(StateDictMixin, HooksMixin, ConversionMixin):
         raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
 
     def __setattr__(self, name: str, value: Any) -> None:
+        _guard_epoch[0] += 1  # (a compiled call's guard state is recomputed)
         d = self.__dict__
         params = d.get("_parameters")
         if isinstance(value, Parameter):
@@ -234,6 +242,7 @@ class Module(StateDictMixin, HooksMixin, ConversionMixin):
             table.pop(name, None)
 
     def __delattr__(self, name: str) -> None:
+        _guard_epoch[0] += 1  # (a compiled call's guard state is recomputed)
         for table in (self._parameters, self._buffers, self._modules):
             if name in table:
                 del table[name]
@@ -381,11 +390,19 @@ class Module(StateDictMixin, HooksMixin, ConversionMixin):
 
     def _compile_guard_state(self) -> tuple:
         """What a compiled call of this module is guarded on besides its inputs: every
-        submodule's train/eval flag and every parameter's and buffer's identity, shape and
-        dtype."""
-        return (tuple(m.training for m in self.modules()),
-                tuple((id(t), t.shape, t.dtype) for t in self.parameters()),
-                tuple((id(t), t.shape, t.dtype) for t in self.buffers()))
+        submodule's train/eval flag and every parameter's and buffer's identity (their
+        shapes and dtypes the compiled call checks itself). Cached until a module changes."""
+        cached = self.__dict__.get("_guard_state")
+        if cached is not None and cached[0] == _guard_epoch[0] and cached[1] == id(self):
+            return cached[2]  # (id: a deep copy carries the cache of its original)
+        state = (tuple(m.training for m in self.modules()),
+                 tuple(id(t) for t in self.parameters()), tuple(id(t) for t in self.buffers()))
+        self.__dict__["_guard_state"] = (_guard_epoch[0], id(self), state)
+        return state
+
+    def _tables_changed(self) -> None:
+        """Note that parameters or buffers were swapped behind ``__setattr__``'s back."""
+        _guard_epoch[0] += 1
 
     # --------------------------------------------------------------- repr
     def extra_repr(self) -> str:
@@ -414,5 +431,9 @@ class Module(StateDictMixin, HooksMixin, ConversionMixin):
 
     # -------------------------------------------------------------- pickling
     def __setstate__(self, state: dict) -> None:
+        compiled = state.pop("_compiled_call", None)
+        state.pop("_guard_state", None)
         self.__dict__.update(state)
+        if compiled is not None:  # a copy compiles its own call: the traces read the original
+            self.compile(fullgraph=compiled.fullgraph, options=compiled.options)
 
