@@ -50,9 +50,10 @@ class _Recorder(DispatchMode):
         out = op(*args, **kwargs)
         outs = out if isinstance(out, (tuple, list)) else (out,)
         if outs and all(isinstance(o, genesis.Tensor) for o in outs):
+            values = tuple(self.value(o, False) for o in outs)
             node = OpNode(op.name, op, self.convert(args),
-                          {k: self.convert(v) for k, v in kwargs.items()},
-                          tuple(self.value(o, False) for o in outs))
+                          {k: self.convert(v) for k, v in kwargs.items()}, values,
+                          result=values if isinstance(out, (tuple, list)) else values[0])
             self.graph.nodes.append(node)
         return out
 

@@ -84,9 +84,8 @@ def main() -> None:
     p.add_argument("--iters", type=int, default=20)
     p.add_argument("--device", default="cuda")
     p.add_argument("--no-sdpa", action="store_true",
-                   help="q * k + v in place of attention (genesis.compile cannot trace the "
-                        "fused attention's backward yet: with SDPA a compiled step replays "
-                        "without the backend's compiler)")
+                   help="q * k + v in place of attention (the step without its one fused "
+                        "kernel: only matmuls and what the compiler fuses)")
     a = p.parse_args()
     dev = a.device
     genesis.manual_seed(0)

@@ -106,6 +106,8 @@ def fusible(node, on_device, consumers: dict, graph_outputs: set) -> bool:
     kind = T.kind_of(node.op)
     if kind is None or node.kwargs or len(node.outputs) != 1 or not _args_ok(node):
         return False
+    if any(v is not None for v in getattr(node, "saved", ())):
+        return False  # its forward keeps tensors for backward: core's replay runs it
     out = node.outputs[0]
     if not on_device(out) or not all(on_device(v) for v in _tensors(node.args)):
         return False

@@ -4,8 +4,10 @@
 group's kernels (``codegen``: a row group is one kernel; a pointwise group one kernel per
 distinct output shape, each recomputing the cheap elementwise work it shares with the
 others rather than storing it) and returns a callable ``run(inputs) -> outputs`` over
-tensors. Values nothing reads any more are dropped as the run goes, so memory is released
-as early as in the eager program.
+tensors. The nodes between fused groups run through core's replay
+(``genesis.compiler.replay``: each op's implementation without the per-op dispatch), as
+they would on a backend without a compiler. Values nothing reads any more are dropped as
+the run goes, so memory is released as early as in the eager program.
 
 Generated kernels bake the strides of the tensors they read into their source; a call whose
 inputs have other strides than those traced generates (once) a variant for them.
@@ -18,6 +20,7 @@ Example:
 from __future__ import annotations
 
 import genesis
+from genesis.compiler.replay import build_graph, replay_callable
 from genesis_cuda.compiler import kernel_cache
 from genesis_cuda.compiler.codegen import Emitter, Unfusible, dense
 from genesis_cuda.compiler.partition import Group, _tensors, partition
@@ -32,14 +35,6 @@ class _Stub:
     def __init__(self, v, stride):
         self.id, self.shape, self.dtype, self.device, self.stride = (
             v.id, v.shape, v.dtype, getattr(v, "device", None), tuple(stride))
-
-
-def _resolve(arg, env):
-    if isinstance(arg, (list, tuple)):
-        return type(arg)(_resolve(a, env) for a in arg)
-    if hasattr(arg, "id") and hasattr(arg, "shape"):
-        return env[arg.id]
-    return arg
 
 
 def _header(group: Group, outputs: list) -> list[str]:
@@ -126,6 +121,26 @@ def _new_output(v):
     return genesis.empty(shape, dtype=v.dtype, device=v.device)
 
 
+class EagerRun:
+    """Consecutive nodes that are not fused, run by core's replay (``replay_callable``: each
+    op's own implementation, no per-op dispatch; ``OpNode.saved`` and ``<op>_backward``
+    nodes handled as the contract says). ``outputs``: the values it makes that later steps
+    or the graph's outputs read."""
+
+    def __init__(self, nodes: list, needed: set):
+        made = [v for n in nodes for v in n.outputs]
+        made += [v for n in nodes for v in n.saved if v is not None]
+        outs = [v for v in made if v.id in needed]
+        graph = build_graph(nodes, [], outs, "segment")
+        self.nodes = nodes
+        self.inputs = [v.id for v in graph.inputs]
+        self.outputs = [v.id for v in outs]
+        self._run = replay_callable(graph)
+
+    def run(self, env: dict) -> None:
+        env.update(zip(self.outputs, self._run([env[i] for i in self.inputs])))
+
+
 class CompiledGraph:
     """``graph`` compiled: call it with the graph's input tensors, get its outputs.
 
@@ -144,27 +159,41 @@ class CompiledGraph:
             for v in _tensors(n.args):
                 values.setdefault(v.id, v)
         debug = kernel_cache.debug_dir(options)
-        self.steps = []
+        planned: list = []  # FusedSteps and lists of nodes run eagerly, in run order
         for step in partition(graph, on_device):
             if isinstance(step, Group):
                 try:
-                    self.steps.append(FusedStep(step, values, debug, len(self.steps)))
+                    planned.append(FusedStep(step, values, debug, len(planned)))
                     continue
                 except Unfusible:
-                    self.steps.extend(step.nodes)  # in order: they run as traced
-                    continue
-            self.steps.append(step)
-        self.kernels = [k for s in self.steps if isinstance(s, FusedStep)
+                    nodes = step.nodes  # in order: they run as traced
+            else:
+                nodes = [step]
+            if planned and isinstance(planned[-1], list):
+                planned[-1].extend(nodes)
+            else:
+                planned.append(list(nodes))
+        self.kernels = [k for s in planned if isinstance(s, FusedStep)
                         for k in next(iter(s.variants.values()))]
+        # what each eager run must hand on: the values read after it, and the outputs
+        needed = {v.id for v in _tensors(graph.outputs)}
+        self.steps: list = []
+        for s in reversed(planned):
+            if isinstance(s, FusedStep):
+                self.steps.append(s)
+                needed |= set(s.inputs)
+            else:
+                run = EagerRun(s, set(needed))
+                self.steps.append(run)
+                needed |= set(run.inputs)
+        self.steps.reverse()
         self._plan_frees()
 
     def _plan_frees(self) -> None:
         keep = {v.id for v in _tensors(self.graph.outputs)}
         last: dict = {}
         for i, s in enumerate(self.steps):
-            reads = s.inputs if isinstance(s, FusedStep) else \
-                [v.id for v in _tensors(list(s.args) + list(s.kwargs.values()))]
-            for vid in reads:
+            for vid in s.inputs:
                 last[vid] = i
         self.frees = [[] for _ in self.steps]
         for vid, i in last.items():
@@ -174,16 +203,7 @@ class CompiledGraph:
     def __call__(self, inputs: list) -> list:
         env = {v.id: t for v, t in zip(self.graph.inputs, inputs)}
         for step, frees in zip(self.steps, self.frees):
-            if isinstance(step, FusedStep):
-                step.run(env)
-            else:
-                res = step.handle(*_resolve(step.args, env), **_resolve(step.kwargs, env))
-                outs = step.outputs
-                if len(outs) == 1 and not isinstance(res, (tuple, list)):
-                    env[outs[0].id] = res
-                else:
-                    for v, r in zip(outs, res):
-                        env[v.id] = r
+            step.run(env)
             for vid in frees:
                 env.pop(vid, None)
-        return [_resolve(o, env) for o in self.graph.outputs]
+        return [None if o is None else env[o.id] for o in self.graph.outputs]
