@@ -180,6 +180,17 @@ def test_softmax_pattern_fuses_two_reductions(dtype):
     assert len(run.kernels) == 1
 
 
+def test_cat_along_rows_feeding_a_row_reduction():
+    a, b = randn(3, 40, seed=31), randn(2, 40, seed=32)
+
+    def fn(x, y):
+        h = genesis.cat([x, y], dim=0).exp()  # (5, 40): pieces picked per row
+        return h / h.sum(-1, keepdim=True) + h.amax(-1, keepdim=True)
+
+    run = compiled_matches_eager(fn, a, b)
+    assert len(run.kernels) == 1
+
+
 def test_reduction_over_another_dim_is_left_to_eager():
     x = randn(6, 10, seed=17)
     run = compiled_matches_eager(lambda a: (a.exp().sum(0) * 2).sigmoid(), x, fused=0)

@@ -132,10 +132,17 @@ class Emitter:
         return f"v{vid}" if k == 0 else f"v{vid}_{k}"
 
     def _mask(self, ctx: tuple, conds: tuple) -> str | None:
-        parts = list(conds)
+        """The mask of a load or store at ``ctx``: the program's lanes and the branch
+        conditions (``cat`` pieces, ``slice_backward``) it is read under. One element (no
+        lane index in ``ctx``) takes only the conditions that are one value too."""
         if any(_VECTOR.search(e) for e in ctx):
-            parts.insert(0, "cmask" if self.row else "mask")
-        return " & ".join(parts) if parts else None
+            if self.row:  # a row's own condition, spread over the lanes (the Triton
+                # interpreter refuses a mask made of a lane mask and one value)
+                conds = [c if _VECTOR.search(c) else re.sub(r"\b(r\d+)\b", r"(\1 + c * 0)", c)
+                         for c in conds]
+            return " & ".join(["cmask" if self.row else "mask", *conds])
+        scalar = [c for c in conds if not _VECTOR.search(c)]
+        return " & ".join(scalar) if scalar else None
 
     # ------------------------------------------------------------------ values
     def value(self, vid, ctx: tuple, conds: tuple = ()) -> str:
