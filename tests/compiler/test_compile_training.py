@@ -73,3 +73,38 @@ def test_adamw_losses_equal_eager():
 def test_adamw_losses_equal_eager_under_bf16_autocast():
     eager, compiled = train(False, autocast=True), train(True, autocast=True)
     assert eager == compiled
+
+
+def test_the_benchmark_decoder_trains_exactly_as_eager():
+    """tools/bench/train.py's decoder (RoPE, fused attention, tied head, clip, AdamW)."""
+    import importlib.util
+    import os
+    import sys
+
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "tools", "bench", "train.py")
+    spec = importlib.util.spec_from_file_location("bench_train_compile", path)
+    bench = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = bench
+    spec.loader.exec_module(bench)
+    cfg, seq = bench.MODELS["tiny"], 16
+    weights = bench.init_weights(cfg, seq, 0)
+    lib = bench.import_framework("genesis")
+    batches = [(genesis.randint(0, cfg.vocab, (2, seq)), genesis.randint(0, cfg.vocab, (2, seq)))
+               for _ in range(3)]
+
+    def losses(compiled: bool) -> list[float]:
+        model = bench.load_model(lib, cfg, weights, seq, "cpu")
+        run = genesis.compile(model) if compiled else model
+        opt = genesis.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.1)
+        out = []
+        for x, y in batches * 2:
+            with genesis.autocast("cpu", dtype=genesis.bfloat16):
+                loss = run(x, y)
+            loss.backward()
+            genesis.nn.utils.clip_grad_norm_(list(model.parameters()), 1.0)
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            out.append(loss.item())
+        return out
+
+    assert losses(True) == losses(False)
