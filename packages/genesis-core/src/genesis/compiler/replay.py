@@ -11,8 +11,8 @@ its last reader (a replay holds no more memory than eager). The source is readab
 
     def replay(inputs):
         v0, v1, v2 = inputs
-        v3 = linear(v0, v1, v2)                          # model.py:12
-        v4 = relu(v3)                                    # model.py:13
+        v3 = linear_0(v0, v1, v2)                        # model.py:12
+        v4 = relu_1(v3)                                  # model.py:13
         del v3
         return [v4]
 
