@@ -268,3 +268,40 @@ def test_a_deep_copy_of_a_compiled_module_runs_its_own_parameters():
     assert twin(x).tolist() == [[1.0] * 3] * 2
     assert twin._compiled_call is not model._compiled_call
     close(model(x), x @ model.weight.T + model.bias)
+
+
+def test_namedtuple_and_dict_results_are_rebuilt_from_the_replay():
+    def fn(x):
+        return {"max": x.max(0), "sum": x.sum()}
+
+    compiled = genesis.compile(fn)
+    compiled(genesis.randn(4))
+    x = genesis.randn(4)
+    out = compiled(x)
+    assert type(out["max"]).__name__ == "values_indices"
+    close(out["max"].values, x.max(0).values)
+    assert out["max"].indices.item() == x.max(0).indices.item()
+    close(out["sum"], x.sum())
+
+
+def test_replay_source_is_generated_python():
+    from genesis.compiler.replay import replay_callable
+
+    compiled = genesis.compile(lambda x: (x * 2).exp())
+    compiled(genesis.ones(2))
+    (graph,) = compiled.graphs()
+    run = replay_callable(graph)
+    assert "v1 = mul_0(v0, 2)" in run.source and "del v1" in run.source
+    assert run([genesis.zeros(2)])[0].tolist() == [1.0, 1.0]
+
+
+def test_a_backend_array_passed_to_an_op_makes_the_key_run_eagerly():
+    def fn(x):
+        raw = (x * 2)._data  # a backend array: a replay could not recompute it
+        return genesis.from_dlpack(raw) + x
+
+    compiled = genesis.compile(fn)
+    with pytest.warns(UserWarning, match="no traced op made"):
+        compiled(genesis.ones(2))
+    x = genesis.full((2,), 3.0)
+    assert compiled(x).tolist() == [9.0, 9.0]  # eager, not the trace's [2, 2] + x

@@ -112,6 +112,7 @@ class _Entry:
         self.root = None
         self.plan = None  # a BackwardPlan: the region kind
         self.record = False
+        self.eager = False  # the trace cannot be replayed: this key runs eagerly
 
     # ----------------------------------------------------------------- tracing
     def trace(self, tensors: list, args: tuple, kwargs: dict):
@@ -120,6 +121,11 @@ class _Entry:
         result = self._run_traced(tracer, args, kwargs)
         segments = tracer.finish(result)
         self._add_captured(tracer.captured)
+        if tracer.opaque:
+            warnings.warn(f"genesis.compile: {tracer.opaque}; calls with these guards run "
+                          "eagerly", stacklevel=3)
+            self.eager = True
+            return result
         all_inputs = list(zip(tensors, self.inputs)) + [(t, v) for t, v, _ in self.captured]
         need_grad = _grad_state.enabled and any(t.requires_grad for t, _ in all_inputs)
         self.root = segments[0]
@@ -178,6 +184,8 @@ class _Entry:
 
     # ----------------------------------------------------------------- replay
     def call(self, tensors: list, args: tuple, kwargs: dict):
+        if self.eager:
+            return self.compiled._fn(*args, **kwargs)
         inputs = tensors + [t for t, _, _ in self.captured]
         plan = self.plan
         if plan is not None:
@@ -221,6 +229,8 @@ class _Entry:
         return result
 
     def graphs(self) -> list:
+        if self.eager:
+            return []
         if self.plan is not None:
             return [self.plan.forward_graph, self.plan.backward_graph]
         found, stack = [], [self.root]

@@ -84,11 +84,12 @@ the call that traced the backward).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 from genesis.dispatch import OpHandle
 
-__all__ = ["Graph", "OpNode", "Value", "map_values"]
+__all__ = ["Graph", "OpNode", "Value", "map_structure", "map_values"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -206,10 +207,11 @@ class Graph:
 
 
 def map_values(obj, fn):
-    """``obj`` with every Value ``v`` replaced by ``fn(v)``, lists/tuples/dicts rebuilt.
+    """``obj`` with every Value ``v`` replaced by ``fn(v)``, containers rebuilt.
 
     Args:
-        obj: a Value, a constant, or lists/tuples/dicts nesting them.
+        obj: a Value, a constant, or lists/tuples/dicts (namedtuples and dataclasses too)
+            nesting them.
         fn: called on each Value.
 
     Returns:
@@ -218,13 +220,32 @@ def map_values(obj, fn):
     Example:
         >>> map_values((v0, [v1, 2]), lambda v: env[v.id])
     """
-    kind = type(obj)
-    if kind is Value:
+    return map_structure(obj, fn, _is_value)
+
+
+def _is_value(obj) -> bool:
+    return type(obj) is Value
+
+
+def map_structure(obj, fn, is_leaf):
+    """``obj`` with every part ``is_leaf`` accepts replaced by ``fn(part)``: lists, tuples,
+    namedtuples, dicts and dataclass instances are rebuilt around the replacements; other
+    objects are kept as they are (constants)."""
+    if is_leaf(obj):
         return fn(obj)
+    kind = type(obj)
     if kind is tuple or kind is list:
-        return kind(map_values(a, fn) for a in obj)
+        return kind(map_structure(a, fn, is_leaf) for a in obj)
     if kind is dict:
-        return {k: map_values(a, fn) for k, a in obj.items()}
+        return {k: map_structure(a, fn, is_leaf) for k, a in obj.items()}
+    if isinstance(obj, tuple) and hasattr(obj, "_fields"):  # a namedtuple
+        return kind(*(map_structure(a, fn, is_leaf) for a in obj))
+    if isinstance(obj, dict):  # OrderedDict and other dict subclasses built from pairs
+        return kind((k, map_structure(a, fn, is_leaf)) for k, a in obj.items())
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return dataclasses.replace(obj, **{f.name: map_structure(getattr(obj, f.name), fn,
+                                                                 is_leaf)
+                                           for f in dataclasses.fields(obj) if f.init})
     return obj
 
 

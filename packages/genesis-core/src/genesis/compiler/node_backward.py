@@ -24,6 +24,7 @@ class UntraceableError(RuntimeError):
     for: that backward cannot be replayed, and the compiled call falls back to eager
     autograd (the forward replayed through the dispatcher)."""
 
+
 # Node attributes that are graph wiring or saved tensors, not the formula's constants.
 _HANDLES: dict = {}  # Function -> its whole-node backward op
 _WIRING = frozenset({"_saved", "_saved_versions", "next_functions", "_hooks", "_post_hooks"})
@@ -35,9 +36,9 @@ class CtxState:
 
     def __init__(self, node):
         self.attrs = {k: v for k, v in vars(node).items() if k not in _WIRING}
-        for k, v in self.attrs.items():
-            if type(v) in _TENSOR_TYPES:
-                raise UntraceableError(f"{node.name()} keeps a tensor as ctx.{k}")
+        for k, v in self.attrs.items():  # (a tensor or array here would be a stale constant)
+            if type(v) in _TENSOR_TYPES or (hasattr(v, "shape") and hasattr(v, "dtype")):
+                raise UntraceableError(f"{node.name()} keeps a {type(v).__name__} as ctx.{k}")
 
     def __repr__(self) -> str:
         shown = {k: v for k, v in self.attrs.items() if not k.startswith("_")}

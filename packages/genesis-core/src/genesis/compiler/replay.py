@@ -1,12 +1,20 @@
 """Core's replay: run a traced ``Graph`` again without the per-op Python dispatch.
 
 ``replay_callable(graph)`` turns a graph into the callable the backend contract asks for
-(``inputs: list[Tensor] -> outputs: list[Tensor]``). Each node becomes one step: its op's
-own implementation (a Function's ``forward`` with the no-grad context, a registered op's
-function), its argument template with the slots to fill, the slots its outputs go to.
-Nothing is decided again per call: no mode check, no autocast (the trace's casts are
-nodes), no grad-mode test, no graph recording; tensors no later step reads are dropped as
-soon as their last reader ran (a replay holds no more memory than eager).
+(``inputs: list[Tensor] -> outputs: list[Tensor]``): a Python function generated from the
+graph, one line per node, calling the op's own implementation (a Function's ``forward``
+with the no-grad context, a registered op's function) on local variables. Nothing is
+decided again per call: no mode check, no autocast (the trace's casts are nodes), no
+grad-mode test, no graph recording; a tensor no later line reads is deleted right after
+its last reader (a replay holds no more memory than eager). The source is readable —
+``replay_callable(graph).source`` — for instance::
+
+    def replay(inputs):
+        v0, v1, v2 = inputs
+        v3 = linear_0(v0, v1, v2)                        # model.py:12
+        v4 = relu_1(v3)                                  # model.py:13
+        del v3
+        return [v4]
 
 ``record=True`` replays through the ops' handles instead (the full dispatcher, recording
 autograd's graph as eager does): the fallback for a region whose backward could not be
@@ -72,20 +80,18 @@ def replay_callable(graph: Graph, record: bool = False):
             path, op by op) rather than their bare implementations.
 
     Returns:
-        ``run(inputs: list) -> list``.
+        ``run(inputs: list) -> list``, with the generated Python as ``run.source``.
 
     Example:
         >>> run = replay_callable(graph)
         >>> (y,) = run([x, weight, bias])
+        >>> print(run.source)
     """
-    slot: dict[int, int] = {}
-
-    def slot_of(v: Value) -> int:
-        return slot.setdefault(v.id, len(slot))
-
-    n_in = len([slot_of(v) for v in graph.inputs])
+    gen = _Generator()
     wanted = {v.id for v in graph.outputs if v is not None}
-    steps = []
+    inputs = [gen.name(v) for v in graph.inputs]
+    body = [f"{', '.join(inputs)}{',' if len(inputs) == 1 else ''} = inputs"] if inputs else []
+    lines = []  # (code, Values it reads)
     for node in graph.nodes:
         fn = node.handle if record else _implementation(node.handle)
         out = node.result
@@ -93,119 +99,99 @@ def replay_callable(graph: Graph, record: bool = False):
             # a backward graph reads what this op's forward saved: run it keeping that too
             fn = functools.partial(run_saving, node.handle.function, node.needs_input_grad)
             out = (out, node.saved)
-        if not any(type(a) is not Value and _has_value(a) for a in node.args) \
-                and not _has_value(node.kwargs):  # Values at the top level only
-            template = list(node.args)
-            fill = tuple((i, slot_of(a)) for i, a in enumerate(node.args) if type(a) is Value)
-            kwargs = node.kwargs or None
-        else:
-            template = map_values((node.args, node.kwargs), lambda v: _Slot(slot_of(v)))
-            fill = kwargs = None
-        if type(out) is Value:
-            out_slots = slot_of(out)
-        elif not _has_value(out):
-            out_slots = ()
-        elif all(type(o) is Value or not _has_value(o) for o in out):
-            out_slots = tuple((i, slot_of(o)) for i, o in enumerate(out) if type(o) is Value)
-        else:  # nested (an op kept with its saved tensors)
-            out_slots = list(map_values(out, lambda v: _Slot(slot_of(v))))
-        steps.append([fn, template, fill, kwargs, out_slots, ()])
-    out_slots = [None if v is None else slot_of(v) for v in graph.outputs]
-    _plan_frees(steps, set(s for s in out_slots if s is not None), n_in)
-    n_slots = len(slot)
-    return functools.partial(_run if not record else _run_recording, steps, n_in, n_slots,
-                             out_slots)
+        call = f"{gen.const(fn, node.op)}({gen.call_args(node.args, node.kwargs)})"
+        code = f"{gen.target(out)} = {call}" if _values_in(out) else call
+        lines.append((f"{code:<56} # {node.source}" if node.source else code,
+                      node.inputs(), _values_in(out)))
+    keep = wanted | {v.id for v in graph.inputs}
+    body += _with_deletes(lines, keep)
+    outs = ", ".join("None" if v is None else gen.name(v) for v in graph.outputs)
+    body.append(f"return [{outs}]")
+    source = "def replay(inputs):\n" + "".join(f"    {line}\n" for line in body)
+    namespace = dict(gen.constants)
+    exec(compile(source, f"<genesis.compile replay of {len(graph.nodes)} ops>", "exec"),
+         namespace)
+    run = namespace["replay"] if record else functools.partial(_without_grad,
+                                                                namespace["replay"])
+    run.source = source
+    return run
 
 
-class _Slot:
-    __slots__ = ("i",)
-
-    def __init__(self, i: int):
-        self.i = i
-
-
-def _has_value(obj) -> bool:
-    found = []
-    map_values(obj, lambda v: found.append(v) or v)
-    return bool(found)
-
-
-def _resolve(spec, env):
-    kind = type(spec)
-    if kind is _Slot:
-        return env[spec.i]
-    if kind is tuple or kind is list:
-        return kind(_resolve(a, env) for a in spec)
-    if kind is dict:
-        return {k: _resolve(a, env) for k, a in spec.items()}
-    return spec
-
-
-def _bind(spec, result, env) -> None:
-    kind = type(spec)
-    if kind is _Slot:
-        env[spec.i] = result
-    elif kind is tuple or kind is list:
-        for s, r in zip(spec, result):
-            _bind(s, r, env)
-
-
-def _plan_frees(steps: list, keep: set, n_in: int) -> None:
-    """Give each step the slots its run is the last reader of (dropped right after)."""
-    last: dict[int, int] = {}
-    for i, (_, template, fill, _, _, _) in enumerate(steps):
-        reads = [s for _, s in fill] if fill is not None else _slots_in(template)
-        for s in reads:
-            last[s] = i
-    for s, i in last.items():
-        if s not in keep and s >= n_in:  # (inputs belong to the caller)
-            steps[i][5] += (s,)
-
-
-def _slots_in(spec) -> list:
-    kind = type(spec)
-    if kind is _Slot:
-        return [spec.i]
-    if kind is tuple or kind is list:
-        return [s for a in spec for s in _slots_in(a)]
-    if kind is dict:
-        return [s for a in spec.values() for s in _slots_in(a)]
-    return []
-
-
-def _execute(steps, env) -> None:
-    for fn, template, fill, kwargs, out, frees in steps:
-        if fill is not None:
-            args = template.copy()
-            for i, s in fill:
-                args[i] = env[s]
-            result = fn(*args, **kwargs) if kwargs else fn(*args)
-        else:
-            args, kw = _resolve(template, env)
-            result = fn(*args, **kw)
-        if type(out) is int:
-            env[out] = result
-        elif type(out) is tuple:
-            for i, s in out:
-                env[s] = result[i]
-        else:
-            _bind(out, result, env)
-        for s in frees:
-            env[s] = None
-
-
-def _run(steps, n_in, n_slots, out_slots, inputs):
-    env = list(inputs) + [None] * (n_slots - n_in)
+def _without_grad(replay, inputs: list) -> list:
     prev = _grad_state.enabled
     _grad_state.enabled = False
     try:
-        _execute(steps, env)
+        return replay(inputs)
     finally:
         _grad_state.enabled = prev
-    return [None if s is None else env[s] for s in out_slots]
 
 
-def _run_recording(steps, n_in, n_slots, out_slots, inputs):
-    env = list(inputs) + [None] * (n_slots - n_in)
-    _execute(steps, env)
-    return [None if s is None else env[s] for s in out_slots]
+class _Generator:
+    """Names for Values and constants of the generated source."""
+
+    _LITERALS = (int, bool, str, type(None))
+
+    def __init__(self):
+        self.constants: dict = {}
+
+    @staticmethod
+    def name(v: Value) -> str:
+        return f"v{v.id}"
+
+    def const(self, obj, hint: str = "c") -> str:
+        if type(obj) in self._LITERALS or (type(obj) is float and obj == obj
+                                           and abs(obj) != float("inf")):
+            return repr(obj)
+        name = "".join(ch if ch.isalnum() else "_" for ch in hint)
+        name = f"{name}_{len(self.constants)}" if name[:1].isalpha() else f"c_{len(self.constants)}"
+        self.constants[name] = obj
+        return name
+
+    def expr(self, a) -> str:
+        kind = type(a)
+        if kind is Value:
+            return self.name(a)
+        if kind is tuple:
+            return f"({''.join(self.expr(x) + ', ' for x in a)})"
+        if kind is list:
+            return f"[{', '.join(self.expr(x) for x in a)}]"
+        if kind is dict:
+            return f"{{{', '.join(f'{k!r}: {self.expr(x)}' for k, x in a.items())}}}"
+        return self.const(a)
+
+    def call_args(self, args: tuple, kwargs: dict) -> str:
+        parts = [self.expr(a) for a in args]
+        parts += [f"{k}={self.expr(a)}" if k.isidentifier() else f"**{{{k!r}: {self.expr(a)}}}"
+                  for k, a in kwargs.items()]
+        return ", ".join(parts)
+
+    def target(self, out) -> str:
+        """An assignment target for the op's result (``_`` for its non-tensor parts)."""
+        if type(out) is Value:
+            return self.name(out)
+        if isinstance(out, (tuple, list)):
+            inner = ", ".join(self.target(o) for o in out)
+            return f"({inner}{',' if len(out) == 1 else ''})"
+        return "_"
+
+
+def _values_in(obj) -> list:
+    found: list = []
+    map_values(obj, lambda v: found.append(v) or v)
+    return found
+
+
+def _with_deletes(lines: list, keep: set) -> list:
+    """The lines, each followed by ``del`` of the Values it read (or made) for the last
+    time, except the inputs and outputs."""
+    last: dict[int, int] = {}
+    for i, (_, reads, made) in enumerate(lines):
+        for v in (*reads, *made):
+            last[v.id] = i
+    body = []
+    for i, (code, reads, made) in enumerate(lines):
+        body.append(code)
+        dead = sorted({v.id for v in (*reads, *made) if last[v.id] == i and v.id not in keep})
+        if dead:
+            body.append(f"del {', '.join(f'v{d}' for d in dead)}")
+    return body

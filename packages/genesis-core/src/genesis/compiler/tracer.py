@@ -25,7 +25,7 @@ import os
 import sys
 
 from genesis.autograd.function import _TENSOR_TYPES
-from genesis.compiler.graph import OpNode, Value, map_values
+from genesis.compiler.graph import OpNode, Value, map_structure, map_values
 from genesis.compiler.node_backward import CtxState, UntraceableError, backward_handle
 from genesis.dispatch import DispatchMode
 
@@ -116,6 +116,8 @@ class Tracer(DispatchMode):
         self.tensors: dict = {}  # Value id -> the tensor it stood for in this run
         self.suspended = 0  # > 0: ops run unrecorded (inside a whole-node backward)
         self.whole_nodes = whole_nodes  # record every backward formula as one node
+        self.opaque = ""  # why the trace cannot be replayed ("": it can)
+        self._made_objects: dict = {}  # id -> non-tensor object an op returned
 
     # ------------------------------------------------------------------ values
     def new_value(self, t) -> Value:
@@ -144,14 +146,7 @@ class Tracer(DispatchMode):
 
     def spec(self, obj):
         """``obj`` (args, kwargs, a result) with Values in place of its tensors."""
-        kind = type(obj)
-        if kind in _TENSOR_TYPES:
-            return self.value_of(obj)
-        if kind is tuple or kind is list:
-            return kind(self.spec(a) for a in obj)
-        if kind is dict:
-            return {k: self.spec(a) for k, a in obj.items()}
-        return obj
+        return map_structure(obj, self.value_of, _is_tensor)
 
     def outputs_of(self, out):
         """``(result spec, output Values)`` of an op's return value, new Values for its
@@ -160,8 +155,10 @@ class Tracer(DispatchMode):
             v = self.new_value(out)
             return v, (v,)
         if isinstance(out, (tuple, list)):
-            vals = [self.new_value(o) if type(o) in _TENSOR_TYPES else o for o in out]
-            return type(out)(vals), tuple(v for v in vals if type(v) is Value)
+            spec = map_structure(out, self.new_value, _is_tensor)
+            found: list = []
+            map_values(spec, lambda v: found.append(v) or v)
+            return spec, tuple(found)
         return out, ()
 
     def bind(self, result_spec, result) -> None:
@@ -181,13 +178,30 @@ class Tracer(DispatchMode):
         if op.name in HOST_OPS:
             return self._host(op, args, kwargs)
         sargs, skwargs = self.spec(args), self.spec(kwargs)
+        if not self.opaque:
+            self._check_constants(op, (args, kwargs))
         out = op(*args, **kwargs)
         result, outs = self.outputs_of(out)
+        self._note_objects(result)
         node = OpNode(op.name, op, sargs, skwargs, outs, user_source(), result)
         if outs and op.function is not None:
             self._note_saved(node, self.tensors[outs[0].id].grad_fn, op.function)
         self.nodes.append(node)
         return out
+
+    def _check_constants(self, op, args) -> None:
+        """Note (``opaque``) an argument a replay could not reproduce: a backend array, or a
+        non-tensor object an earlier op returned (it would be baked in as a constant)."""
+        for obj in _objects_in(args):
+            if id(obj) in self._made_objects or (hasattr(obj, "shape")
+                                                  and hasattr(obj, "dtype")):
+                self.opaque = (f"`{op.name}` at {user_source()} got a {type(obj).__name__} "
+                               "that no traced op made as a tensor")
+                return
+
+    def _note_objects(self, result) -> None:
+        for obj in _objects_in(result):
+            self._made_objects[id(obj)] = obj
 
     def _note_saved(self, node: OpNode, ctx, fn) -> None:
         """Give the tensors ``fn``'s forward saved internally (no Value yet) Values."""
@@ -262,6 +276,30 @@ class Tracer(DispatchMode):
         self.segments.append(last)
         self.nodes = []
         return self.segments
+
+
+def _is_tensor(obj) -> bool:
+    return type(obj) in _TENSOR_TYPES
+
+
+_PLAIN = (int, float, bool, str, bytes, complex, type(None), slice, range, type, Value)
+
+
+def _objects_in(obj) -> list:
+    """The parts of ``obj`` (args or a result) that are no container, tensor, Value or plain
+    constant: dtypes, devices, generators, backend arrays, any other object."""
+    found: list = []
+
+    def leaf(o) -> bool:
+        if type(o) in _TENSOR_TYPES or isinstance(o, _PLAIN):
+            return True
+        if isinstance(o, (tuple, list, dict)):
+            return False
+        found.append(o)
+        return True
+
+    map_structure(obj, lambda o: o, leaf)
+    return found
 
 
 def user_source() -> str:
