@@ -5,7 +5,7 @@ hands it to ``CUDABackend.compile_graph``; this package turns the graph into a c
 
 * ``partition``: the graph split into fusible groups (elementwise chains with their views,
   casts, ``cat`` and last-dim reductions) and everything else (matmul, attention, the fused
-  kernels, indexing, random), which runs through each node's op handle, unchanged;
+  kernels, indexing, random), which core's replay runs unchanged;
 * ``codegen`` (with ``ops_table``): one readable Triton kernel per fused group;
 * ``kernel_cache``: generated source written to a file, imported and launched;
 * ``runner``: the compiled callable;

@@ -4,7 +4,7 @@ One pass over the nodes in program order. A *fusible* node (``ops_table.kind_of`
 elementwise op, a cast, ``where``/``clamp``, a view or ``cat`` feeding them, a last-dim
 reduction) joins an open group of one of its producers, or opens its own; every other node
 (matmul, linear, attention, the fused kernels, indexing, random numbers, in-place edits) is
-a step of its own, called through its op handle.
+a step of its own, which the runner hands to core's replay.
 
 A group runs where its last node was. So that nothing reads a group's value before the
 group has run, a group is *sealed* (takes no more nodes) as soon as a node outside it reads
@@ -137,8 +137,8 @@ def _compatible(group: Group, node) -> bool:
 
 
 def partition(graph, on_device) -> list:
-    """The run order of ``graph``: a list of steps, each a node (run through its handle)
-    or a ``Group`` (its ``outputs``: the value ids that leave it).
+    """The run order of ``graph``: a list of steps, each a node (run as it is) or a
+    ``Group`` (its ``outputs``: the value ids that leave it).
 
     Args:
         graph: a ``genesis.compiler.graph.Graph``.
