@@ -380,7 +380,9 @@ class Emitter:
             params.append("BLOCK_C: tl.constexpr")
             pre = [f"row = {pid}", "c = tl.arange(0, BLOCK_C)", f"cmask = c < {cols}"]
             grid, constexprs = (n // cols if cols else 0,), {"BLOCK_C": block}
-            warps = 4 if block <= 1024 else 8 if block <= 4096 else 16
+            # about 8 to 16 elements a thread: short rows get few warps rather than idle lanes
+            warps = 1 if block <= 256 else 2 if block <= 512 else 4 if block <= 2048 \
+                else 8 if block <= 4096 else 16
         else:
             params.append("BLOCK: tl.constexpr")
             pre = [f"offs = {pid} * BLOCK + tl.arange(0, BLOCK)", f"mask = offs < {n}"]
