@@ -27,8 +27,9 @@ output, far less than the launches a replay saves.
 Random fills inside (dropout) draw new numbers at every replay: ``CUDAGraph`` keeps their
 Philox seed and offset on the device and advances them before each replay
 (``generator.CapturedPhilox``). Work that cannot be captured (a host sync such as
-``item()``, a fused kernel's own random numbers) makes the capture fail with
-``GraphCaptureError``; the wrapper then runs ``fn`` eagerly from there on, with a warning.
+``item()``, a fused kernel's own random numbers) makes the capture fail
+(``GraphCaptureError``, or a driver error); the wrapper then runs ``fn`` eagerly from there
+on, with a warning.
 
 Example:
     >>> run = Graphed(CompiledGraph(graph, options, on_cuda))
@@ -113,9 +114,12 @@ class Graphed:
         try:
             with graph(g):
                 outs = self.fn(self.static_inputs)
-        except GraphCaptureError as exc:
+        except (GraphCaptureError, RuntimeError) as exc:
+            # (a driver or Triton error during capture: the capture is discarded and the
+            # device stays usable; an error of fn itself is raised again by the call below)
             warnings.warn(f"genesis.compile: the compiled graph cannot be captured as a CUDA "
-                          f"graph ({exc}); it runs without CUDA graphs", stacklevel=3)
+                          f"graph ({type(exc).__name__}: {exc}); it runs without CUDA graphs",
+                          stacklevel=3)
             self.failed = True
             self.static_inputs, self.owned = [], []
             return self.fn(inputs)
