@@ -48,11 +48,11 @@ class Group:
                    if T.kind_of(n.op) != "view" and n.op not in ("clone", "contiguous"))
 
 
-def _tensors(args):
+def values_in(args):
     """The graph values among ``args`` (nested lists and tuples included)."""
     for a in args:
         if isinstance(a, (list, tuple)):
-            yield from _tensors(a)
+            yield from values_in(a)
         elif hasattr(a, "id") and hasattr(a, "shape"):
             yield a
 
@@ -109,7 +109,7 @@ def fusible(node, on_device, consumers: dict, graph_outputs: set) -> bool:
     if any(v is not None for v in getattr(node, "saved", ())):
         return False  # its forward keeps tensors for backward: core's replay runs it
     out = node.outputs[0]
-    if not on_device(out) or not all(on_device(v) for v in _tensors(node.args)):
+    if not on_device(out) or not all(on_device(v) for v in values_in(node.args)):
         return False
     if out.dtype.name.startswith("complex"):
         return False
@@ -150,11 +150,11 @@ def partition(graph, on_device) -> list:
     """
     consumers: dict = {}
     for node in graph.nodes:
-        for v in _tensors(node.args):
+        for v in values_in(node.args):
             consumers.setdefault(v.id, []).append(node)
-        for v in _tensors(node.kwargs.values()):
+        for v in values_in(node.kwargs.values()):
             consumers.setdefault(v.id, []).append(node)
-    graph_outputs = {v.id for v in _tensors(graph.outputs)}
+    graph_outputs = {v.id for v in values_in(graph.outputs)}
     owner: dict = {}  # value id -> the group computing it
     groups: list[Group] = []
     order = {id(n): i for i, n in enumerate(graph.nodes)}
@@ -163,7 +163,7 @@ def partition(graph, on_device) -> list:
             for g in groups:
                 g.open = False
         producers = []
-        for v in _tensors(list(node.args) + list(node.kwargs.values())):
+        for v in values_in(list(node.args) + list(node.kwargs.values())):
             g = owner.get(v.id)
             if g is not None and g not in producers:
                 producers.append(g)

@@ -23,7 +23,7 @@ import genesis
 from genesis.compiler.replay import build_graph, replay_callable
 from genesis_cuda.compiler import kernel_cache
 from genesis_cuda.compiler.codegen import Emitter, Unfusible, dense
-from genesis_cuda.compiler.partition import Group, _tensors, partition
+from genesis_cuda.compiler.partition import Group, values_in, partition
 from genesis_cuda.kernels._launch import contiguous_strides
 
 
@@ -57,7 +57,7 @@ class FusedStep:
         self.members = {n.outputs[0].id: n for n in group.nodes}
         self.inputs = []  # value ids read from outside, in first-use order
         for n in group.nodes:
-            for v in _tensors(n.args):
+            for v in values_in(n.args):
                 if v.id not in self.members and v.id not in self.inputs:
                     self.inputs.append(v.id)
         self.variants: dict = {}
@@ -156,7 +156,7 @@ class CompiledGraph:
         for n in graph.nodes:
             for v in n.outputs:
                 values[v.id] = v
-            for v in _tensors(n.args):
+            for v in values_in(n.args):
                 values.setdefault(v.id, v)
         debug = kernel_cache.debug_dir(options)
         planned: list = []  # FusedSteps and lists of nodes run eagerly, in run order
@@ -176,7 +176,7 @@ class CompiledGraph:
         self.kernels = [k for s in planned if isinstance(s, FusedStep)
                         for k in next(iter(s.variants.values()))]
         # what each eager run must hand on: the values read after it, and the outputs
-        needed = {v.id for v in _tensors(graph.outputs)}
+        needed = {v.id for v in values_in(graph.outputs)}
         self.steps: list = []
         for s in reversed(planned):
             if isinstance(s, FusedStep):
@@ -190,7 +190,7 @@ class CompiledGraph:
         self._plan_frees()
 
     def _plan_frees(self) -> None:
-        keep = {v.id for v in _tensors(self.graph.outputs)}
+        keep = {v.id for v in values_in(self.graph.outputs)}
         last: dict = {}
         for i, s in enumerate(self.steps):
             for vid in s.inputs:
