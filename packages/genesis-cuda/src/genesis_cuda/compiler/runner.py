@@ -23,7 +23,7 @@ import genesis
 from genesis.compiler.replay import build_graph, replay_callable
 from genesis_cuda.compiler import kernel_cache
 from genesis_cuda.compiler.codegen import Emitter, Unfusible, dense
-from genesis_cuda.compiler.partition import Group, values_in, partition
+from genesis_cuda.compiler.partition import Group, partition, values_in
 from genesis_cuda.kernels._launch import contiguous_strides
 
 
