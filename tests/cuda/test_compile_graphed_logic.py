@@ -146,3 +146,15 @@ def test_a_graph_that_cannot_be_captured_runs_eagerly_with_a_warning():
         warnings.simplefilter("error")
         run([x])  # no second warning, no second attempt
     assert FakeGraph.captures == 1
+
+
+def test_modes_choose_cuda_graph_replay():
+    from genesis_cuda.compiler.backend_hook import uses_cuda_graph
+
+    for mode in (None, "default", "reduce-overhead", "max-autotune"):
+        assert uses_cuda_graph({"mode": mode})
+    assert not uses_cuda_graph({"mode": "max-autotune-no-cudagraphs"})
+    assert not uses_cuda_graph({"cudagraphs": False})
+    assert not uses_cuda_graph({"mode": "reduce-overhead", "triton.cudagraphs": False})
+    with pytest.raises(ValueError, match="unknown mode 'fastest'"):
+        uses_cuda_graph({"mode": "fastest"})
