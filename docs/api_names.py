@@ -25,6 +25,7 @@ API_MODULES = {
     "api/fsdp.md": "genesis.distributed.fsdp",
     "api/cuda.md": "genesis.cuda",
     "api/dispatch.md": "genesis.dispatch",
+    "api/compile.md": "genesis.compiler",
 }
 
 _OWN_PACKAGES = ("genesis", "genesis_cuda")

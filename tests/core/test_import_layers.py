@@ -163,8 +163,11 @@ def test_no_import_cycles():
 _CONTRACT = ("genesis.backends", "genesis.dtypes", "genesis.op_declarations",
              "genesis.cuda")  # genesis.cuda: the error types a CUDA backend raises
 _BACKEND_SIDE = ("genesis.backends", "genesis_cuda")
-# genesis-cuda's public functions behind ``genesis.cuda.*`` work on genesis tensors.
-_PLUGIN_API = {"genesis_cuda.api", "genesis_cuda.graphed_callables"}
+# genesis-cuda's public functions behind ``genesis.cuda.*`` work on genesis tensors, and so
+# does the callable its compile hook returns (the contract's ``compile_graph`` hands it
+# tensors, and it runs unfused nodes through core's replay, genesis.compiler.replay).
+_PLUGIN_API = {"genesis_cuda.api", "genesis_cuda.graphed_callables",
+               "genesis_cuda.compiler.runner", "genesis_cuda.compiler.cuda_graph"}
 
 
 def _within(mod: str, prefixes) -> bool:
@@ -206,6 +209,8 @@ _LAZY = {
         "gradcheck is genesis.testing's (above autograd), reached as torch.autograd.gradcheck",
     ("genesis_cuda.backend", "genesis_cuda.api"): "genesis.cuda's module imports the runtime",
     ("genesis_cuda.backend", "genesis_cuda.dlpack"): "ctypes structures, for DLPack users only",
+    ("genesis_cuda.backend", "genesis_cuda.compiler.backend_hook"):
+        "the compiler (Triton code generation) loads on the first genesis.compile on CUDA",
     ("genesis.models.apps.model_dir", "genesis.models"):
         "the CLIs check a model directory before loading the model stack",
 }

@@ -55,3 +55,14 @@ def test_flops_count_matches_parameter_count():
     norms = (2 * cfg.layers + 1) * cfg.dim
     # every parameter but the norms and biases sits in a matmul (the tied embedding once)
     assert train.matmul_params(cfg) == weights_n - attn_bias - norms
+
+
+def test_train_bench_compiled_genesis_cpu(tmp_path):
+    train = _load_train()
+    doc = train.main(["--device", "cpu", "--model", "tiny", "--batch", "2", "--seq", "16",
+                      "--steps", "2", "--warmup", "1", "--frameworks", "genesis", "--compile"])
+    g = doc["results"]["genesis"]
+    assert doc["compile"] and g["compiled"] and g["first_step_s"] > 0
+    eager = train.main(["--device", "cpu", "--model", "tiny", "--batch", "2", "--seq", "16",
+                        "--steps", "2", "--warmup", "1", "--frameworks", "genesis"])
+    assert g["losses"] == eager["results"]["genesis"]["losses"]  # the compiled step is exact

@@ -2,7 +2,8 @@
 
     python tools/bench/train.py [--model 0.2b|qwen2.5-0.5b|tiny] [--batch 8] [--seq 1024]
                                 [--steps 20] [--warmup 3] [--frameworks torch,genesis]
-                                [--device cuda] [--gpu h200|h100] [--profile] [--out FILE]
+                                [--device cuda] [--gpu h200|h100] [--compile] [--profile]
+                                [--out FILE]
 
 The model is written once against a torch-like module ``lib`` (``import genesis as lib`` or
 ``import torch as lib``): token embedding, ``layers`` blocks of pre-RMSNorm grouped-query
@@ -28,7 +29,10 @@ Printed per framework and as genesis/torch ratios:
   launches of the profiled step — what the eager host path costs per kernel it feeds the GPU
   (n/a on the CPU, where no launch is counted);
 * the losses of the first steps side by side (they start from the same weights and data,
-  so they agree to bf16 rounding).
+  so they agree to bf16 rounding);
+* with ``--compile``, each framework trains its compiled model (``genesis.compile(model)``,
+  ``torch.compile(model)``; the optimizer step stays eager) and the first step's wall time
+  is reported as the compile time (it traces, and for torch generates code).
 
 ``--device cpu --model tiny`` runs everything but the GPU figures on the CPU (a smoke test).
 Results go to ``--out`` as JSON.
@@ -257,6 +261,7 @@ def run_framework(name: str, cfg: ModelConfig, weights: dict, batches: list, arg
     device = args.device
     lib.manual_seed(args.seed)
     model = load_model(lib, cfg, weights, args.seq, device)
+    run_model = lib.compile(model) if args.compile else model  # (shares the parameters)
     graphed = args.graph and name == "genesis" and device == "cuda"
     # a captured step must keep AdamW's step count on the device (torch's capturable=True)
     opt = lib.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.1,
@@ -264,8 +269,12 @@ def run_framework(name: str, cfg: ModelConfig, weights: dict, batches: list, arg
     params = list(model.parameters())
     data = [(lib.from_numpy(x).to(device), lib.from_numpy(y).to(device)) for x, y in batches]
     amp = lib.autocast(device, dtype=lib.bfloat16, enabled=not args.no_autocast)
-    step = training_step(lib, model, opt, params, data, amp)
-    losses = [float(step(i).item()) for i in range(args.warmup)]
+    step = training_step(lib, run_model, opt, params, data, amp)
+    _sync(lib, device)
+    t0 = time.perf_counter()
+    losses = [float(step(0).item())]
+    first_step_s = time.perf_counter() - t0  # with --compile: tracing and code generation
+    losses += [float(step(i).item()) for i in range(1, args.warmup)]
     if graphed:
         step = _graphed_step(lib, model, opt, params, data, amp)
     if device == "cuda":
@@ -274,8 +283,9 @@ def run_framework(name: str, cfg: ModelConfig, weights: dict, batches: list, arg
     losses += timed_losses
     step_s = statistics.median(times)
     tokens = args.batch * args.seq
-    res = {"framework": name, "step_ms": step_s * 1e3, "tok_per_s": tokens / step_s,
-           "host_ms": statistics.median(host_times) * 1e3, "losses": losses}
+    res = {"framework": name, "compiled": args.compile, "step_ms": step_s * 1e3,
+           "tok_per_s": tokens / step_s, "host_ms": statistics.median(host_times) * 1e3,
+           "first_step_s": first_step_s, "losses": losses}
     res["mfu"] = (flops_per_token(cfg, args.seq) * tokens / step_s / args.peak) \
         if device == "cuda" else None
     res["peak_mem_gib"] = lib.cuda.max_memory_allocated() / 2**30 if device == "cuda" else None
@@ -358,11 +368,15 @@ def parse_args(argv=None):
     ap.add_argument("--graph", action="store_true",
                     help="genesis on CUDA: capture the whole step (forward, backward, clip, "
                          "capturable AdamW) as a CUDA graph after the warm-up and replay it")
+    ap.add_argument("--compile", action="store_true",
+                    help="train genesis.compile(model) / torch.compile(model); the first "
+                         "step's time is reported as the compile time")
     ap.add_argument("--out", default=None, help="write the results as JSON here")
     args = ap.parse_args(argv)
-    if args.graph and args.warmup < 1:
-        ap.error("--graph needs --warmup >= 1: the eager warm-up makes the optimizer state "
-                 "that the captured step then updates")
+    if args.compile and args.graph:
+        ap.error("--compile and --graph are two ways of replaying the step: choose one")
+    if args.warmup < 1:  # (--graph also needs the optimizer state an eager step makes)
+        ap.error("--warmup must be >= 1: the first step is reported as the compile time")
     args.peak = args.peak_tflops * 1e12 if args.peak_tflops else PEAK_BF16[args.gpu]
     return args
 
@@ -383,7 +397,8 @@ def main(argv=None) -> dict:
     n_params = sum(w.size for w in weights.values())
     print(f"model {args.model}: {n_params / 1e6:.1f}M parameters {asdict(cfg)}; batch "
           f"{args.batch} x {args.seq}; {args.device}; bf16 autocast "
-          f"{'off' if args.no_autocast else 'on'}", flush=True)
+          f"{'off' if args.no_autocast else 'on'}{'; compiled' if args.compile else ''}",
+          flush=True)
     results, profilers = {}, {}
     for name in args.frameworks.split(","):
         print(f"-- {name}", flush=True)
@@ -391,7 +406,9 @@ def main(argv=None) -> dict:
         results[name] = r
         print(f"  step {r['step_ms']:.1f} ms  {r['tok_per_s']:,.0f} tok/s  "
               f"MFU {_fmt(r['mfu'] and 100 * r['mfu'], '.1f')}%  "
-              f"peak {_fmt(r['peak_mem_gib'], '.2f')} GiB", flush=True)
+              f"peak {_fmt(r['peak_mem_gib'], '.2f')} GiB  "
+              f"first step {r['first_step_s']:.2f} s"
+              f"{' (compile)' if args.compile else ''}", flush=True)
         if name == "torch" and args.device == "cuda":
             import torch
 
@@ -409,7 +426,8 @@ def main(argv=None) -> dict:
                   f"{r['profiled_wall_ms']:.1f} ms wall", flush=True)
         print(f"-- {name}: host {r['host_ms']:.1f} ms/step until its last launch returns, "
               f"{_fmt(r['host_us_per_launch'], '.2f')} µs per kernel launch", flush=True)
-    doc = {"model": args.model, "config": asdict(cfg), "params": int(n_params),
+    doc = {"model": args.model, "compile": args.compile, "config": asdict(cfg),
+           "params": int(n_params),
            "batch": args.batch, "seq": args.seq, "device": args.device,
            "peak_flops": args.peak, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
            "results": results}
@@ -439,8 +457,8 @@ def host_us_per_launch(host_ms: float, launches: int | None) -> float | None:
 def report_ratios(g: dict, t: dict) -> dict:
     """Print and return the genesis/torch ratios and the first losses side by side."""
     ratios = {}
-    for key in ("tok_per_s", "step_ms", "host_ms", "peak_mem_gib", "launches", "kernel_ms",
-                "host_us_per_launch"):
+    for key in ("tok_per_s", "step_ms", "host_ms", "peak_mem_gib", "first_step_s", "launches",
+                "kernel_ms", "host_us_per_launch"):
         if g[key] is not None and t[key]:
             ratios[key] = g[key] / t[key]
     print("genesis / torch: " + "  ".join(f"{k} {v:.2f}x" for k, v in ratios.items()))

@@ -110,6 +110,7 @@ bool = bool_  # noqa: A001 - torch spells it genesis.bool
 dtype = DType
 
 from genesis import accelerator, autograd, backends, cuda, dispatch  # noqa: E402,F401
+from genesis.compiler import compile  # noqa: E402,A001
 
 __version__ = "0.1.0"
 

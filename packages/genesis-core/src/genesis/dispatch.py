@@ -35,7 +35,7 @@ from __future__ import annotations
 import functools
 import re
 
-__all__ = ["DispatchMode", "OpHandle", "REGISTRY", "registered_op"]
+__all__ = ["BackwardRun", "DispatchMode", "OpHandle", "REGISTRY", "registered_op"]
 
 # The active modes, innermost last. Hot paths test this list for emptiness (the eager fast
 # path runs only while it is empty), so it is a plain module-level list, shared by threads
@@ -96,7 +96,8 @@ class DispatchMode:
     def __genesis_backward__(self, node, run):
         """Called for every graph node ``backward()`` runs while the mode is active:
         ``run()`` runs the node's backward formula and returns its gradients (the default:
-        nothing else). The formula's own ops reach ``__genesis_dispatch__``."""
+        nothing else); ``run.grads`` are the gradients of the node's outputs. The formula's
+        own ops reach ``__genesis_dispatch__``."""
         return run()
 
     def __enter__(self):
@@ -120,15 +121,31 @@ def intercept(op: OpHandle, args: tuple, kwargs: dict):
         _modes.append(mode)
 
 
-def intercept_backward(node, run):
-    """Hand a graph node's backward run to the active modes, innermost first."""
-    return _backward_through(len(_modes) - 1, node, run)
+def intercept_backward(node, run, grads: tuple = ()):
+    """Hand a graph node's backward run to the active modes, innermost first (each gets a
+    ``BackwardRun``: call it to run the rest; its ``grads`` are the node's output grads)."""
+    return _backward_through(len(_modes) - 1, node, run, grads)
 
 
-def _backward_through(i: int, node, run):
+class BackwardRun:
+    """One node's backward run as a mode's ``__genesis_backward__`` gets it: calling it runs
+    the formula (through the modes further out) and returns the gradients; ``grads`` holds
+    the gradients of the node's outputs it runs on."""
+
+    __slots__ = ("_run", "grads")
+
+    def __init__(self, run, grads: tuple):
+        self._run, self.grads = run, grads
+
+    def __call__(self):
+        return self._run()
+
+
+def _backward_through(i: int, node, run, grads: tuple):
     if i < 0:
         return run()
-    return _modes[i].__genesis_backward__(node, lambda: _backward_through(i - 1, node, run))
+    inner = BackwardRun(lambda: _backward_through(i - 1, node, run, grads), grads)
+    return _modes[i].__genesis_backward__(node, inner)
 
 
 def op_name_of(cls_name: str) -> str:

@@ -18,6 +18,7 @@ from genesis.autograd import engine
 from genesis.autograd.function import _TENSOR_TYPES, _RemovableHandle, grad_edge
 from genesis.autograd.grad_mode import no_grad
 from genesis.device import CPU
+from genesis.dispatch import registered_op
 from genesis.printing import tensor_repr
 from genesis.shapes import Size, _wrap_dim, interned_size, is_contiguous_geometry
 
@@ -459,5 +460,9 @@ def geometry(t: Tensor) -> tuple:
 
 
 _TENSOR_TYPES.add(Tensor)
+# Host reads and detach are ops of the registry: a dispatch mode sees them (the compiler
+# breaks its graph at a host read, and follows a detached tensor as a view of its input).
+for _name in ("item", "tolist", "numpy", "detach"):
+    setattr(Tensor, _name, registered_op(_name)(getattr(Tensor, _name)))
 __all__ = ["Size", "Tensor", "blank_tensor", "geometry", "interned_size", "is_contiguous_geometry",
            "new_tensor", "view_tensor"]

@@ -9,7 +9,8 @@ initialised when the first CUDA array is made. ``is_available()`` and ``device_c
 never raise (False / 0 without a GPU, driver or cuda-python).
 
 Of the contract's optional methods, ``reinterpret`` and the DLPack and memory methods are
-host-side and written here. The kernels of the fused ops (softmax, the norms, attention,
+host-side and written here; ``compile_graph`` (``genesis.compile``'s hook) hands the traced
+graph to ``genesis_cuda.compiler``. The kernels of the fused ops (softmax, the norms, attention,
 cross-entropy, SwiGLU, rotary, the optimizer steps ...) are not methods: they are registered
 by op name from ``genesis_cuda.fused_kernels`` at the end of this module.
 """
@@ -245,6 +246,14 @@ class CUDABackend(Backend):
 
     def randperm(self, n, dtype, index, gen):
         return kernels.random.randperm(n, dtype, _index(index), gen)
+
+    # ---------------------------------------------------------------- compiler
+    def compile_graph(self, graph, options):
+        """genesis.compile's hook: the graph fused into generated Triton kernels and, by
+        default, replayed as a CUDA graph (``genesis_cuda.compiler.backend_hook``)."""
+        from genesis_cuda.compiler import backend_hook  # Triton and the compiler: on demand
+
+        return backend_hook.compile_graph(graph, options)
 
 
 for _name, _kernel in fused_kernels.KERNELS.items():  # the fused ops' kernels, by op name

@@ -44,6 +44,11 @@ class relaxed_mode:  # noqa: N801 - used like a function: ``with relaxed_mode():
         return False
 
 
+def capturing_graph(device: int):
+    """The CUDAGraph being captured on ``device``, or None."""
+    return _capturing.get(device)
+
+
 def check_not_capturing(what: str, device: int | None = None) -> None:
     """Raise ``GraphCaptureError`` saying ``cannot {what}`` if a capture is under way."""
     if _capturing and (device is None or device in _capturing):

@@ -4,14 +4,24 @@ Philox is counter-based: a kernel turns ``(seed, offset + i)`` into random bits 
 ``i`` without any state on the device. The generator is therefore two host integers; each
 random kernel reserves the counters it will use with ``next_offset`` before launching, so
 successive calls draw independent numbers and a run is reproducible from its seed.
+
+Inside a CUDA graph the offset cannot be a host value (every replay would repeat the
+captured numbers), so the random fill kernels read seed and offset from device memory
+instead: ``CapturedPhilox`` is that memory for one generator and one graph. During the
+capture each fill reserves its counters *relative* to the graph's start
+(``CapturedPhilox.reserve``); before each replay ``advance`` reserves the graph's whole
+span from the generator on the host and writes ``(seed, first counter)`` into the device
+state with two stream-ordered memsets, so replay ``k`` draws the numbers an eager run's
+``k``-th step would get from a generator advanced by the same amount.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from genesis import dtypes as D
 from genesis.backends.seed import initial_seed
-from genesis_cuda import capture
+from genesis_cuda import array, capture, driver
 
 _MASK64 = (1 << 64) - 1
 DEFAULT_SEED = 67280421310721  # torch's default seed, for a generator made without one
@@ -45,14 +55,15 @@ class PhiloxGenerator:
     def next_offset(self, n: int) -> int:
         """Reserve ``n`` counter values; returns the first. The next call gets fresh ones.
 
-        Raises ``GraphCaptureError`` during CUDA graph capture: the seed and offset are
-        passed to kernels as host values, so a replay would repeat the captured numbers.
+        Raises ``GraphCaptureError`` during CUDA graph capture: a caller of this method
+        passes the offset to its kernel as a host value, so a replay would repeat the
+        captured numbers (the random fills use ``CapturedPhilox`` there instead).
         """
         capture.check_not_capturing(
-            "draw random numbers (rand, randn, dropout, SDPA's dropout_p, random_ ...): "
-            "genesis passes the Philox offset to kernels as a host value, so every replay "
-            "would repeat the captured numbers. A model with dropout can be captured in "
-            "eval() mode or with p=0 (no random numbers are drawn then)", self.device)
+            "draw random numbers in a fused kernel (SDPA's dropout_p ...): it takes the "
+            "Philox offset as a host value, so every replay would repeat the captured "
+            "numbers. Capture the model in eval() mode or with dropout_p=0 (random fills "
+            "such as rand, randn and F.dropout can be captured)", self.device)
         offset = self.offset
         self.offset = (offset + int(n)) & _MASK64
         return offset
@@ -82,3 +93,44 @@ def default_generator(device: int) -> PhiloxGenerator:
     if gen is None:
         gen = _defaults[device] = PhiloxGenerator(device, initial_seed())
     return gen
+
+
+class CapturedPhilox:
+    """The device-side seed and offset of ``gen`` for one captured CUDA graph.
+
+    ``state`` is an int64 pair ``(seed, offset)`` on the device (allocated in the graph's
+    pool, during its capture). Kernels captured with it compute counter ``offset + base +
+    i`` where ``base`` comes from ``reserve`` at capture time.
+
+    Example (``graphs.CUDAGraph`` does this):
+        >>> cap = CapturedPhilox(gen)          # during capture
+        >>> base = cap.reserve(numel)          # a random kernel's counters, relative
+        >>> cap.advance(stream_handle)         # before every replay
+    """
+
+    __slots__ = ("gen", "state", "used")
+
+    def __init__(self, gen: PhiloxGenerator):
+        self.gen = gen
+        self.state = array.empty((2,), D.int64, gen.device)
+        self.used = 0
+
+    def reserve(self, n: int) -> int:
+        """Reserve ``n`` counters of each replay; returns their first, relative to the
+        replay's start."""
+        base = self.used
+        self.used += int(n)
+        return base
+
+    def advance(self, stream: int) -> None:
+        """Before a replay: take the graph's counters from the generator and write
+        ``(seed, first counter)`` into ``state`` on ``stream`` (not during a capture)."""
+        gen = self.gen
+        offset = gen.offset
+        gen.offset = (offset + self.used) & _MASK64
+        cu = driver.driver()
+        ptr = self.state.data_ptr()
+        for i, word in enumerate((gen.seed & 0xFFFFFFFF, gen.seed >> 32,
+                                  offset & 0xFFFFFFFF, offset >> 32)):
+            driver.check(cu.cuMemsetD32Async(ptr + 4 * i, word, 1, stream),
+                         "cuMemsetD32Async")

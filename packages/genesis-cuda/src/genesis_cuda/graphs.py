@@ -24,9 +24,12 @@ How it works:
   ``item()``/``float()``/``bool()`` of a tensor, ``numpy()``/``tolist()``/``cpu()``,
   ``synchronize`` (device, stream, event), ``Stream.query``/
   ``Event.query``, ``nonzero`` and boolean-mask indexing, ``empty_cache``, the first matmul
-  of a new shape (its autotuning times kernels), and random numbers (``rand``, ``randn``,
-  dropout: genesis's Philox offset is a host value, so a replay would repeat the captured
-  numbers; this is refused rather than replayed wrongly). Host data copied to the device
+  of a new shape (its autotuning times kernels), and the random numbers of fused kernels
+  (attention's ``dropout_p``: their Philox offset is a host value, so a replay would repeat
+  the captured numbers; this is refused rather than replayed wrongly).
+* Random fills (``rand``, ``randn``, ``dropout``, ``uniform_`` ...) *are* captured: their
+  kernels read seed and offset from device memory (``generator.CapturedPhilox``), which
+  ``replay`` advances first, so every replay draws new numbers. Host data copied to the device
   during capture (``genesis.tensor(..., device="cuda")``) is a constant of the graph: it is
   copied from a pinned buffer the graph owns at every replay.
 
@@ -43,7 +46,7 @@ from __future__ import annotations
 
 import itertools
 
-from genesis_cuda import capture, driver, kernel_errors, memory, streams
+from genesis_cuda import capture, driver, generator, kernel_errors, memory, streams
 from genesis_cuda import device as _device
 from genesis_cuda.capture import GraphCaptureError
 
@@ -112,6 +115,15 @@ class CUDAGraph:
         self._stream = None  # the stream captured on (during capture)
         self._alloc = None
         self._host_buffers: list[int] = []  # pinned constants copied from by the graph
+        self._philox: dict = {}  # generator -> its CapturedPhilox (random fills captured)
+
+    def philox(self, gen) -> generator.CapturedPhilox:
+        """The device-side random state of ``gen`` in this graph (made on first use, during
+        the capture): random fill kernels captured here read their seed and offset from it."""
+        cap = self._philox.get(gen)
+        if cap is None:
+            cap = self._philox[gen] = generator.CapturedPhilox(gen)
+        return cap
 
     def capture_begin(self, pool=None, capture_error_mode: str = "global") -> None:
         """Start recording the work queued on the current stream (which must not be the
@@ -207,9 +219,11 @@ class CUDAGraph:
             raise RuntimeError("replay() needs a captured graph: capture it first with "
                                "genesis.cuda.graph(g) (or capture_begin/capture_end)")
         cu = driver.driver()
+        stream = streams.current_handle(self._device)
         with driver.using_device(self._device):
-            driver.check(cu.cuGraphLaunch(self._exec, streams.current_handle(self._device)),
-                         "cuGraphLaunch")
+            for cap in self._philox.values():  # new counters for this replay's random fills
+                cap.advance(stream)
+            driver.check(cu.cuGraphLaunch(self._exec, stream), "cuGraphLaunch")
         kernel_errors.mark_pending(self._device)  # its indexing kernels may record an error
 
     def reset(self) -> None:
@@ -231,6 +245,7 @@ class CUDAGraph:
                         _free_orphan_host_buffers(cu)
         finally:
             self._exec = self._graph = None
+            self._philox = {}
             if self._pool is not None:
                 pool, self._pool = self._pool, None
                 self._alloc.release_pool(pool)

@@ -217,7 +217,7 @@ def _call_node(node: Node, grads_in: dict) -> tuple:
             grads.append(g)
         grads = tuple(grads)
     if _intercepting:  # dispatch modes see the node run (its formula's ops they see anyway)
-        result = intercept_backward(node, lambda: node.apply_backward(grads))
+        result = intercept_backward(node, lambda: node.apply_backward(grads), grads)
     else:
         result = node._fn.backward(node, *grads)  # Node.apply_backward, inlined
         if not isinstance(result, tuple):

@@ -421,6 +421,30 @@ class Backend(ABC):
         """*Optional.* The kernel registered as ``name`` (see ``register_kernel``), or None."""
         return self._kernels.get(name)
 
+    # ---------------------------------------------------------------- compiler
+    def compile_graph(self, graph, options: dict) -> Callable | None:
+        """*Optional.* Compile a traced graph of ``genesis.compile`` for this device.
+
+        Called for every forward, backward and segment graph whose tensors live on this
+        backend's device; ``genesis.compiler.graph``'s docstring is the contract (which
+        tensors are inputs, in what order; constants, views, in-place ops, autocast casts).
+
+        Args:
+            graph: a ``genesis.compiler.Graph``.
+            options: ``genesis.compile``'s ``options`` dict, with ``"mode"`` when given.
+
+        Returns:
+            ``run(inputs: list[Tensor]) -> list[Tensor]`` (inputs in ``graph.inputs``
+            order, outputs in ``graph.outputs`` order), or None: core replays the graph
+            itself, calling each op's implementation without the per-op dispatch (the
+            default, and the CPU backend's choice).
+
+        Example:
+            >>> def compile_graph(self, graph, options):
+            ...     return None if len(graph.nodes) < 2 else MyFuser(graph).run
+        """
+        return None
+
 
 # The two halves of the contract, derived from the class (docs/backends.md is checked
 # against them by tests/backends/test_contract_docs.py).

@@ -136,10 +136,21 @@ def check_same_device(op: str, *tensors) -> None:
 DEVICE_VALUE_CHECKS = os.environ.get("GENESIS_DEVICE_CHECKS", "") not in ("", "0")
 
 
+class _ValueChecks:
+    """``off`` > 0 while ``genesis.compile`` traces: a compiled function reads no values to
+    check them (a replay could not re-check them, and a host read would break its graph)."""
+
+    off = 0
+
+
+VALUE_CHECKS = _ValueChecks()
+
+
 def checks_values(t: Tensor) -> bool:
     """Whether a check that reads ``t``'s values to the host runs: always for a CPU tensor,
-    on an accelerator only with ``GENESIS_DEVICE_CHECKS=1`` (see ``DEVICE_VALUE_CHECKS``)."""
-    return t.device.type == "cpu" or DEVICE_VALUE_CHECKS
+    on an accelerator only with ``GENESIS_DEVICE_CHECKS=1`` (see ``DEVICE_VALUE_CHECKS``),
+    never while ``genesis.compile`` traces."""
+    return (t.device.type == "cpu" or DEVICE_VALUE_CHECKS) and not VALUE_CHECKS.off
 
 
 def float_dtype_for(dtype: D.DType) -> D.DType:

@@ -4,7 +4,9 @@ Element ``i`` (C order of the array's shape, whatever its strides) of a call dra
 32-bit words of ``philox(key=seed, counter=offset + i)``, where ``offset`` comes from
 ``gen.next_offset(numel)``: each call reserves its own counters, so successive calls are
 independent streams and a run is a pure function of ``genesis.manual_seed``. Nothing is
-stored on the device and no host synchronisation happens.
+stored on the device and no host synchronisation happens — except inside a CUDA graph
+capture, where the seed and the offset's start are read from the graph's device-side state
+(``generator.CapturedPhilox``, ``DEVICE_STATE``), so that each replay draws new numbers.
 
 * uniform: 24 random bits per float32 (53 per float64) scaled into [low, high).
 * normal: Box-Muller on two uniforms (float64 uses four words for two 53-bit uniforms).
@@ -17,8 +19,17 @@ import triton
 import triton.language as tl
 
 from genesis import dtypes as D
+from genesis_cuda.capture import capturing_graph
 
-from ._launch import Launcher, Ptr, empty
+from ._launch import (
+    COMPILE_OPTIONS,
+    INTERPRET,
+    Launcher,
+    Ptr,
+    arg_class,
+    direct_entry,
+    empty,
+)
 from .layout import BLOCK, clone, grid1, offset6, plan, unravel6
 
 
@@ -53,12 +64,17 @@ def _narrow(v, dtype: tl.constexpr, F64: tl.constexpr):
 
 @triton.jit(do_not_specialize=["seed", "base", "span", "low"])
 def _random_kernel(out, n, seed, base, p0: tl.float64, p1: tl.float64, span, low: tl.int64,
-                   n1, n2, n3, n4, n5, d0, d1, d2, d3, d4, d5,
-                   KIND: tl.constexpr, F64: tl.constexpr, BLOCK: tl.constexpr):
+                   n1, n2, n3, n4, n5, d0, d1, d2, d3, d4, d5, state,
+                   KIND: tl.constexpr, F64: tl.constexpr, BLOCK: tl.constexpr,
+                   DEVICE_STATE: tl.constexpr):
     """KIND 0: uniform [p0, p1); 1: normal (mean p0, std p1); 2: integers [low, low+span);
-    3: raw 64-bit words (int64)."""
+    3: raw 64-bit words (int64). DEVICE_STATE: seed and the counters' start are read from
+    ``state`` (int64 seed, offset), ``base`` is relative to that start."""
     lin = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK).to(tl.int64)
     mask = lin < n
+    if DEVICE_STATE:
+        seed = tl.load(state)
+        base = base + tl.load(state + 1)
     w0, w1, w2, w3 = _words(seed, base, lin)
     if KIND == 0:
         if F64:
@@ -98,19 +114,48 @@ def _signed64(x: int) -> int:
     return x - (1 << 64) if x >= 1 << 63 else x
 
 
+_capture_ready: set = set()  # launches whose DEVICE_STATE twin is compiled and loaded
+
+
+def _ready_for_capture(grid, args: tuple, opts: dict) -> None:
+    """Compile and load the DEVICE_STATE variant of a launch just made on the host path, so
+    that capturing the same fill later (a CUDA graph, after its eager warm-up) finds it
+    built: a kernel module cannot be loaded while a graph is being captured. Its seed and
+    base are passed as a capture passes them (small ints), so the variants match."""
+    key = tuple(arg_class(a) for a in args[:2] + args[4:]) + tuple(opts.items())
+    if key in _capture_ready:
+        return
+    seedless = args[:2] + (0, 0) + args[4:]
+    compiled = _random_kernel.warmup(*seedless, _STATE_MODEL, grid=grid, DEVICE_STATE=True,
+                                     **opts, **COMPILE_OPTIONS)
+    direct_entry(compiled)  # loads the compiled module
+    _capture_ready.add(key)
+
+
+_STATE_MODEL = Ptr(16, D.int64)  # what a capture's state pointer specialises as (aligned)
+
+
 def _fill_random(a, gen, kind: int, p0=0.0, p1=0.0, span=1, low=0):
     total = 1
     for s in a.shape:
         total *= s
     if total == 0:
         return a
-    base = _signed64(gen.next_offset(total))
-    seed = int(gen.seed)
+    graph = capturing_graph(gen.device)
+    if graph is None:
+        base, seed, state = _signed64(gen.next_offset(total)), int(gen.seed), None
+    else:  # counters relative to the replay's start, which the graph keeps on the device
+        cap = graph.philox(gen)
+        base, seed, state = cap.reserve(total), 0, cap.state
     f64 = a.dtype is D.float64
+    opts = {"KIND": kind, "F64": f64, "BLOCK": BLOCK}
     for n, s6, ((p, ds),), _big in plan(tuple(a.shape), [(a.data_ptr(), a.dtype.itemsize,
                                                           a.strides)]):
-        _random(grid1(n), Ptr(p, a.dtype), n, seed, base, float(p0), float(p1), span, low,
-                *s6[1:], *ds, KIND=kind, F64=f64, BLOCK=BLOCK)
+        args = (Ptr(p, a.dtype), n, seed, base, float(p0), float(p1), span, low, *s6[1:],
+                *ds)
+        _random(grid1(n), *args, state, DEVICE_STATE=state is not None, **opts)
+        if state is None and not INTERPRET:
+            _ready_for_capture(grid1(n), args, opts)
         base = _signed64(base + n)  # host-split launches walk consecutive C-order ranges
     return a
 

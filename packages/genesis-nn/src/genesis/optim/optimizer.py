@@ -247,6 +247,18 @@ class Optimizer:
         for p, g, state in zip(params, grads, states):
             self.update(p, g, state, group)
 
+    def _compile_guard_state(self) -> tuple:
+        """What ``genesis.compile(opt.step)`` is guarded on: every group's hyperparameters
+        (a scheduler's new ``lr`` is a new trace) and the Python numbers of the state (a
+        step count kept on the host changes every step: such a step is traced anew each
+        time, and runs eagerly past the cache limit; ``capturable=True`` keeps it a tensor)."""
+        groups = tuple(tuple((k, v) for k, v in group.items()
+                             if k != "params" and isinstance(v, (int, float, bool, tuple)))
+                       for group in self.param_groups)
+        numbers = tuple(tuple(v for v in st.values() if isinstance(v, (int, float)))
+                        for st in self.state.values())
+        return groups, numbers
+
     def register_step_pre_hook(self, hook: Callable) -> _HookHandle:
         """Call ``hook(optimizer, args, kwargs)`` before every ``step``.
 

@@ -17,6 +17,7 @@ import genesis
 from genesis import Tensor
 from genesis.autograd.function import Function, once_differentiable
 from genesis.autograd.grad_mode import is_grad_enabled
+from genesis.dispatch import registered_op
 from genesis.nn.functional.dropout import dropout
 from genesis.nn.functional.linear import linear
 from genesis.nn.functional.padding import pad
@@ -121,39 +122,54 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
     return genesis.matmul(weights, value)  # (..., H, L, Ev)
 
 
+@registered_op("scaled_dot_product_attention_kernel")
+def _attention_kernel(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, dropout_p: float,
+                      is_causal: bool, scale: float):
+    """The backend's fused attention forward on (B, H, L, E) tensors: ``(out, lse, rng)``,
+    or None where the backend has no kernel for these operands. A registered op (so a
+    trace records it, and a replay runs the kernel again) that records no gradient: its
+    results feed ``_FusedAttention``, which does."""
+    backend = q._backend
+    gen = backend.default_generator(q.device.index) if dropout_p > 0.0 else None
+    result = SCALED_DOT_PRODUCT_ATTENTION.forward(
+        backend, q._data, k._data, v._data, None if mask is None else mask._data,
+        float(dropout_p), bool(is_causal), float(scale), gen)
+    if result is NotImplemented:
+        return None
+    out, lse, rng = result
+    return Tensor._wrap(out, q.device), Tensor._wrap(lse, q.device), rng  # (B, Hq, L, Ev)
+
+
 class _FusedAttention(Function):
     """Autograd of the backend's fused attention.
 
-    ``apply`` receives the forward's result, computed by ``_fused_attention`` just before (so
-    a backend can decline and leave the call to the composite); ``forward`` records it, and
-    ``backward`` hands the saved output and logsumexp to the backend's fused backward.
+    ``apply`` receives the forward's output and logsumexp, computed by
+    ``_attention_kernel`` just before (so a backend can decline and leave the call to the
+    composite); ``forward`` returns the output as a new tensor, and ``backward`` hands the
+    saved output and logsumexp to the backend's fused backward.
     """
 
     @staticmethod
-    def forward(ctx, q, k, v, mask, dropout_p, is_causal, scale, result):
-        out_data, lse, rng = result
-        out = Tensor._wrap(out_data, q.device)  # (B, Hq, L, Ev)
-        ctx.save_for_backward(q, k, v)
-        # the output's array, not the tensor: a saved output would be a reference cycle
-        ctx.out, ctx.mask, ctx.lse, ctx.rng = out_data, mask, lse, rng
-        ctx.dropout_p, ctx.is_causal, ctx.scale = dropout_p, is_causal, scale
-        return out
+    def forward(ctx, q, k, v, mask, dropout_p, is_causal, scale, out, lse, rng):
+        ctx.save_for_backward(q, k, v, out, lse, mask)  # (out: the kernel's, not the result)
+        ctx.rng, ctx.dropout_p, ctx.is_causal, ctx.scale = rng, dropout_p, is_causal, scale
+        return Tensor._wrap(out._data, q.device)  # (B, Hq, L, Ev)
 
     @staticmethod
     @once_differentiable
     def backward(ctx, grad):
-        q, k, v = ctx.saved_tensors
-        mask = None if ctx.mask is None else ctx.mask._data
+        q, k, v, out, lse, mask = ctx.saved_tensors
         grads = SCALED_DOT_PRODUCT_ATTENTION.backward(
-            q._backend, grad._data, q._data, k._data, v._data, ctx.out, ctx.lse, mask,
-            ctx.dropout_p, ctx.is_causal, ctx.scale, ctx.rng)
+            q._backend, grad._data, q._data, k._data, v._data, out._data, lse._data,
+            None if mask is None else mask._data, ctx.dropout_p, ctx.is_causal, ctx.scale,
+            ctx.rng)
         if grads is NotImplemented:
             raise TypeError(f"backend {q._backend.name!r} ran the scaled_dot_product_attention "
                             "kernel but has no scaled_dot_product_attention_backward kernel")
         dq, dk, dv = grads
         dev = q.device
         return (Tensor._wrap(dq, dev), Tensor._wrap(dk, dev), Tensor._wrap(dv, dev), None, None,
-                None, None, None)
+                None, None, None, None, None)
 
 
 def _fused_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, dropout_p: float,
@@ -185,15 +201,11 @@ def _fused_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, dropo
             mask = mask.expand(b, hq, n_q, k.shape[2])  # (B, Hq, L, S), a view
         except RuntimeError:
             return None
-    backend = q._backend
-    gen = backend.default_generator(q.device.index) if dropout_p > 0.0 else None
-    result = SCALED_DOT_PRODUCT_ATTENTION.forward(
-        backend, q._data, k._data, v._data, None if mask is None else mask._data,
-        float(dropout_p), bool(is_causal), float(scale), gen)
-    if result is NotImplemented:
+    result = _attention_kernel(q, k, v, mask, float(dropout_p), bool(is_causal), float(scale))
+    if result is None:
         return None
     out = _FusedAttention.apply(q, k, v, mask, float(dropout_p), bool(is_causal), float(scale),
-                                result)
+                                *result)
     return out.squeeze(0) if unbatched else out
 
 

@@ -90,7 +90,15 @@ class HooksMixin:
             self._forward_hooks.move_to_end(handle.id, last=False)
         return handle
 
+    _compiled_call = None  # set by Module.compile(): the compiled _call_impl
+
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self._compiled_call is not None:
+            return self._compiled_call(*args, **kwargs)
+        return self._call_impl(*args, **kwargs)
+
+    def _call_impl(self, *args: Any, **kwargs: Any) -> Any:
+        """The call itself: pre-hooks, ``forward``, hooks (what ``compile`` compiles)."""
         if not (self._forward_pre_hooks or self._forward_hooks):
             return self.forward(*args, **kwargs)
         for hook, with_kwargs in list(self._forward_pre_hooks.values()):

@@ -3,9 +3,9 @@
 A module owns three ordered tables — ``_parameters``, ``_buffers`` and ``_modules`` — and
 ``__setattr__`` routes attribute assignments into them, so ``self.fc = Linear(...)`` or
 ``self.weight = Parameter(...)`` is all a subclass has to write. Everything else walks
-those tables: recursive iteration, device/dtype moves and ``repr`` here; state dicts in
-``state_dict.py`` and forward hooks (with ``__call__``) in ``hooks.py``, whose mixins are
-``Module``'s bases.
+those tables: recursive iteration, ``compile`` and ``repr`` here; state dicts in
+``state_dict.py``, forward hooks (with ``__call__``) in ``hooks.py`` and device/dtype moves in
+``conversion.py``, whose mixins are ``Module``'s bases.
 """
 
 from __future__ import annotations
@@ -16,13 +16,17 @@ from typing import Any
 
 import genesis
 from genesis import Tensor
-from genesis.dtypes import DType
+from genesis.nn.modules.conversion import ConversionMixin
 from genesis.nn.modules.hooks import HooksMixin, RemovableHandle, _HookDict
 from genesis.nn.modules.state_dict import StateDictMixin
 from genesis.nn.parameter import Buffer, Parameter
 
 # RemovableHandle is defined in hooks.py; re-exported here, where it has always been importable.
 __all__ = ["Module", "RemovableHandle"]
+
+# Bumped whenever any module's tables or attributes change: a module's compile guard state
+# (its train/eval flags and parameter identities) is recomputed only after a bump.
+_guard_epoch = [0]
 
 
 def _addindent(text: str, spaces: int) -> str:
@@ -32,11 +36,7 @@ def _addindent(text: str, spaces: int) -> str:
     return lines[0] + "\n" + "\n".join(" " * spaces + line for line in lines[1:])
 
 
-def _is_floating(t: Tensor) -> bool:
-    return t.dtype.is_floating_point
-
-
-class Module(StateDictMixin, HooksMixin):
+class Module(StateDictMixin, HooksMixin, ConversionMixin):
     """Base class for all neural-network modules.
 
     Subclasses create their parameters and submodules in ``__init__`` (after calling
@@ -85,6 +85,7 @@ class Module(StateDictMixin, HooksMixin):
             tensor: the buffer, or ``None`` (registered but skipped by iteration and saving).
             persistent: whether the buffer belongs to the ``state_dict``.
         """
+        _guard_epoch[0] += 1  # (a compiled call's guard state is recomputed)
         if "_buffers" not in self.__dict__:
             raise AttributeError("cannot assign buffer before Module.__init__() call")
         self._check_new_name(name, "buffer", self._buffers)
@@ -106,6 +107,7 @@ class Module(StateDictMixin, HooksMixin):
             name: attribute name of the parameter.
             param: a ``Parameter`` or ``None``.
         """
+        _guard_epoch[0] += 1  # (a compiled call's guard state is recomputed)
         if "_parameters" not in self.__dict__:
             raise AttributeError("cannot assign parameter before Module.__init__() call")
         self._check_new_name(name, "parameter", self._parameters)
@@ -127,6 +129,7 @@ class Module(StateDictMixin, HooksMixin):
 
     def add_module(self, name: str, module: Module | None) -> None:
         """Add a child module under ``name`` (reachable as an attribute)."""
+        _guard_epoch[0] += 1  # (a compiled call's guard state is recomputed)
         if module is not None and not isinstance(module, Module):
             raise TypeError(f"{type(module).__name__} is not a Module subclass")
         self._check_new_name(name, "module", self._modules)
@@ -184,6 +187,7 @@ class Module(StateDictMixin, HooksMixin):
         raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
 
     def __setattr__(self, name: str, value: Any) -> None:
+        _guard_epoch[0] += 1  # (a compiled call's guard state is recomputed)
         d = self.__dict__
         params = d.get("_parameters")
         if isinstance(value, Parameter):
@@ -238,6 +242,7 @@ class Module(StateDictMixin, HooksMixin):
             table.pop(name, None)
 
     def __delattr__(self, name: str) -> None:
+        _guard_epoch[0] += 1  # (a compiled call's guard state is recomputed)
         for table in (self._parameters, self._buffers, self._modules):
             if name in table:
                 del table[name]
@@ -365,99 +370,39 @@ class Module(StateDictMixin, HooksMixin):
         fn(self)
         return self
 
-    # ------------------------------------------------------ device / dtype
-    def _apply(self, fn: Callable[[Tensor], Tensor]) -> Module:
-        """Replace every parameter, gradient and buffer ``t`` by ``fn(t)``.
+    # ------------------------------------------------------------ compile
+    def compile(self, *, fullgraph: bool = False, dynamic: bool | None = None,
+                mode: str | None = None, options: dict | None = None) -> None:
+        """Compile this module's call in place with ``genesis.compile`` (torch's
+        ``Module.compile``): calling the module then replays traced graphs.
 
-        Parameters keep their identity (their data is swapped) so that references held
-        elsewhere, e.g. by an optimizer, still point at the module's parameters.
-        """
-        for module in self.children():
-            module._apply(fn)
-        for param in self._parameters.values():
-            if param is None:
-                continue
-            with genesis.no_grad():
-                new_data = fn(param)
-            if new_data is not param:
-                _swap_data(param, new_data)
-            if param.grad is not None:
-                with genesis.no_grad():
-                    new_grad = fn(param.grad)
-                if new_grad is not param.grad:
-                    param.grad = new_grad
-        for key, buf in self._buffers.items():
-            if buf is not None:
-                with genesis.no_grad():
-                    self._buffers[key] = fn(buf)
-        return self
-
-    def to(self, *args: Any, **kwargs: Any) -> Module:
-        """Move and/or cast parameters and buffers, in place; returns ``self``.
-
-        Forms: ``to(device)``, ``to(dtype)``, ``to(device, dtype)``, ``to(tensor)`` (its device
-        and dtype), and the keywords ``device=``, ``dtype=``, ``non_blocking=``. A dtype
-        applies only to floating-point parameters and buffers (integer buffers such as
-        BatchNorm's ``num_batches_tracked`` keep their type), as in torch.
+        Args:
+            fullgraph, dynamic, mode, options: as ``genesis.compile``'s.
 
         Example::
 
-            >>> model = genesis.nn.Linear(2, 2).to("cpu", genesis.float64)
-            >>> model.weight.dtype
-            genesis.float64
+            >>> model = genesis.nn.Linear(8, 8)
+            >>> model.compile()
+            >>> y = model(genesis.randn(2, 8))      # traced; later calls replay
         """
-        device, dtype, non_blocking = _parse_to(args, kwargs)
-        if dtype is not None and not dtype.is_floating_point:
-            raise TypeError(
-                f"nn.Module.to only accepts floating point dtypes, but got desired dtype={dtype}"
-            )
+        self.__dict__["_compiled_call"] = genesis.compile(
+            self._call_impl, fullgraph=fullgraph, dynamic=dynamic, mode=mode, options=options)
 
-        def convert(t: Tensor) -> Tensor:
-            target = dtype if (dtype is not None and _is_floating(t)) else None
-            if target is None:
-                if device is None:
-                    return t
-                return t.to(device, non_blocking=non_blocking)
-            if device is None:
-                return t.to(target)
-            return t.to(device, target, non_blocking=non_blocking)
+    def _compile_guard_state(self) -> tuple:
+        """What a compiled call of this module is guarded on besides its inputs: every
+        submodule's train/eval flag and every parameter's and buffer's identity (their
+        shapes and dtypes the compiled call checks itself). Cached until a module changes."""
+        cached = self.__dict__.get("_guard_state")
+        if cached is not None and cached[0] == _guard_epoch[0] and cached[1] == id(self):
+            return cached[2]  # (id: a deep copy carries the cache of its original)
+        state = (tuple(m.training for m in self.modules()),
+                 tuple(id(t) for t in self.parameters()), tuple(id(t) for t in self.buffers()))
+        self.__dict__["_guard_state"] = (_guard_epoch[0], id(self), state)
+        return state
 
-        return self._apply(convert)
-
-    def cuda(self, device: Any = None) -> Module:
-        """Move all parameters and buffers to a CUDA device (``cuda:0`` by default)."""
-        if device is None:
-            device = "cuda"
-        elif isinstance(device, int):
-            device = f"cuda:{device}"
-        return self.to(device)
-
-    def cpu(self) -> Module:
-        """Move all parameters and buffers to the CPU."""
-        return self.to("cpu")
-
-    def _cast_floating(self, dtype) -> Module:
-        return self._apply(lambda t: t.to(dtype) if _is_floating(t) else t)
-
-    def float(self) -> Module:
-        """Cast floating-point parameters and buffers to float32."""
-        return self._cast_floating(genesis.float32)
-
-    def double(self) -> Module:
-        """Cast floating-point parameters and buffers to float64."""
-        return self._cast_floating(genesis.float64)
-
-    def half(self) -> Module:
-        """Cast floating-point parameters and buffers to float16."""
-        return self._cast_floating(genesis.float16)
-
-    def bfloat16(self) -> Module:
-        """Cast floating-point parameters and buffers to bfloat16."""
-        return self._cast_floating(genesis.bfloat16)
-
-    def type(self, dst_type) -> Module:
-        """Cast all parameters and buffers (floating or not) to ``dst_type``."""
-        return self._apply(lambda t: t.to(dst_type))
+    def _tables_changed(self) -> None:
+        """Note that parameters or buffers were swapped behind ``__setattr__``'s back."""
+        _guard_epoch[0] += 1
 
     # --------------------------------------------------------------- repr
     def extra_repr(self) -> str:
@@ -486,32 +431,9 @@ class Module(StateDictMixin, HooksMixin):
 
     # -------------------------------------------------------------- pickling
     def __setstate__(self, state: dict) -> None:
+        compiled = state.pop("_compiled_call", None)
+        state.pop("_guard_state", None)
         self.__dict__.update(state)
+        if compiled is not None:  # a copy compiles its own call: the traces read the original
+            self.compile(fullgraph=compiled.fullgraph, options=compiled.options)
 
-
-def _swap_data(param: Tensor, new: Tensor) -> None:
-    """Make ``param`` hold ``new``'s data (device/dtype may differ), keeping its identity."""
-    param.data = new
-
-
-def _parse_to(args: tuple, kwargs: dict):
-    """Split ``Module.to``'s arguments into ``(device, dtype, non_blocking)``."""
-    device = kwargs.pop("device", None)
-    dtype = kwargs.pop("dtype", None)
-    non_blocking = kwargs.pop("non_blocking", False)
-    kwargs.pop("copy", None)
-    if kwargs:
-        raise TypeError(f"to() got unexpected keyword arguments {sorted(kwargs)}")
-    for arg in args:
-        if isinstance(arg, Tensor):
-            device, dtype = arg.device, arg.dtype
-        elif isinstance(arg, DType):
-            dtype = arg
-        elif isinstance(arg, bool):
-            non_blocking = arg
-        elif arg is not None:
-            device = arg
-    if device is not None:
-        device = genesis.device(device) if not isinstance(device, int) else \
-            genesis.device("cuda", device)
-    return device, dtype, non_blocking

@@ -1,0 +1,142 @@
+"""The compiled backward: trace the backward autograd would run, and the region node.
+
+After a forward trace that needs grad, ``trace_backward`` runs ``autograd.grad`` of the
+traced outputs with placeholder output gradients, under a ``Tracer``: the ops of every
+gradient formula are recorded into a backward ``Graph`` whose inputs are the output
+gradients and the forward values the formulas read (the saved tensors). It runs with
+``create_graph=True`` so the formulas take their differentiable path, made of dispatched
+ops (a no-grad formula may compute on backend arrays directly, which no mode sees).
+A formula that reads a tensor no recorded op made makes the backward untraceable
+(``UntraceableError``): the compiled function then replays its forward through the
+dispatcher, so eager autograd does the backward.
+
+At replay, ``CompiledRegion`` is the autograd Function of the whole compiled call: its
+forward runs the forward graph and saves what the backward graph reads; its backward runs
+the backward graph. Its node is the outputs' ``grad_fn``; its gradients flow into the
+inputs' graphs and parameters' ``.grad`` through the engine, as eager's would.
+"""
+
+from __future__ import annotations
+
+from genesis.autocast import _set_enabled
+from genesis.autocast import _state as _autocast_state
+from genesis.autograd.engine import grad as autograd_grad
+from genesis.autograd.function import Function
+from genesis.autograd.grad_mode import no_grad
+from genesis.compiler.node_backward import UntraceableError
+from genesis.compiler.replay import build_graph
+from genesis.compiler.tracer import Tracer
+
+__all__ = ["BackwardPlan", "CompiledRegion", "trace_backward"]
+
+
+class BackwardPlan:
+    """What ``CompiledRegion`` needs: the two runners and the positions that link them.
+
+    Attributes:
+        forward_graph, backward_graph: the graphs (the contract's).
+        run_forward, run_backward: their compiled callables.
+        n_outputs: how many of the forward graph's outputs are the function's results (the
+            rest are saved intermediates).
+        nondiff: positions of results that get no gradient.
+        diff: positions of results whose gradient the backward graph takes.
+        saved_inputs: positions in the forward inputs of inputs the backward reads.
+        grad_inputs: positions in the forward inputs of the backward graph's outputs.
+    """
+
+    run_forward = run_backward = None
+
+
+def trace_backward(tracer: Tracer, fwd_nodes: list, inputs: list, out_values: list,
+                   out_tensors: list, whole_nodes: bool = False) -> BackwardPlan:
+    """Trace the backward of a finished forward trace.
+
+    Args:
+        tracer: the forward tracer (its ``known`` map and id counter are reused).
+        fwd_nodes: the forward's nodes.
+        inputs: ``(tensor, Value)`` of every forward graph input, in graph order.
+        out_values: the forward's result Values produced by its nodes (graph order).
+        out_tensors: their tensors (from the trace run).
+        whole_nodes: record every gradient formula as one ``<op>_backward`` node (rather
+            than the ops it is made of, where it is made of ops).
+
+    Returns:
+        A ``BackwardPlan`` (runners not yet set).
+
+    Raises:
+        UntraceableError: a gradient formula computed outside the dispatcher.
+    """
+    diff = [i for i, t in enumerate(out_tensors)
+            if t.requires_grad and t.dtype.is_floating_point]
+    wrt = [i for i, (t, _) in enumerate(inputs) if t.requires_grad]
+    if not diff or not wrt:
+        raise UntraceableError("no output depends on an input that requires grad")
+    with no_grad():
+        placeholders = [out_tensors[i].new_ones(out_tensors[i].shape) for i in diff]
+    known = dict(tracer.known)
+    bt = Tracer(tracer.next_id, known, capture=False, whole_nodes=whole_nodes)
+    grad_values = [bt.new_value(p) for p in placeholders]
+    autocast = dict(_autocast_state.by_device)
+    _autocast_state.by_device = {}  # the backward runs outside autocast, as eager's does
+    _set_enabled(False)
+    try:
+        with bt:  # (create_graph: formulas take their path of dispatched ops where they have one)
+            grads = autograd_grad([out_tensors[i] for i in diff], [inputs[i][0] for i in wrt],
+                                  grad_outputs=placeholders, retain_graph=True,
+                                  create_graph=not whole_nodes, allow_unused=True)
+    finally:
+        _autocast_state.by_device = autocast
+        _set_enabled(bool(autocast))
+    segments = bt.finish(list(grads))
+    if len(segments) != 1:
+        raise UntraceableError("a gradient formula reads a value on the host")
+    results = segments[0].result
+    bwd = build_graph(segments[0].nodes, grad_values, list(results), "backward")
+    made_fwd = {v.id for node in fwd_nodes
+                for v in (*node.outputs, *(s for s in node.saved if s is not None))}
+    input_pos = {v.id: i for i, (_, v) in enumerate(inputs)}
+    saved = bwd.inputs[len(grad_values):]
+    for v in saved:
+        if v.id not in made_fwd and v.id not in input_pos:
+            raise UntraceableError(f"the backward reads {v}, which the forward did not make")
+    plan = BackwardPlan()
+    plan.saved_inputs = [input_pos[v.id] for v in saved if v.id in input_pos]
+    intermediates = [v for v in saved if v.id not in input_pos]
+    # the backward graph's inputs in the order the region hands them over
+    bwd.inputs = grad_values + [inputs[i][1] for i in plan.saved_inputs] + intermediates
+    plan.forward_graph = build_graph(fwd_nodes, [v for _, v in inputs],
+                                     list(out_values) + intermediates, "forward")
+    plan.backward_graph = bwd
+    plan.n_outputs = len(out_values)
+    plan.diff = diff
+    plan.nondiff = [i for i in range(len(out_values)) if i not in set(diff)]
+    plan.grad_inputs = wrt
+    return plan
+
+
+class CompiledRegion(Function):
+    """The autograd node of a compiled call: forward and backward are replayed graphs."""
+
+    op_name = None  # not an op of the registry: it is made by genesis.compile only
+
+    @staticmethod
+    def forward(ctx, plan: BackwardPlan, *inputs):
+        outs = plan.run_forward(list(inputs))
+        n = plan.n_outputs
+        ctx.save_for_backward(*[inputs[i] for i in plan.saved_inputs], *outs[n:])
+        ctx.plan, ctx.n_inputs = plan, len(inputs)
+        results = tuple(outs[:n])
+        if plan.nondiff:
+            ctx.mark_non_differentiable(*[results[i] for i in plan.nondiff])
+        return results
+
+    @staticmethod
+    def backward(ctx, *grads):
+        plan = ctx.plan
+        saved = ctx.saved_tensors
+        outs = plan.run_backward([grads[i] for i in plan.diff] + list(saved))
+        result = [None] * (1 + ctx.n_inputs)
+        for pos, g in zip(plan.grad_inputs, outs):
+            result[1 + pos] = g
+        return tuple(result)
+

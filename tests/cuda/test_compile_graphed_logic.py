@@ -1,0 +1,160 @@
+"""``genesis_cuda.compiler.cuda_graph.Graphed``'s buffer policy, without a GPU.
+
+A fake CUDA graph stands in for the driver's: "capturing" records the callable and its
+static inputs, "replay" runs it again on them and copies the results into the captured
+outputs — what a real replay does to memory. On CPU tensors this checks which inputs are
+read in place and which get buffers, that callers' tensors are never overwritten, that
+results survive later calls, in-place edits of inputs, and capture failures.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+pytest.importorskip("triton")  # genesis_cuda.compiler imports the kernel modules
+
+import genesis  # noqa: E402
+from genesis_cuda.capture import GraphCaptureError  # noqa: E402
+from genesis_cuda.compiler import cuda_graph  # noqa: E402
+
+
+class FakeGraph:
+    captures = 0
+
+    def __init__(self):
+        self.fn = self.inputs = self.outputs = None
+
+    def replay(self):
+        with genesis.no_grad():
+            for out, new in zip(self.outputs, self.fn(self.inputs)):
+                out.copy_(new)
+
+    def reset(self):
+        self.fn = None
+
+
+class FakeCapture:
+    """``graph(g)``: the callable run inside is what ``g`` replays."""
+
+    current = None
+
+    def __init__(self, g):
+        self.g = g
+
+    def __enter__(self):
+        FakeCapture.current = self.g
+        FakeGraph.captures += 1
+        return self.g
+
+    def __exit__(self, *exc):
+        FakeCapture.current = None
+        return False
+
+
+class Recorded:
+    """The compiled callable: runs ``body``; during a fake capture, also teaches the graph."""
+
+    def __init__(self, body, fail=False):
+        self.body, self.fail, self.calls = body, fail, 0
+
+    def __call__(self, inputs):
+        self.calls += 1
+        g = FakeCapture.current
+        if g is not None:
+            if self.fail:
+                raise GraphCaptureError("cannot read a tensor's value while a CUDA graph ...")
+            g.fn, g.inputs = self.body, inputs  # a capture runs nothing: outputs made only
+            g.outputs = [o.clone() for o in self.body([i.clone() for i in inputs])]
+            return g.outputs
+        return self.body(inputs)
+
+
+@pytest.fixture(autouse=True)
+def _fake_cuda_graphs(monkeypatch):
+    monkeypatch.setattr(cuda_graph, "CUDAGraph", FakeGraph)
+    monkeypatch.setattr(cuda_graph, "graph", FakeCapture)
+    monkeypatch.setattr(cuda_graph, "_capturable", lambda inputs: True)
+    FakeGraph.captures = 0
+
+
+def value(t):
+    return t.detach().numpy().copy()
+
+
+def test_fresh_inputs_get_buffers_and_results_survive_later_calls():
+    w = genesis.full((4,), 2.0)  # the same tensor every call: read in place
+    run = cuda_graph.Graphed(Recorded(lambda ins: [ins[0] * ins[1] + 1]))
+    xs = [genesis.full((4,), float(i)) for i in range(5)]
+    outs = [run([x, w])[0] for x in xs]
+    assert FakeGraph.captures == 1
+    assert run.owned == [True, False] and run.static_inputs[1] is w
+    for i, (x, y) in enumerate(zip(xs, outs)):
+        np.testing.assert_array_equal(value(x), np.full(4, float(i)))  # never overwritten
+        np.testing.assert_array_equal(value(y), np.full(4, 2.0 * i + 1))  # not replaced
+
+
+def test_persistent_inputs_are_read_as_they_are_now():
+    w = genesis.full((3,), 1.0)
+    run = cuda_graph.Graphed(Recorded(lambda ins: [ins[0] + ins[1]]))
+    x = genesis.zeros(3)
+    for _ in range(2):
+        run([x, w])
+    with genesis.no_grad():
+        w.add_(5.0)  # an optimizer step, in place
+    np.testing.assert_array_equal(value(run([x, w])[0]), np.full(3, 6.0))
+
+
+def test_a_replaced_persistent_input_is_captured_again():
+    run = cuda_graph.Graphed(Recorded(lambda ins: [ins[0] * 2]))
+    a = genesis.ones(2)
+    for _ in range(3):
+        run([a])
+    b = genesis.full((2,), 3.0)  # another tensor in a slot that was persistent
+    np.testing.assert_array_equal(value(run([b])[0]), np.full(2, 6.0))
+    assert run.cuda_graph is None  # dropped; the next calls warm up and capture anew
+    run([b])
+    run([b])
+    assert FakeGraph.captures == 2 and run.static_inputs[0] is b
+
+
+def test_in_place_edits_of_inputs_reach_the_caller():
+    def body(ins):
+        with genesis.no_grad():
+            ins[0].add_(1.0)
+        return [ins[0] * 1.0]
+
+    run = cuda_graph.Graphed(Recorded(body), writes_inputs=True)
+    xs = [genesis.zeros(2) for _ in range(4)]
+    for x in xs:
+        run([x])
+    for x in xs:
+        np.testing.assert_array_equal(value(x), np.ones(2))  # each edited exactly once
+
+
+def test_a_graph_that_cannot_be_captured_runs_eagerly_with_a_warning():
+    fn = Recorded(lambda ins: [ins[0] + 1], fail=True)
+    run = cuda_graph.Graphed(fn)
+    x = genesis.zeros(2)
+    run([x])
+    with pytest.warns(UserWarning, match="cannot be captured"):
+        y = run([x])
+    np.testing.assert_array_equal(value(y[0]), np.ones(2))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        run([x])  # no second warning, no second attempt
+    assert FakeGraph.captures == 1
+
+
+def test_modes_choose_cuda_graph_replay():
+    from genesis_cuda.compiler.backend_hook import uses_cuda_graph
+
+    for mode in (None, "default", "reduce-overhead", "max-autotune"):
+        assert uses_cuda_graph({"mode": mode})
+    assert not uses_cuda_graph({"mode": "max-autotune-no-cudagraphs"})
+    assert not uses_cuda_graph({"cudagraphs": False})
+    assert not uses_cuda_graph({"mode": "reduce-overhead", "triton.cudagraphs": False})
+    with pytest.raises(ValueError, match="unknown mode 'fastest'"):
+        uses_cuda_graph({"mode": "fastest"})
