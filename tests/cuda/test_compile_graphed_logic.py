@@ -158,3 +158,16 @@ def test_modes_choose_cuda_graph_replay():
     assert not uses_cuda_graph({"mode": "reduce-overhead", "triton.cudagraphs": False})
     with pytest.raises(ValueError, match="unknown mode 'fastest'"):
         uses_cuda_graph({"mode": "fastest"})
+
+
+def test_handed_out_copies_keep_the_outputs_layout():
+    """A transposed output (attention's q laid out (B, S, H, D)) is copied with its strides:
+    the backward graph's views of it were traced on that layout (a C-order copy broke the
+    compiled 0.2B step on an H200 with "view size ... is not compatible")."""
+    out = genesis.arange(24.0).reshape(2, 3, 4).transpose(0, 1)  # (3, 2, 4), dense
+    copy = cuda_graph._copy_out(out)
+    assert copy.stride() == out.stride() and copy.data_ptr() != out.data_ptr()
+    np.testing.assert_array_equal(value(copy), value(out))
+    assert copy.transpose(0, 1).view(6, 4).shape == (6, 4)
+    gappy = genesis.arange(24.0).reshape(4, 6)[:, :3]  # not dense: a C-order copy
+    assert cuda_graph._copy_out(gappy).stride() == (3, 1)

@@ -52,18 +52,3 @@ def is_contiguous_geometry(shape, strides) -> bool:
             return False
         expected *= size
     return True
-
-
-def is_dense_geometry(shape, strides) -> bool:
-    """Whether ``shape``/``strides`` cover exactly ``numel`` elements with no overlap and no
-    gap: C order up to a permutation of the dims (size-1 dims ignored), as a transpose of a
-    contiguous tensor is (torch's "non-overlapping and dense")."""
-    expected = 1
-    for size, stride in sorted(((n, s) for n, s in zip(shape, strides) if n != 1),
-                               key=lambda p: p[1]):
-        if size == 0:
-            return True
-        if stride != expected:
-            return False
-        expected *= size
-    return True

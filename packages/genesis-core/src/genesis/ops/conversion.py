@@ -9,7 +9,6 @@ from genesis.backends.registry import BackendUnavailableError
 from genesis.device import CPU, placement
 from genesis.device import device as Device
 from genesis.ops.common import wrap
-from genesis.shapes import is_contiguous_geometry, is_dense_geometry
 from genesis.tensor import Tensor, new_tensor
 
 
@@ -53,11 +52,6 @@ class Clone(Function):
     def forward(ctx, x):
         b = x._backend
         out = b.empty(x.shape, x.dtype, x.device.index)
-        strides = tuple(b.strides_of(x._data))
-        if not is_contiguous_geometry(x.shape, strides) and is_dense_geometry(x.shape, strides):
-            # torch's preserve_format: a dense permuted layout (a transpose) is kept, so views
-            # that were valid on x stay valid on its copy
-            out = b.as_strided(out, x.shape, strides, 0)
         return wrap(b.copy_(out, x._data), x.device, None, x.shape, x.dtype)
 
     @staticmethod
@@ -66,18 +60,14 @@ class Clone(Function):
 
 
 def clone(input: Tensor, *, memory_format=None) -> Tensor:
-    """A copy of ``input`` that stays in the graph, laid out as torch's ``preserve_format``.
-
-    A dense input (contiguous, or a permutation of contiguous such as a transpose) keeps its
-    strides; any other input (a slice with gaps, an expanded view) gets a contiguous copy.
+    """A contiguous copy of ``input`` that stays in the graph.
 
     Args:
         input: the input tensor.
-        memory_format: accepted for PyTorch compatibility (the layout is always
-            ``preserve_format``'s).
+        memory_format: accepted for PyTorch compatibility (the copy is contiguous).
 
     Returns:
-        A new tensor with ``input``'s values.
+        A new contiguous tensor.
     """
     return Clone.apply(input)
 

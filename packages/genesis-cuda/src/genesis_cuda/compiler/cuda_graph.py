@@ -19,7 +19,7 @@ are CUDA tensors of fixed shapes (core's guards recompile on a new shape):
    parameter) makes the call run eagerly and the next one capture again.
 
 Outputs: the captured outputs live in the pool and every replay overwrites them, so they are
-never handed out. Each call returns *copies* (``clone``) of them, made right after the
+never handed out. Each call returns *copies* of them (with their layouts), made right after the
 replay in ordinary memory: a caller may keep any number of results (losses, activations
 saved for backward) across later calls, and a copy costs one read and one write of the
 output, far less than the launches a replay saves.
@@ -43,6 +43,7 @@ import warnings
 import genesis
 from genesis_cuda.capture import GraphCaptureError
 from genesis_cuda.compiler.codegen import dense
+from genesis_cuda.compiler.runner import empty_laid_out
 from genesis_cuda.graphs import CUDAGraph, graph
 
 
@@ -130,7 +131,7 @@ class Graphed:
         return self._hand_out()
 
     def _hand_out(self) -> list:
-        return [o.clone() if isinstance(o, genesis.Tensor) else o for o in self.static_outputs]
+        return [_copy_out(o) if isinstance(o, genesis.Tensor) else o for o in self.static_outputs]
 
     def reset(self) -> None:
         """Drop the captured graph and its static buffers (the next call warms up again)."""
@@ -160,3 +161,13 @@ def _capturable(inputs: list) -> bool:
         if not isinstance(x, genesis.Tensor) or x.device.type != "cuda":
             return False
     return bool(inputs)
+
+
+def _copy_out(o):
+    """A copy of a captured output in ordinary memory, with the output's own layout: the
+    graph that reads it next (the backward reads saved activations) was traced on that
+    layout, and a view valid on a transposed output need not be valid on a C-order copy."""
+    out = empty_laid_out(tuple(o.shape), tuple(o.stride()), o.dtype, o.device)
+    with genesis.no_grad():
+        out.copy_(o)
+    return out

@@ -111,14 +111,19 @@ class FusedStep:
 def _new_output(v):
     """A tensor for value ``v`` with the layout eager gave it (a permuted dense layout is
     kept: later views, such as ``geometry_view``, were traced on it)."""
-    shape, stride = tuple(v.shape), v.stride
-    if dense(shape, stride) and tuple(stride) != contiguous_strides(shape):
+    return empty_laid_out(tuple(v.shape), tuple(v.stride), v.dtype, v.device)
+
+
+def empty_laid_out(shape: tuple, stride: tuple, dtype, device):
+    """An uninitialised tensor of ``shape`` with ``stride`` where that is a dense layout (a
+    permutation of C order, such as a transpose), else contiguous."""
+    if dense(shape, stride) and stride != contiguous_strides(shape):
         n = 1
         for s in shape:
             n *= s
-        flat = genesis.empty((n,), dtype=v.dtype, device=v.device)
-        return genesis.as_strided(flat, shape, tuple(stride))
-    return genesis.empty(shape, dtype=v.dtype, device=v.device)
+        flat = genesis.empty((n,), dtype=dtype, device=device)
+        return genesis.as_strided(flat, shape, stride)
+    return genesis.empty(shape, dtype=dtype, device=device)
 
 
 class EagerRun:
