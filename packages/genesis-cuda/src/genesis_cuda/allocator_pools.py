@@ -122,18 +122,12 @@ class SegmentPools:
         prev = chunk.prev
         if prev is not None and not prev.allocated and not prev.event_count:
             del free[bisect_left(free, (prev.size, prev.ptr))]
-            prev.size += chunk.size
-            prev.next = chunk.next
-            if chunk.next is not None:
-                chunk.next.prev = prev
+            _absorb(prev, chunk)
             chunk = prev
         nxt = chunk.next
         if nxt is not None and not nxt.allocated and not nxt.event_count:
             del free[bisect_left(free, (nxt.size, nxt.ptr))]
-            chunk.size += nxt.size
-            chunk.next = nxt.next
-            if nxt.next is not None:
-                nxt.next.prev = chunk
+            _absorb(chunk, nxt)
         insort(free, (chunk.size, chunk.ptr, chunk))
 
     def add_segment(self, ptr: int, nbytes: int, stream, small: bool) -> Chunk:
@@ -202,3 +196,11 @@ class SegmentPools:
                         "stream": head.stream, "pool": "small" if head.small else "large",
                         "chunks": chunks})
         return out
+
+
+def _absorb(left: Chunk, right: Chunk) -> None:
+    """Merge ``right`` into its neighbour ``left`` (both free): one chunk, relinked."""
+    left.size += right.size
+    left.next = right.next
+    if right.next is not None:
+        right.next.prev = left
