@@ -18,7 +18,7 @@ pytest.importorskip("triton")  # genesis_cuda.compiler imports the kernel module
 
 import genesis  # noqa: E402
 from genesis_cuda.capture import GraphCaptureError  # noqa: E402
-from genesis_cuda.compiler import cuda_graph  # noqa: E402
+from genesis_cuda.compiler import cuda_graph, pool_outputs  # noqa: E402
 
 
 class FakeGraph:
@@ -34,6 +34,9 @@ class FakeGraph:
 
     def reset(self):
         self.fn = None
+
+    def pool(self):
+        return ("fake pool", id(self))  # CPU tensors are never in it: outputs are copied
 
 
 class FakeCapture:
@@ -90,7 +93,7 @@ def test_fresh_inputs_get_buffers_and_results_survive_later_calls():
     xs = [genesis.full((4,), float(i)) for i in range(5)]
     outs = [run([x, w])[0] for x in xs]
     assert FakeGraph.captures == 1
-    assert run.owned == [True, False] and run.static_inputs[1] is w
+    assert run.kinds == [cuda_graph.BUFFERED, cuda_graph.KEPT] and run.static_inputs[1] is w
     for i, (x, y) in enumerate(zip(xs, outs)):
         np.testing.assert_array_equal(value(x), np.full(4, float(i)))  # never overwritten
         np.testing.assert_array_equal(value(y), np.full(4, 2.0 * i + 1))  # not replaced
@@ -165,9 +168,30 @@ def test_handed_out_copies_keep_the_outputs_layout():
     the backward graph's views of it were traced on that layout (a C-order copy broke the
     compiled 0.2B step on an H200 with "view size ... is not compatible")."""
     out = genesis.arange(24.0).reshape(2, 3, 4).transpose(0, 1)  # (3, 2, 4), dense
-    copy = cuda_graph._copy_out(out)
+    copy = pool_outputs._copy_out(out)
     assert copy.stride() == out.stride() and copy.data_ptr() != out.data_ptr()
     np.testing.assert_array_equal(value(copy), value(out))
     assert copy.transpose(0, 1).view(6, 4).shape == (6, 4)
     gappy = genesis.arange(24.0).reshape(4, 6)[:, :3]  # not dense: a C-order copy
-    assert cuda_graph._copy_out(gappy).stride() == (3, 1)
+    assert pool_outputs._copy_out(gappy).stride() == (3, 1)
+
+
+def test_another_graphs_outputs_are_read_in_place_and_a_moved_one_runs_eagerly(monkeypatch):
+    """The backward graph reads the forward's handed-out activations where the forward
+    wrote them; one that was moved away (kept alive across a second forward) is elsewhere,
+    and that call runs eagerly without dropping the graph."""
+    handed: set = set()
+    monkeypatch.setattr(cuda_graph, "is_pool_alias", lambda t: id(t) in handed)
+    run = cuda_graph.Graphed(Recorded(lambda ins: [ins[0] * 2]))
+    run([genesis.ones(2)])  # warm-up
+    h = genesis.full((2,), 3.0)
+    handed.add(id(h))
+    run([h])  # the capture
+    assert run.kinds == [cuda_graph.HANDED] and run.static_inputs == [None]
+    with genesis.no_grad():
+        h.fill_(4.0)  # the producer's next replay rewrites the same memory
+    again = h.view(2)  # handed out anew: another tensor over the same memory
+    np.testing.assert_array_equal(value(run([again])[0]), np.full(2, 8.0))
+    moved = genesis.full((2,), 5.0)  # that output now lives elsewhere
+    np.testing.assert_array_equal(value(run([moved])[0]), np.full(2, 10.0))
+    assert run.cuda_graph is not None and FakeGraph.captures == 1

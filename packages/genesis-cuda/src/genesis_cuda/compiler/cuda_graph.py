@@ -1,4 +1,4 @@
-"""Replay a compiled graph as one CUDA graph: static inputs in, copied outputs out.
+"""Replay a compiled graph as one CUDA graph: static inputs in, pool memory handed out.
 
 ``Graphed(fn)`` wraps a compiled callable (``runner.CompiledGraph``) whose inputs and outputs
 are CUDA tensors of fixed shapes (core's guards recompile on a new shape):
@@ -6,23 +6,26 @@ are CUDA tensors of fixed shapes (core's guards recompile on a new shape):
 1. The first call runs ``fn`` eagerly: Triton compiles the generated kernels, matmul tunes
    its plans (none of which can happen inside a capture).
 2. The second call captures ``fn`` into a ``CUDAGraph`` (``genesis_cuda.graphs``; its
-   memory comes from the graph's private pool) on *static inputs*, then replays it. An
-   input that is the very same tensor as in the first call (a parameter, a buffer, which
-   the optimizer updates in place) is read in place; every other input gets a static buffer
-   of ours with its layout (the caller's tensors are never written, nor kept); where that
-   layout differs (a non-dense input gets a contiguous buffer) ``fn`` runs once more
-   eagerly on the buffers first, so the kernels they need are compiled outside the capture.
-3. Every later call copies each non-persistent input into its buffer and replays. A graph
-   with in-place ops may write its inputs: the buffers are then copied back into the
-   caller's tensors after the replay, so ``x.add_(1)`` inside a compiled function still
-   changes the caller's ``x``. A persistent input replaced by another tensor (a new
-   parameter) makes the call run eagerly and the next one capture again.
+   memory comes from the graph's private pool) on *static inputs*, then replays it. Inputs
+   are read in place where they stay put: the very same tensor as in the first call (a
+   parameter, a buffer, which the optimizer updates in place), or an output another graph
+   handed out (the backward graph reads the forward's saved activations where the forward
+   wrote them). Every other input gets a static buffer of ours with its layout (the
+   caller's tensors are never written, nor kept); where that layout differs (a non-dense
+   input gets a contiguous buffer) ``fn`` runs once more eagerly on the buffers first, so
+   the kernels they need are compiled outside the capture.
+3. Every later call copies each buffered input into its buffer and replays. A graph with
+   in-place ops may write its inputs: the buffers are then copied back into the caller's
+   tensors after the replay, so ``x.add_(1)`` inside a compiled function still changes the
+   caller's ``x``. An input read in place that is now elsewhere (a parameter replaced by
+   another tensor) makes the call run eagerly, and the next one capture again; a graph
+   output that was moved (see below) makes that call alone run eagerly.
 
-Outputs: the captured outputs live in the pool and every replay overwrites them, so they are
-never handed out. Each call returns *copies* of them (with their layouts), made right after the
-replay in ordinary memory: a caller may keep any number of results (losses, activations
-saved for backward) across later calls, and a copy costs one read and one write of the
-output, far less than the launches a replay saves.
+Outputs are handed out without copies (``pool_outputs``): tensors over the pool memory the
+replay wrote. Before the next replay overwrites that memory, any of them still in use (a
+loss kept in a variable, a second forward's activations before the first one's backward)
+is moved to memory of its own, values intact; in a training loop the activations saved
+for backward are released by the backward first, so nothing moves.
 
 Random fills inside (dropout) draw new numbers at every replay: ``CUDAGraph`` keeps their
 Philox seed and offset on the device and advances them before each replay
@@ -43,8 +46,10 @@ import warnings
 import genesis
 from genesis_cuda.capture import GraphCaptureError
 from genesis_cuda.compiler.codegen import dense
-from genesis_cuda.compiler.runner import empty_laid_out
+from genesis_cuda.compiler.pool_outputs import PoolOutputs, is_pool_alias
 from genesis_cuda.graphs import CUDAGraph, graph
+
+BUFFERED, KEPT, HANDED = "buffered", "kept", "handed"  # how an input reaches the graph
 
 
 class Graphed:
@@ -54,7 +59,13 @@ class Graphed:
         fn: a callable on a list of CUDA tensors returning a list of tensors.
         warmup: eager calls before the capture (compilation and tuning happen there).
         writes_inputs: ``fn`` has in-place ops, which may write its inputs: after each
-            replay the owned static buffers are copied back into the caller's tensors.
+            replay the buffered inputs are copied back into the caller's tensors.
+
+    Attributes:
+        kinds: per input, how it reaches the graph: ``"buffered"`` (copied into a static
+            buffer of ours), ``"kept"`` (the same tensor at every call, read in place) or
+            ``"handed"`` (another graph's output, read in place where that graph wrote it).
+        outputs: the captured outputs (``PoolOutputs``).
     """
 
     def __init__(self, fn, warmup: int = 1, writes_inputs: bool = False):
@@ -62,9 +73,10 @@ class Graphed:
         self.calls = 0
         self.cuda_graph = None
         self.previous: list | None = None  # the last warm-up call's inputs
-        self.static_inputs: list = []
-        self.owned: list = []  # per input: a buffer of ours (True) or the caller's tensor
-        self.static_outputs: list = []
+        self.static_inputs: list = []  # per input: our buffer, the kept tensor, or None
+        self.kinds: list = []
+        self.addresses: list = []  # per input read in place: (data_ptr, strides) captured
+        self.outputs: PoolOutputs | None = None
         self.failed = False
 
     def __call__(self, inputs: list) -> list:
@@ -76,36 +88,39 @@ class Graphed:
                 self.previous = list(inputs)
                 return self.fn(inputs)
             return self._capture(inputs)
-        for x, static, own in zip(inputs, self.static_inputs, self.owned):
-            if not own and x is not static:  # a persistent input was replaced: capture anew
-                self.reset()
-                self.previous = list(inputs)
+        for x, static, kind, at in zip(inputs, self.static_inputs, self.kinds, self.addresses):
+            if kind is BUFFERED or x is static or at == (x._data.data_ptr(), x.stride()):
+                continue
+            if kind is HANDED:  # that output was moved away: run this call eagerly
                 return self.fn(inputs)
+            self.reset()  # a kept input was replaced: capture anew
+            self.previous = list(inputs)
+            return self.fn(inputs)
         self._copy_in(inputs)
+        self.outputs.evacuate()
         self.cuda_graph.replay()
         if self.writes_inputs:
             self._write_back(inputs)
-        return self._hand_out()
+        return self.outputs.hand_out()
 
     def _copy_in(self, inputs: list) -> None:
         with genesis.no_grad():
-            for x, static, own in zip(inputs, self.static_inputs, self.owned):
-                if own:
+            for x, static, kind in zip(inputs, self.static_inputs, self.kinds):
+                if kind is BUFFERED:
                     static.copy_(x)
 
     def _write_back(self, inputs: list) -> None:
         with genesis.no_grad():
-            for x, static, own in zip(inputs, self.static_inputs, self.owned):
-                if own:
+            for x, static, kind in zip(inputs, self.static_inputs, self.kinds):
+                if kind is BUFFERED:
                     x.copy_(static)
 
     def _capture(self, inputs: list) -> list:
-        # Inputs that were the very same tensors in the warm-up call (parameters, buffers)
-        # are read in place; every other input gets a buffer of ours, with its layout.
-        self.owned = [x is not p for x, p in zip(inputs, self.previous)]
+        self.kinds = [KEPT if x is p else HANDED if is_pool_alias(x) else BUFFERED
+                      for x, p in zip(inputs, self.previous)]
         self.previous = None
-        self.static_inputs = [_buffer_like(x) if own else x
-                              for x, own in zip(inputs, self.owned)]
+        self.static_inputs = [_buffer_like(x) if kind is BUFFERED else x
+                              for x, kind in zip(inputs, self.kinds)]
         self._copy_in(inputs)
         relaid = any(tuple(b.stride()) != tuple(x.stride())
                      for b, x in zip(self.static_inputs, inputs))
@@ -122,22 +137,26 @@ class Graphed:
                           f"graph ({type(exc).__name__}: {exc}); it runs without CUDA graphs",
                           stacklevel=3)
             self.failed = True
-            self.static_inputs, self.owned = [], []
+            self.static_inputs, self.kinds = [], []
             return self.fn(inputs)
-        self.cuda_graph, self.static_outputs = g, list(outs)
+        self.cuda_graph, self.outputs = g, PoolOutputs(list(outs), g.pool())
+        self.addresses = [None if kind is BUFFERED else (x._data.data_ptr(), x.stride())
+                          for x, kind in zip(self.static_inputs, self.kinds)]
+        # another graph's outputs are matched by address only (holding them would keep
+        # that graph's aliases, and their memory, from ever being released)
+        self.static_inputs = [None if kind is HANDED else x
+                              for x, kind in zip(self.static_inputs, self.kinds)]
         g.replay()
         if self.writes_inputs:
             self._write_back(inputs)
-        return self._hand_out()
-
-    def _hand_out(self) -> list:
-        return [_copy_out(o) if isinstance(o, genesis.Tensor) else o for o in self.static_outputs]
+        return self.outputs.hand_out()
 
     def reset(self) -> None:
-        """Drop the captured graph and its static buffers (the next call warms up again)."""
+        """Drop the captured graph and its static buffers (the next call warms up again).
+        Outputs already handed out stay valid: they keep their memory."""
         if self.cuda_graph is not None:
-            self.static_outputs = []
-            self.static_inputs, self.owned = [], []
+            self.outputs = None
+            self.static_inputs, self.kinds, self.addresses = [], [], []
             self.cuda_graph.reset()
             self.cuda_graph = None
         self.calls = 0
@@ -161,13 +180,3 @@ def _capturable(inputs: list) -> bool:
         if not isinstance(x, genesis.Tensor) or x.device.type != "cuda":
             return False
     return bool(inputs)
-
-
-def _copy_out(o):
-    """A copy of a captured output in ordinary memory, with the output's own layout: the
-    graph that reads it next (the backward reads saved activations) was traced on that
-    layout, and a view valid on a transposed output need not be valid on a C-order copy."""
-    out = empty_laid_out(tuple(o.shape), tuple(o.stride()), o.dtype, o.device)
-    with genesis.no_grad():
-        out.copy_(o)
-    return out
