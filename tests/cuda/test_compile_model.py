@@ -114,6 +114,38 @@ def test_compiled_training_loop_matches_eager_losses():
     np.testing.assert_allclose(losses[1], losses[0], rtol=1e-4)
 
 
+class Stack(nn.Module):
+    """Three blocks doing the same work on different weights (a model's layers)."""
+
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.ModuleList([Block() for _ in range(3)])
+
+    def forward(self, x, cos, sin):
+        for b in self.blocks:
+            x = b(x, cos, sin)
+        return x
+
+
+def test_layers_doing_the_same_work_share_their_kernels(monkeypatch):
+    """Kernels are numbered per kernel, not per graph, so the groups of every layer are one
+    source, loaded and compiled once: a 3-layer model does not compile 3x the kernels."""
+    from genesis_cuda.compiler import kernel_cache
+
+    loaded, real = [], kernel_cache.load
+    monkeypatch.setattr(kernel_cache, "load",
+                        lambda spec, debug=None: loaded.append(real(spec, debug)) or loaded[-1])
+    genesis.manual_seed(1)
+    model = Stack().to(DEV)
+    x, cos, sin = _inputs()
+    x.requires_grad_(True)
+    (genesis.compile(model)(x, cos, sin) ** 2).mean().backward()
+    labels = {k.spec.label for k in loaded}
+    functions = {id(k.fn) for k in loaded}
+    assert len(labels) == len(loaded)  # every group keeps its own name for the debug dir
+    assert len(functions) * 2 < len(loaded), (len(functions), len(loaded))
+
+
 @pytest.mark.skipif(INTERPRET, reason="CUDA graphs and their random state need a GPU")
 @pytest.mark.filterwarnings("error")  # a capture that failed (eager fallback) warns
 def test_dropout_draws_new_numbers_at_every_replay():

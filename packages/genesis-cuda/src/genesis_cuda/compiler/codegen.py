@@ -17,8 +17,10 @@ operands' contexts:
 
 Tensors from outside the group are loaded at the context they are needed at, with their
 strides baked into the source (a group is compiled per stride pattern). Each (value,
-context) is computed once, into one named variable (``v12``), so the source reads as the
-program it fuses; a header comment lists the nodes and the user's source lines.
+context) is computed once, into one named variable, so the source reads as the program it
+fuses; a header comment lists the nodes and the user's source lines. Inside the kernel the
+values are numbered afresh (graph value ``v12`` may be ``x3``; the header says which), so
+the same work on other values reads the same and is compiled once.
 
 ``Unfusible`` is raised for what the generator cannot express; the caller then runs the
 group's nodes eagerly.
@@ -48,16 +50,49 @@ class KernelSpec:
 
     ``inputs``/``outputs`` are the value ids behind the kernel's pointer parameters, in
     order (inputs first); ``grid`` and ``constexprs`` complete a launch; ``name`` is the
-    ``@triton.jit`` function's name in ``source``.
+    ``@triton.jit`` function's name in ``source``; ``label`` names this use of it (the
+    group's place in the graph: the debug file's name). ``code`` is ``source`` without the
+    header comment: the same for every group that fuses the same work on the same
+    geometry (values are numbered per kernel), so such groups share one compiled kernel.
     """
 
     name: str
+    label: str
     source: str
+    code: str
     inputs: list
     outputs: list
     grid: tuple
     constexprs: dict
     num_warps: int
+
+
+_VALUE = re.compile(r"(?<![A-Za-z0-9_])(in_|out_)?v(\d+)")  # v12, in_v12, out_v12, v12_1
+
+
+def _number_locally(func: str) -> tuple[str, list[str]]:
+    """``func`` with the graph's values (``v12``) renamed ``x0``, ``x1``, ... in order of
+    appearance, so that the same work on other values (the next layer's) reads the same;
+    and the graph names in that order."""
+    numbering: dict[str, str] = {}
+
+    def local(m) -> str:
+        new = numbering.setdefault(m.group(2), str(len(numbering)))
+        return f"{m.group(1) or ''}x{new}"
+
+    return _VALUE.sub(local, func), [f"v{old}" for old in numbering]
+
+
+def _numbering_comment(graph_names: list[str]) -> list[str]:
+    """Comment lines saying which graph value each kernel-local ``x<k>`` is."""
+    pairs = [f"x{k} is {g}" for k, g in enumerate(graph_names)]
+    lines, line = [], "# in the kernel below:"
+    for p in pairs:
+        if len(line) + len(p) + 2 > 96:
+            lines.append(line + ",")
+            line = "#  "
+        line += (" " if line.endswith(":") or line == "#  " else ", ") + p
+    return lines + [line]
 
 
 def _shift(expr: str, start: int, step: int = 1) -> str:
@@ -337,9 +372,9 @@ class Emitter:
         return expr
 
     # ------------------------------------------------------------------ the kernel
-    def kernel(self, name: str, outputs: list, header: list[str]) -> KernelSpec:
+    def kernel(self, name: str, label: str, outputs: list, header: list[str]) -> KernelSpec:
         """The kernel storing ``outputs`` (value ids of the domain's shape or, in a row
-        kernel, one value per row)."""
+        kernel, one value per row), as function ``name``; ``label``: see ``KernelSpec``."""
         stores = []
         for vid in outputs:
             v = self.values[vid]
@@ -389,9 +424,11 @@ class Emitter:
             grid, constexprs, warps = (-(-n // BLOCK),), {"BLOCK": BLOCK}, 4
         pre += [f"{k} = {e}" for k, e in sorted(self.index_vars.items())]
         body = pre + self.lines + stores
-        src = "\n".join(
-            header + ["", "import triton", "import triton.language as tl", "",
-                      "from genesis_cuda.kernels._elementwise_math import _binary, _unary",
-                      "", "", "@triton.jit", f"def {name}({', '.join(params)}):"]
-            + [f"    {line}" for line in body]) + "\n"
-        return KernelSpec(name, src, list(self.loads), list(outputs), grid, constexprs, warps)
+        func, numbering = _number_locally("\n".join(
+            [f"def {name}({', '.join(params)}):"] + [f"    {line}" for line in body]))
+        code = "\n".join(["import triton", "import triton.language as tl", "",
+                          "from genesis_cuda.kernels._elementwise_math import _binary, _unary",
+                          "", "", "@triton.jit", func]) + "\n"
+        src = "\n".join(header + _numbering_comment(numbering) + ["", code])
+        return KernelSpec(name, label, src, code, list(self.loads), list(outputs), grid,
+                          constexprs, warps)

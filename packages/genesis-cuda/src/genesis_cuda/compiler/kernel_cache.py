@@ -2,15 +2,17 @@
 
 Triton's JIT reads a kernel's source from its file (``inspect``), so generated source is
 written to a file and imported from there: ``<cache dir>/<name>_<sha256 prefix>.py``. The
-file name is a hash of the source, so a kernel generated again (the same graph in a new
-process) reuses its file, and the loaded module is kept per hash for this process. Writes
-are atomic (write beside, rename), so concurrent processes never read half a file.
+hash is of the kernel's code without its header comment (``KernelSpec.code``: values are
+numbered per kernel), so the groups of every layer of a model that fuse the same work share
+one file, one loaded module and one Triton compilation, and a kernel generated again (the
+same graph in a new process) reuses its file. Writes are atomic (write beside, rename), so
+concurrent processes never read half a file.
 
 Where generated sources go, besides the cache:
 
 * ``options={"debug_dir": path}`` of ``genesis.compile`` or ``GENESIS_COMPILE_DEBUG_DIR``:
-  each kernel's source is also saved there under its kernel name (``fused_mul_exp_3.py``),
-  to read or to diff;
+  each group's kernel source, with its own header, is also saved there under the group's
+  label (``fused_mul_exp_3.py``: the group's place in the graph), to read or to diff;
 * ``GENESIS_COMPILE_DEBUG=1``: each source is printed when it is generated.
 
 The cache directory is ``GENESIS_COMPILE_CACHE_DIR``, else ``~/.cache/genesis/compile``.
@@ -79,12 +81,12 @@ def load(spec, debug: Path | None = None) -> CompiledKernel:
     Returns:
         A ``CompiledKernel``.
     """
-    digest = hashlib.sha256(spec.source.encode()).hexdigest()[:20]
+    digest = hashlib.sha256(spec.code.encode()).hexdigest()[:20]
     if debug is not None:
         debug.mkdir(parents=True, exist_ok=True)
-        _write_atomic(debug / f"{spec.name}.py", spec.source)
+        _write_atomic(debug / f"{spec.label}.py", spec.source)
     if os.environ.get("GENESIS_COMPILE_DEBUG") == "1":
-        print(f"# ---- genesis.compile: {spec.name} ----\n{spec.source}", file=sys.stderr)
+        print(f"# ---- genesis.compile: {spec.label} ----\n{spec.source}", file=sys.stderr)
     fn = _loaded.get(digest)
     path = cache_dir() / f"{spec.name}_{digest}.py"
     if fn is None:

@@ -64,12 +64,12 @@ class FusedStep:
         traced = tuple(tuple(values[i].stride) for i in self.inputs)
         self.variants[traced] = self._compile(values)
 
-    def _kernel_name(self, k: int) -> str:
+    def _kernel_name(self) -> str:
         ops = []
         for n in self.group.nodes:
             if n.op not in ops and len(ops) < 4:
                 ops.append(n.op)
-        return f"fused_{'_'.join(ops)}_{self.index}" + (f"_{k}" if k else "")
+        return f"fused_{'_'.join(ops)}"
 
     def _compile(self, values: dict) -> list:
         g = self.group
@@ -82,8 +82,10 @@ class FusedStep:
             plans = [(shape, False, outs) for shape, outs in by_shape.items()]
         kernels = []
         for k, (domain, row, outs) in enumerate(plans):
+            name = self._kernel_name()
+            label = f"{name}_{self.index}" + (f"_{k}" if k else "")
             spec = Emitter(self.members, values, domain, row).kernel(
-                self._kernel_name(k), outs, _header(g, outs))
+                name, label, outs, _header(g, outs))
             kernels.append(kernel_cache.load(spec, self.debug))
         return kernels
 
