@@ -146,6 +146,29 @@ def test_layers_doing_the_same_work_share_their_kernels(monkeypatch):
     assert len(functions) * 2 < len(loaded), (len(functions), len(loaded))
 
 
+@pytest.mark.skipif(INTERPRET, reason="Triton compiles kernels only for a GPU")
+def test_generated_kernels_are_compiled_before_their_first_launch(monkeypatch):
+    """``precompile`` compiles a graph's kernels side by side as the graph is compiled: each
+    is in its ``@triton.jit`` function's cache before anything launched it."""
+    from genesis_cuda.compiler import runner
+
+    compiled_first = []
+
+    def spy(jobs):
+        n = real(jobs)
+        for kernel, _ in jobs:  # (Triton's per-device cache: compiled kernels first)
+            compiled_first.append(any(c[0] for c in kernel.fn.device_caches.values()))
+        return n
+
+    real = runner.precompile
+    monkeypatch.setattr(runner, "precompile", spy)
+    model = _model()
+    x, cos, sin = _inputs(7)
+    x.requires_grad_(True)
+    (genesis.compile(model)(x, cos, sin) ** 2).mean().backward()
+    assert compiled_first and all(compiled_first)
+
+
 @pytest.mark.skipif(INTERPRET, reason="CUDA graphs and their random state need a GPU")
 @pytest.mark.filterwarnings("error")  # a capture that failed (eager fallback) warns
 def test_dropout_draws_new_numbers_at_every_replay():

@@ -4,7 +4,8 @@
 group's kernels (``codegen``: a row group is one kernel; a pointwise group one kernel per
 distinct output shape, each recomputing the cheap elementwise work it shares with the
 others rather than storing it) and returns a callable ``run(inputs) -> outputs`` over
-tensors. The nodes between fused groups run through core's replay
+tensors. The generated kernels are compiled in parallel threads before the first run
+(``precompile``). The nodes between fused groups run through core's replay
 (``genesis.compiler.replay``: each op's implementation without the per-op dispatch), as
 they would on a backend without a compiler. Values nothing reads any more are dropped as
 the run goes, so memory is released as early as in the eager program.
@@ -24,6 +25,7 @@ from genesis.compiler.replay import build_graph, replay_callable
 from genesis_cuda.compiler import kernel_cache
 from genesis_cuda.compiler.codegen import Emitter, Unfusible, dense
 from genesis_cuda.compiler.partition import Group, partition, values_in
+from genesis_cuda.compiler.precompile import precompile
 from genesis_cuda.kernels._launch import contiguous_strides
 
 
@@ -182,6 +184,9 @@ class CompiledGraph:
                 planned.append(list(nodes))
         self.kernels = [k for s in planned if isinstance(s, FusedStep)
                         for k in next(iter(s.variants.values()))]
+        # compiled side by side now, rather than one by one at their first launches
+        precompile([(k, [values[i].dtype for i in (*k.spec.inputs, *k.spec.outputs)])
+                    for k in self.kernels])
         # what each eager run must hand on: the values read after it, and the outputs
         needed = {v.id for v in values_in(graph.outputs)}
         self.steps: list = []
