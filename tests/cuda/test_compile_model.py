@@ -163,8 +163,9 @@ def test_generated_kernels_are_compiled_before_their_first_launch(monkeypatch):
     real = runner.precompile
     monkeypatch.setattr(runner, "precompile", spy)
     model = _model()
-    x, cos, sin = _inputs(7)
-    x.requires_grad_(True)
+    # (sizes no other test uses: sizes are baked into the kernels, so these are new ones)
+    x = genesis.randn(3, 7, 16, device=DEV, requires_grad=True)
+    cos, sin = genesis.randn(7, 16, device=DEV), genesis.randn(7, 16, device=DEV)
     (genesis.compile(model)(x, cos, sin) ** 2).mean().backward()
     assert compiled_first and all(compiled_first)
 
