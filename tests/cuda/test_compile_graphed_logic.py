@@ -195,3 +195,15 @@ def test_another_graphs_outputs_are_read_in_place_and_a_moved_one_runs_eagerly(m
     moved = genesis.full((2,), 5.0)  # that output now lives elsewhere
     np.testing.assert_array_equal(value(run([moved])[0]), np.full(2, 10.0))
     assert run.cuda_graph is not None and FakeGraph.captures == 1
+
+
+def test_a_kept_input_given_new_memory_is_captured_again():
+    """``p.data = ...`` keeps the tensor but moves its memory: the graph would read the old
+    address, so the input is matched by address, not by identity."""
+    w = genesis.ones(2)
+    run = cuda_graph.Graphed(Recorded(lambda ins: [ins[0] * 2]))
+    for _ in range(3):
+        run([w])
+    w.data = genesis.full((2,), 4.0)
+    np.testing.assert_array_equal(value(run([w])[0]), np.full(2, 8.0))
+    assert run.cuda_graph is None  # dropped: the next calls capture on the new memory

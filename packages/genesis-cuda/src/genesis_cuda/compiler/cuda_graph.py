@@ -88,8 +88,9 @@ class Graphed:
                 self.previous = list(inputs)
                 return self.fn(inputs)
             return self._capture(inputs)
-        for x, static, kind, at in zip(inputs, self.static_inputs, self.kinds, self.addresses):
-            if kind is BUFFERED or x is static or at == (x._data.data_ptr(), x.stride()):
+        for x, kind, at in zip(inputs, self.kinds, self.addresses):
+            # (by address: a kept tensor given new memory, ``p.data = ...``, is elsewhere)
+            if kind is BUFFERED or at == (x._data.data_ptr(), x.stride()):
                 continue
             if kind is HANDED:  # that output was moved away: run this call eagerly
                 return self.fn(inputs)
