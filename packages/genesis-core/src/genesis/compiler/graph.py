@@ -181,6 +181,8 @@ class Graph:
         outputs: the Values handed back (``None`` entries allowed in backward graphs).
         kind: ``"forward"``, ``"backward"`` or ``"segment"`` (a piece between graph breaks).
         breaks_at: for a segment that ends at a graph break, the host step that follows it.
+        notes: lines printed after the graph as comments (a forward graph's: the bytes it
+            keeps for the backward; see ``compiler.recompute``).
 
     Example:
         >>> print(compiled.graphs()[0])      # one line per node
@@ -191,6 +193,7 @@ class Graph:
     outputs: list = field(default_factory=list)
     kind: str = "forward"
     breaks_at: str = ""
+    notes: list = field(default_factory=list)
 
     def __str__(self) -> str:
         head = ", ".join(f"{v}: {v.type_str()}" for v in self.inputs)
@@ -199,6 +202,7 @@ class Graph:
         lines.append(f"    return ({', '.join(_fmt(v) for v in self.outputs)})")
         if self.breaks_at:
             lines.append(f"    # then {self.breaks_at}")
+        lines += [f"    # {note}" for note in self.notes]
         return "\n".join(lines)
 
     def print(self) -> None:
