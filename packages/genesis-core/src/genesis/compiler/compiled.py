@@ -20,6 +20,8 @@ An entry is one of three kinds:
 from __future__ import annotations
 
 import functools
+import os
+import sys
 import warnings
 
 from genesis.autocast import _state as _autocast_state
@@ -176,6 +178,9 @@ class _Entry:
         plan = trace_backward(tracer, seg.nodes, all_inputs, outs, tensors,
                               whole_nodes=options.get("backward") == "nodes",
                               recompute=options.get("recompute", True))
+        if os.environ.get("GENESIS_COMPILE_DEBUG") == "1":
+            print(f"# genesis.compile: {getattr(self.compiled._fn, '__qualname__', '')}: "
+                  f"{plan.saved_bytes}", file=sys.stderr)
         plan.run_forward = compile_graph(plan.forward_graph, options)
         plan.run_backward = compile_graph(plan.backward_graph, options)
         self.plan = plan
