@@ -67,8 +67,8 @@ the call that traced the backward).
   other: running the node draws new numbers from the generator of its device, so each
   replay draws fresh ones (and, replayed in the same order, the same ones eager would).
 * **Backward graphs** are made of the ops autograd's gradient formulas call, and run with
-  grad mode off. Before them, where first needed, come copies of cheap forward nodes
-  (elementwise ops, casts, views, ``cat``: ``compiler.recompute``) that make again
+  grad mode off. Among them, each just before its first reader, are copies of cheap forward
+  nodes (elementwise ops, casts, views, ``cat``: ``compiler.recompute``) that make again
   intermediates the forward did not keep; their outputs are new Values (new ids), their
   ``source`` the forward's line. A formula the tracer cannot see into (a fused op's backward
   kernel, a formula computing on backend arrays) is one node ``<op>_backward(saved, grads,
