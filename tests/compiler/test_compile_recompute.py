@@ -215,3 +215,13 @@ def test_random_and_in_place_ops_are_never_recomputed():
     assert "rand" not in ops and not any(op.endswith("_") for op in ops)
     # tanh(x + 1) read x before the write: it is kept, not made again from the written x
     assert "tanh" not in ops
+
+
+def test_saved_bytes_are_reported_in_the_printout_and_the_debug_output(monkeypatch, capsys):
+    monkeypatch.setenv("GENESIS_COMPILE_DEBUG", "1")
+    f = genesis.compile(lambda x: (x.sigmoid() * x).sum())  # sigmoid(x): 64 floats
+    f(genesis.randn(64, requires_grad=True)).backward()
+    line = "saved for backward: 1 tensors, 256 B -> 0 tensors, 0 B (1 ops recomputed)"
+    assert str(f.saved_bytes()[0]) == line
+    assert line in capsys.readouterr().err
+    assert str(f.graphs()[0]).endswith(f"# {line}")
