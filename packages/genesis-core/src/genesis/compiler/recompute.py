@@ -55,8 +55,15 @@ _WRITES_FIRST_ARG = frozenset(("setitem", "copy_slices"))  # in-place ops withou
 
 
 def value_bytes(v: Value) -> int:
-    """Bytes of the tensor ``v`` stands for: ``numel * itemsize`` (a view counts its own
-    elements)."""
+    """Bytes of the tensor ``v`` stands for: ``numel * itemsize``.
+
+    A view counts its own elements (what a copied output holds; a kept view that is not
+    copied holds its whole base, which a slice of a larger tensor underestimates).
+
+    Example:
+        >>> value_bytes(graph.inputs[0])    # f32[4, 8]
+        128
+    """
     return math.prod(v.shape) * v.dtype.itemsize
 
 
@@ -97,11 +104,13 @@ class SavedBytes:
 
 
 def _size(n: int) -> str:
-    for unit in ("B", "KiB", "MiB"):
-        if n < 1024 or unit == "MiB":
-            return f"{n} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+    if n < 1024:
+        return f"{n} B"
+    for unit in ("KiB", "MiB", "GiB"):
         n /= 1024
-    return ""
+        if n < 1024 or unit == "GiB":
+            break
+    return f"{n:.1f} {unit}"
 
 
 def rematerialize(fwd_nodes: list, bwd_nodes: list, results: list, read: list, free: set,
