@@ -66,3 +66,9 @@ def test_train_bench_compiled_genesis_cpu(tmp_path):
     eager = train.main(["--device", "cpu", "--model", "tiny", "--batch", "2", "--seq", "16",
                         "--steps", "2", "--warmup", "1", "--frameworks", "genesis"])
     assert g["losses"] == eager["results"]["genesis"]["losses"]  # the compiled step is exact
+    keep_all = train.main(["--device", "cpu", "--model", "tiny", "--batch", "2", "--seq", "16",
+                           "--steps", "2", "--warmup", "1", "--frameworks", "genesis",
+                           "--compile", "--no-recompute"])["results"]["genesis"]
+    assert keep_all["losses"] == g["losses"]  # recomputing in the backward changes no number
+    assert "(0 ops recomputed)" in keep_all["saved_for_backward"][0]
+    assert "(0 ops recomputed)" not in g["saved_for_backward"][0]

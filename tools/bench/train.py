@@ -3,7 +3,7 @@
     python tools/bench/train.py [--model 0.2b|qwen2.5-0.5b|tiny] [--batch 8] [--seq 1024]
                                 [--steps 20] [--warmup 3] [--frameworks torch,genesis]
                                 [--device cuda] [--gpu h200|h100] [--compile] [--profile]
-                                [--out FILE]
+                                [--no-recompute] [--out FILE]
 
 The model is written once against a torch-like module ``lib`` (``import genesis as lib`` or
 ``import torch as lib``): token embedding, ``layers`` blocks of pre-RMSNorm grouped-query
@@ -32,7 +32,9 @@ Printed per framework and as genesis/torch ratios:
   so they agree to bf16 rounding);
 * with ``--compile``, each framework trains its compiled model (``genesis.compile(model)``,
   ``torch.compile(model)``; the optimizer step stays eager) and the first step's wall time
-  is reported as the compile time (it traces, and for torch generates code).
+  is reported as the compile time (it traces, and for torch generates code). genesis also
+  reports what its compiled forward keeps for the backward (``saved_bytes()``);
+  ``--no-recompute`` makes it keep everything eager autograd keeps, for an A/B of memory.
 
 ``--device cpu --model tiny`` runs everything but the GPU figures on the CPU (a smoke test).
 Results go to ``--out`` as JSON.
@@ -261,7 +263,9 @@ def run_framework(name: str, cfg: ModelConfig, weights: dict, batches: list, arg
     device = args.device
     lib.manual_seed(args.seed)
     model = load_model(lib, cfg, weights, args.seq, device)
-    run_model = lib.compile(model) if args.compile else model  # (shares the parameters)
+    # (--no-recompute: genesis's compiled forward keeps all eager autograd keeps, for an A/B)
+    kw = {"options": {"recompute": False}} if args.no_recompute and name == "genesis" else {}
+    run_model = lib.compile(model, **kw) if args.compile else model  # (shares the parameters)
     graphed = args.graph and name == "genesis" and device == "cuda"
     # a captured step must keep AdamW's step count on the device (torch's capturable=True)
     opt = lib.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.1,
@@ -289,6 +293,8 @@ def run_framework(name: str, cfg: ModelConfig, weights: dict, batches: list, arg
     res["mfu"] = (flops_per_token(cfg, args.seq) * tokens / step_s / args.peak) \
         if device == "cuda" else None
     res["peak_mem_gib"] = lib.cuda.max_memory_allocated() / 2**30 if device == "cuda" else None
+    if args.compile and name == "genesis":  # what each compiled region keeps for backward
+        res["saved_for_backward"] = [str(r) for r in run_model.saved_bytes()]
     return res, lambda: profile_step(lambda: step(args.warmup + args.steps), device, args.profile)
 
 
@@ -371,8 +377,13 @@ def parse_args(argv=None):
     ap.add_argument("--compile", action="store_true",
                     help="train genesis.compile(model) / torch.compile(model); the first "
                          "step's time is reported as the compile time")
+    ap.add_argument("--no-recompute", action="store_true",
+                    help="with --compile: genesis's compiled forward keeps every intermediate "
+                         "eager autograd keeps (options={'recompute': False}), for an A/B")
     ap.add_argument("--out", default=None, help="write the results as JSON here")
     args = ap.parse_args(argv)
+    if args.no_recompute and not args.compile:
+        ap.error("--no-recompute is an option of --compile")
     if args.compile and args.graph:
         ap.error("--compile and --graph are two ways of replaying the step: choose one")
     if args.warmup < 1:  # (--graph also needs the optimizer state an eager step makes)
@@ -409,6 +420,8 @@ def main(argv=None) -> dict:
               f"peak {_fmt(r['peak_mem_gib'], '.2f')} GiB  "
               f"first step {r['first_step_s']:.2f} s"
               f"{' (compile)' if args.compile else ''}", flush=True)
+        for line in r.get("saved_for_backward", ()):
+            print(f"  {line}", flush=True)
         if name == "torch" and args.device == "cuda":
             import torch
 

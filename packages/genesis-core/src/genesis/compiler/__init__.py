@@ -3,8 +3,10 @@
 The pieces, one job each: ``graph`` (Value, OpNode, Graph: the contract with backends),
 ``tracer`` (tracing by execution through a dispatch mode; graph breaks), ``guards`` (when a
 trace may be replayed), ``replay`` (core's replay without per-op dispatch), ``backward``
-(the traced backward and the compiled region's autograd node), ``compiled`` (the cache of
-traces and the calls). The tutorial ``docs/tutorials/compiler.md`` walks through them.
+(the traced backward and the compiled region's autograd node), ``recompute`` (which
+intermediates the forward keeps for the backward and which the backward makes again),
+``compiled`` (the cache of traces and the calls). The tutorial ``docs/tutorials/compiler.md``
+walks through them.
 """
 
 from __future__ import annotations
@@ -12,10 +14,11 @@ from __future__ import annotations
 from genesis.compiler import compiled as _compiled
 from genesis.compiler.compiled import CompiledFunction
 from genesis.compiler.graph import Graph, OpNode, Value
+from genesis.compiler.recompute import SavedBytes
 from genesis.compiler.tracer import GraphBreakError
 
-__all__ = ["CompiledFunction", "Graph", "GraphBreakError", "OpNode", "Value", "compile",
-           "get_cache_size_limit", "set_cache_size_limit"]
+__all__ = ["CompiledFunction", "Graph", "GraphBreakError", "OpNode", "SavedBytes", "Value",
+           "compile", "get_cache_size_limit", "set_cache_size_limit"]
 
 
 def compile(model_or_fn=None, *, fullgraph: bool = False, dynamic: bool | None = None,
@@ -38,7 +41,11 @@ def compile(model_or_fn=None, *, fullgraph: bool = False, dynamic: bool | None =
         dynamic: accepted for PyTorch compatibility; shapes are always specialised (a new
             shape is a new trace).
         mode: passed to the backend's hook as ``options["mode"]`` (e.g. ``"reduce-overhead"``).
-        options: backend options (e.g. ``{"debug_dir": ...}`` for the CUDA backend).
+        options: ``{"recompute": False}`` keeps for backward every intermediate eager
+            autograd keeps (default True: cheap elementwise ones are recomputed by the
+            backward, ``compiler.recompute``; ``compiled.saved_bytes()`` reports both);
+            ``{"backward": "nodes"}`` records each gradient formula as one node; the rest
+            goes to the backend (e.g. ``{"debug_dir": ...}`` for the CUDA backend).
 
     Returns:
         A ``CompiledFunction``: call it as the original.

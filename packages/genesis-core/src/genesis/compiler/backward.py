@@ -8,7 +8,9 @@ gradients and the forward values the formulas read (the saved tensors). It runs 
 ops (a no-grad formula may compute on backend arrays directly, which no mode sees).
 A formula that reads a tensor no recorded op made makes the backward untraceable
 (``UntraceableError``): the compiled function then replays its forward through the
-dispatcher, so eager autograd does the backward.
+dispatcher, so eager autograd does the backward. Of the intermediates the formulas read, the
+forward keeps only those ``compiler.recompute`` chooses; the backward graph recomputes the
+others (cheap elementwise work) from them.
 
 At replay, ``CompiledRegion`` is the autograd Function of the whole compiled call: its
 forward runs the forward graph and saves what the backward graph reads; its backward runs
@@ -24,6 +26,7 @@ from genesis.autograd.engine import grad as autograd_grad
 from genesis.autograd.function import Function
 from genesis.autograd.grad_mode import no_grad
 from genesis.compiler.node_backward import UntraceableError
+from genesis.compiler.recompute import SavedBytes, rematerialize
 from genesis.compiler.replay import build_graph
 from genesis.compiler.tracer import Tracer
 
@@ -42,13 +45,16 @@ class BackwardPlan:
         diff: positions of results whose gradient the backward graph takes.
         saved_inputs: positions in the forward inputs of inputs the backward reads.
         grad_inputs: positions in the forward inputs of the backward graph's outputs.
+        saved_bytes: a ``recompute.SavedBytes``: what the forward keeps for the backward,
+            against what eager autograd would keep.
     """
 
     run_forward = run_backward = None
 
 
 def trace_backward(tracer: Tracer, fwd_nodes: list, inputs: list, out_values: list,
-                   out_tensors: list, whole_nodes: bool = False) -> BackwardPlan:
+                   out_tensors: list, whole_nodes: bool = False,
+                   recompute: bool = True) -> BackwardPlan:
     """Trace the backward of a finished forward trace.
 
     Args:
@@ -59,6 +65,8 @@ def trace_backward(tracer: Tracer, fwd_nodes: list, inputs: list, out_values: li
         out_tensors: their tensors (from the trace run).
         whole_nodes: record every gradient formula as one ``<op>_backward`` node (rather
             than the ops it is made of, where it is made of ops).
+        recompute: let the backward recompute cheap intermediates rather than have the
+            forward keep them (``compiler.recompute``); False keeps what eager autograd keeps.
 
     Returns:
         A ``BackwardPlan`` (runners not yet set).
@@ -90,22 +98,31 @@ def trace_backward(tracer: Tracer, fwd_nodes: list, inputs: list, out_values: li
     segments = bt.finish(list(grads))
     if len(segments) != 1:
         raise UntraceableError("a gradient formula reads a value on the host")
-    results = segments[0].result
-    bwd = build_graph(segments[0].nodes, grad_values, list(results), "backward")
+    nodes, results = segments[0].nodes, list(segments[0].result)
     made_fwd = {v.id for node in fwd_nodes
                 for v in (*node.outputs, *(s for s in node.saved if s is not None))}
     input_pos = {v.id: i for i, (_, v) in enumerate(inputs)}
-    saved = bwd.inputs[len(grad_values):]
-    for v in saved:
+    bwd = build_graph(nodes, grad_values, results, "backward")
+    for v in bwd.inputs[len(grad_values):]:
         if v.id not in made_fwd and v.id not in input_pos:
             raise UntraceableError(f"the backward reads {v}, which the forward did not make")
+    eager_saved = [v for v in bwd.inputs[len(grad_values):] if v.id not in input_pos]
+    recomputed = 0
+    if recompute:
+        nodes, results, recomputed = rematerialize(fwd_nodes, nodes, results, eager_saved,
+                                                   set(input_pos), tracer.tensors,
+                                                   tracer.next_id)
+        bwd = build_graph(nodes, grad_values, results, "backward")
+    saved = bwd.inputs[len(grad_values):]
     plan = BackwardPlan()
     plan.saved_inputs = [input_pos[v.id] for v in saved if v.id in input_pos]
     intermediates = [v for v in saved if v.id not in input_pos]
+    plan.saved_bytes = SavedBytes.measure(eager_saved, intermediates, recomputed)
     # the backward graph's inputs in the order the region hands them over
     bwd.inputs = grad_values + [inputs[i][1] for i in plan.saved_inputs] + intermediates
     plan.forward_graph = build_graph(fwd_nodes, [v for _, v in inputs],
                                      list(out_values) + intermediates, "forward")
+    plan.forward_graph.notes.append(str(plan.saved_bytes))
     plan.backward_graph = bwd
     plan.n_outputs = len(out_values)
     plan.diff = diff

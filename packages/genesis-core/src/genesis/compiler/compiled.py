@@ -20,6 +20,8 @@ An entry is one of three kinds:
 from __future__ import annotations
 
 import functools
+import os
+import sys
 import warnings
 
 from genesis.autocast import _state as _autocast_state
@@ -97,6 +99,22 @@ class CompiledFunction:
             found += entry.graphs()
         return found
 
+    def saved_bytes(self) -> list:
+        """What each traced training region keeps for its backward, without and with
+        recomputation (``options={"recompute": False}`` turns recomputation off).
+
+        Returns:
+            One ``genesis.compiler.recompute.SavedBytes`` per guard key whose backward was
+            traced, in the order traced.
+
+        Example:
+            >>> f = genesis.compile(lambda x: (x.sigmoid() * x).sum())
+            >>> f(genesis.randn(64, requires_grad=True)).backward()
+            >>> print(f.saved_bytes()[0])
+            saved for backward: 1 tensors, 256 B -> 0 tensors, 0 B (1 ops recomputed)
+        """
+        return [e.plan.saved_bytes for e in self._entries.values() if e.plan is not None]
+
     def __repr__(self) -> str:
         return f"<compiled {self._orig!r}>"
 
@@ -156,9 +174,13 @@ class _Entry:
         made = {v.id for node in seg.nodes for v in node.outputs}
         outs = [v for v in dict.fromkeys(_values_in(seg.result)) if v.id in made]
         tensors = [tracer.tensors[v.id] for v in outs]
-        plan = trace_backward(tracer, seg.nodes, all_inputs, outs, tensors,
-                              whole_nodes=self.compiled.options.get("backward") == "nodes")
         options = self.compiled.options
+        plan = trace_backward(tracer, seg.nodes, all_inputs, outs, tensors,
+                              whole_nodes=options.get("backward") == "nodes",
+                              recompute=options.get("recompute", True))
+        if os.environ.get("GENESIS_COMPILE_DEBUG") == "1":
+            print(f"# genesis.compile: {getattr(self.compiled._fn, '__qualname__', '')}: "
+                  f"{plan.saved_bytes}", file=sys.stderr)
         plan.run_forward = compile_graph(plan.forward_graph, options)
         plan.run_backward = compile_graph(plan.backward_graph, options)
         self.plan = plan

@@ -24,8 +24,9 @@ otherwise); strides of inputs are as at trace time only where the ops made them 
 * a segment after a graph break: the Values made before the break (by earlier segments, the
   host step, or the inputs above) that this segment reads, in order of first use;
 * backward graph: one gradient per differentiable forward output (same order as the
-  forward's outputs that require grad), then the forward Values the backward reads (the
-  "saved tensors": forward inputs or forward intermediates), in order of first use.
+  forward's outputs that require grad), then the forward inputs the backward reads, then
+  the forward intermediates it reads (the "saved tensors" the forward keeps), each in order
+  of first use.
 
 **Graph outputs** (``Graph.outputs``): forward graph — the function's tensor results (depth
 first through its returned structure) and then, when grad is needed, the forward Values the
@@ -66,13 +67,16 @@ the call that traced the backward).
   other: running the node draws new numbers from the generator of its device, so each
   replay draws fresh ones (and, replayed in the same order, the same ones eager would).
 * **Backward graphs** are made of the ops autograd's gradient formulas call, and run with
-  grad mode off. A formula the tracer cannot see into (a fused op's backward kernel, a
-  formula computing on backend arrays) is one node ``<op>_backward(saved, grads,
+  grad mode off. Among them, each just before its first reader, are copies of cheap forward
+  nodes (elementwise ops, casts, views, ``cat``: ``compiler.recompute``) that make again
+  intermediates the forward did not keep; their outputs are new Values (new ids), their
+  ``source`` the forward's line. A formula the tracer cannot see into (a fused op's backward
+  kernel, a formula computing on backend arrays) is one node ``<op>_backward(saved, grads,
   ctx=...)``: its arguments are the tuple of the forward node's saved tensors and the tuple
-  of its output gradients, ``ctx`` the formula's constants; it returns a tuple of
-  gradients (None entries allowed). Tensors such a forward node saved that no node returned
-  are in its ``OpNode.saved``; where a forward graph outputs them, the node must be run
-  with ``genesis.compiler.node_backward.run_saving`` (it returns them too).
+  of its output gradients, ``ctx`` the formula's constants; it returns a tuple of gradients
+  (None entries allowed). Tensors such a forward node saved that no node returned are in its
+  ``OpNode.saved``; where a forward graph outputs them, the node must be run with
+  ``genesis.compiler.node_backward.run_saving`` (it returns them too).
 
 ``print(graph)`` shows one line per node, like an FX graph printout::
 
@@ -181,6 +185,8 @@ class Graph:
         outputs: the Values handed back (``None`` entries allowed in backward graphs).
         kind: ``"forward"``, ``"backward"`` or ``"segment"`` (a piece between graph breaks).
         breaks_at: for a segment that ends at a graph break, the host step that follows it.
+        notes: lines printed after the graph as comments (a forward graph's: the bytes it
+            keeps for the backward; see ``compiler.recompute``).
 
     Example:
         >>> print(compiled.graphs()[0])      # one line per node
@@ -191,6 +197,7 @@ class Graph:
     outputs: list = field(default_factory=list)
     kind: str = "forward"
     breaks_at: str = ""
+    notes: list = field(default_factory=list)
 
     def __str__(self) -> str:
         head = ", ".join(f"{v}: {v.type_str()}" for v in self.inputs)
@@ -199,6 +206,7 @@ class Graph:
         lines.append(f"    return ({', '.join(_fmt(v) for v in self.outputs)})")
         if self.breaks_at:
             lines.append(f"    # then {self.breaks_at}")
+        lines += [f"    # {note}" for note in self.notes]
         return "\n".join(lines)
 
     def print(self) -> None:
