@@ -10,6 +10,7 @@ results survive later calls, in-place edits of inputs, and capture failures.
 from __future__ import annotations
 
 import warnings
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -38,14 +39,16 @@ class FakeGraph:
     def pool(self):
         return ("fake pool", id(self))  # CPU tensors are never in it: outputs are copied
 
+    pool_handle = None
+
 
 class FakeCapture:
     """``graph(g)``: the callable run inside is what ``g`` replays."""
 
     current = None
 
-    def __init__(self, g):
-        self.g = g
+    def __init__(self, g, pool=None):
+        self.g, g.pool_handle = g, pool
 
     def __enter__(self):
         FakeCapture.current = self.g
@@ -207,3 +210,43 @@ def test_a_kept_input_given_new_memory_is_captured_again():
     w.data = genesis.full((2,), 4.0)
     np.testing.assert_array_equal(value(run([w])[0]), np.full(2, 8.0))
     assert run.cuda_graph is None  # dropped: the next calls capture on the new memory
+
+
+def test_a_shared_pool_moves_out_what_a_replay_could_overwrite():
+    """The forward, captured first, may write where the backward later put its outputs (the
+    backward reused the forward's freed temporaries): replaying the forward moves out the
+    backward's outputs still in use; replaying the backward leaves the forward's alone."""
+    moved = []
+
+    class Member:
+        def __init__(self, name):
+            self.outputs = SimpleNamespace(evacuate=lambda: moved.append(name))
+            self.dropped = False
+
+        def drop_capture(self):
+            self.dropped = True
+
+    pool = pool_outputs.SharedPool(("handle", 1))
+    fwd, bwd = Member("forward"), Member("backward")
+    pool.captured(fwd)
+    pool.captured(bwd)
+    pool.before_replay(fwd)
+    assert moved == ["forward", "backward"]
+    moved.clear()
+    pool.before_replay(bwd)
+    assert moved == ["backward"]
+    pool.reset()
+    assert fwd.dropped and bwd.dropped and pool.members == []
+
+
+def test_graphs_of_one_pool_capture_into_it_and_are_dropped_together():
+    pool = pool_outputs.SharedPool(("handle", 2))
+    w = genesis.ones(2)
+    first = cuda_graph.Graphed(Recorded(lambda ins: [ins[0] * 2]), pool=pool)
+    second = cuda_graph.Graphed(Recorded(lambda ins: [ins[0] + 1]), pool=pool)
+    for _ in range(3):
+        second(first([w]))
+    assert pool.members == [first, second]
+    assert first.cuda_graph.pool_handle == second.cuda_graph.pool_handle == pool.handle
+    first([genesis.full((2,), 5.0)])  # a kept input replaced: both graphs are dropped
+    assert first.cuda_graph is None and second.cuda_graph is None and pool.members == []

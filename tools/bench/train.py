@@ -15,7 +15,11 @@ same random token batches, and train with bf16 autocast, AdamW and ``clip_grad_n
 Printed per framework and as genesis/torch ratios:
 
 * tokens/s and step time (median of the timed steps, each synchronised);
-* peak device memory (each framework's own allocator; genesis's is not torch's);
+* peak device memory (each framework's own allocator; genesis's is not torch's): the peak
+  of memory allocated to tensors, and the peak the allocator reserved from the driver. The
+  second counts what a CUDA graph's private pool holds between replays (the graph's
+  temporaries are free chunks of its pool, not allocated tensors), so it is the fair
+  figure when one side replays CUDA graphs;
 * MFU: model FLOPs per step / step time / the GPU's dense bf16 peak (``--gpu``,
   ``--peak-tflops``). FLOPs per token: 6 x (matmul parameters, the LM head included, the
   embedding lookup not) + 6 x layers x q-heads x head-dim x seq (causal attention: half of
@@ -293,6 +297,8 @@ def run_framework(name: str, cfg: ModelConfig, weights: dict, batches: list, arg
     res["mfu"] = (flops_per_token(cfg, args.seq) * tokens / step_s / args.peak) \
         if device == "cuda" else None
     res["peak_mem_gib"] = lib.cuda.max_memory_allocated() / 2**30 if device == "cuda" else None
+    res["peak_reserved_gib"] = (lib.cuda.max_memory_reserved() / 2**30 if device == "cuda"
+                                else None)
     if args.compile and name == "genesis":  # what each compiled region keeps for backward
         res["saved_for_backward"] = [str(r) for r in run_model.saved_bytes()]
     return res, lambda: profile_step(lambda: step(args.warmup + args.steps), device, args.profile)
@@ -417,7 +423,8 @@ def main(argv=None) -> dict:
         results[name] = r
         print(f"  step {r['step_ms']:.1f} ms  {r['tok_per_s']:,.0f} tok/s  "
               f"MFU {_fmt(r['mfu'] and 100 * r['mfu'], '.1f')}%  "
-              f"peak {_fmt(r['peak_mem_gib'], '.2f')} GiB  "
+              f"peak {_fmt(r['peak_mem_gib'], '.2f')} GiB "
+              f"(reserved {_fmt(r['peak_reserved_gib'], '.2f')})  "
               f"first step {r['first_step_s']:.2f} s"
               f"{' (compile)' if args.compile else ''}", flush=True)
         for line in r.get("saved_for_backward", ()):
@@ -470,7 +477,8 @@ def host_us_per_launch(host_ms: float, launches: int | None) -> float | None:
 def report_ratios(g: dict, t: dict) -> dict:
     """Print and return the genesis/torch ratios and the first losses side by side."""
     ratios = {}
-    for key in ("tok_per_s", "step_ms", "host_ms", "peak_mem_gib", "first_step_s", "launches",
+    for key in ("tok_per_s", "step_ms", "host_ms", "peak_mem_gib", "peak_reserved_gib",
+                "first_step_s", "launches",
                 "kernel_ms", "host_us_per_launch"):
         if g[key] is not None and t[key]:
             ratios[key] = g[key] / t[key]

@@ -28,7 +28,7 @@ from genesis.autocast import _state as _autocast_state
 from genesis.autograd.function import recorded
 from genesis.autograd.grad_mode import _state as _grad_state
 from genesis.compiler.backward import CompiledRegion, trace_backward
-from genesis.compiler.graph import Value, map_values
+from genesis.compiler.graph import Region, Value, map_values
 from genesis.compiler.guards import captured_ok, guard_key
 from genesis.compiler.node_backward import UntraceableError
 from genesis.compiler.replay import build_graph, replay_callable
@@ -181,8 +181,9 @@ class _Entry:
         if os.environ.get("GENESIS_COMPILE_DEBUG") == "1":
             print(f"# genesis.compile: {getattr(self.compiled._fn, '__qualname__', '')}: "
                   f"{plan.saved_bytes}", file=sys.stderr)
-        plan.run_forward = compile_graph(plan.forward_graph, options)
-        plan.run_backward = compile_graph(plan.backward_graph, options)
+        region = {**options, "region": Region()}  # (the two graphs may share memory)
+        plan.run_forward = compile_graph(plan.forward_graph, region)
+        plan.run_backward = compile_graph(plan.backward_graph, region)
         self.plan = plan
 
     def _compile_path(self, segments: list, leading: list) -> None:

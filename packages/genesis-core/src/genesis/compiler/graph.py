@@ -78,6 +78,11 @@ the call that traced the backward).
   ``OpNode.saved``; where a forward graph outputs them, the node must be run with
   ``genesis.compiler.node_backward.run_saving`` (it returns them too).
 
+**Options.** The hook gets ``genesis.compile``'s ``options`` (with ``mode``). The forward and
+the backward graph of one compiled region (one autograd node at replay: the backward always
+runs after its forward) get the same ``Region`` object as ``options["region"]``: a backend
+may key what the two share on it — genesis-cuda captures both into one memory pool.
+
 ``print(graph)`` shows one line per node, like an FX graph printout::
 
     graph(v0: f32[4, 8], v1: f32[16, 8], v2: f32[16]):
@@ -93,7 +98,14 @@ from dataclasses import dataclass, field
 
 from genesis.dispatch import OpHandle
 
-__all__ = ["Graph", "OpNode", "Value", "map_structure", "map_values"]
+__all__ = ["Graph", "OpNode", "Region", "Value", "map_structure", "map_values"]
+
+
+class Region:
+    """The token that ties the forward and backward graphs of one compiled region together
+    (``options["region"]``, see the module docstring); it can be weakly referenced."""
+
+    __slots__ = ("__weakref__",)
 
 
 @dataclass(frozen=True, eq=False)

@@ -14,6 +14,10 @@ None, ``"default"``            fused kernels, replayed as a CUDA graph
 ``"max-autotune-no-cudagraphs"``  fused kernels, launched one by one (no CUDA graph)
 =============================  =================================================
 
+The forward and the backward graph of one compiled region (``options["region"]``, core's
+contract) are captured into one memory pool (``pool_outputs.SharedPool``), so the
+backward's temporaries reuse the memory of the forward's.
+
 ``options``: ``{"debug_dir": path}`` saves each generated kernel's source there (as
 ``GENESIS_COMPILE_DEBUG_DIR``; ``GENESIS_COMPILE_DEBUG=1`` prints them);
 ``{"cudagraphs": False}`` (or torch's ``"triton.cudagraphs": False``) turns the CUDA graph
@@ -26,9 +30,15 @@ Example:
 
 from __future__ import annotations
 
+import weakref
+
 from genesis_cuda.compiler.cuda_graph import Graphed
 from genesis_cuda.compiler.partition import mutates
+from genesis_cuda.compiler.pool_outputs import SharedPool
 from genesis_cuda.compiler.runner import CompiledGraph
+from genesis_cuda.graphs import graph_pool_handle
+
+_pools: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # region -> its SharedPool
 
 MODES = (None, "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 
@@ -65,4 +75,10 @@ def compile_graph(graph, options: dict | None):
     run = CompiledGraph(graph, options, on_cuda)
     if not graphed:
         return run
-    return Graphed(run, writes_inputs=any(mutates(node) for node in graph.nodes))
+    region = options.get("region")
+    pool = None
+    if region is not None:
+        pool = _pools.get(region)
+        if pool is None:
+            pool = _pools[region] = SharedPool(graph_pool_handle())
+    return Graphed(run, writes_inputs=any(mutates(node) for node in graph.nodes), pool=pool)

@@ -46,7 +46,7 @@ import warnings
 import genesis
 from genesis_cuda.capture import GraphCaptureError
 from genesis_cuda.compiler.codegen import dense
-from genesis_cuda.compiler.pool_outputs import PoolOutputs, is_pool_alias
+from genesis_cuda.compiler.pool_outputs import PoolOutputs, SharedPool, is_pool_alias
 from genesis_cuda.graphs import CUDAGraph, graph
 
 BUFFERED, KEPT, HANDED = "buffered", "kept", "handed"  # how an input reaches the graph
@@ -60,6 +60,8 @@ class Graphed:
         warmup: eager calls before the capture (compilation and tuning happen there).
         writes_inputs: ``fn`` has in-place ops, which may write its inputs: after each
             replay the buffered inputs are copied back into the caller's tensors.
+        pool: a ``pool_outputs.SharedPool`` to capture into, shared with the other graphs
+            of a compiled region (default: a pool of this graph's own).
 
     Attributes:
         kinds: per input, how it reaches the graph: ``"buffered"`` (copied into a static
@@ -68,8 +70,10 @@ class Graphed:
         outputs: the captured outputs (``PoolOutputs``).
     """
 
-    def __init__(self, fn, warmup: int = 1, writes_inputs: bool = False):
+    def __init__(self, fn, warmup: int = 1, writes_inputs: bool = False,
+                 pool: SharedPool | None = None):
         self.fn, self.warmup, self.writes_inputs = fn, warmup, writes_inputs
+        self.pool = pool
         self.calls = 0
         self.cuda_graph = None
         self.previous: list | None = None  # the last warm-up call's inputs
@@ -98,7 +102,10 @@ class Graphed:
             self.previous = list(inputs)
             return self.fn(inputs)
         self._copy_in(inputs)
-        self.outputs.evacuate()
+        if self.pool is None:
+            self.outputs.evacuate()
+        else:
+            self.pool.before_replay(self)
         self.cuda_graph.replay()
         if self.writes_inputs:
             self._write_back(inputs)
@@ -129,7 +136,7 @@ class Graphed:
             self.fn(self.static_inputs)  # warm the kernels of the buffers' layouts
         g = CUDAGraph()
         try:
-            with graph(g):
+            with graph(g, pool=None if self.pool is None else self.pool.handle):
                 outs = self.fn(self.static_inputs)
         except (GraphCaptureError, RuntimeError) as exc:
             # (a driver or Triton error during capture: the capture is discarded and the
@@ -141,6 +148,8 @@ class Graphed:
             self.static_inputs, self.kinds = [], []
             return self.fn(inputs)
         self.cuda_graph, self.outputs = g, PoolOutputs(list(outs), g.pool())
+        if self.pool is not None:
+            self.pool.captured(self)
         self.addresses = [None if kind is BUFFERED else (x._data.data_ptr(), x.stride())
                           for x, kind in zip(self.static_inputs, self.kinds)]
         # another graph's outputs are matched by address only (holding them would keep
@@ -153,8 +162,15 @@ class Graphed:
         return self.outputs.hand_out()
 
     def reset(self) -> None:
-        """Drop the captured graph and its static buffers (the next call warms up again).
-        Outputs already handed out stay valid: they keep their memory."""
+        """Drop the captured graph and its static buffers (the next call warms up again),
+        and those of the graphs sharing its pool. Outputs already handed out stay valid:
+        they keep their memory."""
+        if self.pool is not None and self.cuda_graph is not None:
+            self.pool.reset()
+        self.drop_capture()
+
+    def drop_capture(self) -> None:
+        """Drop this graph's capture and static buffers (``reset``, for one graph)."""
         if self.cuda_graph is not None:
             self.outputs = None
             self.static_inputs, self.kinds, self.addresses = [], [], []

@@ -125,3 +125,37 @@ def _copy_out(o):
     with genesis.no_grad():
         out.copy_(o)
     return out
+
+
+class SharedPool:
+    """One private memory pool for the graphs of one compiled region (its forward and its
+    backward), so the backward's temporaries reuse the forward's freed ones.
+
+    A graph captured later in the pool may have put its outputs in memory an earlier graph
+    wrote as temporaries (the backward's parameter gradients where the forward kept its
+    intermediate products), so before a graph replays, the handed-out outputs of every
+    graph captured after it — and its own — are moved out if still in use (``evacuate``).
+    Outputs of graphs captured before it are in memory it never writes. Dropping one graph
+    drops them all (``reset``): the next calls capture them again, in order.
+
+    Args:
+        handle: the pool's handle (``genesis_cuda.graphs.graph_pool_handle()``).
+    """
+
+    def __init__(self, handle):
+        self.handle = handle
+        self.members: list = []  # the Graphed callables captured into it, in capture order
+
+    def captured(self, graphed) -> None:
+        self.members.append(graphed)
+
+    def before_replay(self, graphed) -> None:
+        """Move out the outputs in use that replaying ``graphed`` could overwrite."""
+        for m in self.members[self.members.index(graphed):]:
+            m.outputs.evacuate()
+
+    def reset(self) -> None:
+        """Drop every graph of the pool (each is captured again by its next calls)."""
+        members, self.members = self.members, []
+        for m in members:
+            m.drop_capture()
