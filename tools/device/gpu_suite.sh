@@ -7,7 +7,8 @@
 #   train: the end-to-end figures: tools/bench/train.py (eager and graph), tools/bench/llm.py
 #          (training, decode, prefill against transformers; eager and compiled),
 #          tools/bench/sft_compile.py (genesis-sft --compile against eager) and the
-#          fused-kernel rows of ops.py; GPU (h100 or h200, default h200) picks the peak FLOP/s behind MFU.
+#          fused-kernel rows of ops.py; GPU (h100 or h200, default h200) picks the peak
+#          FLOP/s behind MFU.
 #   multigpu: on a two-GPU kind (nvidia-h200-x2): the multigpu tests, tools/bench/ddp.py on
 #          one GPU then on two under torchrun, and genesis-sft on one GPU against two ranks
 #          with the same global batch (tools/bench/sft_ranks.py).
