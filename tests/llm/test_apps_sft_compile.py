@@ -142,3 +142,24 @@ def test_compile_with_fsdp_is_refused_by_name(tmp_path):
     SFTConfig(model="m", data=["d"], out=str(tmp_path), fsdp=True)  # default: off with FSDP
     with pytest.raises(ValueError, match="--compile must be True, False or None"):
         SFTConfig(model="m", data=["d"], out=str(tmp_path), compile="yes")
+
+
+@pytest.mark.cuda
+def test_compiled_run_on_the_gpu(base, tmp_path):
+    """On CUDA compile is the default: fused kernels replayed as CUDA graphs (no fallback
+    warning), the eager run's losses within bf16 autocast's rounding, one trace."""
+    import warnings
+
+    kw = dict(device="cuda", threads=None, max_steps=8, save_every=4)
+    eager = train(sft_config(base, tmp_path / "eager", compile=False, **kw))
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message="genesis.compile")
+        compiled = train(sft_config(base, tmp_path / "compiled", **kw))
+    assert compiled["runtime"]["compiled"] and compiled["runtime"]["precision"] == "bf16"
+    assert compiled["runtime"]["compiled_graphs"] == 3
+    # bf16 autocast: the fused kernels compute in float32 and round once where eager rounds
+    # after each op, so the losses agree to bf16 resolution (2^-8), a little more per step
+    np.testing.assert_allclose(compiled["history"]["train_loss"],
+                               eager["history"]["train_loss"], rtol=2e-2)
+    model = AutoModelForCausalLM.from_pretrained(compiled["model_dir"], device="cuda")
+    assert model.dtype == genesis.float32  # master weights stay float32 under autocast
