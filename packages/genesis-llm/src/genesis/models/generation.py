@@ -1,7 +1,7 @@
 """Text generation: a prefill over the prompt, then one decode step per new token.
 
 The KV cache is preallocated for prompt + ``max_new_tokens`` slots, rounded up to a power
-of two (so one captured step serves many calls). The decode step
+of two (so one compiled step serves many calls). The decode step
 (``decode_step``) has the same shapes every time and takes its slot and positions as
 tensors; that is what lets a CUDA graph capture it. Its keys are described in one of two
 ways: with left padding only (the usual batch), each row's valid keys are one range of
@@ -53,7 +53,7 @@ def _eos_check_every(device) -> int:
 
 def _capacity_bucket(length: int) -> int:
     """KV-cache slots for ``length`` tokens: rounded up to a power of two, at least 512, so
-    calls with other prompt lengths or ``max_new_tokens`` reuse one captured step (a short
+    calls with other prompt lengths or ``max_new_tokens`` reuse one compiled step (a short
     warm-up call and a long one included). The decode attention reads only the filled
     slots, so a roomier cache costs memory, not time."""
     return max(512, 1 << (length - 1).bit_length())
@@ -178,7 +178,7 @@ class GenerationMixin:
     """
 
     decode_attention = True
-    _KEPT_GRAPHS = 4  # captured decode steps kept between calls (least recently used go)
+    _KEPT_GRAPHS = 4  # compiled decode steps kept between calls (least recently used go)
 
     def prefill(self, input_ids: Tensor, position_ids: Tensor, prompt_valid: Tensor | None,
                 cache: KVCache) -> Tensor:
