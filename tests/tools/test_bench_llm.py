@@ -91,3 +91,24 @@ def test_compiled_decode_runs_count_the_timed_calls_traces(tmp_path, capsys):
     assert fw.traced_steps == 1  # the warm-up's first step, kept for the timed calls
     assert out["timed_traces"] == 0 and not out["compile_fallback"]
     assert "warning" not in capsys.readouterr().err
+
+
+def test_a_failing_compiled_run_leaves_the_eager_rows(tmp_path, monkeypatch, capsys):
+    """A failure of the compiled framework (here its training step raises) is recorded in the
+    model's ``errors`` and printed; the eager rows and the table still come out."""
+    llm = _load_llm()
+    real = llm.bench_train
+
+    def failing(fw, *args):
+        if fw.name == "genesis-compile":
+            raise RuntimeError("no kernel for this op")
+        return real(fw, *args)
+
+    failing.__name__ = "bench_train"
+    monkeypatch.setattr(llm, "bench_train", failing)
+    doc = llm.main(["--device", "cpu", "--tiny", "--models", "qwen2.5-0.5b", "--sections",
+                    "train", "--batch", "1", "--seq", "16", "--steps", "1", "--warmup", "1"])
+    m = doc["models"]["qwen2.5-0.5b"]
+    assert set(m["train"]) >= {"genesis", "transformers"} and "genesis-compile" not in m["train"]
+    assert m["errors"] == {"bench_train genesis-compile": "RuntimeError: no kernel for this op"}
+    assert "failed: qwen2.5-0.5b bench_train genesis-compile" in capsys.readouterr().err

@@ -58,6 +58,7 @@ import statistics
 import sys
 import tempfile
 import time
+import traceback
 import warnings
 
 import numpy as np
@@ -383,9 +384,20 @@ def parse_args(argv=None):
     return args
 
 
-def _then_free(fw, result):
-    """``result``, once ``fw``'s cached device memory is released (the section's model is
-    gone by then), so the next framework's peak is its own."""
+def _section(doc: dict, fw, bench, *bench_args):
+    """``bench(fw, *bench_args)``, then ``fw``'s cached device memory released (the section's
+    model is gone by then), so the next framework's peak is its own. A failure of the
+    compiled framework is printed and recorded in ``doc["errors"]`` (None returned): the
+    eager rows of the run still come out."""
+    try:
+        result = bench(fw, *bench_args)
+    except Exception as exc:  # any failure of the compiled path
+        if not getattr(fw, "compiled", False):
+            raise
+        traceback.print_exc()
+        doc.setdefault("errors", {})[f"{bench.__name__} {fw.name}"] = \
+            f"{type(exc).__name__}: {exc}"
+        result = None
     fw.free()
     return result
 
@@ -427,9 +439,11 @@ def run_model(name: str, args, frameworks: list, tmp: str, first: bool) -> dict:
         rng = np.random.default_rng(args.seed + 1)
         batches = [rng.integers(0, cfg["vocab_size"], (args.batch, args.seq), dtype=np.int64)
                    for _ in range(3)]
-        train = doc["train"] = {fw.name: _then_free(fw, bench_train(fw, path, cfg, batches,
-                                                                     args))
-                                for fw in frameworks}
+        train = doc["train"] = {}
+        for fw in frameworks:
+            r = _section(doc, fw, bench_train, path, cfg, batches, args)
+            if r is not None:
+                train[fw.name] = r
         for fw_name, r in train.items():
             print(f"  train {fw_name:15s} {r['step_ms']:8.1f} ms  {r['tok_per_s']:10,.0f} tok/s"
                   f"  MFU {_fmt(r['mfu'] and 100 * r['mfu'], '.1f')}%  peak "
@@ -452,17 +466,19 @@ def run_model(name: str, args, frameworks: list, tmp: str, first: bool) -> dict:
     if first and "decode" in args.sections:
         doc["decode"] = {}
         for fw in frameworks:
-            doc["decode"][fw.name] = _then_free(fw, bench_decode(fw, path, cfg, args))
-            for b, r in doc["decode"][fw.name].items():
-                print(f"  decode {fw.name:16s} batch {b:>3s}: {r['tok_per_s']:10,.1f} tok/s",
+            r = _section(doc, fw, bench_decode, path, cfg, args)
+            if r is None:
+                continue
+            doc["decode"][fw.name] = r
+            for b, row in r.items():
+                print(f"  decode {fw.name:16s} batch {b:>3s}: {row['tok_per_s']:10,.1f} tok/s",
                       flush=True)
         ref = doc["decode"]["transformers"]
         doc["decode"]["ratios"] = {
-            fw.name: {b: _ratio(r["tok_per_s"], ref[b]["tok_per_s"])
-                      for b, r in doc["decode"][fw.name].items()}
-            for fw in frameworks if fw.name != "transformers"}
+            name: {b: _ratio(r["tok_per_s"], ref[b]["tok_per_s"]) for b, r in runs.items()}
+            for name, runs in doc["decode"].items() if name != "transformers"}
     if first and "prefill" in args.sections:
-        doc["prefill"] = {fw.name: _then_free(fw, bench_prefill(fw, path, cfg, args))
+        doc["prefill"] = {fw.name: _section(doc, fw, bench_prefill, path, cfg, args)
                           for fw in eager}
         for fw_name, r in doc["prefill"].items():
             print(f"  prefill {args.prefill} {fw_name:12s}: {r['tok_per_s']:10,.0f} tok/s",
@@ -520,6 +536,9 @@ def main(argv=None) -> dict:
             doc["models"][name] = run_model(name, args, frameworks, tmp, first=i == 0)
     table = markdown(doc)
     print(table, end="")
+    for name, m in doc["models"].items():
+        for where, error in m.get("errors", {}).items():
+            print(f"failed: {name} {where}: {error}", file=sys.stderr, flush=True)
     if args.out:
         with open(args.out, "w") as f:
             json.dump(doc, f, indent=1)

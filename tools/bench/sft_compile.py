@@ -23,6 +23,7 @@ import json
 import os
 import sys
 import tempfile
+import traceback
 from pathlib import Path
 
 import numpy as np
@@ -95,11 +96,21 @@ def main(argv=None) -> dict:
         doc = {"shape": args.shape, "steps": args.steps, "batch_size": args.batch_size,
                "seq_len": args.seq_len, "device": args.device}
         for name, compile in (("eager", False), ("compile", True)):
-            doc[name] = run(model_dir, data, root / name, compile, args)
+            try:
+                doc[name] = run(model_dir, data, root / name, compile, args)
+            except Exception as exc:  # the compiled run failing still reports the eager one
+                if compile is False:
+                    raise
+                traceback.print_exc()
+                doc["error"] = f"{type(exc).__name__}: {exc}"
             if args.device == "cuda":
                 import genesis
 
                 genesis.cuda.empty_cache()
+    if "error" in doc:
+        print(f"eager: {doc['eager']}\ncompiled run failed: {doc['error']}", file=sys.stderr)
+        _write(doc, args.out)
+        return doc
     e, c = doc["eager"], doc["compile"]
     doc["tok_per_s_ratio"] = (c["tokens_per_second"] / e["tokens_per_second"]
                               if e["tokens_per_second"] and c["tokens_per_second"] else None)
@@ -114,10 +125,14 @@ def main(argv=None) -> dict:
     print(f"compile / eager tokens/s: {'-' if ratio is None else f'{ratio:.2f}x'}; largest "
           f"relative loss difference {doc['max_rel_loss_diff']:.2e}; compiled graphs "
           f"{c['compiled_graphs']}")
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump(doc, f, indent=1)
+    _write(doc, args.out)
     return doc
+
+
+def _write(doc: dict, path: str | None) -> None:
+    if path:
+        with open(path, "w") as f:
+            json.dump(doc, f, indent=1)
 
 
 if __name__ == "__main__":
