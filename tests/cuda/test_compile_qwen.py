@@ -1,13 +1,16 @@
-"""generate()'s compiled decode step through genesis-cuda's compiler, without a GPU.
+"""The Qwen models compiled through genesis-cuda's compiler, without a GPU.
 
 Under the Triton interpreter (``TRITON_INTERPRET=1``, chosen when Triton is first imported:
-``test_decode_through_the_cuda_compiler_under_the_interpreter`` runs this file so in a fresh
+``test_qwen_through_the_cuda_compiler_under_the_interpreter`` runs this file so in a fresh
 process), the CUDA backend's ``CompiledGraph`` is installed as the CPU backend's compile hook,
-so the decode step that ``genesis.compile`` traces — KV-cache writes, ``attention_decode``,
-``swiglu_linear``, the in-place position and slot updates, greedy choice — is partitioned,
-fused into generated kernels and run by the same code as on a GPU (without the CUDA-graph
-capture, which needs one: ``tests/llm/test_generation_cuda.py``), and must give the eager
-tokens.
+so the graphs ``genesis.compile`` traces are partitioned, fused into generated kernels and run
+by the same code as on a GPU (without the CUDA-graph capture, which needs one:
+``tests/llm/test_generation_cuda.py``, ``tests/llm/test_apps_sft_compile.py``):
+
+* generate()'s decode step — KV-cache writes, ``attention_decode``, ``swiglu_linear``, the
+  in-place position and slot updates, the greedy choice — gives the eager tokens;
+* ``model.compile()``'s training step (forward and traced backward, as genesis-sft runs it)
+  gives the eager loss and gradients.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 pytest.importorskip("triton")  # the kernels are Triton code; CI machines may lack it
@@ -76,11 +80,40 @@ def test_compiled_decode_step_gives_the_eager_tokens(family, how, hook, tmp_path
     assert step.kernels  # with generated kernels in it
 
 
+@interpreted
+@pytest.mark.parametrize("family", ["qwen2", "qwen3"])
+def test_compiled_training_step_gives_the_eager_loss_and_gradients(family, hook, tmp_path):
+    make_checkpoint(family, tmp_path)
+    genesis.manual_seed(0)
+    ids = genesis.randint(0, 97, (2, 12))
+    mask = genesis.ones((2, 12), dtype=genesis.int64)
+    mask[1, 9:] = 0  # right padding, as genesis-sft pads
+    labels = ids.masked_fill(mask == 0, -100)
+    runs = []
+    for compiled in (False, True):
+        model = AutoModelForCausalLM.from_pretrained(tmp_path).train()
+        if compiled:
+            model.compile()
+        for _ in range(2):  # compiled: traced, then replayed through the generated kernels
+            model.zero_grad()
+            loss = model(ids, attention_mask=mask, labels=labels).loss
+            loss.backward()
+        runs.append((loss.item(), {k: p.grad.numpy() for k, p in model.named_parameters()}))
+    (eager_loss, eager), (loss, grads) = runs
+    assert loss == pytest.approx(eager_loss, rel=1e-6)
+    for name, g in grads.items():
+        # fused kernels keep float32 intermediates in another order; Qwen3's q/k norms'
+        # traced backward is RMSNorm's formula op by op (see test_models_compile.py)
+        np.testing.assert_allclose(g, eager[name], rtol=1e-5,
+                                   atol=1e-5 * np.abs(eager[name]).max(), err_msg=name)
+    assert len(hook) == 2 and all(run.kernels for run in hook)  # forward and backward
+
+
 @pytest.mark.skipif(INTERPRET, reason="the launcher itself")
-def test_decode_through_the_cuda_compiler_under_the_interpreter():
+def test_qwen_through_the_cuda_compiler_under_the_interpreter():
     env = dict(os.environ, TRITON_INTERPRET="1")
     run = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", __file__],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
-    assert "4 passed" in run.stdout, run.stdout[-2000:]
+    assert "6 passed" in run.stdout, run.stdout[-2000:]
