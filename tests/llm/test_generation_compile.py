@@ -151,20 +151,26 @@ def test_compiled_decoders_are_kept_per_shape_and_dropped_on_change(qwen3):
     assert "_decoders" not in qwen3.__dict__
 
 
-def test_a_model_with_compiled_decoders_is_freed_without_a_collection(qwen3):
-    """Kept decoders refer to their model weakly, and their compiled step to the decoder
-    weakly: dropping the model frees it (and its graphs' memory) at once, not at the next
-    cyclic garbage collection."""
+@pytest.mark.parametrize("how", ["dropped", "released"])
+def test_compiled_decoders_are_freed_without_a_collection(qwen3, how):
+    """Kept decoders refer to their model weakly, their compiled step to the decoder weakly,
+    and a decoder that goes clears its step's traces: dropping the model (or releasing its
+    decode steps) frees the model, the compiled step, the weights and KV cache its trace
+    held (and, on CUDA, its graphs' memory) at once, not at the next cyclic collection."""
     model = QwenForCausalLM(qwen3.config)
     model.generate(genesis.tensor([[3, 1, 4]]), max_new_tokens=4, eos_token_id=None,
                    compile=True)
     (decoder,) = _kept(model).values()
-    refs = weakref.ref(model), weakref.ref(decoder)
+    refs = [weakref.ref(decoder), weakref.ref(decoder.run), weakref.ref(decoder.cache.keys[0])]
     del decoder
     gc.disable()
     try:
-        del model
-        assert [r() for r in refs] == [None, None]
+        if how == "dropped":
+            refs += [weakref.ref(model), weakref.ref(model.lm_head.weight)]
+            del model
+        else:
+            model.release_decode_graphs()
+        assert [r() for r in refs] == [None] * len(refs)
     finally:
         gc.enable()
 

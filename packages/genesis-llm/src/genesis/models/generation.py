@@ -32,6 +32,7 @@ import weakref
 
 import genesis
 from genesis import Tensor
+from genesis.compiler import CompiledFunction
 from genesis.models.attention import KVCache
 from genesis.models.fused_weights import share_all
 from genesis.models.sampling import apply_repetition_penalty, sample_token, warp_logits
@@ -146,8 +147,17 @@ class _Decoder:
         return self.run()
 
     def release(self) -> None:
-        """Drop the compiled step (its graphs and their memory pools) and the cache."""
-        self.run = self.cache = self.history = None
+        """Drop the compiled step (its traces, graphs and their memory pools) and the cache;
+        also run when the decoder goes (a dropped model's decoders let go at once)."""
+        run, self.run = getattr(self, "run", None), None
+        if isinstance(run, CompiledFunction):
+            # A compiled callable and its cache entries refer to each other: cleared here, the
+            # tensors its traces hold (the weights, this cache) and its CUDA graphs go now,
+            # not at the next cyclic garbage collection.
+            run._entries.clear()
+        self.cache = self.history = None
+
+    __del__ = release
 
 
 def _weak_step(decoder: _Decoder):
