@@ -11,55 +11,19 @@ pytest.importorskip("tokenizers")
 pytest.importorskip("transformers")
 pytest.importorskip("matplotlib")
 
+from tiny_sft import WORDS, make_base, sft_config
+
 import genesis
-from genesis.models import AutoModelForCausalLM, Qwen3Config, QwenForCausalLM
-from genesis.models.apps.chat_data import write_chat_jsonl
+from genesis.models import AutoModelForCausalLM
 from genesis.models.apps.checkpoint import list_checkpoints
-from genesis.models.apps.sft import SFTConfig, train
+from genesis.models.apps.sft import train
 from genesis.models.apps.sft_cli import main as sft_main
-from genesis.models.apps.tokenizer_training import train_chat_tokenizer
-
-WORDS = ["red", "green", "blue", "cat", "dog", "sun", "moon", "tree"]
-
-
-def conversations(n: int) -> list[list[dict]]:
-    rng = np.random.default_rng(0)
-    out = []
-    for _ in range(n):
-        w = [WORDS[i] for i in rng.integers(0, len(WORDS), size=3)]
-        out.append([{"role": "user", "content": "repeat " + " ".join(w)},
-                    {"role": "assistant", "content": " ".join(w)}])
-    return out
 
 
 @pytest.fixture(scope="module")
 def base(tmp_path_factory):
     """(model dir, data file): a tiny random Qwen3 with a ChatML tokenizer, 48 conversations."""
-    root = tmp_path_factory.mktemp("sft")
-    convs = conversations(48)
-    data = root / "train.jsonl"
-    write_chat_jsonl(data, convs)
-    tok = train_chat_tokenizer([m["content"] for c in convs for m in c] + ["user assistant"],
-                               vocab_size=280)
-    config = Qwen3Config(vocab_size=len(tok), hidden_size=32, intermediate_size=64,
-                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                         head_dim=8, max_position_embeddings=128, tie_word_embeddings=True,
-                         attention_bias=False, eos_token_id=tok.eos_token_id,
-                         pad_token_id=tok.pad_token_id)
-    genesis.manual_seed(0)
-    model_dir = root / "base"
-    QwenForCausalLM(config).save_pretrained(str(model_dir))
-    tok.save_pretrained(str(model_dir))
-    return model_dir, data
-
-
-def config(base, out, **kw) -> SFTConfig:
-    model_dir, data = base
-    settings = dict(model=str(model_dir), data=[str(data)], out=str(out), seq_len=64,
-                    batch_size=4, max_steps=6, lr=3e-3, warmup_steps=2, eval_fraction=0.1,
-                    progress=False, plot=False, device="cpu", threads=1)
-    settings.update(kw)
-    return SFTConfig(**settings)
+    return make_base(tmp_path_factory.mktemp("sft"))
 
 
 def weights(model_dir) -> dict:
@@ -68,14 +32,14 @@ def weights(model_dir) -> dict:
 
 
 def test_resumed_run_repeats_the_uninterrupted_one(base, tmp_path):
-    full = train(config(base, tmp_path / "full", save_every=2))
+    full = train(sft_config(base, tmp_path / "full", save_every=2))
     assert full["finished"] and len(full["history"]["train_loss"]) == 6
     assert full["history"]["train_loss"][-1] < full["history"]["train_loss"][0]
 
-    first = train(config(base, tmp_path / "cut", save_every=2, stop_after=3))
+    first = train(sft_config(base, tmp_path / "cut", save_every=2, stop_after=3))
     assert not first["finished"] and first["steps"] == 3 and first["model_dir"] is None
     assert [s for s, _ in list_checkpoints(tmp_path / "cut")] == [2, 3]
-    second = train(config(base, tmp_path / "cut", save_every=2, resume=True))
+    second = train(sft_config(base, tmp_path / "cut", save_every=2, resume=True))
     assert second["finished"] and second["steps"] == 6
     # the same losses, bit for bit: same weights, moments, schedule, rows and RNG
     assert second["history"] == full["history"]
@@ -85,14 +49,14 @@ def test_resumed_run_repeats_the_uninterrupted_one(base, tmp_path):
 
 
 def test_resume_refuses_changed_settings(base, tmp_path):
-    train(config(base, tmp_path, stop_after=2))
+    train(sft_config(base, tmp_path, stop_after=2))
     with pytest.raises(ValueError, match=r"lr: checkpoint 0.003, now 0.001"):
-        train(config(base, tmp_path, resume=True, lr=1e-3))
+        train(sft_config(base, tmp_path, resume=True, lr=1e-3))
 
 
 def test_accumulation_matches_one_big_batch(base, tmp_path):
-    big = train(config(base, tmp_path / "big", batch_size=8, grad_accum=1, max_steps=3))
-    acc = train(config(base, tmp_path / "acc", batch_size=2, grad_accum=4, max_steps=3))
+    big = train(sft_config(base, tmp_path / "big", batch_size=8, grad_accum=1, max_steps=3))
+    acc = train(sft_config(base, tmp_path / "acc", batch_size=2, grad_accum=4, max_steps=3))
     # the same rows per step, summed in another order: float32 rounding only
     np.testing.assert_allclose(acc["history"]["train_loss"], big["history"]["train_loss"],
                                rtol=1e-5)
@@ -103,7 +67,7 @@ def test_out_is_not_overwritten_without_the_flag(base, tmp_path, capsys):
     out.mkdir()
     (out / "notes.txt").write_text("mine")
     with pytest.raises(FileExistsError, match="--overwrite"):
-        train(config(base, out))
+        train(sft_config(base, out))
     model_dir, data = base
     argv = ["--model", str(model_dir), "--data", str(data), "--out", str(out), "--max-steps",
             "2", "--batch-size", "4", "--seq-len", "64", "--no-progress", "--device", "cpu"]
@@ -144,7 +108,7 @@ def test_pretrain_on_text_files(base, tmp_path):
         p = tmp_path / f"doc{i}.txt"
         p.write_text(" ".join(WORDS[i:] + WORDS[:i]) * 8)
         texts.append(str(p))
-    record = train(config(base, tmp_path / "pt", data=texts, pretrain=True, seq_len=32,
+    record = train(sft_config(base, tmp_path / "pt", data=texts, pretrain=True, seq_len=32,
                           batch_size=2, max_steps=3, eval_fraction=0.0))
     assert record["finished"] and record["data"]["trained_tokens"] == record["data"]["tokens"]
     assert all(np.isfinite(record["history"]["train_loss"]))
@@ -152,7 +116,7 @@ def test_pretrain_on_text_files(base, tmp_path):
 
 @pytest.mark.cuda
 def test_bf16_autocast_run_on_the_gpu(base, tmp_path):
-    record = train(config(base, tmp_path / "gpu", device="cuda", max_steps=8, save_every=4,
+    record = train(sft_config(base, tmp_path / "gpu", device="cuda", max_steps=8, save_every=4,
                           threads=None))
     assert record["runtime"]["precision"] == "bf16"
     assert record["runtime"]["device"].startswith("cuda")

@@ -245,85 +245,6 @@ def test_decode_step_reads_nothing_back_to_the_host(pair, monkeypatch):
     assert reads == []
 
 
-def test_use_cuda_graph_is_ignored_off_the_gpu(qwen3):
-    _, model = qwen3
-    ids = genesis.tensor([[3, 1, 4, 1, 5]])
-    eager = model.generate(ids, max_new_tokens=6, eos_token_id=None)
-    asked = model.generate(ids, max_new_tokens=6, eos_token_id=None, use_cuda_graph=True)
-    assert asked.tolist() == eager.tolist()
-
-
-def test_a_failed_graph_capture_warns_and_runs_eagerly(qwen3, monkeypatch):
-    """Where the capture refuses an operation, every step runs eagerly: the same tokens."""
-    import types
-
-    from genesis.models import generation
-
-    _, model = qwen3
-
-    class GraphCaptureError(RuntimeError):
-        pass
-
-    tries = []
-
-    def refuse(graph):
-        tries.append(graph)
-        raise GraphCaptureError("item() during capture")
-
-    fake_cuda = types.SimpleNamespace(CUDAGraph=object, graph=refuse,
-                                      GraphCaptureError=GraphCaptureError)
-    ids = genesis.tensor([[3, 1, 4, 1, 5]])
-    eager = model.generate(ids, max_new_tokens=6, eos_token_id=None)
-    monkeypatch.setattr(generation, "_graph_api", lambda device: fake_cuda)
-    with pytest.warns(RuntimeWarning, match="could not be captured"):
-        out = model.generate(ids, max_new_tokens=6, eos_token_id=None, use_cuda_graph=True)
-    assert len(tries) == 1  # tried once (second decode step), then eager
-    assert out.tolist() == eager.tolist()
-
-
-def test_generate_keeps_the_graphed_decoder_of_a_model_in_training_mode(qwen3, monkeypatch):
-    """generate() runs a model in training mode (as from_pretrained leaves it) in eval mode
-    and puts it back; putting it back must not drop the kept decode steps (the user's
-    train() does): a second call reuses the first call's decoder and capture. The capture
-    here refuses (a fake graph API: capturing needs a GPU), so a new decoder would try it
-    again."""
-    import types
-
-    from genesis.models import generation
-    from genesis.models.qwen import QwenForCausalLM
-
-    model = QwenForCausalLM(qwen3[1].config)
-    assert model.training
-
-    class GraphCaptureError(RuntimeError):
-        pass
-
-    tries = []
-
-    def refuse(graph):
-        tries.append(graph)
-        raise GraphCaptureError("item() during capture")
-
-    fake_cuda = types.SimpleNamespace(CUDAGraph=object, graph=refuse,
-                                      GraphCaptureError=GraphCaptureError)
-    ids = genesis.tensor([[3, 1, 4, 1, 5], [2, 7, 1, 8, 2]])
-    eager = model.generate(ids, max_new_tokens=5, eos_token_id=None)
-    monkeypatch.setattr(generation, "_graph_api", lambda device: fake_cuda)
-    with pytest.warns(RuntimeWarning, match="could not be captured"):
-        first = model.generate(ids, max_new_tokens=5, eos_token_id=None, use_cuda_graph=True)
-    assert model.training
-    decoder = model.__dict__["_decoders"][1][(2, 512, True, True)]
-    second = model.generate(ids[:, 1:], max_new_tokens=7, eos_token_id=None,
-                            use_cuda_graph=True)
-    assert len(tries) == 1  # the same decoder: no second capture
-    assert model.__dict__["_decoders"][1][(2, 512, True, True)] is decoder
-    assert first.tolist() == eager.tolist()
-    assert second.tolist() == model.generate(ids[:, 1:], max_new_tokens=7,
-                                             eos_token_id=None).tolist()
-    model.train()
-    assert "_decoders" not in model.__dict__  # the user's train() still drops them
-
-
 def test_decode_attention_gives_the_masked_steps_tokens(pair, monkeypatch):
     """Decode steps through F.attention_decode (slot ranges) and through a mask over the
     whole cache choose the same greedy tokens, for every family (sliding window included)."""
@@ -384,53 +305,6 @@ def test_fused_projections_follow_weight_edits_in_place(tmp_path):
         assert mlp.gate_up.refresh() is None
     np.testing.assert_allclose(to_numpy(fused), to_numpy(model(ids).logits), atol=1e-9,
                                rtol=0)
-
-
-def test_graphed_decoders_are_kept_per_shape_and_dropped_on_change(qwen3):
-    """Which decode step a graphed generate reuses (the capture itself needs a GPU: see
-    test_generation_cuda.py): one per batch size, capacity bucket, kind of key bounds and
-    greedy or not, dropped by train(), to() and release_decode_graphs()."""
-    import types
-
-    _, model = qwen3
-    fake_cuda = types.SimpleNamespace()
-    first = model._decoder(2, 40, True, True, fake_cuda)
-    assert model._decoder(2, 300, True, True, fake_cuda) is first  # both fit 512 slots
-    assert first.cache.max_length == 512
-    assert model._decoder(2, 513, True, True, fake_cuda) is not first
-    assert model._decoder(3, 40, True, True, fake_cuda) is not first
-    assert model._decoder(2, 40, False, True, fake_cuda) is not first
-    assert model._decoder(2, 40, True, True, fake_cuda) is first
-    assert model._decoder(2, 40, True, False, fake_cuda) is not first  # sampling
-    assert len(model.__dict__["_decoders"][1]) == model._KEPT_GRAPHS
-    model.train()
-    model.eval()
-    assert model._decoder(2, 40, True, True, fake_cuda) is not first
-    again = model._decoder(2, 40, True, True, fake_cuda)
-    model.to(genesis.float32)
-    assert model._decoder(2, 40, True, True, fake_cuda) is not again
-    model.release_decode_graphs()
-    assert "_decoders" not in model.__dict__
-
-
-def test_a_model_with_kept_decoders_is_freed_without_a_collection(qwen3):
-    """Kept decoders refer to their model weakly: dropping the model frees it (and the
-    graphs' memory) at once, not at the next cyclic garbage collection."""
-    import gc
-    import types
-    import weakref
-
-    from genesis.models.qwen import QwenForCausalLM
-
-    model = QwenForCausalLM(qwen3[1].config)
-    model._decoder(1, 10, True, True, types.SimpleNamespace())
-    ref = weakref.ref(model)
-    gc.disable()
-    try:
-        del model
-        assert ref() is None
-    finally:
-        gc.enable()
 
 
 def test_moe_experts_are_slabs_of_stacked_weights(tmp_path):

@@ -127,3 +127,42 @@ def test_errors_name_the_shapes():
         F.attention_decode(q, kc, vc, lens, key=kc[:, :, :1])
     with pytest.raises(RuntimeError, match="no gradient"):
         F.attention_decode(q.requires_grad_(), kc, vc, lens)
+
+
+def test_compiled_step_replays_the_op_and_its_cache_writes(device):
+    """attention_decode (and swiglu_linear, the other inference-only fused op of a decode
+    step) are dispatched ops: genesis.compile records them, so every replay attends over the
+    cache as it is then and writes the new key and value again; a trace that missed them
+    would bake in the first call's output."""
+    q, kc, vc = _case(torch.float32, b=2)
+    gk, gv = to_genesis(kc, device), to_genesis(vc, device)
+    lens = to_genesis(torch.tensor([4, 9]), device)
+    g = torch.Generator().manual_seed(6)
+    weight = to_genesis(torch.randn(5, 8, generator=g), device)
+
+    def step(query, key, value, gate_up):
+        out = F.attention_decode(query, gk, gv, lens, key=key, value=value)
+        lens.add_(1)  # the next call's slot
+        return out, F.swiglu_linear(gate_up, weight)
+
+    compiled = genesis.compile(step)
+    with genesis.no_grad():
+        for _ in range(3):  # traced, then replayed
+            query, key, value = (to_genesis(torch.randn(*s, generator=g), device)
+                                 for s in ((2, 4, 1, 16), (2, 2, 1, 16), (2, 2, 1, 16)))
+            gate_up = to_genesis(torch.randn(3, 16, generator=g), device)
+            expect_k, expect_v = to_torch(gk).clone(), to_torch(gv).clone()
+            n = to_torch(lens).clone()
+            out, down = compiled(query, key, value, gate_up)
+            for row in range(2):
+                expect_k[row, :, n[row] - 1] = to_torch(key)[row, :, 0]  # the last slot
+                expect_v[row, :, n[row] - 1] = to_torch(value)[row, :, 0]
+            assert_close(to_torch(gk), expect_k)
+            assert_close(to_torch(gv), expect_v)
+            _assert_matches(out, to_torch(query), expect_k, expect_v, n,
+                            torch.zeros(2, dtype=torch.int64))
+            gu = to_torch(gate_up)
+            assert_close(to_torch(down), TF.linear(TF.silu(gu[:, :8]) * gu[:, 8:],
+                                                   to_torch(weight)))
+    ops = [node.op for node in compiled.graphs()[0].nodes]
+    assert "attention_decode" in ops and "swiglu_linear" in ops

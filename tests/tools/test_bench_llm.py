@@ -8,6 +8,8 @@ import math
 import os
 import sys
 
+import pytest
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
@@ -30,9 +32,14 @@ def test_llm_bench_tiny_cpu(tmp_path, capsys):
     assert json.loads(out.read_text())["models"].keys() == {"qwen2.5-0.5b", "qwen3-0.6b"}
     for name, m in doc["models"].items():
         g, t = m["train"]["genesis"], m["train"]["transformers"]
-        for r in (g, t):
+        c = m["train"]["genesis-compile"]
+        for r in (g, t, c):
             assert len(r["losses"]) == 3 and r["tok_per_s"] > 0 and r["step_ms"] > 0
             assert r["mfu"] is None and r["peak_mem_gib"] is None  # GPU-only figures
+            assert r["first_step_s"] > 0
+        # the compiled model trains as the eager one (float32 rounding of the traced backward)
+        assert c["losses"] == pytest.approx(g["losses"], rel=1e-4), name
+        assert m["train"]["compile_ratios"]["tok_per_s_vs_eager"] > 0
         # Same checkpoint and tokens: the first losses (before any update) agree to bf16
         # rounding of the forward, near ln(vocab) = 6.24 for random weights; both are float32.
         assert abs(t["losses"][0] - math.log(512)) < 0.15, name
@@ -41,11 +48,16 @@ def test_llm_bench_tiny_cpu(tmp_path, capsys):
     first = doc["models"]["qwen2.5-0.5b"]
     assert set(first["decode"]["genesis"]) == {"1", "2"}
     assert first["decode"]["ratios"]["genesis"]["2"] > 0
+    compiled = first["decode"]["genesis-compile"]
+    assert set(compiled) == {"1", "2"} and compiled["2"]["timed_traces"] == 0
+    assert "genesis-compile" not in first["prefill"]  # the prefill is not compiled
     assert first["prefill"]["genesis"]["tok_per_s"] > 0 and first["prefill"]["ratio"] > 0
     assert "decode" not in doc["models"]["qwen3-0.6b"]  # decode and prefill: first model only
     assert "genesis / transformers" in capsys.readouterr().out
     table = (tmp_path / "llm.md").read_text().splitlines()
-    assert len(table) == 2 + 2 + 2 + 1  # header, two train rows, decode 1 and 2, prefill
+    # header; train rows of both models, eager and compiled; decode 1 and 2, eager and
+    # compiled; the prefill
+    assert len(table) == 2 + 4 + 4 + 1
 
 
 def test_configs_match_published_parameter_counts():
@@ -63,31 +75,40 @@ def test_configs_match_published_parameter_counts():
         assert sum(p.numel() for p in model.parameters()) == want, name
 
 
-def test_graphed_decode_runs_count_the_timed_calls_captures(tmp_path, monkeypatch, capsys):
-    """The graph run's warm-up call makes the decode step that the timed calls reuse:
-    ``timed_captures`` 0 (the capture itself needs a GPU; here the graph API is genesis.cuda
-    with a capture that refuses, so each new decode step would try once and warn)."""
+def test_compiled_decode_runs_count_the_timed_calls_traces(tmp_path, capsys):
+    """The compiled run's warm-up call traces the decode step that the timed calls replay:
+    ``timed_traces`` 0, no genesis.compile warning (on the CPU: core's replay)."""
     import argparse
 
-    import genesis
-    from genesis.models import generation
-
     llm = _load_llm()
-    tries = []
-
-    def refuse(graph):
-        tries.append(graph)
-        raise genesis.cuda.GraphCaptureError("no GPU here")
-
-    monkeypatch.setattr(genesis.cuda, "graph", refuse)
-    monkeypatch.setattr(generation, "_graph_api", lambda device: genesis.cuda)
     cfg = llm.model_config("qwen2.5-0.5b", tiny=True)
     path = str(tmp_path / "ckpt")
     llm.save_checkpoint(cfg, path, 0)
     args = argparse.Namespace(decode_batches=[2], seed=0, prompt=4, new_tokens=5,
                               decode_repeats=2, profile=False)
-    fw = llm.Genesis("cpu", graph=True)
+    fw = llm.Genesis("cpu", compiled=True)
     out = llm.bench_decode(fw, path, cfg, args)["2"]
-    assert len(tries) == 1 and fw.captures == 1  # the warm-up's, kept for the timed calls
-    assert out["timed_captures"] == 0 and out["graph_fallback"]
-    assert genesis.cuda.graph is refuse  # the bench's counter is removed after each call
+    assert fw.traced_steps == 1  # the warm-up's first step, kept for the timed calls
+    assert out["timed_traces"] == 0 and not out["compile_fallback"]
+    assert "warning" not in capsys.readouterr().err
+
+
+def test_a_failing_compiled_run_leaves_the_eager_rows(tmp_path, monkeypatch, capsys):
+    """A failure of the compiled framework (here its training step raises) is recorded in the
+    model's ``errors`` and printed; the eager rows and the table still come out."""
+    llm = _load_llm()
+    real = llm.bench_train
+
+    def failing(fw, *args):
+        if fw.name == "genesis-compile":
+            raise RuntimeError("no kernel for this op")
+        return real(fw, *args)
+
+    failing.__name__ = "bench_train"
+    monkeypatch.setattr(llm, "bench_train", failing)
+    doc = llm.main(["--device", "cpu", "--tiny", "--models", "qwen2.5-0.5b", "--sections",
+                    "train", "--batch", "1", "--seq", "16", "--steps", "1", "--warmup", "1"])
+    m = doc["models"]["qwen2.5-0.5b"]
+    assert set(m["train"]) >= {"genesis", "transformers"} and "genesis-compile" not in m["train"]
+    assert m["errors"] == {"bench_train genesis-compile": "RuntimeError: no kernel for this op"}
+    assert "failed: qwen2.5-0.5b bench_train genesis-compile" in capsys.readouterr().err

@@ -4,7 +4,7 @@
                               [--steps 10] [--warmup 3] [--precision bf16|autocast]
                               [--decode-batches 1,8,32] [--prompt 32] [--new-tokens 256]
                               [--prefill 2048] [--sections train,decode,prefill]
-                              [--no-graph] [--gpu h200|h100] [--out FILE]
+                              [--no-compile] [--gpu h200|h100] [--out FILE]
     python tools/bench/llm.py --device cpu --tiny          # a fast smoke test of every path
 
 Random weights, real shapes: each model's config is written out below from its published
@@ -25,14 +25,21 @@ Sections (each prints genesis/transformers ratios and goes into the JSON):
   for decode, of one more ``generate`` call at the first batch size (and launches per token).
   The profiler leaves CUPTI attached to the process, which slows every later launch: with
   ``--profile``, figures timed after the first profiled call are not comparable (train.py
-  times every framework before it profiles any).
+  times every framework before it profiles any). ``first_step_s``: the first step's wall
+  time (for ``genesis-compile``, the trace and the compilation are in it).
 * **decode** -- ``generate`` of ``--new-tokens`` greedy tokens after a ``--prompt``-token
   prompt, for each batch size in ``--decode-batches``, first model only: tokens/s
   (batch x new tokens / wall time of the call, prefill included, as a user sees it), after
-  one untimed call of the same length. genesis runs eagerly and (unless ``--no-graph``) with
-  the decode step as a CUDA graph (``generate(use_cuda_graph=True)``; a step the capture
-  refuses warns and runs eagerly): the untimed call captures it, the timed calls replay the
-  step kept on the model (``timed_captures``: 0).
+  one untimed call of the same length. genesis runs eagerly and (unless ``--no-compile``)
+  compiled (``genesis-compile``).
+
+genesis-compile is the model after ``model.compile()``: its training forward and backward go
+through ``genesis.compile`` (on CUDA fused Triton kernels replayed as CUDA graphs), and so does
+``generate``'s decode step (``generate(compile=None)`` follows ``model.compile()``): the
+untimed call traces it, the timed calls replay the step kept on the model (``timed_traces``:
+decode steps the timed calls ran in Python, 0; ``compile_fallback``: whether genesis.compile
+warned, e.g. a CUDA-graph capture it refused). The prefill is not compiled (its length
+varies), so genesis-compile has no prefill row.
 * **prefill** -- the prompt pass of generation for one ``--prefill``-token prompt (filling
   the KV cache, logits of the last position): tokens/s of the median of
   ``--prefill-repeats`` synchronised calls, after two untimed ones. Both frameworks' calls
@@ -51,6 +58,7 @@ import statistics
 import sys
 import tempfile
 import time
+import traceback
 import warnings
 
 import numpy as np
@@ -171,23 +179,32 @@ class Torch(_Framework):
 
 
 class Genesis(_Framework):
-    """genesis.models."""
+    """genesis.models, eager or (``compiled``) after ``model.compile()``."""
 
-    name = "genesis"
-
-    def __init__(self, device: str, graph: bool) -> None:
+    def __init__(self, device: str, compiled: bool = False) -> None:
         import genesis
         import genesis.optim  # noqa: F401 - genesis-nn adds it as a sub-package
 
-        self.lib, self.device, self.graph = genesis, device, graph
-        self.graph_fallback = False
-        self.captures = 0  # CUDA-graph captures made by generate (graph runs)
+        self.lib, self.device, self.compiled = genesis, device, compiled
+        self.name = "genesis-compile" if compiled else "genesis"
+        self.compile_fallback = False  # genesis.compile warned (set by generate)
+        self.traced_steps = 0  # decode steps run in Python by compiled generate calls
 
     def load(self, path: str, dtype: str):
         from genesis.models import AutoModelForCausalLM
 
-        return AutoModelForCausalLM.from_pretrained(path, dtype=getattr(self.lib, dtype),
-                                                    device=self.device)
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(self.lib, dtype),
+                                                     device=self.device)
+        if self.compiled:
+            model.compile()
+            step = model.decode_step  # count the steps that run in Python (traced ones)
+
+            def counted(*a, **kw):
+                self.traced_steps += 1
+                return step(*a, **kw)
+
+            model.decode_step = counted
+        return model
 
     def tokens(self, array: np.ndarray):
         return self.lib.from_numpy(array).to(self.device)
@@ -199,25 +216,12 @@ class Genesis(_Framework):
         return self.lib.autocast(self.device, dtype=self.lib.bfloat16, enabled=enabled)
 
     def generate(self, model, ids, new_tokens: int):
-        cuda = self.lib.cuda if self.graph else None
-        capture = getattr(cuda, "graph", None)
-        if capture is not None:  # count the captures: a kept decode step is replayed instead
-
-            def counted(*a, **kw):
-                self.captures += 1
-                return capture(*a, **kw)
-
-            cuda.graph = counted
-        try:
-            with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always", RuntimeWarning)
-                out = model.generate(ids, max_new_tokens=new_tokens, eos_token_id=None,
-                                     use_cuda_graph=self.graph)
-        finally:
-            if capture is not None:
-                cuda.graph = capture
-        for w in caught:  # a refused capture: the "graph" run was eager; say so
-            self.graph_fallback = True
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            out = model.generate(ids, max_new_tokens=new_tokens, eos_token_id=None)
+        for w in caught:
+            if str(w.message).startswith("genesis.compile"):  # a refused capture, a retrace
+                self.compile_fallback = True
             print(f"  warning: {w.message}", file=sys.stderr, flush=True)
         return out
 
@@ -253,6 +257,7 @@ def bench_train(fw, path: str, cfg: dict, batches: list, args) -> dict:
     opt = fw.optimizer(model, args.lr)
     data = [fw.tokens(b) for b in batches]
     losses = []
+    first_step_s = None
 
     def step(i: int) -> None:
         ids = data[i % len(data)]
@@ -264,7 +269,8 @@ def bench_train(fw, path: str, cfg: dict, batches: list, args) -> dict:
         losses.append(loss.detach())  # read back once at the end: no per-step sync
 
     for i in range(args.warmup):
-        step(i)
+        seconds = _timed(fw, step, 1, i)[0][0]
+        first_step_s = seconds if first_step_s is None else first_step_s
     fw.sync()
     fw.reset_peak()
     times = []
@@ -273,7 +279,7 @@ def bench_train(fw, path: str, cfg: dict, batches: list, args) -> dict:
     step_s = statistics.median(times)
     tokens = args.batch * args.seq
     res = {"step_ms": step_s * 1e3, "tok_per_s": tokens / step_s, "peak_mem_gib": fw.peak_gib(),
-           "losses": [float(v.item()) for v in losses]}
+           "first_step_s": first_step_s, "losses": [float(v.item()) for v in losses]}
     res["mfu"] = (flops_per_token(flops_config(cfg), args.seq) * tokens / step_s / args.peak
                   if args.device == "cuda" else None)
     if args.profile:  # kernel launches and summed kernel time of one more step
@@ -289,13 +295,13 @@ def bench_decode(fw, path: str, cfg: dict, args) -> dict:
     out = {}
     for b in args.decode_batches:
         ids = fw.tokens(rng.integers(0, cfg["vocab_size"], (b, args.prompt), dtype=np.int64))
-        graph = getattr(fw, "graph", False)
-        if graph:
-            fw.graph_fallback = False  # set by generate if a capture is refused
+        compiled = getattr(fw, "compiled", False)
+        if compiled:
+            fw.compile_fallback = False  # set by generate if genesis.compile warns
         # warm-up at the timed calls' length: kernels compiled for the same KV-cache
-        # capacity and, graphed, the decode step captured for it (kept on the model)
+        # capacity and, compiled, the decode step traced for it (kept on the model)
         fw.generate(model, ids, args.new_tokens)
-        captures = getattr(fw, "captures", 0)
+        traced = getattr(fw, "traced_steps", 0)
         times, result = _timed(fw, fw.generate, args.decode_repeats, model, ids,
                                args.new_tokens)
         produced = tuple(result.shape)
@@ -304,14 +310,14 @@ def bench_decode(fw, path: str, cfg: dict, args) -> dict:
                                f"{[b, args.prompt + args.new_tokens]}")
         out[str(b)] = {"tok_per_s": b * args.new_tokens / statistics.median(times),
                        "ms": statistics.median(times) * 1e3}
-        if graph:
-            out[str(b)]["graph_fallback"] = fw.graph_fallback
-            # 0 when the timed calls replayed the warm-up's capture (as they should)
-            out[str(b)]["timed_captures"] = fw.captures - captures
-            if fw.captures != captures:
-                print(f"  warning: decode {fw.name} batch {b}: the timed calls captured "
-                      f"{fw.captures - captures} graphs (the warm-up's was not reused)",
-                      file=sys.stderr, flush=True)
+        if compiled:
+            out[str(b)]["compile_fallback"] = fw.compile_fallback
+            # 0 when the timed calls replayed the warm-up's trace (as they should)
+            out[str(b)]["timed_traces"] = fw.traced_steps - traced
+            if fw.traced_steps != traced:
+                print(f"  warning: decode {fw.name} batch {b}: the timed calls ran "
+                      f"{fw.traced_steps - traced} decode steps in Python (the warm-up's "
+                      "trace was not reused)", file=sys.stderr, flush=True)
         if args.profile and b == args.decode_batches[0]:  # kernels of one more call
             print(f"  decode {fw.name} batch {b}: kernels of one generate call", flush=True)
             prof = profile_step(lambda ids=ids: fw.generate(model, ids, args.new_tokens),
@@ -355,8 +361,8 @@ def parse_args(argv=None):
     ap.add_argument("--decode-repeats", type=int, default=3, help="timed generate calls")
     ap.add_argument("--prefill", type=int, default=2048, help="prefill prompt length")
     ap.add_argument("--prefill-repeats", type=int, default=21, help="timed prefill calls")
-    ap.add_argument("--no-graph", action="store_true",
-                    help="genesis decode: eager only (no CUDA-graph run)")
+    ap.add_argument("--no-compile", action="store_true",
+                    help="genesis eager only (no genesis-compile rows)")
     ap.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
     ap.add_argument("--gpu", choices=sorted(PEAK_BF16), default="h200",
                     help="GPU whose dense bf16 peak the MFU is taken against")
@@ -378,9 +384,20 @@ def parse_args(argv=None):
     return args
 
 
-def _then_free(fw, result):
-    """``result``, once ``fw``'s cached device memory is released (the section's model is
-    gone by then), so the next framework's peak is its own."""
+def _section(doc: dict, fw, bench, *bench_args):
+    """``bench(fw, *bench_args)``, then ``fw``'s cached device memory released (the section's
+    model is gone by then), so the next framework's peak is its own. A failure of the
+    compiled framework is printed and recorded in ``doc["errors"]`` (None returned): the
+    eager rows of the run still come out."""
+    try:
+        result = bench(fw, *bench_args)
+    except Exception as exc:  # any failure of the compiled path
+        if not getattr(fw, "compiled", False):
+            raise
+        traceback.print_exc()
+        doc.setdefault("errors", {})[f"{bench.__name__} {fw.name}"] = \
+            f"{type(exc).__name__}: {exc}"
+        result = None
     fw.free()
     return result
 
@@ -409,9 +426,9 @@ def save_checkpoint(cfg: dict, path: str, seed: int) -> int:
 
 
 def run_model(name: str, args, frameworks: list, tmp: str, first: bool) -> dict:
-    """Every section for one model; ``frameworks``: transformers, genesis and, for decode
-    only, genesis with the CUDA-graph decode step."""
-    eager = [fw for fw in frameworks if fw.name != "genesis-graph"]
+    """Every section for one model; ``frameworks``: transformers, genesis and (train and
+    decode) genesis-compile."""
+    eager = [fw for fw in frameworks if not getattr(fw, "compiled", False)]
     cfg = model_config(name, args.tiny)
     path = os.path.join(tmp, name)
     n_params = save_checkpoint(cfg, path, args.seed)
@@ -422,11 +439,13 @@ def run_model(name: str, args, frameworks: list, tmp: str, first: bool) -> dict:
         rng = np.random.default_rng(args.seed + 1)
         batches = [rng.integers(0, cfg["vocab_size"], (args.batch, args.seq), dtype=np.int64)
                    for _ in range(3)]
-        train = doc["train"] = {fw.name: _then_free(fw, bench_train(fw, path, cfg, batches,
-                                                                     args))
-                                for fw in eager}
+        train = doc["train"] = {}
+        for fw in frameworks:
+            r = _section(doc, fw, bench_train, path, cfg, batches, args)
+            if r is not None:
+                train[fw.name] = r
         for fw_name, r in train.items():
-            print(f"  train {fw_name:12s} {r['step_ms']:8.1f} ms  {r['tok_per_s']:10,.0f} tok/s"
+            print(f"  train {fw_name:15s} {r['step_ms']:8.1f} ms  {r['tok_per_s']:10,.0f} tok/s"
                   f"  MFU {_fmt(r['mfu'] and 100 * r['mfu'], '.1f')}%  peak "
                   f"{_fmt(r['peak_mem_gib'], '.2f')} GiB  loss {r['losses'][0]:.3f} -> "
                   f"{r['losses'][-1]:.3f}", flush=True)
@@ -435,20 +454,31 @@ def run_model(name: str, args, frameworks: list, tmp: str, first: bool) -> dict:
                            "peak_mem_gib": _ratio(g["peak_mem_gib"], t["peak_mem_gib"])}
         print(f"  train genesis / transformers: tok/s {train['ratios']['tok_per_s']:.2f}x  "
               f"peak memory {_fmt(train['ratios']['peak_mem_gib'], '.2f')}x", flush=True)
+        c = train.get("genesis-compile")
+        if c is not None:  # the compiled step against transformers and against eager genesis
+            train["compile_ratios"] = {
+                "tok_per_s": _ratio(c["tok_per_s"], t["tok_per_s"]),
+                "tok_per_s_vs_eager": _ratio(c["tok_per_s"], g["tok_per_s"]),
+                "peak_mem_gib": _ratio(c["peak_mem_gib"], t["peak_mem_gib"])}
+            print(f"  train genesis-compile: tok/s {train['compile_ratios']['tok_per_s']:.2f}x "
+                  f"transformers, {train['compile_ratios']['tok_per_s_vs_eager']:.2f}x eager "
+                  f"genesis; first step {c['first_step_s']:.1f} s", flush=True)
     if first and "decode" in args.sections:
         doc["decode"] = {}
         for fw in frameworks:
-            doc["decode"][fw.name] = _then_free(fw, bench_decode(fw, path, cfg, args))
-            for b, r in doc["decode"][fw.name].items():
-                print(f"  decode {fw.name:16s} batch {b:>3s}: {r['tok_per_s']:10,.1f} tok/s",
+            r = _section(doc, fw, bench_decode, path, cfg, args)
+            if r is None:
+                continue
+            doc["decode"][fw.name] = r
+            for b, row in r.items():
+                print(f"  decode {fw.name:16s} batch {b:>3s}: {row['tok_per_s']:10,.1f} tok/s",
                       flush=True)
         ref = doc["decode"]["transformers"]
         doc["decode"]["ratios"] = {
-            fw.name: {b: _ratio(r["tok_per_s"], ref[b]["tok_per_s"])
-                      for b, r in doc["decode"][fw.name].items()}
-            for fw in frameworks if fw.name != "transformers"}
+            name: {b: _ratio(r["tok_per_s"], ref[b]["tok_per_s"]) for b, r in runs.items()}
+            for name, runs in doc["decode"].items() if name != "transformers"}
     if first and "prefill" in args.sections:
-        doc["prefill"] = {fw.name: _then_free(fw, bench_prefill(fw, path, cfg, args))
+        doc["prefill"] = {fw.name: _section(doc, fw, bench_prefill, path, cfg, args)
                           for fw in eager}
         for fw_name, r in doc["prefill"].items():
             print(f"  prefill {args.prefill} {fw_name:12s}: {r['tok_per_s']:10,.0f} tok/s",
@@ -463,15 +493,17 @@ def markdown(doc: dict) -> str:
     lines = ["| benchmark | transformers | genesis | genesis / transformers |",
              "|---|---|---|---|"]
     for name, m in doc["models"].items():
-        if "train" in m:
-            g, t = m["train"]["genesis"], m["train"]["transformers"]
+        for fw_name in ("genesis", "genesis-compile"):
+            if fw_name not in m.get("train", {}):
+                continue
+            g, t = m["train"][fw_name], m["train"]["transformers"]
             mfu = "" if g["mfu"] is None else f", MFU {100 * t['mfu']:.1f}% / {100 * g['mfu']:.1f}%"
             mem = ("" if g["peak_mem_gib"] is None else
                    f", peak {t['peak_mem_gib']:.1f} / {g['peak_mem_gib']:.1f} GiB")
-            lines.append(f"| {name} train step, {doc['batch']} x {doc['seq']} tok/s{mfu}{mem} "
-                         f"| {t['tok_per_s']:,.0f} | {g['tok_per_s']:,.0f} "
-                         f"| {m['train']['ratios']['tok_per_s']:.2f}x |")
-        for fw_name in ("genesis", "genesis-graph"):
+            lines.append(f"| {name} train step ({fw_name}), {doc['batch']} x {doc['seq']} "
+                         f"tok/s{mfu}{mem} | {t['tok_per_s']:,.0f} | {g['tok_per_s']:,.0f} "
+                         f"| {g['tok_per_s'] / t['tok_per_s']:.2f}x |")
+        for fw_name in ("genesis", "genesis-compile"):
             for b, r in m.get("decode", {}).get(fw_name, {}).items():
                 t = m["decode"]["transformers"][b]
                 lines.append(f"| {name} decode tok/s ({fw_name}), batch {b}, "
@@ -488,15 +520,9 @@ def markdown(doc: dict) -> str:
 
 def main(argv=None) -> dict:
     args = parse_args(argv)
-    frameworks = [Torch(args.device), Genesis(args.device, graph=False)]
-    if not args.no_graph and args.device == "cuda" and "decode" in args.sections:
-        import genesis.cuda
-
-        if not hasattr(genesis.cuda, "graph"):
-            raise SystemExit("genesis.cuda.graph does not exist here: run with --no-graph")
-        graphed = Genesis(args.device, graph=True)
-        graphed.name = "genesis-graph"
-        frameworks.append(graphed)
+    frameworks = [Torch(args.device), Genesis(args.device)]
+    if not args.no_compile:
+        frameworks.append(Genesis(args.device, compiled=True))
     doc = {"device": args.device, "precision": args.precision, "batch": args.batch,
            "seq": args.seq, "prompt": args.prompt, "new_tokens": args.new_tokens,
            "prefill": args.prefill, "peak_flops": args.peak if args.device == "cuda" else None,
@@ -510,6 +536,9 @@ def main(argv=None) -> dict:
             doc["models"][name] = run_model(name, args, frameworks, tmp, first=i == 0)
     table = markdown(doc)
     print(table, end="")
+    for name, m in doc["models"].items():
+        for where, error in m.get("errors", {}).items():
+            print(f"failed: {name} {where}: {error}", file=sys.stderr, flush=True)
     if args.out:
         with open(args.out, "w") as f:
             json.dump(doc, f, indent=1)

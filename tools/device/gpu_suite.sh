@@ -5,8 +5,10 @@
 #          compute-sanitizer memcheck pass over a subset of the GPU tests.
 #   bench: tools/bench/{ops,memory,overhead}.py, genesis vs torch in the same run.
 #   train: the end-to-end figures: tools/bench/train.py (eager and graph), tools/bench/llm.py
-#          (training, decode, prefill against transformers) and the fused-kernel rows of
-#          ops.py; GPU (h100 or h200, default h200) picks the peak FLOP/s behind MFU.
+#          (training, decode, prefill against transformers; eager and compiled),
+#          tools/bench/sft_compile.py (genesis-sft --compile against eager) and the
+#          fused-kernel rows of ops.py; GPU (h100 or h200, default h200) picks the peak
+#          FLOP/s behind MFU.
 #   multigpu: on a two-GPU kind (nvidia-h200-x2): the multigpu tests, tools/bench/ddp.py on
 #          one GPU then on two under torchrun, and genesis-sft on one GPU against two ranks
 #          with the same global batch (tools/bench/sft_ranks.py).
@@ -66,6 +68,7 @@ elif [ "$what" = train ]; then
                 --frameworks genesis --graph --out "$res/train_${model}_graph.json"
         done
         python3 tools/bench/llm.py --gpu "$gpu" --out "$res/llm.json"
+        python3 tools/bench/sft_compile.py --out "$res/sft_compile.json"
         python3 tools/bench/ops.py --only-llm --out "$res"
         python3 tools/bench/ops.py --attention-only --out "$res"
         python3 tools/bench/ops.py --matmul-training --out "$res"

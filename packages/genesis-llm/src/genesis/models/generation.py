@@ -1,7 +1,7 @@
 """Text generation: a prefill over the prompt, then one decode step per new token.
 
 The KV cache is preallocated for prompt + ``max_new_tokens`` slots, rounded up to a power
-of two (so one captured step serves many calls). The decode step
+of two (so one compiled step serves many calls). The decode step
 (``decode_step``) has the same shapes every time and takes its slot and positions as
 tensors; that is what lets a CUDA graph capture it. Its keys are described in one of two
 ways: with left padding only (the usual batch), each row's valid keys are one range of
@@ -14,21 +14,25 @@ real tokens.
 bounds are computed on the device), and the mixture-of-experts block routes a decode step at
 fixed shapes (``moe.py``). What may still sync inside it is outside this file: dynamic RoPE
 (``RotaryEmbedding._grow`` reads the longest position) and, on the CPU only, the index bound
-checks of core's ``ops/indexing.py``. ``generate(use_cuda_graph=True)`` captures it as a
-CUDA graph (``genesis.cuda.graph``) for models without dynamic RoPE (dense or MoE) and
-keeps the graph, with its KV cache, on the model for later calls of the same batch size
-and capacity (``release_decode_graphs`` frees them; ``train()`` and ``to()`` drop them). The
-generation loop around it reads back only a streamer's tokens and, every
-``_EOS_CHECK_EVERY`` steps (each step on the CPU), whether every row has ended.
+checks of core's ``ops/indexing.py`` (which a trace skips). ``generate(compile=True)`` —
+the default for a model on which ``model.compile()`` was called — runs the step through
+``genesis.compile(mode="reduce-overhead")``, for models without dynamic RoPE (dense or MoE):
+traced once, then replayed, on CUDA as fused kernels in a CUDA graph whose static inputs are
+the step's own tensors (the KV cache, tokens, positions, slot: the same tensors at every
+call, read and written in place). The compiled step, with its KV cache, is kept on the model
+for later calls of the same batch size and capacity (``release_decode_graphs`` frees them;
+``train()`` and ``to()`` drop them). The generation loop around it reads back only a
+streamer's tokens and, every ``_EOS_CHECK_EVERY`` steps (each step on the CPU), whether
+every row has ended.
 """
 
 from __future__ import annotations
 
-import warnings
 import weakref
 
 import genesis
 from genesis import Tensor
+from genesis.compiler import CompiledFunction
 from genesis.models.attention import KVCache
 from genesis.models.fused_weights import share_all
 from genesis.models.sampling import apply_repetition_penalty, sample_token, warp_logits
@@ -48,16 +52,9 @@ def _eos_check_every(device) -> int:
     return 1 if device.type == "cpu" else _EOS_CHECK_EVERY
 
 
-def _graph_api(device):
-    """``genesis.cuda`` when it can capture CUDA graphs on ``device``, else None."""
-    if device.type != "cuda":
-        return None
-    return genesis.cuda if hasattr(genesis.cuda, "graph") else None
-
-
 def _capacity_bucket(length: int) -> int:
     """KV-cache slots for ``length`` tokens: rounded up to a power of two, at least 512, so
-    calls with other prompt lengths or ``max_new_tokens`` reuse one captured step (a short
+    calls with other prompt lengths or ``max_new_tokens`` reuse one compiled step (a short
     warm-up call and a long one included). The decode attention reads only the filled
     slots, so a roomier cache costs memory, not time."""
     return max(512, 1 << (length - 1).bit_length())
@@ -74,23 +71,24 @@ class _Decoder:
     so a replayed step needs nothing from the host. Otherwise it returns the logits and the
     caller feeds its choice back (``step(token)``).
 
-    Eager (``cuda`` None) the step just runs. With ``cuda`` it is replayed from a CUDA graph
-    captured on the second step (the first runs eagerly and warms the kernels up); the
-    graph reruns every kernel on the fixed tensors. Graphed decoders are kept on the model
+    Eager (``compiled`` False) the step just runs. Compiled, it runs through
+    ``genesis.compile(mode="reduce-overhead")``: the first step is traced (it runs eagerly
+    while its ops are recorded), later ones replay the graph — on CUDA the backend fuses it
+    and captures it as a CUDA graph after a warm-up replay. The step takes no arguments:
+    every tensor it reads is this decoder's or the model's, the same tensors at every call,
+    which the graph reads and writes in place. Compiled decoders are kept on the model
     between ``generate`` calls (``GenerationMixin._decoder``), so their state is refilled in
     place, never replaced (the stacked projection weights of ``fused_weights`` are the
-    parameters' own memory, or a copy that every call's eager prefill rewrites in place). A
-    step that cannot be captured (a host read: ``GraphCaptureError``) warns and runs eagerly
-    from then on.
+    parameters' own memory, or a copy that every call's eager prefill rewrites in place).
     """
 
-    def __init__(self, model, cuda, batch: int, capacity: int, spans: bool,
+    def __init__(self, model, compiled: bool, batch: int, capacity: int, spans: bool,
                  greedy: bool) -> None:
         device = model.device
         # a weak reference: a kept decoder lives in the model's __dict__, and a cycle would
         # keep a dropped model and its graphs' memory until the next garbage collection
         self.model = weakref.ref(model)
-        self.cuda, self.greedy = cuda, greedy
+        self.greedy = greedy
         self.cache = KVCache(model.config, batch, capacity, model.dtype, device)
         # key bounds: (B,) first real slot of each row, or a (B, L) validity mask
         self.key_starts = genesis.zeros(batch, dtype=genesis.int64, device=device) \
@@ -104,8 +102,8 @@ class _Decoder:
         self.pad = genesis.zeros((), dtype=genesis.int64, device=device)
         self.history = genesis.zeros((batch, capacity), dtype=genesis.int64, device=device) \
             if greedy else None
-        self.graph = self.logits = None
-        self.warm = self.failed = False
+        self.run = genesis.compile(_weak_step(self), mode="reduce-overhead") if compiled \
+            else self._step
 
     def start(self, prompt_valid: Tensor, key_starts: Tensor | None, positions: Tensor,
               pad_token_id: int) -> None:
@@ -131,7 +129,7 @@ class _Decoder:
 
     def _step(self) -> Tensor | None:
         logits = self.model().decode_step(self.tokens, self.positions, self.slot, self.key_valid,
-                                        self.cache, key_starts=self.key_starts)
+                                          self.cache, key_starts=self.key_starts)
         self.positions.add_(1)
         self.slot.add_(1)
         if not self.greedy:
@@ -146,29 +144,31 @@ class _Decoder:
         returns the logits ``(B, V)`` (greedy: None, the token is in ``history``)."""
         if token is not None:
             self.tokens.copy_(token.unsqueeze(1))
-        if self.cuda is None or self.failed or not self.warm:
-            self.warm = True
-            return self._step()
-        if self.graph is None:
-            graph = self.cuda.CUDAGraph()
-            try:
-                with self.cuda.graph(graph):
-                    self.logits = self._step()
-            except self.cuda.GraphCaptureError as exc:  # nothing ran: redo the step eagerly
-                warnings.warn(f"generate: the decode step could not be captured as a CUDA "
-                              f"graph; running it eagerly ({exc})", RuntimeWarning,
-                              stacklevel=3)
-                self.failed = True
-                return self._step()
-            self.graph = graph
-        self.graph.replay()
-        return self.logits
+        return self.run()
 
     def release(self) -> None:
-        """Free the graph (its memory pool) and the cache."""
-        if self.graph is not None:
-            self.graph.reset()
-        self.graph = self.logits = self.cache = self.history = None
+        """Drop the compiled step (its traces, graphs and their memory pools) and the cache;
+        also run when the decoder goes (a dropped model's decoders let go at once)."""
+        run, self.run = getattr(self, "run", None), None
+        if isinstance(run, CompiledFunction):
+            # A compiled callable and its cache entries refer to each other: cleared here, the
+            # tensors its traces hold (the weights, this cache) and its CUDA graphs go now,
+            # not at the next cyclic garbage collection.
+            run._entries.clear()
+        self.cache = self.history = None
+
+    __del__ = release
+
+
+def _weak_step(decoder: _Decoder):
+    """``decoder._step`` as a function holding ``decoder`` weakly: the compiled step lives
+    on the decoder, and a reference back would make a cycle (see ``_Decoder.model``)."""
+    ref = weakref.ref(decoder)
+
+    def decode_step():
+        return ref()._step()
+
+    return decode_step
 
 
 def _eos_list(eos_token_id) -> list[int]:
@@ -188,7 +188,7 @@ class GenerationMixin:
     """
 
     decode_attention = True
-    _KEPT_GRAPHS = 4  # captured decode steps kept between calls (least recently used go)
+    _KEPT_GRAPHS = 4  # compiled decode steps kept between calls (least recently used go)
 
     def prefill(self, input_ids: Tensor, position_ids: Tensor, prompt_valid: Tensor | None,
                 cache: KVCache) -> Tensor:
@@ -202,8 +202,9 @@ class GenerationMixin:
         return self.logits_for_last(hidden)
 
     def graphable(self) -> bool:
-        """Whether ``decode_step`` is free of host synchronisation (so a CUDA graph can
-        capture it): no dynamic RoPE (MoE blocks route a decode step at fixed shapes)."""
+        """Whether ``decode_step`` is free of host synchronisation (so ``genesis.compile``
+        traces it as one graph, which a CUDA graph can capture): no dynamic RoPE (MoE blocks
+        route a decode step at fixed shapes)."""
         return not self.model.rotary_emb.dynamic
 
     def decode_step(self, tokens: Tensor, position_ids: Tensor, cache_position: Tensor,
@@ -232,13 +233,14 @@ class GenerationMixin:
         return self.logits_for_last(hidden)
 
     # ------------------------------------------------- decode steps kept between calls
-    def _decoder(self, batch: int, length: int, spans: bool, greedy: bool, cuda) -> _Decoder:
+    def _decoder(self, batch: int, length: int, spans: bool, greedy: bool,
+                 compiled: bool) -> _Decoder:
         """The decode step for ``batch`` rows of ``length`` slots: a new eager one, or
-        (with ``cuda``) the graphed one kept for this shape, made on first use."""
-        # Eager steps get the same capacity as graphed ones: the decode kernel's split of
+        (``compiled``) the compiled one kept for this shape, made on first use."""
+        # Eager steps get the same capacity as compiled ones: the decode kernel's split of
         # the cache follows the capacity, so both then add up the same numbers in one order.
-        if cuda is None:
-            return _Decoder(self, None, batch, _capacity_bucket(length), spans, greedy)
+        if not compiled:
+            return _Decoder(self, False, batch, _capacity_bucket(length), spans, greedy)
         kept = self.__dict__.get("_decoders")
         signature = self._weights_signature()
         if kept is None or kept[0] != signature:  # new weights, dtype or device
@@ -250,19 +252,19 @@ class GenerationMixin:
         if decoder is None:
             while len(decoders) >= self._KEPT_GRAPHS:
                 decoders.pop(next(iter(decoders))).release()
-            decoder = _Decoder(self, cuda, batch, key[1], spans, greedy)
+            decoder = _Decoder(self, True, batch, key[1], spans, greedy)
         decoders[key] = decoder  # (re)inserted last: the most recently used
         return decoder
 
     def _weights_signature(self) -> tuple:
-        """What a captured decode step depends on: every parameter's and buffer's memory
+        """What a compiled decode step depends on: every parameter's and buffer's memory
         (and dtype). Values may change in place (the graph reads them at each replay)."""
         return tuple((t.data_ptr(), t.dtype) for t in (*self.parameters(), *self.buffers()))
 
     def release_decode_graphs(self) -> None:
-        """Free the CUDA graphs (and their KV caches) that ``generate(use_cuda_graph=True)``
-        keeps between calls. They are also dropped by ``train()`` and ``to()``, and made
-        again by the next call that needs one."""
+        """Free the compiled decode steps (their CUDA graphs on CUDA, and their KV caches)
+        that ``generate(compile=True)`` keeps between calls. They are also dropped by
+        ``train()`` and ``to()``, and made again by the next call that needs one."""
         kept = self.__dict__.pop("_decoders", None)
         if kept is not None:
             for decoder in kept[1].values():
@@ -287,7 +289,7 @@ class GenerationMixin:
                  top_k: int | None = None, top_p: float | None = None,
                  repetition_penalty: float = 1.0, eos_token_id: int | list[int] | None = -1,
                  pad_token_id: int | None = None, streamer=None, generator=None,
-                 use_cuda_graph: bool = False) -> Tensor:
+                 compile: bool | None = None) -> Tensor:
         """Continue each prompt by up to ``max_new_tokens`` tokens.
 
         Args:
@@ -303,9 +305,11 @@ class GenerationMixin:
             streamer: an object with ``put(tokens)`` and ``end()`` (e.g. transformers'
                 ``TextStreamer``); gets the prompt, then each new ``(B,)`` token batch.
             generator: a ``genesis.Generator`` making sampling reproducible.
-            use_cuda_graph: run the decode step as a captured CUDA graph (on a CUDA device
-                with ``genesis.cuda.graph``, models without dynamic RoPE; otherwise
-                ignored: the step runs eagerly).
+            compile: run the decode step through ``genesis.compile`` (traced on the first
+                step, replayed after; on CUDA fused and replayed as a CUDA graph), kept on
+                the model for later calls; default: when ``model.compile()`` was called.
+                Ignored (eager steps) for models with dynamic RoPE, whose step reads the
+                longest position on the host.
 
         Returns:
             ``(B, P + n)`` int64: the prompts followed by the ``n <= max_new_tokens`` new
@@ -313,6 +317,8 @@ class GenerationMixin:
 
         Example::
 
+            >>> out = model.generate(genesis.tensor([[1, 2, 3]]), max_new_tokens=5)
+            >>> model.compile()          # training and, here, the decode step: compiled
             >>> out = model.generate(genesis.tensor([[1, 2, 3]]), max_new_tokens=5)
         """
         if input_ids.ndim != 2:
@@ -331,7 +337,7 @@ class GenerationMixin:
             with genesis.no_grad():
                 return self._generate(input_ids, attention_mask, max_new_tokens, do_sample,
                                       temperature, top_k, top_p, repetition_penalty, eos,
-                                      pad_token_id, streamer, generator, use_cuda_graph)
+                                      pad_token_id, streamer, generator, compile)
         finally:
             # back to the caller's mode without this class's train(): putting a model in
             # training mode back (as from_pretrained leaves it) must keep the decode steps
@@ -340,7 +346,7 @@ class GenerationMixin:
 
     def _generate(self, input_ids, attention_mask, max_new_tokens, do_sample, temperature,
                   top_k, top_p, repetition_penalty, eos, pad_token_id, streamer, generator,
-                  use_cuda_graph):
+                  compile):
         device = self.device
         input_ids = input_ids.to(device)
         b, p = input_ids.shape
@@ -360,10 +366,12 @@ class GenerationMixin:
             seen = seen.scatter(1, input_ids, prompt_valid)  # padding does not count
         eos_ids = genesis.tensor(eos, dtype=genesis.int64, device=device) if eos else None
 
-        cuda = _graph_api(device) if use_cuda_graph and self.graphable() else None
-        # greedy steps choose their tokens themselves (inside a captured graph)
+        if compile is None:  # as the model: compiled by model.compile() or not
+            compile = self._compiled_call is not None
+        # greedy steps choose their tokens themselves (inside a replayed graph)
         greedy = not do_sample and seen is None
-        decode = self._decoder(b, p + max_new_tokens, key_starts is not None, greedy, cuda)
+        decode = self._decoder(b, p + max_new_tokens, key_starts is not None, greedy,
+                               compile and self.graphable())
         decode.start(prompt_valid, key_starts, position_ids[:, -1:] + 1, pad_token_id)
         logits = self.prefill(input_ids, position_ids,
                               None if attention_mask is None else prompt_valid, decode.cache)

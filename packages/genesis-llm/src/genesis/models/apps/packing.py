@@ -80,23 +80,53 @@ def pack_token_stream(documents: list[list[int]], seq_len: int, eos_id: int) -> 
     return [Example(b, list(b)) for b in blocks if len(b) >= 2]
 
 
-def pad_batch(rows: list[Example], pad_id: int) -> tuple[list[list[int]], list[list[int]],
-                                                         list[list[int]]]:
-    """Right-pad rows to the longest one.
+def pad_batch(rows: list[Example], pad_id: int, width: int | None = None,
+              batch_size: int | None = None) -> tuple[list[list[int]], list[list[int]],
+                                                       list[list[int]]]:
+    """Right-pad rows to one width (and, with ``batch_size``, add whole rows of padding).
+
+    A fixed ``(batch_size, width)`` gives every batch of a run the same shape, so a
+    compiled model (``genesis-sft --compile``) traces one graph for every step, the last
+    partial batch included. Padding changes no loss: its labels are ``IGNORE_INDEX``, and a
+    padded position is a key no real token attends to (it comes after every real token of
+    its row, and the attention is causal). A row added by ``batch_size`` is padding
+    throughout; its mask is 1 so that its tokens attend to each other (a row whose every key
+    were masked would make NaN attention weights, whose gradient would be NaN too, even
+    multiplied by zero).
 
     Args:
         rows: the rows of one batch.
         pad_id: the token id put in the padding.
+        width: the length to pad to (default: the longest row's).
+        batch_size: the number of rows to return (default: ``len(rows)``).
 
     Returns:
         ``(input_ids, attention_mask, labels)`` as nested lists of equal lengths; padding
-        has mask 0 and label ``IGNORE_INDEX``.
+        has label ``IGNORE_INDEX`` and, in real rows, mask 0.
+
+    Raises:
+        ValueError: a row is longer than ``width``, or there are more rows than
+            ``batch_size``.
+
+    Example:
+        >>> ids, mask, labels = pad_batch([Example([1, 2], [1, 2])], 0, width=4, batch_size=2)
+        >>> ids, mask
+        ([[1, 2, 0, 0], [0, 0, 0, 0]], [[1, 1, 0, 0], [1, 1, 1, 1]])
     """
-    width = max(len(r.input_ids) for r in rows)
+    longest = max(len(r.input_ids) for r in rows)
+    width = longest if width is None else width
+    batch_size = len(rows) if batch_size is None else batch_size
+    if longest > width or len(rows) > batch_size:
+        raise ValueError(f"pad_batch: {len(rows)} rows of up to {longest} tokens do not fit "
+                         f"a batch of {batch_size} rows of {width} tokens")
     ids, mask, labels = [], [], []
     for r in rows:
         pad = width - len(r.input_ids)
         ids.append(r.input_ids + [pad_id] * pad)
         mask.append([1] * len(r.input_ids) + [0] * pad)
         labels.append(r.labels + [IGNORE_INDEX] * pad)
+    for _ in range(batch_size - len(rows)):
+        ids.append([pad_id] * width)
+        mask.append([1] * width)
+        labels.append([IGNORE_INDEX] * width)
     return ids, mask, labels

@@ -12,6 +12,14 @@ non-empty ``out`` unless told ``overwrite`` (start again) or ``resume`` (continu
 newest checkpoint there, repeating the uninterrupted run's steps exactly). With ``fsdp``
 (``--fsdp``) the model is sharded over the ranks and its checkpoints are sharded directories,
 ``checkpoints/step-N.sharded/`` (``sft_fsdp``).
+
+With ``compile`` (``--compile``, the default on CUDA) the model is trained through
+``model.compile()`` (``genesis.compile``): its forward and backward are traced once and
+replayed, on CUDA as fused kernels in a CUDA graph. Every batch then has one shape,
+``batch_size x seq_len`` (``packing.pad_batch``: the last partial batch gets whole rows of
+padding, which the loss ignores), so one trace serves every step. ``compile`` changes
+nothing in the checkpoints: the compiled call lives beside the module's parameters, whose
+``state_dict`` keys stay the model's own.
 """
 
 from __future__ import annotations
@@ -81,6 +89,7 @@ class SFTConfig:
     resume: bool = False
     overwrite: bool = False
     fsdp: bool = False              # shard the model over the ranks (sft_fsdp)
+    compile: bool | None = None     # train through model.compile(); None: on CUDA only
     progress: bool = True
     plot: bool = True
     extra: dict = field(default_factory=dict)  # recorded in the log (e.g. by a demo)
@@ -88,6 +97,10 @@ class SFTConfig:
     def __post_init__(self) -> None:
         problems = [f"--{name.replace('_', '-')} must be {rule}, got {getattr(self, name)!r}"
                     for name, rule in _setting_problems(self)]
+        if self.compile and self.fsdp:
+            problems.append("--compile does not work with --fsdp (FSDP gathers the weights "
+                            "in forward hooks through NCCL calls, which genesis.compile "
+                            "cannot trace); pass --no-compile")
         if self.resume and self.overwrite:
             problems.append("--resume and --overwrite exclude each other (continue the run in "
                             "--out, or start it again)")
@@ -122,6 +135,8 @@ def _setting_problems(cfg: SFTConfig) -> list[tuple[str, str]]:
             problems.append((name, f"a finite number {words}"))
     if cfg.overflow not in OVERFLOW_CHOICES:
         problems.append(("overflow", f"one of {', '.join(OVERFLOW_CHOICES)}"))
+    if cfg.compile not in (None, True, False):
+        problems.append(("compile", "True, False or None (on with CUDA)"))
     if cfg.precision not in PRECISIONS:
         problems.append(("precision", f"one of {', '.join(PRECISIONS)}"))
     return problems
@@ -160,8 +175,11 @@ def prepare_out(out: Path, resume: bool, overwrite: bool) -> Path | None:
     return None
 
 
-def _batch_tensors(rows, pad_id: int, device):
-    ids, mask, labels = pad_batch(rows, pad_id)
+def _batch_tensors(rows, pad_id: int, device, shape: tuple[int, int] | None = None):
+    """``(input_ids, attention_mask, labels)`` tensors of ``rows``: padded to the longest
+    row, or to ``shape`` ``(batch_size, seq_len)`` for a compiled model."""
+    batch_size, width = shape if shape is not None else (None, None)
+    ids, mask, labels = pad_batch(rows, pad_id, width, batch_size)
     as_tensor = lambda x: genesis.tensor(x, dtype=genesis.int64, device=device)  # noqa: E731
     return as_tensor(ids), as_tensor(mask), as_tensor(labels)
 
@@ -175,8 +193,10 @@ def _micro_batches(rows: list, batch_size: int) -> list[list]:
     return [rows[i:i + batch_size] for i in range(0, len(rows), batch_size)]
 
 
-def evaluate(model, rows, cfg: SFTConfig, runtime, pad_id: int) -> float:
-    """Mean loss per labelled token over ``rows`` (this rank's share, summed over ranks)."""
+def evaluate(model, rows, cfg: SFTConfig, runtime, pad_id: int,
+             shape: tuple[int, int] | None = None) -> float:
+    """Mean loss per labelled token over ``rows`` (this rank's share, summed over ranks);
+    ``shape``: the fixed batch shape of a compiled model."""
     model.eval()
     runtime.gather(model)  # FSDP: ranks may run different numbers of batches
     total, count = 0.0, 0
@@ -185,7 +205,7 @@ def evaluate(model, rows, cfg: SFTConfig, runtime, pad_id: int) -> float:
             n = _labelled(batch)
             if n == 0:
                 continue
-            ids, mask, labels = _batch_tensors(batch, pad_id, runtime.device)
+            ids, mask, labels = _batch_tensors(batch, pad_id, runtime.device, shape)
             with runtime.autocast():
                 loss = model(ids, attention_mask=mask, labels=labels).loss
             total += float(loss.item()) * n
@@ -197,26 +217,36 @@ def evaluate(model, rows, cfg: SFTConfig, runtime, pad_id: int) -> float:
 
 
 def accumulate_gradients(trained, micro: list[list], step_tokens: float, runtime,
-                         pad_id: int) -> float:
+                         pad_id: int, shape: tuple[int, int] | None = None) -> float:
     """Forward and backward every micro-batch of one step; return their summed token loss.
 
     Each micro-batch's mean loss is weighted by its share of the step's ``step_tokens``
     labelled tokens (all ranks; DDP then averages over ranks, hence the ``world_size``), so
     the gradient is that of the mean over the whole step. Only the last micro-batch lets DDP
-    all-reduce.
+    all-reduce. ``shape``: the fixed batch shape of a compiled model.
     """
     loss_sum = 0.0
     for k, batch in enumerate(micro):
         n = _labelled(batch)
         if n == 0:  # nothing to learn here (every label masked): its loss would be 0/0
             continue
-        ids, mask, labels = _batch_tensors(batch, pad_id, runtime.device)
+        ids, mask, labels = _batch_tensors(batch, pad_id, runtime.device, shape)
         with runtime.no_sync(trained, enabled=k < len(micro) - 1):
             with runtime.autocast():
                 loss = trained(ids, attention_mask=mask, labels=labels).loss
             (loss * (n * runtime.world_size / step_tokens)).backward()
         loss_sum += float(loss.item()) * n
     return loss_sum
+
+
+def _speed(timed: tuple[list, list], runtime) -> dict:
+    """This session's speed: the first step's seconds (a compiled model traces and compiles
+    there) and the input tokens per second of the later steps (all ranks; real tokens, not
+    padding). Evaluation and checkpoints are not counted."""
+    seconds, tokens = timed
+    later = sum(seconds[1:])
+    return {"first_step_seconds": seconds[0] if seconds else None,
+            "tokens_per_second": runtime.sum(sum(tokens[1:])) / later if later else None}
 
 
 def train(cfg: SFTConfig) -> dict:
@@ -257,6 +287,11 @@ def train(cfg: SFTConfig) -> dict:
     genesis.manual_seed(cfg.seed)
     model = load_model(cfg.model, runtime.device, dtype=genesis.float32)
     model.train()
+    compiled = cfg.compile if cfg.compile is not None else (runtime.device.type == "cuda"
+                                                            and not cfg.fsdp)
+    shape = (cfg.batch_size, cfg.seq_len) if compiled else None  # one shape: one trace
+    if compiled:
+        model.compile()  # in place: state_dict keys, the optimizer and DDP see the module
     trained = runtime.wrap(model)
     optimizer = AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     scheduler = get_cosine_schedule_with_warmup(
@@ -279,7 +314,8 @@ def train(cfg: SFTConfig) -> dict:
         say(f"resumed from {resume_from} at step {step}")
     out.mkdir(parents=True, exist_ok=True)
     say(f"genesis-sft on {runtime.device} ({runtime.world_size} process(es), "
-        f"{'bf16 autocast' if runtime.autocast_dtype else 'float32'}): "
+        f"{'bf16 autocast' if runtime.autocast_dtype else 'float32'}"
+        f"{', compiled' if compiled else ''}): "
         f"{len(train_rows)} train / {len(eval_rows)} eval rows of <= {cfg.seq_len} tokens, "
         f"{stats.trained_tokens} trained tokens; {total_steps} steps of {rows_per_step} rows")
 
@@ -292,12 +328,14 @@ def train(cfg: SFTConfig) -> dict:
                         file=sys.stdout)
     t0 = time.perf_counter()
     eval_every = cfg.eval_every or cfg.save_every
+    timed = ([], [])  # per step of this session: seconds, input tokens (real, this rank's)
     while step < last_step:
+        started = time.perf_counter()
         mine = runtime.shard([train_rows[i] for i in
                               step_rows(len(train_rows), rows_per_step, cfg.seed, step)])
         micro = _micro_batches(mine, cfg.batch_size)
         step_tokens = runtime.sum(sum(_labelled(b) for b in micro))
-        step_loss = accumulate_gradients(trained, micro, step_tokens, runtime, pad_id)
+        step_loss = accumulate_gradients(trained, micro, step_tokens, runtime, pad_id, shape)
         grad_norm = float(clip_grad_norm_(model.parameters(), cfg.max_grad_norm).item()) \
             if cfg.max_grad_norm > 0 else float("nan")
         lr = optimizer.param_groups[0]["lr"]
@@ -306,6 +344,8 @@ def train(cfg: SFTConfig) -> dict:
         optimizer.zero_grad()
         step += 1
         step_loss = runtime.sum(step_loss) / step_tokens
+        timed[0].append(time.perf_counter() - started)
+        timed[1].append(sum(len(r.input_ids) for r in mine))
         for key, value in (("step", step), ("train_loss", step_loss), ("lr", lr),
                            ("grad_norm", grad_norm)):
             history[key].append(value)
@@ -314,7 +354,8 @@ def train(cfg: SFTConfig) -> dict:
             progress.set_postfix(loss=f"{step_loss:.4f}", lr=f"{lr:.2e}", refresh=False)
         if eval_rows and eval_every and step % eval_every == 0 and step < total_steps:
             history["eval_step"].append(step)
-            history["eval_loss"].append(evaluate(model, eval_rows, cfg, runtime, pad_id))
+            history["eval_loss"].append(evaluate(model, eval_rows, cfg, runtime, pad_id,
+                                                 shape))
         periodic = cfg.save_every and step % cfg.save_every == 0
         stopping_early = step == last_step < total_steps
         if periodic or stopping_early:
@@ -332,14 +373,19 @@ def train(cfg: SFTConfig) -> dict:
     finished = step >= total_steps
     if finished and eval_rows and (not history["eval_step"] or history["eval_step"][-1] != step):
         history["eval_step"].append(step)
-        history["eval_loss"].append(evaluate(model, eval_rows, cfg, runtime, pad_id))
+        history["eval_loss"].append(evaluate(model, eval_rows, cfg, runtime, pad_id, shape))
     record = {
         "config": {k: v for k, v in dataclasses.asdict(cfg).items() if k != "extra"},
         "extra": cfg.extra,
         "data": dataclasses.asdict(stats) | {"train_rows": len(train_rows),
                                              "eval_rows": len(eval_rows)},
         "runtime": {"device": str(runtime.device), "world_size": runtime.world_size,
-                    "precision": "bf16" if runtime.autocast_dtype else "fp32"},
+                    "precision": "bf16" if runtime.autocast_dtype else "fp32",
+                    "compiled": compiled,
+                    # traced graphs: a forward and a backward for training, a forward for
+                    # evaluation; more would mean some batch was traced anew
+                    "compiled_graphs": len(model._compiled_call.graphs()) if compiled else 0},
+        "speed": _speed(timed, runtime),
         "steps": step, "total_steps": total_steps, "finished": finished,
         "session_seconds": seconds, "history": history,
         "log": str(out / "log.json"), "loss_curve": None, "model_dir": None,
@@ -355,8 +401,10 @@ def train(cfg: SFTConfig) -> dict:
             record["loss_curve"] = str(plot_loss(history, out / "loss.png"))
         write_json_log(out / "log.json", record)
         last_eval = f", eval loss {history['eval_loss'][-1]:.4f}" if history["eval_loss"] else ""
+        speed = record["speed"]["tokens_per_second"]
+        speed = f", {speed:,.0f} tokens/s" if speed else ""
         say(f"{'done' if finished else 'stopped'} at step {step}/{total_steps} in "
-            f"{seconds:.1f}s: train loss {history['train_loss'][-1]:.4f}{last_eval}"
+            f"{seconds:.1f}s{speed}: train loss {history['train_loss'][-1]:.4f}{last_eval}"
             if history["train_loss"] else f"nothing to do: {step}/{total_steps} steps done")
     runtime.barrier()
     return record

@@ -4,7 +4,10 @@ One op over the fused op ``ATTENTION_DECODE`` of ``genesis.nn.fused_declarations
 split-K flash-decoding kernel on CUDA; its masked matmul-softmax-matmul composite elsewhere). Unlike
 ``scaled_dot_product_attention`` with a mask, it reads only each row's valid slots and
 takes their bounds as device tensors, so a decode step keeps one shape (and a CUDA graph
-can capture it) while the cache fills. Inference only: it has no gradient.
+can capture it) while the cache fills. Inference only: it has no gradient. The op is the
+autograd ``Function`` ``AttentionDecode`` (registry name ``attention_decode``), so it goes
+through the dispatcher like every op: ``genesis.compile`` records it (its writes into the
+caches included) and a replay runs it again.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import math
 
 from genesis import Tensor
 from genesis import dtypes as D
+from genesis.autograd.function import Function
 from genesis.autograd.grad_mode import is_grad_enabled
 from genesis.nn.fused_declarations import ATTENTION_DECODE
 from genesis.ops.common import check_same_device, wrap
@@ -47,6 +51,25 @@ def _check(q: Tensor, k_cache: Tensor, v_cache: Tensor, cache_lens: Tensor,
     if is_grad_enabled() and any(t.requires_grad for t in (q, k_cache, v_cache)):
         raise RuntimeError("attention_decode has no gradient (it serves inference): call it "
                            "under genesis.no_grad(), or use scaled_dot_product_attention")
+
+
+class AttentionDecode(Function):
+    """The fused op as a dispatched op (no backward: ``attention_decode`` refuses inputs
+    that need a gradient). ``key``/``value``, when given, are written into the caches."""
+
+    differentiable = False
+
+    @staticmethod
+    def forward(ctx, query, key_cache, value_cache, cache_lens, key_starts, key, value,
+                scale):
+        out = ATTENTION_DECODE.forward(
+            query._backend, query._data, key_cache._data, value_cache._data, cache_lens._data,
+            None if key_starts is None else key_starts._data,
+            None if key is None else key._data, None if value is None else value._data, scale)
+        if key is not None:  # written in place
+            key_cache._version_box[0] += 1
+            value_cache._version_box[0] += 1
+        return wrap(out, query.device)
 
 
 def attention_decode(query: Tensor, key_cache: Tensor, value_cache: Tensor, cache_lens: Tensor,
@@ -84,14 +107,8 @@ def attention_decode(query: Tensor, key_cache: Tensor, value_cache: Tensor, cach
     if key is not None or value is not None:
         _check_new(query, key_cache, key, value)
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
-    out = ATTENTION_DECODE.forward(
-        query._backend, query._data, key_cache._data, value_cache._data, cache_lens._data,
-        None if key_starts is None else key_starts._data,
-        None if key is None else key._data, None if value is None else value._data, scale)
-    if key is not None:  # written in place
-        key_cache._version_box[0] += 1
-        value_cache._version_box[0] += 1
-    return wrap(out, query.device)
+    return AttentionDecode.apply(query, key_cache, value_cache, cache_lens, key_starts, key,
+                                 value, scale)
 
 
 def _check_new(q: Tensor, k_cache: Tensor, key: Tensor | None, value: Tensor | None) -> None:

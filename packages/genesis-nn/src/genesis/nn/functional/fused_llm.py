@@ -3,7 +3,8 @@
 Each is one autograd Function over one fused op of ``genesis.nn.fused_declarations``
 (``SWIGLU``, ``ADD_RMS_NORM``, ``ROTARY``): the backend's kernel of that name, else the row's
 composite, so it works on every backend; ``swiglu_linear`` (a gated MLP's down projection,
-for inference) has a kernel but no backward, and runs as differentiable ops where gradients
+for inference) has a kernel but no backward (``SwiGLULinear``, a dispatched op like the
+others, so ``genesis.compile`` records it), and runs as differentiable ops where gradients
 are wanted.
 They compute in float32 and round once, so half-precision results are at least as
 accurate as the unfused torch expressions they replace.
@@ -105,9 +106,20 @@ def swiglu_linear(gate_up, weight, bias=None):
         raise TypeError(f"swiglu_linear: expected gate_up, weight and bias of one floating "
                         f"dtype, got {gate_up.dtype}, {weight.dtype} and "
                         f"{None if bias is None else bias.dtype}")
-    out = SWIGLU_LINEAR.forward(gate_up._backend, gate_up._data, weight._data,
-                                None if bias is None else bias._data)
-    return wrap(out, gate_up.device)
+    return SwiGLULinear.apply(gate_up, weight, bias)
+
+
+class SwiGLULinear(Function):
+    """``swiglu_linear``'s fused kernel as a dispatched op (inference: no backward)."""
+
+    op_name = "swiglu_linear"
+    differentiable = False
+
+    @staticmethod
+    def forward(ctx, gate_up, weight, bias):
+        out = SWIGLU_LINEAR.forward(gate_up._backend, gate_up._data, weight._data,
+                                    None if bias is None else bias._data)
+        return wrap(out, gate_up.device)
 
 
 def _check_swiglu_linear_shapes(gate_up, weight, bias) -> None:

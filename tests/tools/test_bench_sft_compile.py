@@ -1,0 +1,34 @@
+"""``tools/bench/sft_compile.py`` runs end to end on the CPU at toy size."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sys
+
+import pytest
+
+pytest.importorskip("tokenizers")
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def test_sft_compile_bench_tiny_cpu(tmp_path, capsys):
+    sys.path.insert(0, os.path.join(ROOT, "tools", "bench"))
+    try:
+        spec = importlib.util.spec_from_file_location(
+            "bench_sft_compile", os.path.join(ROOT, "tools", "bench", "sft_compile.py"))
+        bench = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(bench)
+        out = tmp_path / "sft.json"
+        doc = bench.main(["--shape", "tiny", "--device", "cpu", "--steps", "3",
+                          "--batch-size", "2", "--seq-len", "64", "--out", str(out)])
+    finally:
+        sys.path.remove(os.path.join(ROOT, "tools", "bench"))
+    assert json.loads(out.read_text())["shape"] == "tiny"
+    assert not doc["eager"]["compiled"] and doc["compile"]["compiled"]
+    assert doc["compile"]["compiled_graphs"] == 2  # one forward and backward for all steps
+    assert len(doc["compile"]["losses"]) == 3 and doc["max_rel_loss_diff"] < 1e-4
+    assert doc["tok_per_s_ratio"] > 0
+    assert "compile / eager tokens/s" in capsys.readouterr().out
