@@ -264,7 +264,56 @@ def recorded(cls, args: tuple, kwargs: dict):
         grad_mode_of_thread["enabled"] = True
     if ctx._dirty:
         _bump_versions(ctx._dirty)
-    _record(ctx, args, out)
+    # Connect ctx to the inputs' graph and make it the outputs' grad_fn (here, not in a
+    # function of its own: every recorded op runs this)
+    if len(args) == 2:  # (most ops: spelled out, it costs a third of the loop below)
+        a, b = args
+        ea = grad_edge(a) if type(a) in _TENSOR_TYPES and a.requires_grad else None
+        eb = grad_edge(b) if type(b) in _TENSOR_TYPES and b.requires_grad else None
+        ctx.next_functions = (ea, eb)
+        ctx.needs_input_grad = (ea is not None, eb is not None)
+    else:
+        edges, needs = [], []
+        for a in args:
+            if type(a) in _TENSOR_TYPES and a.requires_grad:
+                edges.append(grad_edge(a))
+                needs.append(True)
+            else:
+                edges.append(None)
+                needs.append(False)
+        ctx.next_functions = tuple(edges)
+        ctx.needs_input_grad = tuple(needs)
+    special = ctx._non_differentiable or ctx._dirty  # (rare: sets only then)
+    if type(out) is not tuple:
+        if not special and out.dtype.is_floating_point:  # the common case: one output
+            # (no _output_meta: the engine runs a one-output node only with its gradient)
+            out.requires_grad = True
+            out.grad_fn = ctx
+            out._out_idx = 0
+            if out._base is not None:
+                out._view_version = out._version_box[0]
+            return out
+        outs = (out,)
+    else:
+        outs = out
+        ctx._n_outputs = len(outs)
+        ctx._output_meta = tuple((o.shape, o.dtype, o.device) for o in outs)
+    non_diff = {id(t) for t in ctx._non_differentiable} if special else ()
+    dirty = {id(t) for t in ctx._dirty} if special else ()
+    for i, o in enumerate(outs):
+        if not o.dtype.is_floating_point:
+            continue
+        if special:
+            if id(o) in non_diff:
+                continue
+            if id(o) in dirty:
+                _rebase_inplace(ctx, o, i)
+                continue
+        o.requires_grad = True
+        o.grad_fn = ctx
+        o._out_idx = i
+        if o._base is not None:  # a view: its history is valid until the base is edited
+            o._view_version = o._version_box[0]
     return out
 
 
@@ -293,58 +342,6 @@ _NO_GRAD_CTX = _NoGradContext()
 def _bump_versions(tensors) -> None:
     for t in tensors:
         t._version_box[0] += 1
-
-
-def _record(ctx: Node, args, out) -> None:
-    """Connect ``ctx`` to the inputs' graph and make it the outputs' grad_fn."""
-    if len(args) == 2:  # (most ops: spelled out, it costs a third of the loop below)
-        a, b = args
-        ea = grad_edge(a) if type(a) in _TENSOR_TYPES and a.requires_grad else None
-        eb = grad_edge(b) if type(b) in _TENSOR_TYPES and b.requires_grad else None
-        ctx.next_functions = (ea, eb)
-        ctx.needs_input_grad = (ea is not None, eb is not None)
-    else:
-        edges, needs = [], []
-        for a in args:
-            if type(a) in _TENSOR_TYPES and a.requires_grad:
-                edges.append(grad_edge(a))
-                needs.append(True)
-            else:
-                edges.append(None)
-                needs.append(False)
-        ctx.next_functions = tuple(edges)
-        ctx.needs_input_grad = tuple(needs)
-    special = ctx._non_differentiable or ctx._dirty  # (rare: sets only then)
-    if type(out) is not tuple:
-        if not special and out.dtype.is_floating_point:  # the common case: one output
-            # (no _output_meta: the engine runs a one-output node only with its gradient)
-            out.requires_grad = True
-            out.grad_fn = ctx
-            out._out_idx = 0
-            if out._base is not None:
-                out._view_version = out._version_box[0]
-            return
-        outs = (out,)
-    else:
-        outs = out
-        ctx._n_outputs = len(outs)
-        ctx._output_meta = tuple((o.shape, o.dtype, o.device) for o in outs)
-    non_diff = {id(t) for t in ctx._non_differentiable} if special else ()
-    dirty = {id(t) for t in ctx._dirty} if special else ()
-    for i, o in enumerate(outs):
-        if not o.dtype.is_floating_point:
-            continue
-        if special:
-            if id(o) in non_diff:
-                continue
-            if id(o) in dirty:
-                _rebase_inplace(ctx, o, i)
-                continue
-        o.requires_grad = True
-        o.grad_fn = ctx
-        o._out_idx = i
-        if o._base is not None:  # a view: its history is valid until the base is edited
-            o._view_version = o._version_box[0]
 
 
 def check_inplace_allowed(t) -> None:

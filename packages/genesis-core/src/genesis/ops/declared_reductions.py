@@ -15,7 +15,7 @@ from genesis import op_declarations as decl
 from genesis.autograd.entries import constants_entry
 from genesis.autograd.function import _NO_GRAD_CTX, Function, Node
 from genesis.ops.common import KernelTable, argument_picker, normalize_dim, normalize_dims, wrap
-from genesis.ops.views import Expand
+from genesis.ops.views import expand_to
 from genesis.tensor import Tensor, interned_size, new_tensor
 
 values_indices = namedtuple("values_indices", ["values", "indices"])
@@ -26,7 +26,7 @@ def _unreduce(g: Tensor, in_shape: tuple, dims: tuple, keepdim: bool) -> Tensor:
     if not keepdim and len(dims) == len(in_shape):  # a full reduction: g is 0-d
         if not in_shape:
             return g
-        return Expand.apply(g, in_shape)  # (expand(), its checks known)
+        return expand_to(g, in_shape)  # (expand(), its checks known)
     if not keepdim:
         shape = list(g.shape)
         for d in dims:
