@@ -125,7 +125,7 @@ class Expand(Function):
     @staticmethod
     def forward(ctx, x, shape):
         strides, offset = geometry(x)
-        pad = len(shape) - x.ndim
+        pad = len(shape) - len(x.shape)
         new_strides = [0] * pad
         for i, (n, s) in enumerate(zip(x.shape, strides)):
             target = shape[pad + i]
