@@ -206,6 +206,10 @@ class Function:
     autocast: str | None = None
     # False: the outputs never require grad (comparisons, floor_divide ...): nothing recorded
     differentiable = True
+    # True: ``forward`` calls backend kernels and makes tensors, never an op (the declared
+    # elementwise ops and reductions, the views): recording it needs no switch of grad mode,
+    # which costs two thread-local writes per recorded op (test_dispatch checks the claim)
+    kernel_forward = False
     _backward_cls: type  # this Function's graph node class, ``<Function>Backward`` (see Node)
     op: OpHandle | None  # this Function's entry in the op registry (genesis.dispatch)
     # A class may set ``op_name`` (None: a base class, not an op); by default the registry
@@ -254,14 +258,17 @@ def recorded(cls, args: tuple, kwargs: dict):
     """Run ``cls.forward`` with a new graph node as its ``ctx`` (its own ops unrecorded) and
     make the node the outputs' ``grad_fn``."""
     ctx = cls._backward_cls()
-    # forward's own ops are not recorded: grad mode off meanwhile, written in this thread's
-    # dict of the thread-local state (one thread-local lookup instead of two)
-    grad_mode_of_thread = _grad_state.__dict__
-    grad_mode_of_thread["enabled"] = False
-    try:
+    if cls.kernel_forward:  # (it runs no op: nothing it does could be recorded)
         out = cls.forward(ctx, *args, **kwargs) if kwargs else cls.forward(ctx, *args)
-    finally:
-        grad_mode_of_thread["enabled"] = True
+    else:
+        # forward's own ops are not recorded: grad mode off meanwhile, written in this
+        # thread's dict of the thread-local state (one thread-local lookup instead of two)
+        grad_mode_of_thread = _grad_state.__dict__
+        grad_mode_of_thread["enabled"] = False
+        try:
+            out = cls.forward(ctx, *args, **kwargs) if kwargs else cls.forward(ctx, *args)
+        finally:
+            grad_mode_of_thread["enabled"] = True
     if ctx._dirty:
         _bump_versions(ctx._dirty)
     # Connect ctx to the inputs' graph and make it the outputs' grad_fn (here, not in a

@@ -115,6 +115,7 @@ class _Unary(Function):
     """``y = f(x)`` for one declared unary op (``decl``); made by ``_unary_function``."""
 
     op_name = None  # (the base of the declared ops, not an op itself)
+    kernel_forward = True
     decl: decl.Op
     kernels: KernelTable  # backend -> its kernel of this op
     save_x = save_y = False
@@ -147,6 +148,7 @@ class _Binary(Function):
     """``z = f(a, b)`` with broadcasting and promotion for one declared binary op."""
 
     op_name = None  # (the base of the declared ops, not an op itself)
+    kernel_forward = True
     decl: decl.Op
     kernels: KernelTable  # backend -> its kernel of this op
     # whether a, b, z are saved, by (a wants grad) * 2 + (b wants grad): see _saves

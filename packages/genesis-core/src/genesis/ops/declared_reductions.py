@@ -47,6 +47,7 @@ class _Reduce(Function):
     ``_reduction_function``."""
 
     op_name = None  # (the base of the declared reductions, not an op itself)
+    kernel_forward = True
     decl: decl.Reduction
     grad: tuple  # (formula, picker of its arguments from (g, x, y, dims)): see argument_picker
     kernels: KernelTable  # backend -> its kernel of this reduction

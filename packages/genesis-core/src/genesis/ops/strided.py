@@ -17,6 +17,8 @@ from genesis.tensor import Tensor, geometry, interned_size, is_contiguous_geomet
 class Slice(Function):
     """Basic indexing (ints, slices with steps, None, Ellipsis) as a strided view."""
 
+    kernel_forward = True
+
     @staticmethod
     def forward(ctx, x, key):
         geom = x._geom or geometry(x)

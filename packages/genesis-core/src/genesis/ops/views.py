@@ -28,6 +28,8 @@ def make_view(x: Tensor, shape, strides, offset) -> Tensor:
 
 
 class Permute(Function):
+    kernel_forward = True
+
     @staticmethod
     def forward(ctx, x, dims):
         strides, offset = geometry(x)
@@ -122,6 +124,8 @@ moveaxis = movedim
 
 
 class Expand(Function):
+    kernel_forward = True
+
     @staticmethod
     def forward(ctx, x, shape):
         strides, offset = geometry(x)
