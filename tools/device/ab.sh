@@ -10,9 +10,10 @@
 # working tree); B is the working tree itself. Each round runs A then B (odd rounds) or B then
 # A (even rounds) for each of WHAT (default "train overhead"):
 #   train:    tools/bench/train.py --model 0.2b, torch beside genesis eager, 10 timed steps;
-#   overhead: tools/bench/overhead.py --device cuda and --device cpu, --no-stages.
+#   overhead: tools/bench/overhead.py --device cuda and --device cpu, --no-stages;
+#   step:     tools/bench/host_step.py (the tiny training step's host time per phase, CPU).
 # A runs with A_TREE's packages first on PYTHONPATH and A_TREE's benchmark scripts. Results go
-# to OUTDIR/{train,overhead_cuda,overhead_cpu}_{A,B}_ROUND.json; tools/device/ab_summary.py
+# to OUTDIR/{train,overhead_cuda,overhead_cpu,step}_{A,B}_ROUND.json; tools/device/ab_summary.py
 # prints medians and ranges.
 set -uo pipefail
 out=${1:?output folder}
@@ -35,6 +36,9 @@ run_one() {  # version round
                 PYTHONPATH=$pp python3 "$tree/tools/bench/overhead.py" --device $dev \
                     --no-stages --json "$out/overhead_${dev}_${v}_$r.json" | tail -n 14
             done
+        elif [ "$w" = step ]; then
+            PYTHONPATH=$pp python3 "$tree/tools/bench/host_step.py" \
+                --json "$out/step_${v}_$r.json" | tail -n 7
         fi
     done
 }
