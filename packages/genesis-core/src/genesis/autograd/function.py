@@ -258,16 +258,26 @@ def recorded(cls, args: tuple, kwargs: dict):
     """Run ``cls.forward`` with a new graph node as its ``ctx`` (its own ops unrecorded) and
     make the node the outputs' ``grad_fn``."""
     ctx = cls._backward_cls()
-    if cls.kernel_forward:  # (it runs no op: nothing it does could be recorded)
-        out = cls.forward(ctx, *args, **kwargs) if kwargs else cls.forward(ctx, *args)
-    else:
+    switch = not cls.kernel_forward  # (a kernel_forward runs no op: nothing to switch off)
+    if switch:
         # forward's own ops are not recorded: grad mode off meanwhile, written in this
         # thread's dict of the thread-local state (one thread-local lookup instead of two)
         grad_mode_of_thread = _grad_state.__dict__
         grad_mode_of_thread["enabled"] = False
-        try:
-            out = cls.forward(ctx, *args, **kwargs) if kwargs else cls.forward(ctx, *args)
-        finally:
+    try:
+        n = len(args)
+        # (CPython runs a call of fixed arity in the caller's evaluation loop; a call with
+        # *args re-enters the interpreter, which costs a few percent of a tiny op)
+        if kwargs:
+            out = cls.forward(ctx, *args, **kwargs)
+        elif n == 2:
+            out = cls.forward(ctx, args[0], args[1])
+        elif n == 1:
+            out = cls.forward(ctx, args[0])
+        else:
+            out = cls.forward(ctx, *args)
+    finally:
+        if switch:
             grad_mode_of_thread["enabled"] = True
     if ctx._dirty:
         _bump_versions(ctx._dirty)
