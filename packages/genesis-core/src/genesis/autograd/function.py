@@ -112,7 +112,8 @@ class Node:
                     return
 
     def apply_backward(self, grads: tuple) -> tuple:
-        result = self._fn.backward(self, *grads)
+        backward = self._fn.backward  # (fixed arity for one gradient: see the engine's)
+        result = backward(self, grads[0]) if len(grads) == 1 else backward(self, *grads)
         if not isinstance(result, tuple):
             result = (result,)
         return result

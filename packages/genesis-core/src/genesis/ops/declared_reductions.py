@@ -14,7 +14,7 @@ from genesis import dtypes as D
 from genesis import op_declarations as decl
 from genesis.autograd.entries import constants_entry
 from genesis.autograd.function import _NO_GRAD_CTX, Function, Node
-from genesis.ops.common import KernelTable, argument_picker, normalize_dim, normalize_dims, wrap
+from genesis.ops.common import KernelTable, formula_caller, normalize_dim, normalize_dims, wrap
 from genesis.ops.views import expand_to
 from genesis.tensor import Tensor, interned_size, new_tensor
 
@@ -49,7 +49,7 @@ class _Reduce(Function):
     op_name = None  # (the base of the declared reductions, not an op itself)
     kernel_forward = True
     decl: decl.Reduction
-    grad: tuple  # (formula, picker of its arguments from (g, x, y, dims)): see argument_picker
+    grad: object  # its gradient formula, called on (g, x, y, dims): see formula_caller
     kernels: KernelTable  # backend -> its kernel of this reduction
     save_x = save_y = False
 
@@ -89,8 +89,7 @@ class _Reduce(Function):
         g = _unreduce(g, shape, dims, keepdim)
         if y is not None:
             y = _unreduce(y, shape, dims, keepdim)
-        formula, pick = cls.grad
-        gx = formula(*pick((g, x, y, dims)))
+        gx = cls.grad((g, x, y, dims))
         return (gx if gx.dtype is ctx.in_dtype else gx.to(ctx.in_dtype)), None, None, None
 
 
@@ -176,8 +175,8 @@ def _reduction_class(op: decl.Reduction) -> type:
     reads = op.reads()
     return type(op.name.capitalize(), (_Reduce,), {
         **fields, "save_x": "x" in reads, "save_y": "y" in reads,
-        "grad": (op.grad, argument_picker(("g", "x", "y", "dims"),
-                                          code.co_varnames[:code.co_argcount]))})
+        "grad": formula_caller(op.grad, ("g", "x", "y", "dims"),
+                               code.co_varnames[:code.co_argcount])})
 
 
 def _reduction_function(op: decl.Reduction):
