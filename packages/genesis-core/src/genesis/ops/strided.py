@@ -24,11 +24,11 @@ class Slice(Function):
         geom = x._geom or geometry(x)
         plan = None
         k = key[0]  # (a basic key has at least one item: x[()] is x itself)
-        if type(k) is slice and len(key) == 1 and x.shape:  # x[a:b] met before?
-            try:  # (its bounds as slice.indices checks them: ints or __index__, a nonzero step)
-                plan = _known_slice((x.shape, geom[0], k.indices(x.shape[0])))
-            except (TypeError, ValueError):
-                pass  # slice_geometry raises torch's error
+        if type(k) is slice and len(key) == 1:  # x[a:b] met before?
+            start, stop, step = k.start, k.stop, k.step
+            if (type(start) is int or start is None) and (type(stop) is int or stop is None) \
+                    and (step is None or type(step) is int):  # (2.0 == 2 as a key: ints only)
+                plan = _known_slice((x.shape, geom[0], start, stop, step))
         if plan is not None:
             shape, strides, added = plan
             offset = geom[1] + added
@@ -67,8 +67,16 @@ def slice_geometry(x: Tensor, key: tuple):
     ``key``."""
     strides, offset = x._geom or geometry(x)
     if len(key) == 1 and type(key[0]) is slice and x.shape:  # x[a:b], the common key
-        shape, new_strides, added = slice_plan(x.shape, strides, key[0])
-        return shape, new_strides, offset + added
+        k = key[0]
+        start, stop, step = k.start, k.stop, k.step
+        if (type(start) is int or start is None) and (type(stop) is int or stop is None) \
+                and (type(step) is int or step is None):  # its plan, remembered
+            shape, new_strides, added = \
+                SLICE_PLANS.get((x.shape, strides, start, stop, step)) \
+                or slice_plan(x.shape, strides, start, stop, step)
+            return shape, new_strides, offset + added
+        shape, new_strides, offset = _leading_slice(x.shape, strides, offset, k)
+        return interned_size(shape), new_strides, offset
     shape_out, strides_out = [], []
     dim = 0
     for k in key:
@@ -94,9 +102,16 @@ def slice_geometry(x: Tensor, key: tuple):
     return interned_size(tuple(shape_out)), tuple(strides_out), offset
 
 
-# (input shape, input strides, the slice's ``indices(shape[0])``) -> the plan of x[a:b:c]
-# (see slice_plan): an x[a:b] met before, as one lookup. Keyed by the bounds slice.indices
-# gives (checked: ints or ``__index__``, so 2.0 never meets the plan of 2).
+def _leading_slice(shape: tuple, strides: tuple, offset: int, k: slice) -> tuple:
+    """Shape, strides and offset of ``x[k]`` for one slice ``k`` of dim 0."""
+    start, length, step = _slice_extent(k, shape[0])
+    return ((length,) + shape[1:], (strides[0] * step,) + strides[1:],
+            offset + start * strides[0] if length else offset)
+
+
+# (input shape, input strides, start, stop, step) -> the plan of x[start:stop:step] (see
+# slice_plan): an x[a:b] met before, as one lookup. Plans are kept for int and None bounds
+# only (2.0 == 2 as a key, and torch refuses float bounds).
 SLICE_PLANS: dict = {}
 
 
@@ -105,15 +120,14 @@ SLICE_PLANS: dict = {}
 _known_slice = SLICE_PLANS.get
 
 
-def slice_plan(shape: tuple, strides: tuple, k: slice) -> tuple:
-    """The plan of ``x[k]`` for one slice ``k`` of dim 0 of ``x`` (at least one dim), made and
-    kept: ``(result Size, result strides, offset added)``."""
-    start, length, step = _slice_extent(k, shape[0])
-    plan = (interned_size((length,) + shape[1:]), (strides[0] * step,) + strides[1:],
-            start * strides[0] if length else 0)
+def slice_plan(shape: tuple, strides: tuple, start, stop, step) -> tuple:
+    """The plan of ``x[start:stop:step]`` (int or None bounds) for ``x`` of at least one dim,
+    made and kept: ``(result Size, result strides, offset added)``."""
+    new_shape, new_strides, added = _leading_slice(shape, strides, 0, slice(start, stop, step))
     if len(SLICE_PLANS) > 4096:  # many distinct slices: start over
         SLICE_PLANS.clear()
-    SLICE_PLANS[(shape, strides, k.indices(shape[0]))] = plan
+    plan = SLICE_PLANS[(shape, strides, start, stop, step)] = (
+        interned_size(new_shape), new_strides, added)
     return plan
 
 
