@@ -3,21 +3,13 @@ per figure, from the benchmarks' JSON files."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import os
-import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from tool_script import load_tool
 
 
 def _summary():
-    spec = importlib.util.spec_from_file_location(
-        "ab_summary", os.path.join(ROOT, "tools", "device", "ab_summary.py"))
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    return load_tool("tools/device/ab_summary.py", "ab_summary")
 
 
 def _host_step(genesis_us: float, torch_us: float) -> dict:

@@ -3,23 +3,15 @@ or (``--clock cpu``) in the thread's CPU time."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import os
-import sys
 
 import pytest
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from tool_script import load_tool
 
 
 @pytest.mark.parametrize("clock", ["wall", "cpu"])
 def test_every_row_has_both_times_and_their_ratio(tmp_path, capsys, clock):
-    spec = importlib.util.spec_from_file_location(
-        "bench_overhead", os.path.join(ROOT, "tools", "bench", "overhead.py"))
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
+    mod = load_tool("tools/bench/overhead.py", "bench_overhead")
     out = tmp_path / "overhead.json"
     mod.main(["--iters", "5", "--repeats", "3", "--no-stages", "--clock", clock,
               "--json", str(out)])
