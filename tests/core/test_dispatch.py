@@ -14,6 +14,7 @@ from op_table import OPS, Built, flatten_outputs, samples_for
 
 import genesis
 from genesis import dispatch
+from genesis.autograd.function import Node
 from genesis.dispatch import REGISTRY, DispatchMode
 
 
@@ -184,3 +185,37 @@ def test_the_registry_names_every_declared_op_and_function():
     assert dispatch.op_name_of("ScaledDotProductAttention") == "scaled_dot_product_attention"
     assert dispatch.op_name_of("RMSNorm") == "rms_norm"
     assert REGISTRY["zeros"](2).tolist() == [0.0, 0.0]  # a handle runs its op
+
+
+def test_kernel_forward_functions_run_no_op_while_recorded(monkeypatch):
+    """``Function.kernel_forward`` lets the dispatcher record an op without switching grad
+    mode off: the claim is that its forward runs no op. Checked on the op table with inputs
+    that require grad: no graph node is made while such a forward runs (an op it ran on an
+    input would make one)."""
+    made = []
+    monkeypatch.setattr(Node, "__init__", lambda self: made.append(type(self).__name__))
+    inside = []  # nodes made while a kernel_forward forward ran, by op
+    checked = set()
+    for handle in list(REGISTRY.values()):
+        cls = handle.function
+        if cls is None or not cls.kernel_forward:
+            continue
+        checked.add(handle.name)
+
+        def forward(ctx, *args, _orig=cls.forward, _name=handle.name, **kwargs):
+            before = len(made)
+            out = _orig(ctx, *args, **kwargs)
+            inside.extend((_name, n) for n in made[before:])
+            return out
+
+        monkeypatch.setattr(cls, "forward", staticmethod(forward))
+    assert {"add", "mul", "exp", "sum", "slice", "view", "expand", "permute"} <= checked
+    for op in OPS:
+        for _, realized in samples_for(op, op.dtypes[0]):
+            built = Built(realized, "genesis", "cpu", requires_grad=True)
+            try:
+                op.op(*built.args, **built.kwargs)
+            except (RuntimeError, TypeError, ValueError, IndexError):
+                pass  # (error samples: what ran before the error is still checked)
+    assert made, "no node was recorded: the check saw nothing"
+    assert inside == []

@@ -369,3 +369,28 @@ def test_assigning_a_mismatched_grad_raises():
     assert x.grad.tolist() == [1.0, 1.0]
     x.grad = None
     assert x.grad is None
+
+
+# ------------------------------------------------------------ not a tensor
+@pytest.mark.parametrize("fn, name", [(genesis.exp, "exp"), (genesis.neg, "neg"),
+                                      (genesis.sigmoid, "sigmoid")])
+def test_a_unary_op_of_a_number_names_the_op_and_the_type(fn, name):
+    # the dispatcher's entry reads the input's requires_grad first; a number has none
+    _raises(TypeError, rf"{name}\(\).*must be a Tensor, not float", fn, 3.0)
+    _raises(TypeError, rf"{name}\(\).*not list", fn, [1.0])
+
+
+@pytest.mark.parametrize("other", [3.0, [1.0, 2.0], None])
+def test_matmul_of_a_non_tensor_names_both_operand_types(other):
+    m = genesis.ones(2, 2)
+    kind = type(other).__name__
+    _raises(TypeError, rf"matmul expects two tensors, got Tensor and {kind}", genesis.matmul,
+            m, other)
+    _raises(TypeError, rf"matmul expects two tensors, got {kind} and Tensor", genesis.matmul,
+            other, m)
+
+
+def test_matmul_of_an_array_with_a_shape_names_both_operand_types():
+    np = pytest.importorskip("numpy")
+    _raises(TypeError, r"matmul expects two tensors, got Tensor and ndarray", genesis.matmul,
+            genesis.ones(2, 2), np.ones((2, 2)))

@@ -222,6 +222,11 @@ def test_remembered_slices_are_per_strides_offset_and_int_bounds():
     assert a[np.int64(1):np.int64(3)].tolist() == [[3.0, 4.0], [5.0, 6.0]]
     assert a[genesis.tensor(1):3].tolist() == [[3.0, 4.0], [5.0, 6.0]]
     assert a[::2].tolist() == [[1.0, 2.0], [5.0, 6.0]]
+    # other spellings of the same rows, each with its own plan
+    for k in (slice(-2, None), slice(1, 100), slice(1, 3, 1)):
+        assert a[k].tolist() == [[3.0, 4.0], [5.0, 6.0]]
+    with pytest.raises(ValueError, match="step"):
+        a[1:3:0]
 
 
 def test_kept_geometry_follows_the_array():

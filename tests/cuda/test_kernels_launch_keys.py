@@ -16,6 +16,8 @@ triton = pytest.importorskip("triton")
 tl = pytest.importorskip("triton.language")
 _launch = pytest.importorskip("genesis_cuda.kernels._launch")
 
+from launch_pointer import Pointer  # noqa: E402
+
 from genesis import dtypes as D  # noqa: E402
 
 KERNELS_DIR = Path(_launch.__file__).parent
@@ -58,14 +60,6 @@ class _Compiler:
         self.launches.append(head_and_args[5:])  # after (function, metadata, 3 x None)
 
 
-class _Pointer:
-    def __init__(self, address, dtype=D.float32):
-        self.address, self.dtype = address, dtype
-
-    def data_ptr(self):
-        return self.address
-
-
 @pytest.fixture
 def probe(monkeypatch):
     if _launch.INTERPRET:
@@ -79,8 +73,8 @@ def probe(monkeypatch):
 
 
 def test_a_launch_with_the_same_classes_reuses_the_compiled_kernel(probe):
-    probe((1,), _Pointer(0x1000), 40, 2.5, True, BLOCK=64)
-    probe((1,), _Pointer(0x2000), 56, 0.5, False, BLOCK=64)  # 40, 56: multiples of 16
+    probe((1,), Pointer(0x1000), 40, 2.5, True, BLOCK=64)
+    probe((1,), Pointer(0x2000), 56, 0.5, False, BLOCK=64)  # 40, 56: multiples of 16
     assert len(probe.fn.compiles) == 1
     x, *rest = probe.fn.launches[-1]  # the second call, launched directly
     assert x.address == 0x2000 and rest == [56, 0.5, False, 64]
@@ -91,16 +85,16 @@ def test_a_launch_with_the_same_classes_reuses_the_compiled_kernel(probe):
     "pointer not 16-byte aligned", "pointer dtype", "constexpr", "float becomes int",
 ])
 def test_a_launch_triton_would_compile_again_compiles_again(probe, change):
-    base = dict(x=_Pointer(0x1000), n=32, scale=1.5, flag=True, BLOCK=64)
+    base = dict(x=Pointer(0x1000), n=32, scale=1.5, flag=True, BLOCK=64)
     probe((1,), *base.values())
     other = dict(base)
     if change.startswith("n "):
         other["n"] = {"n is 1": 1, "n not a multiple of 16": 33, "n needs int64": 2**31 + 32,
                       "n needs uint64": 2**63 + 32}[change]
     elif change == "pointer not 16-byte aligned":
-        other["x"] = _Pointer(0x1004)
+        other["x"] = Pointer(0x1004)
     elif change == "pointer dtype":
-        other["x"] = _Pointer(0x1000, D.bfloat16)
+        other["x"] = Pointer(0x1000, D.bfloat16)
     elif change == "constexpr":
         other["BLOCK"] = 128
     else:
@@ -110,14 +104,14 @@ def test_a_launch_triton_would_compile_again_compiles_again(probe, change):
 
 
 def test_constexprs_by_name_are_the_same_launch_as_by_position(probe):
-    probe((1,), _Pointer(0x1000), 32, 1.0, True, BLOCK=64)
-    probe((1,), _Pointer(0x1000), 32, 1.0, True, 64)
+    probe((1,), Pointer(0x1000), 32, 1.0, True, BLOCK=64)
+    probe((1,), Pointer(0x1000), 32, 1.0, True, 64)
     assert len(probe.fn.compiles) == 1 and len(probe.fn.launches) == 2
 
 
 def test_an_argument_triton_could_not_key_is_refused(probe):
     with pytest.raises(TypeError, match="kernel argument must be .* got str"):
-        probe((1,), _Pointer(0x1000), "32", 1.0, True, BLOCK=64)
+        probe((1,), Pointer(0x1000), "32", 1.0, True, BLOCK=64)
 
 
 VALUES = [0, 1, 2, 15, 16, 17, -1, -16, -17, 2**31 - 1, 2**31 - 16, 2**31, 2**31 + 16,
@@ -145,7 +139,7 @@ def test_int_class_groups_integers_as_tritons_own_specialisation():
 def test_every_kernel_compiles_with_fp_fusion(probe):
     """a * b + c as one fused multiply-add, whatever this Triton's default (3.10 turns it
     off): every launcher asks for it, the shared per-options ones (attention, matmul) too."""
-    probe((1,), _Pointer(0x1000), 32, 1.0, True, BLOCK=64)
+    probe((1,), Pointer(0x1000), 32, 1.0, True, BLOCK=64)
     (_, opts), = probe.fn.compiles
     assert opts["enable_fp_fusion"] is True
     assert _launch.launcher(_probe, num_warps=4).opts["enable_fp_fusion"] is True

@@ -17,6 +17,8 @@ triton = pytest.importorskip("triton")
 tl = pytest.importorskip("triton.language")
 _launch = pytest.importorskip("genesis_cuda.kernels._launch")
 
+from launch_pointer import Pointer  # noqa: E402
+
 from genesis import dtypes as D  # noqa: E402
 from genesis_cuda.array import CudaArray, contiguous_strides  # noqa: E402
 from genesis_cuda.kernels import elementwise as ew  # noqa: E402
@@ -47,14 +49,6 @@ class _Compiler:
         self.direct.append(((g0, g1, g2), stream, head_and_args[5:]))  # after the head
 
 
-class _Pointer:
-    def __init__(self, address, dtype=D.float32):
-        self.address, self.dtype = address, dtype
-
-    def data_ptr(self):
-        return self.address
-
-
 @pytest.fixture
 def direct(monkeypatch):
     """Direct launches on, the interpreter off, every stream handle 7."""
@@ -73,7 +67,7 @@ def _probe_launcher():
 
 def test_a_key_compiles_once_per_device_then_launches_directly(direct):
     la = _probe_launcher()
-    x, y = _Pointer(0x1000), _Pointer(0x2000)
+    x, y = Pointer(0x1000), Pointer(0x2000)
     for device in (0, 0, 1, 1, 0):
         la.launch(("k",), device, (3, 2), (x, y, 32, 64))
     assert len(la.fn.compiles) == 2  # one per device
@@ -84,7 +78,7 @@ def test_a_key_compiles_once_per_device_then_launches_directly(direct):
 def test_big_launches_and_switched_off_direct_launches_always_go_through_triton(
         direct, monkeypatch):
     la = _probe_launcher()
-    args = (_Pointer(0x1000), _Pointer(0x2000), 2**31, 64)
+    args = (Pointer(0x1000), Pointer(0x2000), 2**31, 64)
     for _ in range(2):
         la.launch(("k",), 0, (1,), args, True)
     assert len(la.fn.compiles) == 2 and la.cache == {} and la.fn.direct == []
@@ -96,7 +90,7 @@ def test_big_launches_and_switched_off_direct_launches_always_go_through_triton(
 
 def test_raw_addresses_go_to_the_compiled_kernel_and_the_arrays_to_the_compile(direct):
     la = _probe_launcher()
-    x, y = _Pointer(0x1000), _Pointer(0x2000)
+    x, y = Pointer(0x1000), Pointer(0x2000)
     for _ in range(2):
         la.launch(("k",), 0, (1,), (0x1000, 0x2000, 32, 64), False, (x, y))
     (_, compiled_with, _), = la.fn.compiles
@@ -107,7 +101,7 @@ def test_raw_addresses_go_to_the_compiled_kernel_and_the_arrays_to_the_compile(d
 
 def test_a_site_keeps_its_entry_and_shares_the_launchers_cache(direct):
     la = _probe_launcher()
-    x, y = _Pointer(0x1000), _Pointer(0x2000)
+    x, y = Pointer(0x1000), Pointer(0x2000)
     first, second = la.site(("plan",)), la.site(("plan",))
     first.launch(0, 0, 4, 1, (0x1000, 0x2000, 32), (x, y), (64,))
     second.launch(0, 0, 4, 1, (0x1000, 0x2000, 32), (x, y), (64,))
@@ -121,7 +115,7 @@ def test_a_site_keeps_its_entry_and_shares_the_launchers_cache(direct):
 def test_each_variant_of_a_site_has_its_own_compiled_kernel(direct):
     la = _probe_launcher()
     site = la.site(("plan",))
-    x, y = _Pointer(0x1000), _Pointer(0x2004)
+    x, y = Pointer(0x1000), Pointer(0x2004)
     for variant in (1, 1, 3, 1 << 3 | 1):  # e.g. device << 3 | alignment bits
         site.launch(variant, variant >> 3, 1, 1, (0x1000, 0x2004, 32), (x, y), (64,))
     assert len(la.fn.compiles) == 3 and sorted(site.entries) == [1, 3, 9]
@@ -131,8 +125,8 @@ def test_each_variant_of_a_site_has_its_own_compiled_kernel(direct):
 def test_a_site_without_a_key_is_keyed_by_its_first_launch(direct):
     la = _probe_launcher()
     aligned_site, misaligned_site = la.site(), la.site()
-    aligned_site.launch(0, 0, 1, 1, (_Pointer(0x1000), _Pointer(0x2000), 32), None, (64,))
-    misaligned_site.launch(0, 0, 1, 1, (_Pointer(0x1004), _Pointer(0x2000), 32), None, (64,))
+    aligned_site.launch(0, 0, 1, 1, (Pointer(0x1000), Pointer(0x2000), 32), None, (64,))
+    misaligned_site.launch(0, 0, 1, 1, (Pointer(0x1004), Pointer(0x2000), 32), None, (64,))
     assert len(la.fn.compiles) == 2  # Triton would specialise them differently
     assert aligned_site.key == (("float32", True), ("float32", True), 16, 64)
     assert misaligned_site.key[0] == ("float32", False)
@@ -150,7 +144,7 @@ def test_a_matmul_plan_compiles_with_launch_pdl_from_its_tail(direct):
                            num_warps=4, num_stages=3)
     site.launcher = _launch.Launcher(fn, num_warps=4, num_stages=3)  # a private cache
     site.launcher.fn = _Compiler()
-    w = _Pointer(0x1000, D.bfloat16)
+    w = Pointer(0x1000, D.bfloat16)
     args = (w, w, w, w, w, w) + (1,) * (len(fn.arg_names) - len(tail) - 6)
     site.launch(0, 0, 2, 1, args, None, tail)
     site.launch(0, 0, 2, 1, args, None, tail)
@@ -167,15 +161,15 @@ def test_plan_site_refuses_constexprs_that_are_not_the_last_parameters():
 def test_interpreted_arguments_convert_arrays_and_repoint_descriptors(monkeypatch):
     from triton.tools.tensor_descriptor import TensorDescriptor
 
-    class Tensor(_Pointer):  # what the test-suite's converter gives: a torch tensor
+    class Tensor(Pointer):  # what the test-suite's converter gives: a torch tensor
         pass
 
     monkeypatch.setattr(_launch, "interpret_arg", lambda a: Tensor(a.data_ptr()))
-    desc = TensorDescriptor(_Pointer(0x1000), [4, 8], [8, 1], [2, 8])
+    desc = TensorDescriptor(Pointer(0x1000), [4, 8], [8, 1], [2, 8])
     seen = _launch._interpreted(desc)
     assert type(seen.base) is Tensor and seen.base.data_ptr() == 0x1000
     assert list(seen.block_shape) == [2, 8] and list(seen.strides) == [8, 1]
-    assert type(_launch._interpreted(_Pointer(0x2000))) is Tensor
+    assert type(_launch._interpreted(Pointer(0x2000))) is Tensor
     assert _launch._interpreted(5) == 5
 
 

@@ -4,24 +4,15 @@ asserts)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import os
 import socket
-import sys
 
 import numpy as np
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from tool_script import load_tool
 
 
 def _load_bench():
-    spec = importlib.util.spec_from_file_location(
-        "bench_fsdp", os.path.join(ROOT, "tools", "bench", "fsdp.py"))
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    return load_tool("tools/bench/fsdp.py", "bench_fsdp")
 
 
 def _world_of_one(monkeypatch) -> None:

@@ -3,20 +3,13 @@ frameworks and counts the kernels each phase reaches."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import os
-import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from tool_script import load_tool
 
 
 def test_host_step_reports_every_phase(tmp_path, capsys):
-    spec = importlib.util.spec_from_file_location(
-        "bench_host_step", os.path.join(ROOT, "tools", "bench", "host_step.py"))
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
+    mod = load_tool("tools/bench/host_step.py", "bench_host_step")
     out = tmp_path / "host.json"
     res = mod.main(["--steps", "2", "--seq", "8", "--json", str(out)])
     assert json.loads(out.read_text()).keys() == {"genesis", "torch", "total"}

@@ -2,24 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
-import os
-import sys
 
 import pytest
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from tool_script import load_tool
 
 
 def _load_llm():
-    spec = importlib.util.spec_from_file_location(
-        "bench_llm", os.path.join(ROOT, "tools", "bench", "llm.py"))
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    return load_tool("tools/bench/llm.py", "bench_llm")
 
 
 def test_llm_bench_tiny_cpu(tmp_path, capsys):

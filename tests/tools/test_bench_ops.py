@@ -3,21 +3,13 @@ section's shape tables (the timed sections need CUDA and run on the device machi
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import os
-import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from tool_script import load_tool
 
 
 def _load(name):
-    spec = importlib.util.spec_from_file_location(
-        f"bench_{name}", os.path.join(ROOT, "tools", "bench", f"{name}.py"))
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)  # ops.py puts tools/bench on sys.path for its sections
-    return mod
+    return load_tool(f"tools/bench/{name}.py", f"bench_{name}")
 
 
 def test_plot_only_rewrites_the_section_report(tmp_path):

@@ -2,21 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import os
-import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from tool_script import load_tool
 
 
 def _load_train():
-    spec = importlib.util.spec_from_file_location(
-        "bench_train", os.path.join(ROOT, "tools", "bench", "train.py"))
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod  # dataclasses look their module up
-    spec.loader.exec_module(mod)
-    return mod
+    return load_tool("tools/bench/train.py", "bench_train")
 
 
 def test_train_bench_tiny_cpu(tmp_path, capsys):

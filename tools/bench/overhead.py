@@ -1,12 +1,15 @@
 """Host time per tiny op: genesis vs torch, side by side (benchmark, not a test).
 
     python tools/bench/overhead.py [--device cpu|cuda] [--iters N] [--repeats R] [--json PATH]
+                                   [--clock wall|cpu]
 
 Each row times a loop of one op on 16-element tensors (CUDA: synchronised once at the end
 of the loop, so the figure is the host cost per launch when the GPU keeps up). A row's
 figure is the median over ``--repeats`` short timed loops, the ops taking turns, with the
 garbage collector paused as in ``timeit`` (on a machine shared with other work the median
-of short loops is stable where one long loop is not).
+of short loops is stable where one long loop is not). ``--clock cpu`` times the loops in
+the thread's CPU time instead of wall time: on a machine whose cores other work takes
+turns on, the time a loop spends descheduled is then not counted.
 
 A second table splits genesis's time per op into stages, each the difference of two
 measured calls:
@@ -44,9 +47,11 @@ import torch
 import genesis
 
 
-def _time_loops(fns: list, iters: int, syncs: list, repeats: int = 7) -> list:
-    """Median µs per call of each ``fns[i]`` (``None`` stays None). The functions take turns
-    within every repeat, so a change in the machine's load hits all of them alike."""
+def _time_loops(fns: list, iters: int, syncs: list, repeats: int = 7,
+                clock=time.perf_counter) -> list:
+    """Median µs per call of each ``fns[i]`` (``None`` stays None), timed with ``clock``. The
+    functions take turns within every repeat, so a change in the machine's load hits all of
+    them alike."""
     live = [(i, f, s) for i, (f, s) in enumerate(zip(fns, syncs)) if f is not None]
     for _, fn, sync in live:
         for _ in range(max(10, iters // 10)):  # warm-up: caches, kernel compilation
@@ -58,11 +63,11 @@ def _time_loops(fns: list, iters: int, syncs: list, repeats: int = 7) -> list:
     try:
         for _ in range(repeats):
             for i, fn, sync in live:
-                start = time.perf_counter()
+                start = clock()
                 for _ in range(iters):
                     fn()
                 sync()
-                times[i].append((time.perf_counter() - start) / iters)
+                times[i].append((clock() - start) / iters)
     finally:
         gc.enable()
     out = [None] * len(fns)
@@ -164,14 +169,14 @@ def _stage_cases(device):
     }
 
 
-def _stages(device, iters: int, sync_g, sync_t, repeats: int) -> list:
+def _stages(device, iters: int, sync_g, sync_t, repeats: int, clock) -> list:
     """The stage table's rows. Torch's own call takes turns with the stages, so the floor's
     ratio compares two figures of the same loops."""
     rows = []
     torch_cases = _cases(torch, device)
     for name, fns in _stage_cases(device).items():
         t_launch, t_fwd, t_call, t_rec, t_floor, t_torch = _time_loops(
-            [*fns, torch_cases[name]], iters, [sync_g] * 5 + [sync_t], repeats)
+            [*fns, torch_cases[name]], iters, [sync_g] * 5 + [sync_t], repeats, clock)
         inner = t_fwd if t_fwd is not None else t_launch
         rows.append({"op": name, "launch_us": round(t_launch, 2),
                      "dispatch_us": None if t_fwd is None else round(t_fwd - t_launch, 2),
@@ -224,7 +229,7 @@ def _layout_and_indexing_cases(lib, device):
     }
 
 
-def main() -> None:
+def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--iters", type=int, default=200)
@@ -235,7 +240,12 @@ def main() -> None:
                         help="add rows for arange, gather, index_select, x[idx], sort, flip, "
                              "tril and uniform_")
     parser.add_argument("--json", default=None, help="also write the table as JSON here")
-    args = parser.parse_args()
+    parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                        help="cpu: time in this thread's CPU time (time.thread_time), which "
+                             "time spent descheduled does not count: for a machine shared "
+                             "with other work (a CUDA run's figures then leave out waits)")
+    args = parser.parse_args(argv)
+    clock = time.thread_time if args.clock == "cpu" else time.perf_counter
 
     if args.device.startswith("cuda"):
         sync_g, sync_t = genesis.cuda.synchronize, torch.cuda.synchronize
@@ -248,11 +258,11 @@ def main() -> None:
     rows = []
     for name in g_cases:
         tg, tt = _time_loops([g_cases[name], t_cases[name]], args.iters, [sync_g, sync_t],
-                             args.repeats)
+                             args.repeats, clock)
         rows.append({"op": name, "genesis_us": round(tg, 2), "torch_us": round(tt, 2),
                      "genesis_over_torch": round(tg / tt, 2)})
-    print(f"host time per op (median of {args.repeats} loops of {args.iters}), "
-          f"device={args.device}, torch {torch.__version__}, "
+    print(f"host time per op (median of {args.repeats} loops of {args.iters}, {args.clock} "
+          f"clock), device={args.device}, torch {torch.__version__}, "
           f"{platform.processor() or platform.machine()}")
     print(f"| {'op':<30} | genesis µs | torch µs | genesis/torch |")
     print(f"|{'-' * 32}|-----------:|---------:|--------------:|")
@@ -260,7 +270,7 @@ def main() -> None:
         print(f"| {r['op']:<30} | {r['genesis_us']:>10.2f} | {r['torch_us']:>8.2f} | "
               f"{r['genesis_over_torch']:>13.2f} |")
     stages = [] if args.no_stages else _stages(args.device, args.iters, sync_g, sync_t,
-                                               args.repeats)
+                                               args.repeats, clock)
     if stages:
         print("\ngenesis host time by stage, µs, and the floor (see the module docstring)")
         print(f"| {'op':<30} | launch | dispatch | wrapper | autograd record | total "

@@ -10,9 +10,13 @@
 # working tree); B is the working tree itself. Each round runs A then B (odd rounds) or B then
 # A (even rounds) for each of WHAT (default "train overhead"):
 #   train:    tools/bench/train.py --model 0.2b, torch beside genesis eager, 10 timed steps;
-#   overhead: tools/bench/overhead.py --device cuda and --device cpu, --no-stages.
-# A runs with A_TREE's packages first on PYTHONPATH and A_TREE's benchmark scripts. Results go
-# to OUTDIR/{train,overhead_cuda,overhead_cpu}_{A,B}_ROUND.json; tools/device/ab_summary.py
+#   overhead: tools/bench/overhead.py --device cuda and --device cpu, --no-stages (the working
+#             tree's script for both: its rows use the public API only), --clock $CLOCK
+#             (default wall; CLOCK=cpu counts the thread's CPU time only);
+#   step:     tools/bench/host_step.py (the tiny training step's host time per phase, CPU).
+# A runs with A_TREE's packages first on PYTHONPATH and A_TREE's scripts (overhead.py excepted).
+# Results go
+# to OUTDIR/{train,overhead_cuda,overhead_cpu,step}_{A,B}_ROUND.json; tools/device/ab_summary.py
 # prints medians and ranges.
 set -uo pipefail
 out=${1:?output folder}
@@ -32,9 +36,13 @@ run_one() {  # version round
                 | tail -n 12
         elif [ "$w" = overhead ]; then
             for dev in cuda cpu; do
-                PYTHONPATH=$pp python3 "$tree/tools/bench/overhead.py" --device $dev \
-                    --no-stages --json "$out/overhead_${dev}_${v}_$r.json" | tail -n 14
+                PYTHONPATH=$pp python3 tools/bench/overhead.py --device $dev --no-stages \
+                    --clock "${CLOCK:-wall}" --json "$out/overhead_${dev}_${v}_$r.json" \
+                    | tail -n 14
             done
+        elif [ "$w" = step ]; then
+            PYTHONPATH=$pp python3 "$tree/tools/bench/host_step.py" \
+                --json "$out/step_${v}_$r.json" | tail -n 7
         fi
     done
 }

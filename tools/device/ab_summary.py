@@ -2,11 +2,13 @@
 
     python tools/device/ab_summary.py OUTDIR [--markdown]
 
-Reads ``OUTDIR/train_{A,B}_N.json`` (``tools/bench/train.py --out``) and
-``OUTDIR/overhead_{cuda,cpu}_{A,B}_N.json`` (``tools/bench/overhead.py --json``) and prints,
+Reads ``OUTDIR/train_{A,B}_N.json`` (``tools/bench/train.py --out``),
+``OUTDIR/overhead_{cuda,cpu}_{A,B}_N.json`` (``tools/bench/overhead.py --json``) and
+``OUTDIR/step_{A,B}_N.json`` (``tools/bench/host_step.py --json``) and prints,
 per figure, A's and B's median over the rounds with their ranges and B/A. Training figures are
 genesis's step time and tokens/s and torch's step time beside them (torch is the same code in A
-and B, so its spread is the machine's); overhead figures are genesis/torch per row.
+and B, so its spread is the machine's); overhead figures are genesis/torch per row, and so are
+the host-step figures, per phase of the step.
 """
 
 from __future__ import annotations
@@ -69,6 +71,21 @@ def overhead_rows(out: str, device: str) -> list[str]:
     return rows
 
 
+def step_rows(out: str) -> list[str]:
+    """Per phase of ``host_step.py``'s step (and the whole step): genesis µs over torch µs."""
+    docs = _load(out, "step_{v}")
+    rows = []
+    for phase in ("forward", "backward", "clip", "step", "zero_grad", "total"):
+        # (host_step.py's JSON: {framework: {phase: {"us": ...}}, "total": {framework: ...}})
+        per = (lambda d, fw: d["total"][fw]) if phase == "total" else \
+            (lambda d, fw, phase=phase: d[fw][phase])
+        vals = {v: [per(d, "genesis")["us"] / per(d, "torch")["us"] for d in docs[v]]
+                for v in "AB"}
+        if vals["A"] or vals["B"]:
+            rows.append(_row(f"host step {phase} (genesis/torch)", vals["A"], vals["B"]))
+    return rows
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out")
@@ -76,7 +93,7 @@ def main(argv=None) -> None:
     print("| figure | A median (range) | B median (range) | B/A |")
     print("|---|---|---|---|")
     for line in train_rows(args.out) + overhead_rows(args.out, "cuda") + \
-            overhead_rows(args.out, "cpu"):
+            overhead_rows(args.out, "cpu") + step_rows(args.out):
         print(line)
 
 

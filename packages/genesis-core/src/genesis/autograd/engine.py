@@ -219,7 +219,10 @@ def _call_node(node: Node, grads_in: dict) -> tuple:
     if _intercepting:  # dispatch modes see the node run (its formula's ops they see anyway)
         result = intercept_backward(node, lambda: node.apply_backward(grads), grads)
     else:
-        result = node._fn.backward(node, *grads)  # Node.apply_backward, inlined
+        # Node.apply_backward, inlined; the one-gradient call of fixed arity (*grads would
+        # re-enter the interpreter, once per node)
+        backward = node._fn.backward
+        result = backward(node, grads[0]) if len(grads) == 1 else backward(node, *grads)
         if not isinstance(result, tuple):
             result = (result,)
     edges = node.next_functions

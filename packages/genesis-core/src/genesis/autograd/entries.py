@@ -17,7 +17,8 @@ from genesis.dispatch import intercept
 
 
 def unary_entry(cls):
-    """``call(input)``: ``cls.apply(input)`` for a Function whose forward takes one input."""
+    """``call(input)``: ``cls.apply(input)`` for a Function whose forward takes one input, a
+    tensor (anything else is a TypeError naming the op)."""
     forward, op, category = cls.forward, cls.op, cls.autocast
     records = cls.differentiable
 
@@ -26,8 +27,11 @@ def unary_entry(cls):
             (input,) = F._autocast_state.cast_args(category, (input,))
         if _intercepting:
             return intercept(op, (input,), {})
-        if records and type(input) in _TENSOR_TYPES and input.requires_grad \
-                and _grad_state.enabled:
+        try:  # (a try costs nothing until it catches)
+            wants_grad = input.requires_grad
+        except AttributeError:
+            raise not_a_tensor(op, input) from None
+        if records and wants_grad and _grad_state.enabled:
             return recorded(cls, (input,), _NO_KWARGS)
         return forward(_NO_GRAD_CTX, input)
 
@@ -47,8 +51,11 @@ def constants_entry(cls, count: int):
             (input,) = F._autocast_state.cast_args(category, (input,))
         if _intercepting:
             return intercept(op, (input, c1), {})
-        if records and type(input) in _TENSOR_TYPES and input.requires_grad \
-                and _grad_state.enabled:
+        try:
+            wants_grad = input.requires_grad
+        except AttributeError:
+            raise not_a_tensor(op, input) from None
+        if records and wants_grad and _grad_state.enabled:
             return recorded(cls, (input, c1), _NO_KWARGS)
         return forward(_NO_GRAD_CTX, input, c1)
 
@@ -57,8 +64,11 @@ def constants_entry(cls, count: int):
             (input,) = F._autocast_state.cast_args(category, (input,))
         if _intercepting:
             return intercept(op, (input, c1, c2), {})
-        if records and type(input) in _TENSOR_TYPES and input.requires_grad \
-                and _grad_state.enabled:
+        try:
+            wants_grad = input.requires_grad
+        except AttributeError:
+            raise not_a_tensor(op, input) from None
+        if records and wants_grad and _grad_state.enabled:
             return recorded(cls, (input, c1, c2), _NO_KWARGS)
         return forward(_NO_GRAD_CTX, input, c1, c2)
 
@@ -67,8 +77,11 @@ def constants_entry(cls, count: int):
             (input,) = F._autocast_state.cast_args(category, (input,))
         if _intercepting:
             return intercept(op, (input, c1, c2, c3), {})
-        if records and type(input) in _TENSOR_TYPES and input.requires_grad \
-                and _grad_state.enabled:
+        try:
+            wants_grad = input.requires_grad
+        except AttributeError:
+            raise not_a_tensor(op, input) from None
+        if records and wants_grad and _grad_state.enabled:
             return recorded(cls, (input, c1, c2, c3), _NO_KWARGS)
         return forward(_NO_GRAD_CTX, input, c1, c2, c3)
 
@@ -78,6 +91,12 @@ def constants_entry(cls, count: int):
 
 
 _NO_KWARGS: dict = {}  # (read only)
+
+
+def not_a_tensor(op, value) -> TypeError:
+    """The error of an op whose tensor input is something else: the entries read the input's
+    ``requires_grad`` first, and only a tensor has one."""
+    return TypeError(f"{op.name}(): argument 'input' must be a Tensor, not {type(value).__name__}")
 
 
 def binary_entry(cls):

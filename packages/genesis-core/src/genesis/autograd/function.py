@@ -112,7 +112,8 @@ class Node:
                     return
 
     def apply_backward(self, grads: tuple) -> tuple:
-        result = self._fn.backward(self, *grads)
+        backward = self._fn.backward  # (fixed arity for one gradient: see the engine's)
+        result = backward(self, grads[0]) if len(grads) == 1 else backward(self, *grads)
         if not isinstance(result, tuple):
             result = (result,)
         return result
@@ -206,6 +207,10 @@ class Function:
     autocast: str | None = None
     # False: the outputs never require grad (comparisons, floor_divide ...): nothing recorded
     differentiable = True
+    # True: ``forward`` calls backend kernels and makes tensors, never an op (the declared
+    # elementwise ops and reductions, the views): recording it needs no switch of grad mode,
+    # which costs two thread-local writes per recorded op (test_dispatch checks the claim)
+    kernel_forward = False
     _backward_cls: type  # this Function's graph node class, ``<Function>Backward`` (see Node)
     op: OpHandle | None  # this Function's entry in the op registry (genesis.dispatch)
     # A class may set ``op_name`` (None: a base class, not an op); by default the registry
@@ -245,27 +250,95 @@ class Function:
                 if _grad_state.enabled and cls.differentiable:
                     return recorded(cls, args, kwargs)
                 break
-        if kwargs:  # (inference, optimizers: no graph)
-            return cls.forward(_NO_GRAD_CTX, *args, **kwargs)
-        return cls.forward(_NO_GRAD_CTX, *args)
+        return call_forward(cls.forward, _NO_GRAD_CTX, args, kwargs)  # (no graph)
 
 
 def recorded(cls, args: tuple, kwargs: dict):
     """Run ``cls.forward`` with a new graph node as its ``ctx`` (its own ops unrecorded) and
     make the node the outputs' ``grad_fn``."""
     ctx = cls._backward_cls()
-    # forward's own ops are not recorded: grad mode off meanwhile, written in this thread's
-    # dict of the thread-local state (one thread-local lookup instead of two)
-    grad_mode_of_thread = _grad_state.__dict__
-    grad_mode_of_thread["enabled"] = False
+    switch = not cls.kernel_forward  # (a kernel_forward runs no op: nothing to switch off)
+    if switch:
+        # forward's own ops are not recorded: grad mode off meanwhile, written in this
+        # thread's dict of the thread-local state (one thread-local lookup instead of two)
+        grad_mode_of_thread = _grad_state.__dict__
+        grad_mode_of_thread["enabled"] = False
     try:
-        out = cls.forward(ctx, *args, **kwargs) if kwargs else cls.forward(ctx, *args)
+        out = call_forward(cls.forward, ctx, args, kwargs)
     finally:
-        grad_mode_of_thread["enabled"] = True
+        if switch:
+            grad_mode_of_thread["enabled"] = True
     if ctx._dirty:
         _bump_versions(ctx._dirty)
-    _record(ctx, args, out)
+    # Connect ctx to the inputs' graph and make it the outputs' grad_fn (here, not in a
+    # function of its own: every recorded op runs this)
+    if len(args) == 2:  # (most ops: spelled out, it costs a third of the loop below)
+        a, b = args
+        ea = grad_edge(a) if type(a) in _TENSOR_TYPES and a.requires_grad else None
+        eb = grad_edge(b) if type(b) in _TENSOR_TYPES and b.requires_grad else None
+        ctx.next_functions = (ea, eb)
+        ctx.needs_input_grad = (ea is not None, eb is not None)
+    else:
+        edges, needs = [], []
+        for a in args:
+            if type(a) in _TENSOR_TYPES and a.requires_grad:
+                edges.append(grad_edge(a))
+                needs.append(True)
+            else:
+                edges.append(None)
+                needs.append(False)
+        ctx.next_functions = tuple(edges)
+        ctx.needs_input_grad = tuple(needs)
+    special = ctx._non_differentiable or ctx._dirty  # (rare: sets only then)
+    if type(out) is not tuple:
+        if not special and out.dtype.is_floating_point:  # the common case: one output
+            # (no _output_meta: the engine runs a one-output node only with its gradient)
+            out.requires_grad = True
+            out.grad_fn = ctx
+            out._out_idx = 0
+            if out._base is not None:
+                out._view_version = out._version_box[0]
+            return out
+        outs = (out,)
+    else:
+        outs = out
+        ctx._n_outputs = len(outs)
+        ctx._output_meta = tuple((o.shape, o.dtype, o.device) for o in outs)
+    non_diff = {id(t) for t in ctx._non_differentiable} if special else ()
+    dirty = {id(t) for t in ctx._dirty} if special else ()
+    for i, o in enumerate(outs):
+        if not o.dtype.is_floating_point:
+            continue
+        if special:
+            if id(o) in non_diff:
+                continue
+            if id(o) in dirty:
+                _rebase_inplace(ctx, o, i)
+                continue
+        o.requires_grad = True
+        o.grad_fn = ctx
+        o._out_idx = i
+        if o._base is not None:  # a view: its history is valid until the base is edited
+            o._view_version = o._version_box[0]
     return out
+
+
+def call_forward(forward, ctx, args: tuple, kwargs: dict):
+    """``forward(ctx, *args, **kwargs)``, as a call of fixed arity for one to four arguments
+    and no keywords: CPython runs such a call in the caller's evaluation loop, where a call
+    with ``*args`` re-enters the interpreter (about 0.15 µs, a tenth of a tiny op)."""
+    if kwargs:
+        return forward(ctx, *args, **kwargs)
+    n = len(args)
+    if n == 2:
+        return forward(ctx, args[0], args[1])
+    if n == 1:
+        return forward(ctx, args[0])
+    if n == 3:
+        return forward(ctx, args[0], args[1], args[2])
+    if n == 4:  # (the reductions: input, dims, keepdim, dtype)
+        return forward(ctx, args[0], args[1], args[2], args[3])
+    return forward(ctx, *args)
 
 
 class _NoGradContext:
@@ -293,58 +366,6 @@ _NO_GRAD_CTX = _NoGradContext()
 def _bump_versions(tensors) -> None:
     for t in tensors:
         t._version_box[0] += 1
-
-
-def _record(ctx: Node, args, out) -> None:
-    """Connect ``ctx`` to the inputs' graph and make it the outputs' grad_fn."""
-    if len(args) == 2:  # (most ops: spelled out, it costs a third of the loop below)
-        a, b = args
-        ea = grad_edge(a) if type(a) in _TENSOR_TYPES and a.requires_grad else None
-        eb = grad_edge(b) if type(b) in _TENSOR_TYPES and b.requires_grad else None
-        ctx.next_functions = (ea, eb)
-        ctx.needs_input_grad = (ea is not None, eb is not None)
-    else:
-        edges, needs = [], []
-        for a in args:
-            if type(a) in _TENSOR_TYPES and a.requires_grad:
-                edges.append(grad_edge(a))
-                needs.append(True)
-            else:
-                edges.append(None)
-                needs.append(False)
-        ctx.next_functions = tuple(edges)
-        ctx.needs_input_grad = tuple(needs)
-    special = ctx._non_differentiable or ctx._dirty  # (rare: sets only then)
-    if type(out) is not tuple:
-        if not special and out.dtype.is_floating_point:  # the common case: one output
-            # (no _output_meta: the engine runs a one-output node only with its gradient)
-            out.requires_grad = True
-            out.grad_fn = ctx
-            out._out_idx = 0
-            if out._base is not None:
-                out._view_version = out._version_box[0]
-            return
-        outs = (out,)
-    else:
-        outs = out
-        ctx._n_outputs = len(outs)
-        ctx._output_meta = tuple((o.shape, o.dtype, o.device) for o in outs)
-    non_diff = {id(t) for t in ctx._non_differentiable} if special else ()
-    dirty = {id(t) for t in ctx._dirty} if special else ()
-    for i, o in enumerate(outs):
-        if not o.dtype.is_floating_point:
-            continue
-        if special:
-            if id(o) in non_diff:
-                continue
-            if id(o) in dirty:
-                _rebase_inplace(ctx, o, i)
-                continue
-        o.requires_grad = True
-        o.grad_fn = ctx
-        o._out_idx = i
-        if o._base is not None:  # a view: its history is valid until the base is edited
-            o._view_version = o._version_box[0]
 
 
 def check_inplace_allowed(t) -> None:

@@ -32,14 +32,37 @@ class KernelTable(dict):
         return kernel
 
 
-def argument_picker(names: tuple, wanted: tuple):
-    """``pick(values) -> tuple``: the ``wanted`` entries of ``values``, laid out as ``names``
-    (how a backward hands a declared gradient formula just the arguments it reads)."""
+def formula_caller(formula, names: tuple, wanted: tuple):
+    """``call(values)``: ``formula`` called on the ``wanted`` entries of ``values``, laid out
+    as ``names`` (how a backward hands a declared gradient formula just the arguments it
+    reads).
+
+    Args:
+        formula: the gradient formula (``lambda g, y: g * y``).
+        names: what ``values`` holds, in order (``("g", "x", "y")``).
+        wanted: the formula's arguments, in its order (``("g", "y")``).
+
+    Returns:
+        ``call(values)``, the formula's result. Up to three arguments it is a call of fixed
+        arity: CPython runs that in the caller's evaluation loop, where ``formula(*picked)``
+        re-enters the interpreter (about 0.15 µs, once per graph node in every backward).
+
+    Example:
+        >>> formula_caller(lambda g, y: g * y, ("g", "x", "y"), ("g", "y"))((2, 0, 5))
+        10
+    """
     pos = [names.index(n) for n in wanted]
-    if len(pos) == 1:  # (itemgetter of one index gives the item, not a tuple)
+    if len(pos) == 1:
         i = pos[0]
-        return lambda values: (values[i],)
-    return itemgetter(*pos)
+        return lambda values: formula(values[i])
+    if len(pos) == 2:
+        i, j = pos
+        return lambda values: formula(values[i], values[j])
+    if len(pos) == 3:
+        i, j, k = pos
+        return lambda values: formula(values[i], values[j], values[k])
+    pick = itemgetter(*pos)
+    return lambda values: formula(*pick(values))
 
 
 def broadcast_shapes(*shapes) -> tuple:

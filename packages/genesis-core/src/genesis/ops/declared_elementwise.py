@@ -17,11 +17,11 @@ from genesis.autograd.function import _NO_GRAD_CTX, _TENSOR_TYPES, Function, Nod
 from genesis.device import CPU
 from genesis.ops.common import (
     KernelTable,
-    argument_picker,
     broadcast_size,
     check_same_device,
     expand_array,
     float_dtype_for,
+    formula_caller,
     sum_to_shape,
     wrap,
 )
@@ -101,13 +101,13 @@ def result_dtype(op: decl.Op, a, b) -> D.DType | None:
 
 
 def _formula(op: decl.Op, i: int, names: tuple):
-    """``(formula, pick)`` for input ``i``'s gradient of ``op``, where ``pick(values)``
-    selects the formula's arguments (``g`` first, then what it reads) from ``values``, laid
-    out as ``names``; None when that input has no gradient."""
+    """``call(values)``: input ``i``'s gradient formula of ``op`` on its arguments (``g``
+    first, then what it reads) picked from ``values``, laid out as ``names``
+    (``formula_caller``); None when that input has no gradient."""
     f = op.grads[i] if i < len(op.grads) else None
     if f is None:
         return None
-    return f, argument_picker(names, ("g",) + op.reads(i))
+    return formula_caller(f, names, ("g",) + op.reads(i))
 
 
 # --------------------------------------------------------------------- unary
@@ -115,10 +115,11 @@ class _Unary(Function):
     """``y = f(x)`` for one declared unary op (``decl``); made by ``_unary_function``."""
 
     op_name = None  # (the base of the declared ops, not an op itself)
+    kernel_forward = True
     decl: decl.Op
     kernels: KernelTable  # backend -> its kernel of this op
     save_x = save_y = False
-    grad: tuple | None = None  # (formula, picker of its arguments from (g, x, y)): _formula
+    grad = None  # its gradient formula, called on (g, x, y): see _formula
 
     @classmethod
     def forward(cls, ctx, x):
@@ -138,8 +139,7 @@ class _Unary(Function):
     @classmethod
     def backward(cls, ctx, g):
         x, y = ctx.saved_tensors
-        f, pick = cls.grad
-        return f(*pick((g, x, y)))
+        return cls.grad((g, x, y))
 
 
 # -------------------------------------------------------------------- binary
@@ -147,11 +147,12 @@ class _Binary(Function):
     """``z = f(a, b)`` with broadcasting and promotion for one declared binary op."""
 
     op_name = None  # (the base of the declared ops, not an op itself)
+    kernel_forward = True
     decl: decl.Op
     kernels: KernelTable  # backend -> its kernel of this op
     # whether a, b, z are saved, by (a wants grad) * 2 + (b wants grad): see _saves
     saves: tuple = ((False, False, False),) * 4
-    grads: tuple = (None, None)  # per input: (formula, picker from (g, a, b, z)) or None
+    grads: tuple = (None, None)  # per input: its formula called on (g, a, b, z) or None
 
     @classmethod
     def forward(cls, ctx, a, b):
@@ -189,9 +190,9 @@ class _Binary(Function):
         ga = gb = None
         grad_a, grad_b = cls.grads
         if grad_a is not None and needs[0] and metas[0] is not None:
-            ga = _fit(grad_a[0](*grad_a[1](vals)), metas[0])
+            ga = _fit(grad_a(vals), metas[0])
         if grad_b is not None and needs[1] and metas[1] is not None:
-            gb = _fit(grad_b[0](*grad_b[1](vals)), metas[1])
+            gb = _fit(grad_b(vals), metas[1])
         return ga, gb
 
 

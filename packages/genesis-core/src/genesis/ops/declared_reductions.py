@@ -14,8 +14,8 @@ from genesis import dtypes as D
 from genesis import op_declarations as decl
 from genesis.autograd.entries import constants_entry
 from genesis.autograd.function import _NO_GRAD_CTX, Function, Node
-from genesis.ops.common import KernelTable, argument_picker, normalize_dim, normalize_dims, wrap
-from genesis.ops.views import Expand
+from genesis.ops.common import KernelTable, formula_caller, normalize_dim, normalize_dims, wrap
+from genesis.ops.views import expand_to
 from genesis.tensor import Tensor, interned_size, new_tensor
 
 values_indices = namedtuple("values_indices", ["values", "indices"])
@@ -26,7 +26,7 @@ def _unreduce(g: Tensor, in_shape: tuple, dims: tuple, keepdim: bool) -> Tensor:
     if not keepdim and len(dims) == len(in_shape):  # a full reduction: g is 0-d
         if not in_shape:
             return g
-        return Expand.apply(g, in_shape)  # (expand(), its checks known)
+        return expand_to(g, in_shape)  # (expand(), its checks known)
     if not keepdim:
         shape = list(g.shape)
         for d in dims:
@@ -47,8 +47,9 @@ class _Reduce(Function):
     ``_reduction_function``."""
 
     op_name = None  # (the base of the declared reductions, not an op itself)
+    kernel_forward = True
     decl: decl.Reduction
-    grad: tuple  # (formula, picker of its arguments from (g, x, y, dims)): see argument_picker
+    grad: object  # its gradient formula, called on (g, x, y, dims): see formula_caller
     kernels: KernelTable  # backend -> its kernel of this reduction
     save_x = save_y = False
 
@@ -88,8 +89,7 @@ class _Reduce(Function):
         g = _unreduce(g, shape, dims, keepdim)
         if y is not None:
             y = _unreduce(y, shape, dims, keepdim)
-        formula, pick = cls.grad
-        gx = formula(*pick((g, x, y, dims)))
+        gx = cls.grad((g, x, y, dims))
         return (gx if gx.dtype is ctx.in_dtype else gx.to(ctx.in_dtype)), None, None, None
 
 
@@ -175,8 +175,8 @@ def _reduction_class(op: decl.Reduction) -> type:
     reads = op.reads()
     return type(op.name.capitalize(), (_Reduce,), {
         **fields, "save_x": "x" in reads, "save_y": "y" in reads,
-        "grad": (op.grad, argument_picker(("g", "x", "y", "dims"),
-                                          code.co_varnames[:code.co_argcount]))})
+        "grad": formula_caller(op.grad, ("g", "x", "y", "dims"),
+                               code.co_varnames[:code.co_argcount])})
 
 
 def _reduction_function(op: decl.Reduction):

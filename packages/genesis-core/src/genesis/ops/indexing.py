@@ -215,6 +215,8 @@ def full_indices(shape: tuple, indices: list) -> list:
 
 def getitem(x: Tensor, key) -> Tensor:
     """``x[key]``: basic indexing gives a view, advanced indexing a copy (torch rules)."""
+    if type(key) is slice and x.shape:  # x[a:b], the most frequent key
+        return _slice(x, (key,))
     if type(key) in (int, slice) or key is None:  # not bool: x[True] adds a dim
         return _slice(x, (key,) if x.shape else _basic_key(x, (key,)))
     if type(key) is Tensor and key.dtype is not D.bool_ and x.ndim:  # x[index] on dim 0

@@ -18,6 +18,11 @@ from genesis.tensor import Tensor, interned_size, is_contiguous_geometry, new_te
 
 
 def _check(op: str, a: Tensor, b: Tensor) -> None:
+    """The operands' checks once their dtypes or devices differ (where anything else than a
+    Tensor also ends up: its dtype is never a genesis dtype)."""
+    if not (isinstance(a, Tensor) and isinstance(b, Tensor)):
+        raise TypeError(f"{op} expects two tensors, got {type(a).__name__} and "
+                        f"{type(b).__name__}")
     check_same_device(op, a, b)
     if a.dtype is not b.dtype:
         raise RuntimeError(f"{op}: expected both operands to have the same dtype, but got "
@@ -171,9 +176,12 @@ def matmul(input: Tensor, other: Tensor) -> Tensor:
     Returns:
         A new tensor of the shape given under Shape.
     """
-    if not isinstance(input, Tensor) or not isinstance(other, Tensor):
-        raise TypeError("matmul expects two tensors")
-    if len(input.shape) >= 2 and len(other.shape) >= 2:  # (Matmul.forward checks the sizes)
+    try:  # (a try costs nothing until it catches)
+        batched = len(input.shape) >= 2 and len(other.shape) >= 2
+    except (AttributeError, TypeError):  # (no shape: not a tensor)
+        raise TypeError(f"matmul expects two tensors, got {type(input).__name__} and "
+                        f"{type(other).__name__}") from None
+    if batched:  # (Matmul.forward checks the sizes, and that both operands are tensors)
         return _matmul(input, other)
     if input.ndim == 0 or other.ndim == 0:
         raise RuntimeError(f"both arguments to matmul need to be at least 1D, but they are "

@@ -107,6 +107,8 @@ def _all_ints(args: tuple) -> bool:
 class View(Function):
     """``x`` seen at ``sizes`` (the caller's: ints, one ``-1``): a view or an error."""
 
+    kernel_forward = True
+
     @staticmethod
     def forward(ctx, x, sizes):
         geom = x._geom or geometry(x)

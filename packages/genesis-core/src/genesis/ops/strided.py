@@ -17,17 +17,18 @@ from genesis.tensor import Tensor, geometry, interned_size, is_contiguous_geomet
 class Slice(Function):
     """Basic indexing (ints, slices with steps, None, Ellipsis) as a strided view."""
 
+    kernel_forward = True
+
     @staticmethod
     def forward(ctx, x, key):
         geom = x._geom or geometry(x)
         plan = None
-        if len(key) == 1:
-            k = key[0]
-            if type(k) is slice:  # x[a:b] met before?
-                start, stop, step = k.start, k.stop, k.step
-                if (type(start) is int or start is None) and (type(stop) is int or stop is None) \
-                        and (type(step) is int or step is None):  # (2.0 == 2 as a key: ints only)
-                    plan = _known_slice((x.shape, geom[0], start, stop, step))
+        k = key[0]  # (a basic key has at least one item: x[()] is x itself)
+        if type(k) is slice and len(key) == 1:  # x[a:b] met before?
+            start, stop, step = k.start, k.stop, k.step
+            if (type(start) is int or start is None) and (type(stop) is int or stop is None) \
+                    and (step is None or type(step) is int):  # (2.0 == 2 as a key: ints only)
+                plan = _known_slice((x.shape, geom[0], start, stop, step))
         if plan is not None:
             shape, strides, added = plan
             offset = geom[1] + added

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 
+from genesis.autograd.entries import constants_entry
 from genesis.autograd.function import Function
 from genesis.ops.common import normalize_dim, sum_to_shape
 from genesis.ops.reshaping import _infer_shape, reshape, view
@@ -27,6 +28,8 @@ def make_view(x: Tensor, shape, strides, offset) -> Tensor:
 
 
 class Permute(Function):
+    kernel_forward = True
+
     @staticmethod
     def forward(ctx, x, dims):
         strides, offset = geometry(x)
@@ -121,10 +124,12 @@ moveaxis = movedim
 
 
 class Expand(Function):
+    kernel_forward = True
+
     @staticmethod
     def forward(ctx, x, shape):
         strides, offset = geometry(x)
-        pad = len(shape) - x.ndim
+        pad = len(shape) - len(x.shape)
         new_strides = [0] * pad
         for i, (n, s) in enumerate(zip(x.shape, strides)):
             target = shape[pad + i]
@@ -165,7 +170,12 @@ def expand(x: Tensor, *shape) -> Tensor:
     shape = tuple(x.shape[i - pad] if s == -1 and i >= pad else s for i, s in enumerate(shape))
     if shape == x.shape:
         return x
-    return Expand.apply(x, shape)
+    return expand_to(x, shape)
+
+
+# ``Expand.apply(x, shape)`` for a checked ``shape``, as a dispatcher entry of known arity
+# (also the unreduction of a reduction's gradient: see declared_reductions._unreduce)
+expand_to = constants_entry(Expand, 1)
 
 
 def expand_as(x: Tensor, other: Tensor) -> Tensor:
