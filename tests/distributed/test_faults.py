@@ -7,7 +7,7 @@ import time
 
 import pytest
 from dist_harness import run_ranks
-from dist_workers import checkpoint, init_twice, killed_peer, silent_peer
+from dist_workers import checkpoint, init_twice, killed_peer, silent_peer, stuck_rank
 
 TIMEOUT_S = 3.0
 
@@ -27,6 +27,26 @@ def test_silent_rank_times_out_with_a_clear_error():
     error = results[0]["error"]
     assert error is not None and results[0]["seconds"] < TIMEOUT_S + 30
     assert "all_reduce" in error and f"timeout {TIMEOUT_S:g} s" in error
+
+
+def test_a_stuck_rank_is_reported_with_its_step_stack_and_the_others_errors():
+    """The harness's report of a rank that never reports (tests/support/dist_harness.py):
+    the step it reached, where it is stuck (its stack), and what the others raised."""
+    with pytest.raises(AssertionError) as info:
+        run_ranks(stuck_rank, 2, "hang", join_s=5)
+    report = str(info.value)
+    assert report.startswith("ranks [1] did not finish (no rank reported for")
+    assert "--- rank 1 (pid" in report and "last step: running stuck_rank" in report
+    assert "in _waiting_for_nothing" in report and "in stuck_rank" in report  # its stack
+    assert "--- rank 0 raised ---" in report and "RuntimeError: rank 0 gives up" in report
+
+
+def test_a_rank_that_dies_silently_is_reported_at_once():
+    start = time.monotonic()
+    with pytest.raises(AssertionError, match=r"(?s)rank\(s\) \[1\] exited without reporting"
+                       r".*exited with code 5 without reporting"):
+        run_ranks(stuck_rank, 2, "die", join_s=120)
+    assert time.monotonic() - start < 60  # not join_s: the death is seen when it happens
 
 
 def test_second_init_raises_and_destroy_allows_a_new_init():

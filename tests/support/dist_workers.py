@@ -387,6 +387,24 @@ def silent_peer(rank: int, n: int) -> dict:
         return {"error": str(exc), "seconds": time.monotonic() - start}
 
 
+def stuck_rank(rank: int, n: int, how: str) -> dict:
+    """After one all_reduce, rank n - 1 hangs in host code (``how="hang"``) or dies without
+    a word (``how="die"``), and the others raise (tests of the harness's report)."""
+    import genesis
+    import genesis.distributed as dist
+
+    dist.all_reduce(genesis.ones(4))
+    if rank == n - 1:
+        if how == "die":
+            os._exit(5)
+        _waiting_for_nothing()
+    raise RuntimeError(f"rank {rank} gives up")
+
+
+def _waiting_for_nothing() -> None:
+    time.sleep(3600)  # (named, so that the report's stack can be checked)
+
+
 def init_twice(rank: int, n: int) -> dict:
     """A second init raises; destroy releases; init works again afterwards."""
     import datetime
