@@ -41,11 +41,13 @@ def test_a_stuck_rank_is_reported_with_its_step_stack_and_the_others_errors():
     assert "--- rank 0 raised ---" in report and "RuntimeError: rank 0 gives up" in report
 
 
-def test_a_rank_that_dies_silently_is_reported_at_once():
+@pytest.mark.parametrize("how,said", [("die", "exited with code 5"),
+                                      ("kill", "was killed by SIGKILL")])
+def test_a_rank_that_dies_silently_is_reported_at_once(how, said):
     start = time.monotonic()
     with pytest.raises(AssertionError, match=r"(?s)rank\(s\) \[1\] exited without reporting"
-                       r".*exited with code 5 without reporting"):
-        run_ranks(stuck_rank, 2, "die", join_s=120)
+                       rf".*the process {said}"):
+        run_ranks(stuck_rank, 2, how, join_s=120)
     assert time.monotonic() - start < 60  # not join_s: the death is seen when it happens
 
 

@@ -75,7 +75,14 @@ def _describe_stuck(rank: int, proc, server, stacks_path: str) -> str:
     step = server.get(key).decode() if server.check([key]) else "starting up (not connected)"
     lines = [f"--- rank {rank} (pid {proc.pid}): last step: {step}"]
     if not proc.is_alive():
-        lines.append(f"    the process exited with code {proc.exitcode} without reporting")
+        code = proc.exitcode
+        if code is not None and code < 0:
+            how = f"was killed by {signal.Signals(-code).name}"
+            if -code == signal.SIGKILL:
+                how += " (where the test sends none: the kernel's out-of-memory killer?)"
+        else:
+            how = f"exited with code {code}"
+        lines.append(f"    the process {how} without reporting")
         return "\n".join(lines)
     os.kill(proc.pid, signal.SIGUSR1)
     deadline, text, previous = time.monotonic() + STACK_WAIT_S, "", None

@@ -7,6 +7,7 @@ Each returns plain Python/numpy values; the tests compare them with numpy refere
 from __future__ import annotations
 
 import os
+import signal
 import time
 
 import numpy as np
@@ -389,7 +390,8 @@ def silent_peer(rank: int, n: int) -> dict:
 
 def stuck_rank(rank: int, n: int, how: str) -> dict:
     """After one all_reduce, rank n - 1 hangs in host code (``how="hang"``) or dies without
-    a word (``how="die"``), and the others raise (tests of the harness's report)."""
+    a word (``how="die"``, or ``"kill"``: SIGKILLed), and the others raise (tests of the
+    harness's report)."""
     import genesis
     import genesis.distributed as dist
 
@@ -397,6 +399,8 @@ def stuck_rank(rank: int, n: int, how: str) -> dict:
     if rank == n - 1:
         if how == "die":
             os._exit(5)
+        if how == "kill":  # as the out-of-memory killer does
+            os.kill(os.getpid(), signal.SIGKILL)
         _waiting_for_nothing()
     raise RuntimeError(f"rank {rank} gives up")
 
