@@ -136,7 +136,12 @@ def run_ranks(fn, world_size: int, *args, backend: str = "gloo", timeout_s: floa
         world_size: how many processes.
         backend: passed to ``init_process_group``.
         timeout_s: the group's (and the store's) timeout: how long one collective waits.
-        join_s: how long the test waits with no rank reporting before it fails.
+        join_s: how long the test waits with no rank reporting before it fails. It bounds a
+            silence, not the run: every wait inside a rank (the store, each collective)
+            gives up after ``timeout_s``, so a live rank reports, a result or an error,
+            within about ``timeout_s`` of its peers stopping, and a dead one is seen at once.
+            The default, six group timeouts, leaves room for ranks starved of CPU on a
+            loaded 2-core machine; a rank silent that long is stuck, and is described.
         allow_exit: ranks that may die without reporting (their result is ``None``).
         start_method: ``"fork"`` or ``"spawn"``.
 
