@@ -5,8 +5,12 @@ interpreter costs seconds per rank on a busy machine), each of which joins a wor
 TCPStore served by the test process, calls ``fn(rank, world_size, *args)`` and sends back
 its result or its traceback. A forked child must not use the OpenMP pool its parent may have
 started (libgomp does not survive fork), so it runs torch single-threaded, as DataLoader
-workers do. Worker functions live in ``tests/support`` modules (importable by name, should a
-platform without fork need "spawn").
+workers do. The parent's objects are frozen out of the garbage collector while it forks
+(``gc.freeze``), so a rank never finalizes one of them: a C++ object that owns threads (a
+store server of an earlier test caught in a reference cycle) joins them in its destructor,
+and in the child those threads do not exist (std::system_error, SIGABRT). Worker functions
+live in ``tests/support`` modules (importable by name, should a platform without fork need
+"spawn").
 
 When a rank does not report in time, the failure says what every rank was doing: the
 harness step it had reached (written to the store as it goes), the Python stack of each of
@@ -18,6 +22,7 @@ errors the other ranks reported (a rank that timed out usually names the one it 
 from __future__ import annotations
 
 import datetime
+import gc
 import multiprocessing as mp
 import os
 import queue
@@ -163,8 +168,18 @@ def run_ranks(fn, world_size: int, *args, backend: str = "gloo", timeout_s: floa
                                                   timeout_s, args, results, stack_files[r]),
                              daemon=True)
                  for r in range(world_size)]
-        for p in procs:
-            p.start()
+        if start_method == "fork":
+            # A forked rank must never finalize the parent's objects: a C++ object that owns
+            # threads (a Gloo group, a store server of an earlier test caught in a reference
+            # cycle) joins them in its destructor, and in the child they do not exist: the
+            # rank died in the collector with SIGABRT ("std::system_error: No such process").
+            # Frozen objects are left out of every collection, the child's included.
+            gc.freeze()
+        try:
+            for p in procs:
+                p.start()
+        finally:
+            gc.unfreeze()
         out: dict[int, object] = {}
         failures: list[str] = []
         waiting = set(range(world_size)) - set(allow_exit)
