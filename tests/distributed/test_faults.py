@@ -3,11 +3,20 @@ error within the timeout (never a hang); a second init says so; destroy releases
 
 from __future__ import annotations
 
+import gc
+import os
 import time
 
 import pytest
 from dist_harness import run_ranks
-from dist_workers import checkpoint, init_twice, killed_peer, silent_peer, stuck_rank
+from dist_workers import (
+    checkpoint,
+    collects_garbage,
+    init_twice,
+    killed_peer,
+    silent_peer,
+    stuck_rank,
+)
 
 TIMEOUT_S = 3.0
 
@@ -49,6 +58,28 @@ def test_a_rank_that_dies_silently_is_reported_at_once(how, said):
                        rf".*the process {said}"):
         run_ranks(stuck_rank, 2, how, join_s=120)
     assert time.monotonic() - start < 60  # not join_s: the death is seen when it happens
+
+
+class _OwnedByThisProcess:
+    """Stands for a C++ object owning this process's threads (a store server, a Gloo group):
+    finalized in a forked rank, where those threads do not exist, it kills that rank."""
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+        self.me = self  # a cycle: only the collector frees it
+
+    def __del__(self) -> None:
+        if os.getpid() != self.pid:
+            os._exit(42)
+
+
+def test_forked_ranks_never_finalize_the_parents_garbage():
+    gc.disable()  # (so the garbage is still there when the ranks are forked)
+    try:
+        _OwnedByThisProcess()
+        assert run_ranks(collects_garbage, 2) == [0, 1]
+    finally:
+        gc.enable()
 
 
 def test_second_init_raises_and_destroy_allows_a_new_init():

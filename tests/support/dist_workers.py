@@ -405,6 +405,14 @@ def stuck_rank(rank: int, n: int, how: str) -> dict:
     raise RuntimeError(f"rank {rank} gives up")
 
 
+def collects_garbage(rank: int, n: int) -> int:
+    """Run a full garbage collection in the rank; returns the rank."""
+    import gc
+
+    gc.collect()
+    return rank
+
+
 def _waiting_for_nothing() -> None:
     time.sleep(3600)  # (named, so that the report's stack can be checked)
 
