@@ -148,6 +148,12 @@ def test_mean_of_integers_is_refused(device):
         genesis.tensor([1, 2], device=device).mean()
 
 
+@pytest.mark.parametrize("op", ["var", "std", "var_mean", "std_mean"])
+def test_variance_of_integers_is_refused_naming_var(device, op):
+    with pytest.raises(RuntimeError, match="std and var only support floating point"):
+        getattr(genesis, op)(genesis.tensor([1, 2], device=device))
+
+
 def test_integer_sums_products_and_scans_are_exact(device):
     values = [2**53, 1, 1, -(2**40) - 3, 2**60 + 11, 3]
     a, ta = _pair(values, torch.int64, device)

@@ -412,6 +412,34 @@ def test_second_device_stats_do_not_wait_for_cross_stream_events():
     check_invariants(alloc)
 
 
+def test_second_device_arrays_in_a_reference_cycle_count_until_collected():
+    """The two-GPU failure's numbers (memory_allocated(1) 10240, baseline 1024: all four of
+    the test's blocks, 4096 + 4096 + 512 + 512) are those of storages not yet released, not
+    of frees waiting for events: while a cycle holds the arrays they count as allocated
+    (their memory is in use, as torch counts it), and the collection that frees them brings
+    memory_allocated back to the baseline at once, events pending or not."""
+    alloc = CachingAllocator(FakeOps(), device=1, oom_error=FakeOOM)
+    kept = alloc.malloc(1024)  # an earlier test's block, live at the baseline
+
+    class Frame:  # stands for a frame caught in a cycle (a stored exception's traceback)
+        pass
+
+    base = alloc.allocated_bytes
+    held = Frame()
+    held.me = held
+    held.x = alloc.malloc(4000)
+    alloc.current_stream = 11  # with stream(s1):
+    held.y = alloc.malloc(4000)
+    alloc.current_stream = 0
+    held.z, held.total = alloc.malloc(40), alloc.malloc(4)
+    del held  # the test's `del x, y, z`: the cycle still holds them
+    assert alloc.allocated_bytes == base + 4096 + 4096 + 512 + 512 == 10240
+    gc.collect()
+    assert alloc.allocated_bytes == base == 1024 and kept.size == 1024
+    assert alloc.stats()["num_pending_frees"] == 1  # y's event: pending, not counted
+    check_invariants(alloc)
+
+
 def test_cyclic_garbage_is_freed():
     alloc = make()
 

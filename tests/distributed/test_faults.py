@@ -3,11 +3,20 @@ error within the timeout (never a hang); a second init says so; destroy releases
 
 from __future__ import annotations
 
+import gc
+import os
 import time
 
 import pytest
 from dist_harness import run_ranks
-from dist_workers import checkpoint, init_twice, killed_peer, silent_peer
+from dist_workers import (
+    checkpoint,
+    collects_garbage,
+    init_twice,
+    killed_peer,
+    silent_peer,
+    stuck_rank,
+)
 
 TIMEOUT_S = 3.0
 
@@ -27,6 +36,50 @@ def test_silent_rank_times_out_with_a_clear_error():
     error = results[0]["error"]
     assert error is not None and results[0]["seconds"] < TIMEOUT_S + 30
     assert "all_reduce" in error and f"timeout {TIMEOUT_S:g} s" in error
+
+
+def test_a_stuck_rank_is_reported_with_its_step_stack_and_the_others_errors():
+    """The harness's report of a rank that never reports (tests/support/dist_harness.py):
+    the step it reached, where it is stuck (its stack), and what the others raised."""
+    with pytest.raises(AssertionError) as info:
+        run_ranks(stuck_rank, 2, "hang", join_s=5)
+    report = str(info.value)
+    assert report.startswith("ranks [1] did not finish (no rank reported for")
+    assert "--- rank 1 (pid" in report and "last step: running stuck_rank" in report
+    assert "in _waiting_for_nothing" in report and "in stuck_rank" in report  # its stack
+    assert "--- rank 0 raised ---" in report and "RuntimeError: rank 0 gives up" in report
+
+
+@pytest.mark.parametrize("how,said", [("die", "exited with code 5"),
+                                      ("kill", "was killed by SIGKILL")])
+def test_a_rank_that_dies_silently_is_reported_at_once(how, said):
+    start = time.monotonic()
+    with pytest.raises(AssertionError, match=r"(?s)rank\(s\) \[1\] exited without reporting"
+                       rf".*the process {said}"):
+        run_ranks(stuck_rank, 2, how, join_s=120)
+    assert time.monotonic() - start < 60  # not join_s: the death is seen when it happens
+
+
+class _OwnedByThisProcess:
+    """Stands for a C++ object owning this process's threads (a store server, a Gloo group):
+    finalized in a forked rank, where those threads do not exist, it kills that rank."""
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+        self.me = self  # a cycle: only the collector frees it
+
+    def __del__(self) -> None:
+        if os.getpid() != self.pid:
+            os._exit(42)
+
+
+def test_forked_ranks_never_finalize_the_parents_garbage():
+    gc.disable()  # (so the garbage is still there when the ranks are forked)
+    try:
+        _OwnedByThisProcess()
+        assert run_ranks(collects_garbage, 2) == [0, 1]
+    finally:
+        gc.enable()
 
 
 def test_second_init_raises_and_destroy_allows_a_new_init():

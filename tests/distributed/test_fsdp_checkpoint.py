@@ -10,7 +10,7 @@ import os
 import numpy as np
 import pytest
 from dist_harness import run_ranks
-from fsdp_workers import checkpoint_resume, checkpoint_save
+from fsdp_workers import checkpoint_resume, checkpoint_save, resave_killed
 
 
 @pytest.fixture(scope="module")
@@ -83,6 +83,46 @@ def test_missing_or_corrupt_shard_names_the_file(saved, tmp_path):
     (broken / "index.json").unlink()
     with pytest.raises(FileNotFoundError, match="no index.json"):
         consolidate_sharded_checkpoint(broken, tmp_path / "out")
+
+
+def test_an_index_naming_a_file_outside_its_directory_is_refused(saved, tmp_path):
+    import shutil
+
+    from genesis.distributed.fsdp import consolidate_sharded_checkpoint
+
+    directory, _ = saved
+    copy = tmp_path / "ckpt"
+    shutil.copytree(directory, copy)
+    outside = "rank-00001-of-00002.safetensors"
+    shutil.copy(copy / outside, tmp_path / "outside.safetensors")  # a valid file, elsewhere
+    index = json.loads((copy / "index.json").read_text())
+    text = json.dumps(index).replace(outside, "../outside.safetensors")
+    (copy / "index.json").write_text(text)
+    with pytest.raises(ValueError, match=r"index.json: 'files' must list file names inside"):
+        consolidate_sharded_checkpoint(copy, tmp_path / "out")
+
+
+def test_a_rank_killed_while_resaving_leaves_the_previous_checkpoint_whole(tmp_path):
+    """A second save into the same directory writes new files beside the old ones; a rank
+    dying before the new index is written leaves the old checkpoint loadable, unmixed."""
+    from safetensors.numpy import load_file
+
+    from genesis.distributed.fsdp import consolidate_sharded_checkpoint
+
+    directory = tmp_path / "ckpt"
+    results = run_ranks(resave_killed, 2, str(directory), timeout_s=3.0, allow_exit=(1,),
+                        join_s=60)
+    assert "rank(s) [1]" in results[0]["error"]  # rank 0's save says who never arrived
+    consolidate_sharded_checkpoint(directory, tmp_path / "hf")
+    tensors = load_file(str(tmp_path / "hf" / "model.safetensors"))
+    for name, want in results[0]["first"].items():  # the first save's values, every row
+        np.testing.assert_array_equal(tensors[name], want, err_msg=name)
+    assert json.loads((directory / "index.json").read_text())["extra"] == {"step": 1}
+    assert len([n for n in os.listdir(directory) if n.startswith("rank-")]) > 2
+    run_ranks(checkpoint_save, 2, str(directory))  # a complete save removes the leftovers
+    index = json.loads((directory / "index.json").read_text())
+    assert sorted(os.listdir(directory)) == sorted(["index.json", *index["files"]])
+    assert index["extra"] == {"step": 2} and len(index["files"]) == 2
 
 
 @pytest.mark.slow

@@ -25,6 +25,7 @@ from genesis.models.apps.model_dir import load_model, load_tokenizer
 from genesis.models.apps.sft_cli import build_parser as sft_parser
 from genesis.models.apps.sft_cli import main as sft_main
 from genesis.models.apps.tokenizer_training import train_chat_tokenizer
+from genesis.models.apps.training_log import write_json_log
 from genesis.models.safetensors_io import save_tensors
 
 CONTEXT = 48
@@ -139,6 +140,38 @@ def test_resuming_from_a_foreign_checkpoint_names_it(base, tmp_path, write, caps
 
 
 # ----------------------------------------------------------------- bad data files
+def test_app_files_interrupted_mid_write_keep_their_old_version(tmp_path):
+    """The run log and a chat data file written by the apps: a writer that fails after
+    writing part of the new text (here a value JSON cannot encode, near the end) leaves the
+    old file whole, and no temporary behind."""
+    log, data = tmp_path / "log.json", tmp_path / "train.jsonl"
+    write_json_log(log, {"step": [1]})
+    write_chat_jsonl(data, [[{"role": "user", "content": "hi"}]])
+    before = {p: p.read_bytes() for p in (log, data)}
+    with pytest.raises(TypeError):
+        write_json_log(log, {"step": list(range(5000)), "bad": object()})
+    with pytest.raises(TypeError):
+        write_chat_jsonl(data, [[{"role": "user", "content": "x" * 5000}]] * 3
+                         + [[{"role": "user", "content": object()}]])
+    assert {p: p.read_bytes() for p in (log, data)} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["log.json", "train.jsonl"]
+
+
+def test_resume_skips_a_sharded_checkpoint_a_killed_save_left_incomplete(tmp_path):
+    """``--fsdp`` checkpoints are directories whose index.json is written last: one without
+    it (every rank's file, or some, but the run died first) is not a checkpoint to resume."""
+    from genesis.models.apps.sft import prepare_out
+
+    folder = tmp_path / "checkpoints"
+    whole, torn = folder / "step-0000002.sharded", folder / "step-0000004.sharded"
+    for d in (whole, torn):
+        d.mkdir(parents=True)
+        (d / "rank-00000-of-00001.safetensors").write_bytes(b"")
+    (whole / "index.json").write_text("{}")
+    assert list_checkpoints(tmp_path) == [(2, whole)]
+    assert prepare_out(tmp_path, resume=True, overwrite=False) == whole
+
+
 def test_a_non_utf8_chat_file_names_the_file_and_line(base, tmp_path, capsys):
     bad = tmp_path / "latin1.jsonl"
     good_line = json.dumps({"messages": [{"role": "user", "content": "hi"},

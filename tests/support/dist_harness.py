@@ -5,25 +5,50 @@ interpreter costs seconds per rank on a busy machine), each of which joins a wor
 TCPStore served by the test process, calls ``fn(rank, world_size, *args)`` and sends back
 its result or its traceback. A forked child must not use the OpenMP pool its parent may have
 started (libgomp does not survive fork), so it runs torch single-threaded, as DataLoader
-workers do. Worker functions live in ``tests/support`` modules (importable by name, should a
-platform without fork need "spawn").
+workers do. The parent's objects are frozen out of the garbage collector while it forks
+(``gc.freeze``), so a rank never finalizes one of them: a C++ object that owns threads (a
+store server of an earlier test caught in a reference cycle) joins them in its destructor,
+and in the child those threads do not exist (std::system_error, SIGABRT). Worker functions
+live in ``tests/support`` modules (importable by name, should a platform without fork need
+"spawn").
+
+When a rank does not report in time, the failure says what every rank was doing: the
+harness step it had reached (written to the store as it goes), the Python stack of each of
+its threads (``faulthandler``, asked for with SIGUSR1: it answers even from a thread stuck in
+C code, where the last collective it entered is on top), its exit code if it died, and the
+errors the other ranks reported (a rank that timed out usually names the one it waited for).
 """
 
 from __future__ import annotations
 
 import datetime
+import gc
 import multiprocessing as mp
+import os
 import queue
+import signal
+import tempfile
+import time
 import traceback
 
 from torch import distributed as tdist
 
+STEP_KEY = "dist_harness/step/{rank}"  # the harness's own keys (genesis uses genesis/...)
+STACK_WAIT_S = 3.0  # how long a stuck rank gets to write its stacks after SIGUSR1
+
+
+def _step(store, rank: int, what: str) -> None:
+    store.set(STEP_KEY.format(rank=rank), f"{what} (at {time.strftime('%H:%M:%S')})")
+
 
 def _child(fn, rank: int, world_size: int, port: int, backend: str, timeout_s: float,
-           args: tuple, results) -> None:
+           args: tuple, results, stacks_path: str) -> None:
     try:
-        import os
+        import faulthandler
 
+        # kept open for the process's life: faulthandler writes to its descriptor
+        stacks = open(stacks_path, "w")  # noqa: SIM115
+        faulthandler.register(signal.SIGUSR1, file=stacks, all_threads=True)
         import torch
 
         torch.set_num_threads(1)
@@ -34,14 +59,74 @@ def _child(fn, rank: int, world_size: int, port: int, backend: str, timeout_s: f
 
         timeout = datetime.timedelta(seconds=timeout_s)
         store = tdist.TCPStore("127.0.0.1", port, world_size, False, timeout)
+        _step(store, rank, "init_process_group")
         dist.init_process_group(backend, store=store, rank=rank, world_size=world_size,
                                 timeout=timeout)
+        _step(store, rank, f"running {fn.__name__}")
         out = fn(rank, world_size, *args)
+        _step(store, rank, f"{fn.__name__} returned; destroy_process_group")
         if dist.is_initialized():
             dist.destroy_process_group()
+        _step(store, rank, "sending its result")
         results.put((rank, "ok", out))
     except BaseException:  # noqa: BLE001 - every failure goes back to the test
         results.put((rank, "error", traceback.format_exc()))
+
+
+def _describe_stuck(rank: int, proc, server, stacks_path: str) -> str:
+    """What rank ``rank`` was doing: its last harness step, and its threads' stacks (or its
+    exit code if it is dead)."""
+    key = STEP_KEY.format(rank=rank)
+    step = server.get(key).decode() if server.check([key]) else "starting up (not connected)"
+    lines = [f"--- rank {rank} (pid {proc.pid}): last step: {step}"]
+    if not proc.is_alive():
+        code = proc.exitcode
+        if code is not None and code < 0:
+            how = f"was killed by {signal.Signals(-code).name}"
+            if -code == signal.SIGKILL:
+                how += " (where the test sends none: the kernel's out-of-memory killer?)"
+        else:
+            how = f"exited with code {code}"
+        lines.append(f"    the process {how} without reporting")
+        return "\n".join(lines)
+    os.kill(proc.pid, signal.SIGUSR1)
+    deadline, text, previous = time.monotonic() + STACK_WAIT_S, "", None
+    while time.monotonic() < deadline and not (text and text == previous):
+        time.sleep(0.2)  # done when the dump has stopped growing
+        previous = text
+        with open(stacks_path) as f:
+            text = f.read()
+    lines.append(text.rstrip() or "    (no stack dump: the process did not answer SIGUSR1)")
+    return "\n".join(lines)
+
+
+def _wait_for(procs, results, waiting: set, join_s: float, out: dict, failures: list) -> None:
+    """Collect results until every rank in ``waiting`` has reported; an AssertionError when
+    ``join_s`` seconds pass without any report, or a rank dies without reporting."""
+    last_report = time.monotonic()
+    while waiting:
+        try:
+            rank, status, value = results.get(timeout=1.0)
+        except queue.Empty:
+            dead = [r for r in waiting if not procs[r].is_alive()]
+            if not dead and time.monotonic() - last_report < join_s:
+                continue
+            try:  # a rank that exited may still have a report in the pipe
+                rank, status, value = results.get(timeout=1.0)
+            except queue.Empty:
+                why = (f"rank(s) {dead} exited without reporting" if dead else
+                       f"no rank reported for {join_s:g} s")
+                raise _Stuck(why) from None
+        last_report = time.monotonic()
+        waiting.discard(rank)
+        if status == "ok":
+            out[rank] = value
+        else:
+            failures.append(f"--- rank {rank} raised ---\n{value}")
+
+
+class _Stuck(Exception):
+    """Raised inside ``run_ranks`` when ranks stop reporting (turned into the test's error)."""
 
 
 def run_ranks(fn, world_size: int, *args, backend: str = "gloo", timeout_s: float = 20.0,
@@ -51,39 +136,68 @@ def run_ranks(fn, world_size: int, *args, backend: str = "gloo", timeout_s: floa
 
     GPU tests pass ``start_method="spawn"``: a forked child cannot use the parent's CUDA.
 
-    Ranks in ``allow_exit`` may die without reporting (their result is ``None``). Raises
-    AssertionError with a rank's traceback if it failed, or if any rank is still running
-    after ``join_s`` seconds.
+    Args:
+        fn: the worker, ``fn(rank, world_size, *args)``; a module-level function.
+        world_size: how many processes.
+        backend: passed to ``init_process_group``.
+        timeout_s: the group's (and the store's) timeout: how long one collective waits.
+        join_s: how long the test waits with no rank reporting before it fails. It bounds a
+            silence, not the run: every wait inside a rank (the store, each collective)
+            gives up after ``timeout_s``, so a live rank reports, a result or an error,
+            within about ``timeout_s`` of its peers stopping, and a dead one is seen at once.
+            The default, six group timeouts, leaves room for ranks starved of CPU on a
+            loaded 2-core machine; a rank silent that long is stuck, and is described.
+        allow_exit: ranks that may die without reporting (their result is ``None``).
+        start_method: ``"fork"`` or ``"spawn"``.
+
+    Returns:
+        Each rank's return value, in rank order.
+
+    Raises:
+        AssertionError: a rank raised (its traceback), died without reporting, or nothing was
+            reported for ``join_s`` seconds; the message then says what each rank still
+            running was doing (see the module docstring).
     """
     server = tdist.TCPStore("127.0.0.1", 0, world_size, True,
                             datetime.timedelta(seconds=timeout_s), wait_for_workers=False)
     ctx = mp.get_context(start_method)
     results = ctx.Queue()
-    procs = [ctx.Process(target=_child, args=(fn, r, world_size, server.port, backend,
-                                              timeout_s, args, results), daemon=True)
-             for r in range(world_size)]
-    for p in procs:
-        p.start()
-    out: dict[int, object] = {}
-    failures = []
-    waiting = set(range(world_size)) - set(allow_exit)
-    try:
-        while waiting:
-            try:
-                rank, status, value = results.get(timeout=join_s)
-            except queue.Empty:
-                raise AssertionError(f"ranks {sorted(waiting)} did not finish within "
-                                     f"{join_s} s") from None
-            waiting.discard(rank)
-            if status == "ok":
-                out[rank] = value
-            else:
-                failures.append(f"--- rank {rank} ---\n{value}")
-    finally:
-        for p in procs:
-            p.join(timeout=5)
-            if p.is_alive():
-                p.kill()
+    with tempfile.TemporaryDirectory(prefix="dist_harness_") as scratch:
+        stack_files = [os.path.join(scratch, f"rank{r}.stacks") for r in range(world_size)]
+        procs = [ctx.Process(target=_child, args=(fn, r, world_size, server.port, backend,
+                                                  timeout_s, args, results, stack_files[r]),
+                             daemon=True)
+                 for r in range(world_size)]
+        if start_method == "fork":
+            # A forked rank must never finalize the parent's objects: a C++ object that owns
+            # threads (a Gloo group, a store server of an earlier test caught in a reference
+            # cycle) joins them in its destructor, and in the child they do not exist: the
+            # rank died in the collector with SIGABRT ("std::system_error: No such process").
+            # Frozen objects are left out of every collection, the child's included.
+            gc.freeze()
+        try:
+            for p in procs:
+                p.start()
+        finally:
+            gc.unfreeze()
+        out: dict[int, object] = {}
+        failures: list[str] = []
+        waiting = set(range(world_size)) - set(allow_exit)
+        try:
+            _wait_for(procs, results, waiting, join_s, out, failures)
+        except _Stuck as exc:
+            report = [_describe_stuck(r, procs[r], server, stack_files[r])
+                      for r in sorted(waiting)]
+            for r in waiting:  # described: no need to wait for them below
+                procs[r].kill()
+            raise AssertionError(
+                f"ranks {sorted(waiting)} did not finish ({exc}; group timeout "
+                f"{timeout_s:g} s)\n" + "\n".join(report + failures)) from None
+        finally:
+            for p in procs:
+                p.join(timeout=5)
+                if p.is_alive():
+                    p.kill()
     if failures:
         raise AssertionError("\n".join(failures))
     return [out.get(r) for r in range(world_size)]

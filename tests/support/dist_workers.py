@@ -7,6 +7,7 @@ Each returns plain Python/numpy values; the tests compare them with numpy refere
 from __future__ import annotations
 
 import os
+import signal
 import time
 
 import numpy as np
@@ -385,6 +386,35 @@ def silent_peer(rank: int, n: int) -> dict:
         return {"error": None}
     except dist.DistBackendError as exc:
         return {"error": str(exc), "seconds": time.monotonic() - start}
+
+
+def stuck_rank(rank: int, n: int, how: str) -> dict:
+    """After one all_reduce, rank n - 1 hangs in host code (``how="hang"``) or dies without
+    a word (``how="die"``, or ``"kill"``: SIGKILLed), and the others raise (tests of the
+    harness's report)."""
+    import genesis
+    import genesis.distributed as dist
+
+    dist.all_reduce(genesis.ones(4))
+    if rank == n - 1:
+        if how == "die":
+            os._exit(5)
+        if how == "kill":  # as the out-of-memory killer does
+            os.kill(os.getpid(), signal.SIGKILL)
+        _waiting_for_nothing()
+    raise RuntimeError(f"rank {rank} gives up")
+
+
+def collects_garbage(rank: int, n: int) -> int:
+    """Run a full garbage collection in the rank; returns the rank."""
+    import gc
+
+    gc.collect()
+    return rank
+
+
+def _waiting_for_nothing() -> None:
+    time.sleep(3600)  # (named, so that the report's stack can be checked)
 
 
 def init_twice(rank: int, n: int) -> dict:

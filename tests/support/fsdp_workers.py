@@ -204,6 +204,35 @@ def checkpoint_resume(rank: int, n: int, directory: str, device: str = "cpu") ->
     return {"extra": extra, "loaded": loaded, "after": after}
 
 
+def resave_killed(rank: int, n: int, directory: str) -> dict:
+    """Save a checkpoint, change the weights and save again into the same directory; rank
+    n - 1 dies in the second save once its file is written, before the index is."""
+    import genesis
+    from genesis.distributed.fsdp import save_sharded_checkpoint
+    from genesis.distributed.group import ProcessGroup
+
+    model = shard(make_model())
+    save_sharded_checkpoint(directory, model, extra={"step": 1})
+    first = {k: _np(v.full_tensor()) for k, v in model.state_dict().items()}
+    with genesis.no_grad():
+        for p in model.parameters():
+            p.mul_(2.0)
+    if rank == n - 1:
+        real = ProcessGroup.exchange_objects
+
+        def dying(self, obj, what):
+            if what == "save_sharded_checkpoint":  # (the exchange after the files)
+                os._exit(3)
+            return real(self, obj, what)
+
+        ProcessGroup.exchange_objects = dying
+    try:
+        save_sharded_checkpoint(directory, model, extra={"step": 2})
+        return {"first": first, "error": None}
+    except RuntimeError as exc:
+        return {"first": first, "error": str(exc)}
+
+
 def tiny_qwen(tied: bool = True):
     """A tiny genesis Qwen2 model (seeded), float32."""
     import genesis

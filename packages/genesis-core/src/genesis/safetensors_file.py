@@ -30,7 +30,7 @@ from genesis import dtypes as D
 from genesis.creation import from_numpy
 
 __all__ = ["CheckpointError", "TensorEntry", "SafetensorsHeader", "read_header", "read_array",
-           "map_array", "array_to_tensor", "tensor_to_array", "write_safetensors"]
+           "map_array", "array_to_tensor", "tensor_to_array", "write_safetensors", "is_inside"]
 
 # safetensors dtype code <-> genesis dtype; bf16 travels as raw 16-bit words.
 CODE_OF = {
@@ -185,6 +185,28 @@ def _check_entries(header: dict, data_size: int, where: str) -> dict:
         raise CheckpointError(f"{where}: {data_size - covered} bytes after the last tensor; "
                               "the header does not describe the file")
     return entries
+
+
+def is_inside(relative: str) -> bool:
+    """Whether ``relative`` names a file below its directory: no absolute path, drive or
+    ``..`` (an index of shard files may only name such paths). Symbolic links are followed
+    when the file is opened: the Hugging Face cache links shards to blobs.
+
+    Args:
+        relative: a path from a checkpoint's index, relative to the checkpoint's directory.
+
+    Returns:
+        A Python bool.
+
+    Example::
+
+        >>> is_inside("model-00001-of-00002.safetensors"), is_inside("../x.safetensors")
+        (True, False)
+    """
+    parts = relative.replace("\\", "/").split("/")
+    return not (os.path.isabs(relative) or relative.startswith(("/", "\\"))
+                or os.path.splitdrive(relative)[0] or "\0" in relative
+                or any(p in ("", ".", "..") for p in parts))
 
 
 def _is_int(x) -> bool:

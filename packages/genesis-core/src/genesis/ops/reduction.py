@@ -75,6 +75,9 @@ def var(input: Tensor, dim=None, unbiased=None, keepdim: bool = False, *,
         correction = 1 if unbiased is None or unbiased else 0
     if isinstance(unbiased, bool) is False and unbiased is not None:
         raise TypeError("var(): unbiased must be a bool")
+    if not input.dtype.is_floating_point:  # (torch's words: it names var, not mean)
+        raise RuntimeError(f"std and var only support floating point and complex dtypes, got "
+                           f"{input.dtype}")
     if input.dtype in (D.float16, D.bfloat16):  # accumulate in float32, as torch does
         return var(input.to(D.float32), dim, unbiased, keepdim,
                    correction=correction).to(input.dtype)

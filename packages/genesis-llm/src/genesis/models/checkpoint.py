@@ -29,7 +29,7 @@ from genesis.dtypes import dtype_from_name
 from genesis.models.config import load_config
 from genesis.models.safetensors_io import load_tensor, read_header, save_tensors
 from genesis.nn import init
-from genesis.safetensors_file import CheckpointError
+from genesis.safetensors_file import CheckpointError, is_inside
 
 __all__ = ["CheckpointMixin", "checkpoint_files", "read_index"]
 
@@ -67,21 +67,12 @@ def read_index(model_dir: str | os.PathLike) -> dict[str, str] | None:
                               "tensor name to its shard file")
     files = {}
     for name, shard in weight_map.items():
-        if not isinstance(shard, str) or not _inside(shard):
+        if not isinstance(shard, str) or not is_inside(shard):
             raise CheckpointError(f"{path}: tensor {name!r} names the shard file {shard!r}, "
                                   "which is not a file inside the checkpoint directory (shard "
                                   "paths must be relative, without '..')")
         files[name] = os.path.join(model_dir, shard)
     return files
-
-
-def _inside(relative: str) -> bool:
-    """Whether ``relative`` names a file below its directory: no absolute path, drive or
-    ``..``. (Symbolic links are followed: the Hugging Face cache links shards to blobs.)"""
-    parts = relative.replace("\\", "/").split("/")
-    return not (os.path.isabs(relative) or relative.startswith(("/", "\\"))
-                or os.path.splitdrive(relative)[0] or "\0" in relative
-                or any(p in ("", ".", "..") for p in parts))
 
 
 def checkpoint_files(model_dir: str | os.PathLike) -> list[str]:

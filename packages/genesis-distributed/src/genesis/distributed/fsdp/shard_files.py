@@ -4,31 +4,69 @@ Every rank writes the rows it owns of each sharded tensor (and rank 0 the replic
 tensors, whole) to ``rank-0000r-of-0000w.safetensors``; rank 0 then writes ``index.json``,
 which names, for every tensor, its dtype, whole shape and the *pieces* it was cut into (file
 and global rows). A reader of any world size finds there which rows of which files it needs.
-Files are written beside their final name, flushed to disk and renamed, so a crash never
-leaves a half-written file under a real name; ``index.json`` comes last, so a directory
-with an index holds a whole checkpoint. Nothing is unpickled: tensors are safetensors,
-the rest JSON, and both are checked against each other before use.
+
+Files are written with ``genesis.atomic_write`` (beside their final name, flushed, renamed;
+a killed writer's temporary is removed by the next save), and ``index.json`` comes last, so
+a directory with an index holds a whole checkpoint. A save into a directory whose index
+already names the plain file names writes under new names (``rank-...-<tag>.safetensors``):
+the previous checkpoint stays whole and loadable until the new index replaces the old one,
+and only then are the files it no longer names removed. Files are read through genesis-core's
+validated safetensors reader, and the index may only name files inside its directory.
+Nothing is unpickled: tensors are safetensors, the rest JSON.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
+import secrets
 
+import numpy as np
 import torch
-from safetensors import SafetensorError, safe_open
-from safetensors.torch import save_file
 
 import genesis
+from genesis.atomic_write import atomic_write, remove_durably
+from genesis.safetensors_file import (
+    CheckpointError,
+    is_inside,
+    map_array,
+    read_header,
+    write_safetensors,
+)
 
 INDEX = "index.json"
 FORMAT = "genesis.distributed.fsdp sharded checkpoint"
 VERSION = 1
+_RANK_FILE = re.compile(r"rank-\d{5}-of-\d{5}(-[0-9a-f]{8})?\.safetensors")
 
 
-def rank_file(rank: int, world: int) -> str:
-    """The file name of rank ``rank``'s tensors in a world of ``world``."""
-    return f"rank-{rank:05d}-of-{world:05d}.safetensors"
+def rank_file(rank: int, world: int, tag: str | None = None) -> str:
+    """The file name of rank ``rank``'s tensors in a world of ``world`` (``tag``: the
+    suffix of a save that must not overwrite the files the current index names)."""
+    suffix = f"-{tag}" if tag else ""
+    return f"rank-{rank:05d}-of-{world:05d}{suffix}.safetensors"
+
+
+def new_tag(directory: str, world: int) -> str | None:
+    """The file-name tag for a new save of ``world`` ranks into ``directory``: None (plain
+    names) unless the directory's current index uses some of the plain names."""
+    try:
+        with open(os.path.join(directory, INDEX)) as f:
+            in_use = set(json.load(f).get("files", []))
+    except (OSError, ValueError, AttributeError, TypeError):
+        return None  # no index (or a broken one, through which nothing loads)
+    plain = {rank_file(r, world) for r in range(world)}
+    return secrets.token_hex(4) if plain & in_use else None
+
+
+def remove_unlisted(directory: str, files: list[str]) -> None:
+    """Remove the rank files in ``directory`` that the new index (listing ``files``) does
+    not name: the previous save's, and those of saves killed before their index."""
+    keep = set(files)
+    for name in os.listdir(directory):
+        if _RANK_FILE.fullmatch(name) and name not in keep:
+            remove_durably(os.path.join(directory, name))
 
 
 def to_torch(t) -> torch.Tensor:
@@ -39,51 +77,18 @@ def to_torch(t) -> torch.Tensor:
     return torch.from_dlpack(t.contiguous())
 
 
-def _fsync_dir(directory: str) -> None:
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return  # (a platform without directory descriptors)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _replace_atomically(tmp: str, path: str) -> None:
-    with open(tmp, "rb+") as f:
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    _fsync_dir(os.path.dirname(path) or ".")
-
-
 def write_tensors(path: str, tensors: dict[str, torch.Tensor], metadata: dict | None = None
                   ) -> None:
-    """Write ``tensors`` as a safetensors file at ``path``, atomically."""
-    tmp = f"{path}.tmp-{os.getpid()}"
-    seen, own = set(), {}
-    for key, value in tensors.items():  # tied parameters: safetensors wants one copy each
-        value = value.contiguous()
-        own[key] = value.clone() if value.data_ptr() in seen else value
-        seen.add(value.data_ptr())
-    try:
-        save_file(own, tmp, metadata=metadata)
-        _replace_atomically(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+    """Write ``tensors`` (CPU torch tensors) as a safetensors file at ``path``, atomically."""
+    values = {key: genesis.from_dlpack(value.contiguous()) for key, value in tensors.items()}
+    with atomic_write(path) as tmp, open(tmp, "wb") as fh:
+        write_safetensors(fh, values, metadata)
 
 
 def write_json(path: str, obj) -> None:
     """Write ``obj`` as JSON at ``path``, atomically."""
-    tmp = f"{path}.tmp-{os.getpid()}"
-    try:
-        with open(tmp, "w") as f:
-            json.dump(obj, f, indent=1, sort_keys=True)
-        _replace_atomically(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+    with atomic_write(path) as tmp, open(tmp, "w") as f:
+        json.dump(obj, f, indent=1, sort_keys=True)
 
 
 def read_index(directory: str) -> dict:
@@ -103,6 +108,11 @@ def read_index(directory: str) -> dict:
     if index.get("version") != VERSION:
         raise ValueError(f"{path} has version {index.get('version')!r}; this genesis reads "
                          f"version {VERSION}")
+    files = index.get("files")
+    if not isinstance(files, list) or not all(isinstance(f, str) and is_inside(f)
+                                              for f in files):
+        raise ValueError(f"{path}: 'files' must list file names inside {directory!r} "
+                         f"(relative, without '..'), got {files!r}")
     tensors = index.get("tensors")
     if not isinstance(tensors, dict):
         raise ValueError(f"{path}: 'tensors' must be an object")
@@ -130,27 +140,28 @@ def _check_entry(path: str, key: str, entry, files: list) -> None:
 
 
 class ShardReader:
-    """Reads rows of the tensors of a checked index, opening each file once."""
+    """Reads rows of the tensors of a checked index, each file's header read (and validated)
+    once."""
 
     def __init__(self, directory: str, index: dict) -> None:
         self.directory = directory
         self.index = index
-        self._open: dict[str, object] = {}
+        self._headers: dict[str, object] = {}
 
-    def _file(self, name: str):
-        handle = self._open.get(name)
-        if handle is None:
+    def _header(self, name: str):
+        header = self._headers.get(name)
+        if header is None:
             path = os.path.join(self.directory, name)
             if not os.path.isfile(path):
                 raise FileNotFoundError(f"sharded checkpoint file {path} is missing (listed in "
                                         f"{os.path.join(self.directory, INDEX)})")
             try:
-                handle = safe_open(path, framework="pt")
-            except (SafetensorError, OSError) as exc:
+                header = read_header(path)
+            except (CheckpointError, OSError) as exc:
                 raise ValueError(f"sharded checkpoint file {path} is corrupt (not a readable "
                                  f"safetensors file): {exc}") from exc
-            self._open[name] = handle
-        return handle
+            self._headers[name] = header
+        return header
 
     def rows(self, key: str, first: int, stop: int) -> torch.Tensor:
         """Global rows ``[first, stop)`` of tensor ``key`` (a 0-d tensor is one row),
@@ -169,28 +180,26 @@ class ShardReader:
             a, b = max(lo, first), min(hi, stop)
             if a >= b:
                 continue
-            out[a - first:b - first] = self._slice(piece["file"], key, lo, hi, a, b, dtype,
-                                                   row_shape)
+            out[a - first:b - first] = self._slice(piece["file"], key, lo, hi, a, b,
+                                                   entry["dtype"], row_shape)
             covered += b - a
         if covered != stop - first:
             raise ValueError(f"sharded checkpoint in {self.directory!r}: the pieces of {key!r} "
                              f"do not cover rows [{first}, {stop})")
         return out
 
-    def _slice(self, name, key, lo, hi, a, b, dtype, row_shape) -> torch.Tensor:
-        handle = self._file(name)
+    def _slice(self, name, key, lo, hi, a, b, dtype: str, row_shape) -> torch.Tensor:
+        header = self._header(name)
         path = os.path.join(self.directory, name)
-        try:
-            piece = handle.get_slice(key)
-            got_shape, got_dtype = list(piece.get_shape()), piece.get_dtype()
-        except (SafetensorError, KeyError) as exc:
-            raise ValueError(f"sharded checkpoint file {path} has no tensor {key!r} ({exc})"
-                             ) from exc
-        if tuple(got_shape) != (hi - lo, *row_shape):
-            raise ValueError(f"sharded checkpoint file {path}: {key!r} has shape {got_shape}, "
-                             f"the index says {[hi - lo, *row_shape]}")
-        values = piece[a - lo:b - lo]
-        if values.dtype is not dtype:
-            raise ValueError(f"sharded checkpoint file {path}: {key!r} is {got_dtype}, the "
-                             f"index says {dtype}")
-        return values.reshape(b - a, *row_shape)
+        got = header.tensors.get(key)
+        if got is None:
+            raise ValueError(f"sharded checkpoint file {path} has no tensor {key!r}")
+        if got.shape != (hi - lo, *row_shape):
+            raise ValueError(f"sharded checkpoint file {path}: {key!r} has shape "
+                             f"{list(got.shape)}, the index says {[hi - lo, *row_shape]}")
+        if got.dtype.name != dtype:
+            raise ValueError(f"sharded checkpoint file {path}: {key!r} is {got.dtype.name}, "
+                             f"the index says {dtype}")
+        rows = np.asarray(map_array(path, header, key)[a - lo:b - lo])  # (b - a, *row_shape)
+        values = torch.from_numpy(rows.astype(rows.dtype.newbyteorder("="), copy=False))
+        return values.view(torch.bfloat16) if dtype == "bfloat16" else values

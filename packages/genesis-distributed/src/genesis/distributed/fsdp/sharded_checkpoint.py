@@ -24,8 +24,10 @@ from genesis.distributed.fsdp.shard_files import (
     INDEX,
     VERSION,
     ShardReader,
+    new_tag,
     rank_file,
     read_index,
+    remove_unlisted,
     to_torch,
     write_json,
     write_tensors,
@@ -93,6 +95,11 @@ def save_sharded_checkpoint(directory: str | os.PathLike, model, optimizer=None,
         raise TypeError(f"save_sharded_checkpoint: extra and config must be JSON values: {exc}"
                         ) from exc
     state = _named_state(model, optimizer)
+    # every rank writes under the names rank 0 picked: new ones if the current index uses
+    # the plain ones, so the checkpoint already there stays whole until the new index is in
+    tag = g.exchange_objects(new_tag(directory, world) if rank == 0 else None,
+                             "save_sharded_checkpoint (file names)")[0]
+    files = [rank_file(r, world, tag) for r in range(world)]
     mine, entries = {}, {}
     for key, t in state.items():
         if isinstance(t, ShardedTensor):
@@ -100,20 +107,20 @@ def save_sharded_checkpoint(directory: str | os.PathLike, model, optimizer=None,
             first, stop = layout.owned_rows(rank)
             if stop > first:
                 mine[key] = to_torch(t.to_local()).reshape(stop - first, *layout.row_shape)
-            pieces = [{"file": rank_file(r, world), "rows": list(layout.owned_rows(r))}
+            pieces = [{"file": files[r], "rows": list(layout.owned_rows(r))}
                       for r in range(world)]
             shape = layout.global_shape
         else:
             shape = tuple(t.shape)
             if rank == 0:
                 mine[key] = to_torch(t).reshape(shape[0] if shape else 1, *shape[1:])
-            pieces = [{"file": rank_file(0, world), "rows": [0, shape[0] if shape else 1]}]
+            pieces = [{"file": files[0], "rows": [0, shape[0] if shape else 1]}]
         entries[key] = {"shape": list(shape), "dtype": str(t.dtype).removeprefix("genesis."),
                         "pieces": [p for p in pieces if p["rows"][1] > p["rows"][0]]}
     error = None
     try:
         os.makedirs(directory, exist_ok=True)
-        write_tensors(os.path.join(directory, rank_file(rank, world)), mine)
+        write_tensors(os.path.join(directory, files[rank]), mine)
     except Exception as exc:  # the other ranks must hear of it rather than write an index
         error = f"{type(exc).__name__}: {exc}"
     errors = g.exchange_objects(error, "save_sharded_checkpoint")
@@ -123,10 +130,11 @@ def save_sharded_checkpoint(directory: str | os.PathLike, model, optimizer=None,
                            + "; ".join(f"rank {r}: {e}" for r, e in failed))
     if rank == 0:
         index = {"format": FORMAT, "version": VERSION, "world_size": world,
-                 "files": [rank_file(r, world) for r in range(world)], "tensors": entries,
+                 "files": files, "tensors": entries,
                  "optimizer": _optimizer_meta(model, optimizer), "extra": extra,
                  "config": config}
-        write_json(os.path.join(directory, INDEX), index)
+        write_json(os.path.join(directory, INDEX), index)  # the switch to the new files
+        remove_unlisted(directory, files)
     g.exchange_objects(None, "save_sharded_checkpoint (index written)")
 
 

@@ -27,13 +27,20 @@ def checkpoint_path(out: Path, step: int) -> Path:
 
 
 def list_checkpoints(out: Path) -> list[tuple[int, Path]]:
-    """``(step, path)`` of every checkpoint under ``out``, oldest first."""
+    """``(step, path)`` of every complete checkpoint under ``out``, oldest first.
+
+    A sharded checkpoint (a ``step-N.sharded`` directory, ``--fsdp``) is complete once its
+    ``index.json`` is written, last; a run killed while saving one leaves a directory
+    without it, which is not listed, so ``--resume`` continues from the newest whole one.
+    (A single-file checkpoint is whole whenever it exists: ``genesis.save`` is atomic.)
+    """
     folder = out / CHECKPOINT_DIR
     if not folder.is_dir():
         return []
     found = [(int(m.group(1)), folder / name) for name in os.listdir(folder)
              if (m := _NAME.match(name))]
-    return sorted(found)
+    return sorted((step, path) for step, path in found
+                  if not path.is_dir() or (path / "index.json").is_file())
 
 
 def save_checkpoint(out: Path, step: int, model, optimizer, scheduler, history: dict,
