@@ -83,7 +83,9 @@ def _fake_cuda_graphs(monkeypatch):
     monkeypatch.setattr(cuda_graph, "CUDAGraph", FakeGraph)
     monkeypatch.setattr(cuda_graph, "graph", FakeCapture)
     monkeypatch.setattr(cuda_graph, "_capturable", lambda inputs: True)
+    monkeypatch.setattr(cuda_graph, "empty_cache", lambda: FakeGraph.emptied.append(1))
     FakeGraph.captures = 0
+    FakeGraph.emptied = []
 
 
 def value(t):
@@ -96,6 +98,7 @@ def test_fresh_inputs_get_buffers_and_results_survive_later_calls():
     xs = [genesis.full((4,), float(i)) for i in range(5)]
     outs = [run([x, w])[0] for x in xs]
     assert FakeGraph.captures == 1
+    assert FakeGraph.emptied == [1]  # the warm-up's cached memory goes back once, at capture
     assert run.kinds == [cuda_graph.BUFFERED, cuda_graph.KEPT] and run.static_inputs[1] is w
     for i, (x, y) in enumerate(zip(xs, outs)):
         np.testing.assert_array_equal(value(x), np.full(4, float(i)))  # never overwritten

@@ -14,6 +14,8 @@ are CUDA tensors of fixed shapes (core's guards recompile on a new shape):
    caller's tensors are never written, nor kept); where that layout differs (a non-dense
    input gets a contiguous buffer) ``fn`` runs once more eagerly on the buffers first, so
    the kernels they need are compiled outside the capture.
+   After the capture the caching allocator's free memory (what the trace and the warm-up
+   held) goes back to the driver (``empty_cache``, once): the pool does that work now.
 3. Every later call copies each buffered input into its buffer and replays. A graph with
    in-place ops may write its inputs: the buffers are then copied back into the caller's
    tensors after the replay, so ``x.add_(1)`` inside a compiled function still changes the
@@ -48,6 +50,7 @@ from genesis_cuda.capture import GraphCaptureError
 from genesis_cuda.compiler.codegen import dense
 from genesis_cuda.compiler.pool_outputs import PoolOutputs, SharedPool, is_pool_alias
 from genesis_cuda.graphs import CUDAGraph, graph
+from genesis_cuda.memory import empty_cache
 
 BUFFERED, KEPT, HANDED = "buffered", "kept", "handed"  # how an input reaches the graph
 
@@ -150,6 +153,10 @@ class Graphed:
         self.cuda_graph, self.outputs = g, PoolOutputs(list(outs), g.pool())
         if self.pool is not None:
             self.pool.captured(self)
+        # The trace and the eager warm-up left the caching allocator holding their
+        # activations' memory; from now on the graph's pool does that work, so the cache
+        # goes back to the driver once, here (else it stays reserved for the whole run)
+        empty_cache()
         self.addresses = [None if kind is BUFFERED else (x._data.data_ptr(), x.stride())
                           for x, kind in zip(self.static_inputs, self.kinds)]
         # another graph's outputs are matched by address only (holding them would keep
