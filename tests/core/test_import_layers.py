@@ -167,7 +167,8 @@ _BACKEND_SIDE = ("genesis.backends", "genesis_cuda")
 # does the callable its compile hook returns (the contract's ``compile_graph`` hands it
 # tensors, and it runs unfused nodes through core's replay, genesis.compiler.replay).
 _PLUGIN_API = {"genesis_cuda.api", "genesis_cuda.graphed_callables",
-               "genesis_cuda.compiler.runner", "genesis_cuda.compiler.cuda_graph"}
+               "genesis_cuda.compiler.runner", "genesis_cuda.compiler.cuda_graph",
+               "genesis_cuda.compiler.pool_outputs"}  # (hands out the replay's tensors)
 
 
 def _within(mod: str, prefixes) -> bool:

@@ -143,7 +143,7 @@ def test_cli_switches_and_help(base, tmp_path):
     assert runs["on"]["speed"]["tokens_per_second"] > 0
     text = " ".join(build_parser().format_help().split())
     assert "--compile, --no-compile" in text
-    assert "model.compile()" in text and "default: on with CUDA" in text
+    assert "model.compile()" in text and "default: off" in text
 
 
 def test_compile_with_fsdp_is_refused_by_name(tmp_path):
@@ -155,8 +155,12 @@ def test_compile_with_fsdp_is_refused_by_name(tmp_path):
 
 
 @pytest.mark.cuda
+@pytest.mark.xfail(strict=True, raises=RuntimeError,
+                   reason="known bug (issue 30): tracing the tiny Qwen3's backward under bf16 "
+                          "autocast hands a bfloat16 Linear a float32 gradient (matmul dtype "
+                          "error); seen on an H200 on 2026-11-29")
 def test_compiled_run_on_the_gpu(base, tmp_path):
-    """On CUDA compile is the default: fused kernels replayed as CUDA graphs (no fallback
+    """On CUDA: fused kernels replayed as CUDA graphs (no fallback
     warning), the eager run's losses within bf16 autocast's rounding, one trace."""
     import warnings
 
@@ -164,7 +168,7 @@ def test_compiled_run_on_the_gpu(base, tmp_path):
     eager = train(sft_config(base, tmp_path / "eager", compile=False, **kw))
     with warnings.catch_warnings():
         warnings.filterwarnings("error", message="genesis.compile")
-        compiled = train(sft_config(base, tmp_path / "compiled", **kw))
+        compiled = train(sft_config(base, tmp_path / "compiled", compile=True, **kw))
     assert compiled["runtime"]["compiled"] and compiled["runtime"]["precision"] == "bf16"
     assert compiled["runtime"]["compiled_graphs"] == 3
     # bf16 autocast: the fused kernels compute in float32 and round once where eager rounds

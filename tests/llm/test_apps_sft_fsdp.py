@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from dist_harness import run_ranks
 from fsdp_workers import sft_run
+from tiny_sft import sft_config as config
 
 from genesis.models.apps.checkpoint import list_checkpoints
 from genesis.models.apps.sft import train
@@ -22,7 +23,7 @@ _spec = importlib.util.spec_from_file_location(
     "sft_cases", Path(__file__).with_name("test_apps_sft.py"))
 _cases = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_cases)
-base, config, weights = _cases.base, _cases.config, _cases.weights
+base, weights = _cases.base, _cases.weights
 
 
 @pytest.fixture

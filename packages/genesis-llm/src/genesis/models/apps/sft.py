@@ -13,7 +13,7 @@ newest checkpoint there, repeating the uninterrupted run's steps exactly). With 
 (``--fsdp``) the model is sharded over the ranks and its checkpoints are sharded directories,
 ``checkpoints/step-N.sharded/`` (``sft_fsdp``).
 
-With ``compile`` (``--compile``, the default on CUDA) the model is trained through
+With ``compile`` (``--compile``; off by default for now) the model is trained through
 ``model.compile()`` (``genesis.compile``): its forward and backward are traced once and
 replayed, on CUDA as fused kernels in a CUDA graph. Every batch then has one shape,
 ``batch_size x seq_len`` (``packing.pad_batch``: the last partial batch gets whole rows of
@@ -89,7 +89,7 @@ class SFTConfig:
     resume: bool = False
     overwrite: bool = False
     fsdp: bool = False              # shard the model over the ranks (sft_fsdp)
-    compile: bool | None = None     # train through model.compile(); None: on CUDA only
+    compile: bool | None = None     # train through model.compile(); None: off
     progress: bool = True
     plot: bool = True
     extra: dict = field(default_factory=dict)  # recorded in the log (e.g. by a demo)
@@ -136,7 +136,7 @@ def _setting_problems(cfg: SFTConfig) -> list[tuple[str, str]]:
     if cfg.overflow not in OVERFLOW_CHOICES:
         problems.append(("overflow", f"one of {', '.join(OVERFLOW_CHOICES)}"))
     if cfg.compile not in (None, True, False):
-        problems.append(("compile", "True, False or None (on with CUDA)"))
+        problems.append(("compile", "True, False or None (off)"))
     if cfg.precision not in PRECISIONS:
         problems.append(("precision", f"one of {', '.join(PRECISIONS)}"))
     return problems
@@ -287,8 +287,9 @@ def train(cfg: SFTConfig) -> dict:
     genesis.manual_seed(cfg.seed)
     model = load_model(cfg.model, runtime.device, dtype=genesis.float32)
     model.train()
-    compiled = cfg.compile if cfg.compile is not None else (runtime.device.type == "cuda"
-                                                            and not cfg.fsdp)
+    # (None: off for now. On by default on CUDA is the goal, but the traced backward of a
+    # tiny Qwen3 under bf16 autocast hands a bfloat16 Linear a float32 gradient: issue 30)
+    compiled = bool(cfg.compile)
     shape = (cfg.batch_size, cfg.seq_len) if compiled else None  # one shape: one trace
     if compiled:
         model.compile()  # in place: state_dict keys, the optimizer and DDP see the module
