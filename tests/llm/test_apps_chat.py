@@ -10,12 +10,12 @@ import pytest
 pytest.importorskip("tokenizers")
 pytest.importorskip("transformers")
 
+from tiny_sft import save_chat_model
+
 import genesis
-from genesis.models import Qwen3Config, QwenForCausalLM
 from genesis.models.apps.chat import ChatSession, TextPrinter, stop_token_ids
 from genesis.models.apps.chat import main as chat_main
 from genesis.models.apps.model_dir import load_model, load_tokenizer
-from genesis.models.apps.tokenizer_training import train_chat_tokenizer
 
 
 @pytest.fixture(scope="module")
@@ -23,16 +23,11 @@ def model_dir(tmp_path_factory):
     """A tiny random Qwen3 (untied: a tied one echoes its last token, a newline)."""
     genesis.set_num_threads(1)  # tiny kernels: more threads only wait on a busy machine
     path = tmp_path_factory.mktemp("chat") / "model"
-    tok = train_chat_tokenizer(["hello there, how are you? fine thanks", "user assistant"],
-                               vocab_size=280)
-    config = Qwen3Config(vocab_size=len(tok), hidden_size=32, intermediate_size=64,
-                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                         head_dim=8, max_position_embeddings=96, tie_word_embeddings=False,
-                         attention_bias=False, eos_token_id=tok.eos_token_id,
-                         pad_token_id=tok.pad_token_id)
-    genesis.manual_seed(0)
-    QwenForCausalLM(config).save_pretrained(str(path))
-    tok.save_pretrained(str(path))
+    save_chat_model(path, ["hello there, how are you? fine thanks", "user assistant"],
+                    hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                    num_attention_heads=4, num_key_value_heads=2, head_dim=8,
+                    max_position_embeddings=96, tie_word_embeddings=False,
+                    attention_bias=False)
     return path
 
 

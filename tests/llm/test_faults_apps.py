@@ -14,8 +14,9 @@ import pytest
 pytest.importorskip("tokenizers")
 pytest.importorskip("transformers")
 
+from tiny_sft import save_chat_model
+
 import genesis
-from genesis.models import Qwen3Config, QwenForCausalLM
 from genesis.models.apps.chat import ChatSession, PromptTooLongError
 from genesis.models.apps.chat import build_parser as chat_parser
 from genesis.models.apps.chat import main as chat_main
@@ -24,7 +25,6 @@ from genesis.models.apps.checkpoint import checkpoint_path, list_checkpoints
 from genesis.models.apps.model_dir import load_model, load_tokenizer
 from genesis.models.apps.sft_cli import build_parser as sft_parser
 from genesis.models.apps.sft_cli import main as sft_main
-from genesis.models.apps.tokenizer_training import train_chat_tokenizer
 from genesis.models.apps.training_log import write_json_log
 from genesis.models.safetensors_io import save_tensors
 
@@ -40,16 +40,11 @@ def base(tmp_path_factory):
              for w in ("red", "green", "blue", "cat", "dog", "sun", "moon", "tree")]
     data = root / "train.jsonl"
     write_chat_jsonl(data, convs)
-    tok = train_chat_tokenizer([m["content"] for c in convs for m in c] + ["user assistant"],
-                               vocab_size=280)
-    config = Qwen3Config(vocab_size=len(tok), hidden_size=16, intermediate_size=32,
-                         num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1,
-                         head_dim=8, max_position_embeddings=CONTEXT,
-                         eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
-    genesis.manual_seed(0)
     model_dir = root / "model"
-    QwenForCausalLM(config).save_pretrained(model_dir)
-    tok.save_pretrained(str(model_dir))
+    save_chat_model(model_dir, [m["content"] for c in convs for m in c] + ["user assistant"],
+                    hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                    num_attention_heads=2, num_key_value_heads=1, head_dim=8,
+                    max_position_embeddings=CONTEXT)
     return model_dir, data
 
 

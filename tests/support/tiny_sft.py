@@ -2,7 +2,8 @@
 
 ``make_base(root)`` writes 48 "repeat these words" conversations and a model directory
 (config, weights, tokenizer) under ``root``; ``sft_config(base, out, **overrides)`` is a fast
-CPU ``SFTConfig`` for them.
+CPU ``SFTConfig`` for them. ``save_chat_model`` writes such a model directory for any texts
+and sizes (the chat and fault tests make their own).
 """
 
 from __future__ import annotations
@@ -31,22 +32,31 @@ def conversations(n: int) -> list[list[dict]]:
     return out
 
 
+def save_chat_model(path: Path, texts: list[str], vocab_size: int = 280, **config) -> None:
+    """Save a random Qwen3 (seed 0) and a ChatML tokenizer trained on ``texts`` to ``path``.
+
+    ``config``: the ``Qwen3Config`` fields besides the vocabulary and the eos/pad ids (which
+    come from the tokenizer). Example: ``save_chat_model(d, ["hi"], hidden_size=16, ...)``.
+    """
+    tok = train_chat_tokenizer(texts, vocab_size=vocab_size)
+    config = Qwen3Config(vocab_size=len(tok), eos_token_id=tok.eos_token_id,
+                         pad_token_id=tok.pad_token_id, **config)
+    genesis.manual_seed(0)
+    QwenForCausalLM(config).save_pretrained(str(path))
+    tok.save_pretrained(str(path))
+
+
 def make_base(root: Path) -> tuple[Path, Path]:
     """``(model dir, data file)``: a tiny random Qwen3 with a ChatML tokenizer, 48 chats."""
     convs = conversations(48)
     data = root / "train.jsonl"
     write_chat_jsonl(data, convs)
-    tok = train_chat_tokenizer([m["content"] for c in convs for m in c] + ["user assistant"],
-                               vocab_size=280)
-    config = Qwen3Config(vocab_size=len(tok), hidden_size=32, intermediate_size=64,
-                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                         head_dim=8, max_position_embeddings=128, tie_word_embeddings=True,
-                         attention_bias=False, eos_token_id=tok.eos_token_id,
-                         pad_token_id=tok.pad_token_id)
-    genesis.manual_seed(0)
     model_dir = root / "base"
-    QwenForCausalLM(config).save_pretrained(str(model_dir))
-    tok.save_pretrained(str(model_dir))
+    save_chat_model(model_dir, [m["content"] for c in convs for m in c] + ["user assistant"],
+                    hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                    num_attention_heads=4, num_key_value_heads=2, head_dim=8,
+                    max_position_embeddings=128, tie_word_embeddings=True,
+                    attention_bias=False)
     return model_dir, data
 
 
