@@ -62,7 +62,8 @@ def test_a_rank_that_dies_silently_is_reported_at_once(how, said):
 
 class _OwnedByThisProcess:
     """Stands for a C++ object owning this process's threads (a store server, a Gloo group):
-    finalized in a forked rank, where those threads do not exist, it kills that rank."""
+    finalized in a rank forked from this process, where those threads do not exist, it kills
+    that rank. The harness's ranks come from a fork server and never hold it."""
 
     def __init__(self) -> None:
         self.pid = os.getpid()
@@ -80,6 +81,13 @@ def test_forked_ranks_never_finalize_the_parents_garbage():
         assert run_ranks(collects_garbage, 2) == [0, 1]
     finally:
         gc.enable()
+
+
+def test_ranks_are_never_forked_from_the_threaded_test_process():
+    """A child forked from this process can inherit a lock held by one of its threads and
+    hang (in CI a rank hung inside TCPStore(...)): the harness refuses "fork" by name."""
+    with pytest.raises(ValueError, match="start_method must be one of .*'fork'.*hang"):
+        run_ranks(collects_garbage, 2, start_method="fork")
 
 
 def test_second_init_raises_and_destroy_allows_a_new_init():

@@ -1,16 +1,19 @@
 """Run a function on N local processes that form a genesis.distributed world (tests only).
 
-``run_ranks(fn, n)`` forks ``n`` processes (already importing genesis and torch: a fresh
-interpreter costs seconds per rank on a busy machine), each of which joins a world through a
-TCPStore served by the test process, calls ``fn(rank, world_size, *args)`` and sends back
-its result or its traceback. A forked child must not use the OpenMP pool its parent may have
-started (libgomp does not survive fork), so it runs torch single-threaded, as DataLoader
-workers do. The parent's objects are frozen out of the garbage collector while it forks
-(``gc.freeze``), so a rank never finalizes one of them: a C++ object that owns threads (a
-store server of an earlier test caught in a reference cycle) joins them in its destructor,
-and in the child those threads do not exist (std::system_error, SIGABRT). Worker functions
-live in ``tests/support`` modules (importable by name, should a platform without fork need
-"spawn").
+``run_ranks(fn, n)`` starts ``n`` processes, each of which joins a world through a TCPStore
+served by the test process, calls ``fn(rank, world_size, *args)`` and sends back its result
+or its traceback. Worker functions live in ``tests/support`` modules, importable by name.
+
+The ranks are forked by multiprocessing's fork server, never by the test process itself.
+The test process runs threads (the store server's, Gloo's, an earlier test's): a child
+forked from it inherits every lock those threads held at that instant, still locked, and
+with no thread left to release it. In CI a rank hung that way inside ``TCPStore(...)``
+before it ever connected; earlier, ranks died finalizing a parent's C++ object whose threads
+did not exist in the child (SIGABRT). The fork server is a fresh, single-threaded
+interpreter that has already imported torch and genesis (``PRELOAD``),
+so a rank still starts in a fraction of a second, and it starts clean. A rank runs torch
+single-threaded, as DataLoader workers do: two cores are shared by every rank. GPU tests
+pass ``start_method="spawn"`` (CUDA must not be initialized before the fork either).
 
 When a rank does not report in time, the failure says what every rank was doing: the
 harness step it had reached (written to the store as it goes), the Python stack of each of
@@ -22,7 +25,6 @@ errors the other ranks reported (a rank that timed out usually names the one it 
 from __future__ import annotations
 
 import datetime
-import gc
 import multiprocessing as mp
 import os
 import queue
@@ -35,6 +37,10 @@ from torch import distributed as tdist
 
 STEP_KEY = "dist_harness/step/{rank}"  # the harness's own keys (genesis uses genesis/...)
 STACK_WAIT_S = 3.0  # how long a stuck rank gets to write its stacks after SIGUSR1
+# imported once by the fork server, so each rank forked from it starts with them loaded (the
+# worker modules are not: the server's sys.path lacks tests/support until Python 3.12)
+PRELOAD = ["torch", "genesis", "genesis.nn", "genesis.distributed", "pytest"]
+START_METHODS = ("forkserver", "spawn")
 
 
 def _step(store, rank: int, what: str) -> None:
@@ -131,7 +137,7 @@ class _Stuck(Exception):
 
 def run_ranks(fn, world_size: int, *args, backend: str = "gloo", timeout_s: float = 20.0,
               join_s: float = 120.0, allow_exit: tuple[int, ...] = (),
-              start_method: str = "fork") -> list:
+              start_method: str = "forkserver") -> list:
     """``[fn(0, n, *args), ..., fn(n - 1, n, *args)]``, each run in its own process.
 
     GPU tests pass ``start_method="spawn"``: a forked child cannot use the parent's CUDA.
@@ -148,7 +154,7 @@ def run_ranks(fn, world_size: int, *args, backend: str = "gloo", timeout_s: floa
             The default, six group timeouts, leaves room for ranks starved of CPU on a
             loaded 2-core machine; a rank silent that long is stuck, and is described.
         allow_exit: ranks that may die without reporting (their result is ``None``).
-        start_method: ``"fork"`` or ``"spawn"``.
+        start_method: ``"forkserver"`` or ``"spawn"``; never ``"fork"`` (module docstring).
 
     Returns:
         Each rank's return value, in rank order.
@@ -158,9 +164,15 @@ def run_ranks(fn, world_size: int, *args, backend: str = "gloo", timeout_s: floa
             reported for ``join_s`` seconds; the message then says what each rank still
             running was doing (see the module docstring).
     """
+    if start_method not in START_METHODS:
+        raise ValueError(f"run_ranks: start_method must be one of {START_METHODS}, got "
+                         f"{start_method!r} (a rank forked from the threaded test process can "
+                         "inherit a held lock and hang: see tests/support/dist_harness.py)")
+    ctx = mp.get_context(start_method)
+    if start_method == "forkserver":
+        ctx.set_forkserver_preload(PRELOAD)  # takes effect when the server first starts
     server = tdist.TCPStore("127.0.0.1", 0, world_size, True,
                             datetime.timedelta(seconds=timeout_s), wait_for_workers=False)
-    ctx = mp.get_context(start_method)
     results = ctx.Queue()
     with tempfile.TemporaryDirectory(prefix="dist_harness_") as scratch:
         stack_files = [os.path.join(scratch, f"rank{r}.stacks") for r in range(world_size)]
@@ -168,18 +180,8 @@ def run_ranks(fn, world_size: int, *args, backend: str = "gloo", timeout_s: floa
                                                   timeout_s, args, results, stack_files[r]),
                              daemon=True)
                  for r in range(world_size)]
-        if start_method == "fork":
-            # A forked rank must never finalize the parent's objects: a C++ object that owns
-            # threads (a Gloo group, a store server of an earlier test caught in a reference
-            # cycle) joins them in its destructor, and in the child they do not exist: the
-            # rank died in the collector with SIGABRT ("std::system_error: No such process").
-            # Frozen objects are left out of every collection, the child's included.
-            gc.freeze()
-        try:
-            for p in procs:
-                p.start()
-        finally:
-            gc.unfreeze()
+        for p in procs:
+            p.start()
         out: dict[int, object] = {}
         failures: list[str] = []
         waiting = set(range(world_size)) - set(allow_exit)
