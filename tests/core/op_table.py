@@ -1405,12 +1405,20 @@ assert len(OPS_BY_NAME) == len(OPS), "duplicate op names in the table"
 
 
 # fused ops (backend kernels with composite fallbacks) --------------------------------
+def _float32_params(dtype: str, samples: list) -> list:
+    """``samples`` for a half ``dtype`` only: a norm's half input with float32 parameters,
+    as under autocast (the output keeps the input's dtype, each gradient its input's)."""
+    return samples if dtype in ("float16", "bfloat16") else []
+
+
 add(
     OpInfo("layer_norm", lambda d: [
         S(T((3, 4)), (4,), name="no-affine"),
         S(T((2, 3, 4), layout="slice"), (4,), T((4,)), T((4,)), name="affine,strided"),
         S(T((2, 3, 4)), (3, 4), T((3, 4)), None, 1e-3, name="2-d-shape,weight-only"),
-        S(T((0, 4)), (4,), T((4,)), T((4,)), name="empty")],
+        S(T((0, 4)), (4,), T((4,)), T((4,)), name="empty")] + _float32_params(d, [
+        S(T((2, 3, 4)), (4,), T((4,), dtype="float32"), T((4,), dtype="float32"),
+          name="half-input,float32-params")]),
         op=genesis.layer_norm, ref=torch.nn.functional.layer_norm,
         errors=lambda: [ErrorInput(S(T((2, 3)), (4,)), RuntimeError, r"\[\*, 4\].*\[2, 3\]"),
                         ErrorInput(S(T((2, 4)), (4,), T((3,))), RuntimeError,
@@ -1418,7 +1426,9 @@ add(
     OpInfo("rms_norm", lambda d: [
         S(T((3, 4)), (4,), name="no-weight"),
         S(T((2, 3, 4), layout="T"), (4,), T((4,)), 1e-6, name="weight,transposed"),
-        S(T((2, 3, 4)), (3, 4), T((3, 4)), name="2-d-shape,default-eps")],
+        S(T((2, 3, 4)), (3, 4), T((3, 4)), name="2-d-shape,default-eps")] + _float32_params(d, [
+        S(T((2, 3, 4)), (4,), T((4,), dtype="float32"), 1e-6,
+          name="half-input,float32-weight")]),
         op=genesis.rms_norm, ref=torch.nn.functional.rms_norm),
 )
 OPS_BY_NAME = {op.name: op for op in OPS}

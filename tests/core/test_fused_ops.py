@@ -68,6 +68,26 @@ def test_layer_norm_and_rms_norm(device):
            lambda x, w: F.rms_norm(x, (6,), w, 1e-6), x, w)
 
 
+@pytest.mark.parametrize("norm", ["rms_norm", "layer_norm"])
+def test_norm_gradients_under_create_graph_keep_the_inputs_dtypes(device, norm):
+    # a bfloat16 input and float32 parameters (as under autocast): create_graph takes the
+    # differentiable formula, which genesis.compile traces; it must give what the row's fused
+    # backward gives, in the same dtypes (issue 30: rms_norm's gave x a float32 gradient)
+    x = to_genesis(_rand(4, 6, seed=4), device).to(genesis.bfloat16).requires_grad_()
+    params = [to_genesis(_rand(6, seed=5 + i), device, True) for i in range(2)]
+    if norm == "rms_norm":
+        params = params[:1]
+
+    def grads(create_graph):
+        y = getattr(F, norm)(x, (6,), *params)
+        return genesis.autograd.grad(y.float().pow(2).sum(), [x, *params],
+                                     create_graph=create_graph)
+
+    plain, traced = grads(False), grads(True)
+    assert [g.dtype for g in plain] == [genesis.bfloat16] + [genesis.float32] * len(params)
+    genesis.testing.assert_close([g.detach() for g in traced], list(plain))
+
+
 # -------------------------------------------------------------------------- nn's rows
 def test_scaled_dot_product_attention(device):
     q, k, v = _rand(2, 4, 5, 8, seed=4), _rand(2, 2, 7, 8, seed=5), _rand(2, 2, 7, 8, seed=6)

@@ -14,21 +14,33 @@ pytest.importorskip("tokenizers")
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def test_sft_compile_bench_tiny_cpu(tmp_path, capsys):
+def run_bench(*argv):
     sys.path.insert(0, os.path.join(ROOT, "tools", "bench"))
     try:
         spec = importlib.util.spec_from_file_location(
             "bench_sft_compile", os.path.join(ROOT, "tools", "bench", "sft_compile.py"))
         bench = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(bench)
-        out = tmp_path / "sft.json"
-        doc = bench.main(["--shape", "tiny", "--device", "cpu", "--steps", "3",
-                          "--batch-size", "2", "--seq-len", "64", "--out", str(out)])
+        return bench.main(["--device", "cpu", "--steps", "3", "--batch-size", "2",
+                           "--seq-len", "64", *argv])
     finally:
         sys.path.remove(os.path.join(ROOT, "tools", "bench"))
+
+
+def test_sft_compile_bench_tiny_cpu(tmp_path, capsys):
+    out = tmp_path / "sft.json"
+    doc = run_bench("--shape", "tiny", "--out", str(out))
     assert json.loads(out.read_text())["shape"] == "tiny"
     assert not doc["eager"]["compiled"] and doc["compile"]["compiled"]
     assert doc["compile"]["compiled_graphs"] == 2  # one forward and backward for all steps
     assert len(doc["compile"]["losses"]) == 3 and doc["max_rel_loss_diff"] < 1e-4
     assert doc["tok_per_s_ratio"] > 0
     assert "compile / eager tokens/s" in capsys.readouterr().out
+
+
+def test_sft_compile_bench_tiny_qwen3_under_bf16_autocast_cpu():
+    # the Qwen3 family's q_norm/k_norm under bf16 autocast: the traced backward of issue 30
+    doc = run_bench("--shape", "tiny-qwen3", "--precision", "bf16")
+    assert "error" not in doc and doc["compile"]["compiled"]
+    assert doc["compile"]["compiled_graphs"] == 2
+    assert doc["max_rel_loss_diff"] < 1e-4

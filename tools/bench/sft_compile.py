@@ -1,19 +1,22 @@
 """genesis-sft compiled against eager: tokens/s of the same run, Qwen2.5-0.5B shape.
 
-    python tools/bench/sft_compile.py [--shape qwen2.5-0.5b|tiny] [--steps 20]
-                                      [--batch-size 8] [--seq-len 1024] [--device cuda]
-                                      [--out FILE]
+    python tools/bench/sft_compile.py [--shape qwen2.5-0.5b|qwen3-0.6b|tiny|tiny-qwen3]
+                                      [--steps 20] [--batch-size 8] [--seq-len 1024]
+                                      [--device cuda] [--precision auto] [--out FILE]
 
 Writes a model directory of the shape (random weights; the layer sizes and vocabulary of
 ``tools/bench/llm.py``'s config), a ChatML BPE tokenizer and enough "repeat these words"
 chats to fill ``steps x batch-size`` packed rows, then runs ``genesis-sft``'s training loop
-(``genesis.models.apps.sft.train``, bf16 autocast on the GPU) on them twice in this process:
+(``genesis.models.apps.sft.train``, bf16 autocast on the GPU unless ``--precision`` says
+otherwise) on them twice in this process:
 ``compile=False`` (eager) and ``compile=True`` (``model.compile()`` on fixed-shape batches).
 Reported per run, from the run's log record: the first step's seconds (the compiled run
 traces and compiles there), input tokens/s of the later steps (real tokens, padding not
 counted, evaluation and checkpoints excluded) and the losses; then the compiled/eager
 ratios (the issue's target: >= 1.3x tokens/s) and the largest relative loss difference.
-``--shape tiny`` is a CPU smoke test of the same path.
+``--shape tiny`` is a CPU smoke test of the same path; ``qwen3-0.6b`` and ``tiny-qwen3`` are
+the Qwen3 family, whose q_norm/k_norm (an rms_norm of a bfloat16 projection under autocast)
+the Qwen2.5 shapes lack.
 """
 
 from __future__ import annotations
@@ -53,9 +56,12 @@ def make(root: Path, shape: str, rows: int, seq_len: int) -> tuple[Path, Path]:
     data = root / "train.jsonl"
     write_chat_jsonl(data, chats)
     tok = train_chat_tokenizer([" ".join(WORDS), "repeat user assistant"], vocab_size=300)
-    cfg = dict(CONFIGS["qwen2.5-0.5b"])
-    if shape == "tiny":
+    family = "qwen3-0.6b" if "qwen3" in shape else "qwen2.5-0.5b"
+    cfg = dict(CONFIGS[family])
+    if shape.startswith("tiny"):
         cfg.update(TINY)
+        if "head_dim" in cfg:  # (Qwen3's is set apart from hidden_size / heads)
+            cfg["head_dim"] = TINY["hidden_size"] // TINY["num_attention_heads"]
     cfg.update(eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id,
                bos_token_id=None, max_position_embeddings=max(seq_len,
                                                               cfg["max_position_embeddings"]))
@@ -75,7 +81,8 @@ def run(model_dir: Path, data: Path, out: Path, compile: bool, args) -> dict:
     record = train(SFTConfig(model=str(model_dir), data=[str(data)], out=str(out),
                              seq_len=args.seq_len, batch_size=args.batch_size,
                              max_steps=args.steps, lr=1e-5, warmup_steps=0, eval_fraction=0.0,
-                             device=args.device, compile=compile, progress=False, plot=False))
+                             device=args.device, precision=args.precision, compile=compile,
+                             progress=False, plot=False))
     return {"compiled": record["runtime"]["compiled"],
             "compiled_graphs": record["runtime"]["compiled_graphs"],
             **record["speed"], "losses": record["history"]["train_loss"]}
@@ -83,18 +90,21 @@ def run(model_dir: Path, data: Path, out: Path, compile: bool, args) -> dict:
 
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--shape", choices=("qwen2.5-0.5b", "tiny"), default="qwen2.5-0.5b")
+    ap.add_argument("--shape", choices=("qwen2.5-0.5b", "qwen3-0.6b", "tiny", "tiny-qwen3"),
+                    default="qwen2.5-0.5b")
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--batch-size", type=int, default=8)
     ap.add_argument("--seq-len", type=int, default=1024)
     ap.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
+    ap.add_argument("--precision", default="auto", choices=("auto", "bf16", "fp32"),
+                    help="auto: bf16 autocast on the GPU, float32 on the CPU")
     ap.add_argument("--out", default=None, help="write the results as JSON here")
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         model_dir, data = make(root, args.shape, args.steps * args.batch_size, args.seq_len)
         doc = {"shape": args.shape, "steps": args.steps, "batch_size": args.batch_size,
-               "seq_len": args.seq_len, "device": args.device}
+               "seq_len": args.seq_len, "device": args.device, "precision": args.precision}
         for name, compile in (("eager", False), ("compile", True)):
             try:
                 doc[name] = run(model_dir, data, root / name, compile, args)

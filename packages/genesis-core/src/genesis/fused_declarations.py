@@ -19,7 +19,10 @@ Kernel signatures (what ``backend.kernel(name)`` is called with, and returns):
 * ``rms_norm(x, weight, eps) -> (y, rstd)`` over the last dim, ``rstd`` as layer_norm's;
   ``rms_norm_backward(grad, x, weight, rstd) -> (grad_x, grad_weight)``.
 
-``weight``/``bias`` may be None; kernels return new arrays.
+``weight``/``bias`` may be None; kernels return new arrays. The norms' backward kernels give
+``grad_x`` in ``x``'s dtype and the parameters' gradients in the weight's (a bfloat16 ``x`` with
+a float32 weight under autocast), computing half inputs in float32; the differentiable
+formulas ``genesis.ops.fused`` uses under create_graph (and genesis.compile traces) match them.
 """
 
 from __future__ import annotations

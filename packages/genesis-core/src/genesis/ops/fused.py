@@ -12,6 +12,7 @@ from genesis import creation
 from genesis import dtypes as D
 from genesis.autograd.function import Function
 from genesis.autograd.grad_mode import is_grad_enabled
+from genesis.backends.composite import norm_acc_dtype
 from genesis.fused_declarations import LAYER_NORM, RMS_NORM, SOFTMAX
 from genesis.ops.common import check_same_device, normalize_dim, wrap
 from genesis.tensor import Tensor
@@ -137,15 +138,21 @@ class LayerNorm(Function):
 
 
 def _layer_norm_grads(x, weight, g, eps, has_bias) -> tuple:
-    """LayerNorm's gradients written with differentiable ops (x: (..., N))."""
-    xc = x - x.mean(-1, keepdim=True)
-    r = ((xc * xc).mean(-1, keepdim=True) + eps).rsqrt()
+    """LayerNorm's gradients written with differentiable ops (x: (..., N)).
+
+    Computed and returned in the dtypes of the row's backward (see ``_rms_norm_grads``).
+    """
+    acc = norm_acc_dtype(x.dtype)
+    xa, ga = x.to(acc), g.to(acc)  # (..., N)
+    xc = xa - xa.mean(-1, keepdim=True)
+    r = ((xc * xc).mean(-1, keepdim=True) + eps).rsqrt()  # (..., 1)
     xhat = xc * r
-    gy = g if weight is None else g * weight
+    gy = ga if weight is None else ga * weight.to(acc)
     gx = r * (gy - gy.mean(-1, keepdim=True) - xhat * (gy * xhat).mean(-1, keepdim=True))
     lead = tuple(range(x.ndim - 1))
-    gw = None if weight is None else (g * xhat).sum(lead)
-    return gx, gw, (g.sum(lead) if has_bias else None)
+    gw = None if weight is None else (ga * xhat).sum(lead).to(weight.dtype)  # (N,)
+    gb = ga.sum(lead).to(weight.dtype) if has_bias else None  # (a bias comes with a weight)
+    return gx.to(x.dtype), gw, gb
 
 
 def layer_norm(input: Tensor, normalized_shape, weight: Tensor | None = None,
@@ -189,15 +196,30 @@ class RMSNorm(Function):
     def backward(ctx, g):
         x, weight, rstd = ctx.saved_tensors
         if is_grad_enabled():  # create_graph: differentiable ops, so double backward works
-            r = ((x * x).mean(-1, keepdim=True) + ctx.eps).rsqrt()
-            xhat = x * r
-            gy = g if weight is None else g * weight
-            gx = r * (gy - xhat * (gy * xhat).mean(-1, keepdim=True))
-            gw = None if weight is None else (g * xhat).sum(tuple(range(x.ndim - 1)))
-            return gx, gw, None
+            return _rms_norm_grads(x, weight, g, ctx.eps) + (None,)
         gx, gw = RMS_NORM.backward(x._backend, g.contiguous()._data, x._data,
                                    None if weight is None else weight._data, rstd._data)
         return wrap(gx, x.device), (None if gw is None else wrap(gw, x.device)), None
+
+
+def _rms_norm_grads(x, weight, g, eps) -> tuple:
+    """RMSNorm's gradients written with differentiable ops (x: (..., N)).
+
+    They must match the row's backward in dtypes as well as values: computed in float32 for
+    half inputs (``norm_acc_dtype``), ``grad_x`` in ``x``'s dtype and ``grad_weight`` in the
+    weight's. create_graph runs this formula and genesis.compile traces it; were a bfloat16
+    ``x`` with a float32 weight (autocast) to get a float32 gradient here, the bfloat16
+    matmul before the norm would refuse it (issue 30).
+    """
+    acc = norm_acc_dtype(x.dtype)
+    xa, ga = x.to(acc), g.to(acc)  # (..., N)
+    r = ((xa * xa).mean(-1, keepdim=True) + eps).rsqrt()  # (..., 1)
+    xhat = xa * r
+    gy = ga if weight is None else ga * weight.to(acc)
+    gx = r * (gy - xhat * (gy * xhat).mean(-1, keepdim=True))
+    gw = None if weight is None else \
+        (ga * xhat).sum(tuple(range(x.ndim - 1))).to(weight.dtype)  # (N,)
+    return gx.to(x.dtype), gw
 
 
 def rms_norm(input: Tensor, normalized_shape, weight: Tensor | None = None,

@@ -13,13 +13,13 @@ newest checkpoint there, repeating the uninterrupted run's steps exactly). With 
 (``--fsdp``) the model is sharded over the ranks and its checkpoints are sharded directories,
 ``checkpoints/step-N.sharded/`` (``sft_fsdp``).
 
-With ``compile`` (``--compile``; off by default for now) the model is trained through
-``model.compile()`` (``genesis.compile``): its forward and backward are traced once and
-replayed, on CUDA as fused kernels in a CUDA graph. Every batch then has one shape,
-``batch_size x seq_len`` (``packing.pad_batch``: the last partial batch gets whole rows of
-padding, which the loss ignores), so one trace serves every step. ``compile`` changes
-nothing in the checkpoints: the compiled call lives beside the module's parameters, whose
-``state_dict`` keys stay the model's own.
+With ``compile`` (``--compile``: the default on CUDA without FSDP, off on the CPU unless asked
+for) the model is trained through ``model.compile()`` (``genesis.compile``): its forward and
+backward are traced once and replayed, on CUDA as fused kernels in a CUDA graph. Every batch
+then has one shape, ``batch_size x seq_len`` (``packing.pad_batch``: the last partial batch
+gets whole rows of padding, which the loss ignores), so one trace serves every step.
+``compile`` changes nothing in the checkpoints: the compiled call lives beside the module's
+parameters, whose ``state_dict`` keys stay the model's own.
 """
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ class SFTConfig:
     resume: bool = False
     overwrite: bool = False
     fsdp: bool = False              # shard the model over the ranks (sft_fsdp)
-    compile: bool | None = None     # train through model.compile(); None: off
+    compile: bool | None = None     # train through model.compile(); None: compiles_on()
     progress: bool = True
     plot: bool = True
     extra: dict = field(default_factory=dict)  # recorded in the log (e.g. by a demo)
@@ -106,6 +106,26 @@ class SFTConfig:
                             "--out, or start it again)")
         if problems:
             raise ValueError("invalid settings:\n  " + "\n  ".join(problems))
+
+    def compiles_on(self, device_type: str) -> bool:
+        """Whether a run on ``device_type`` trains through ``model.compile()``.
+
+        ``compile`` when set; else on CUDA (its fixed-shape batches replay as one CUDA graph)
+        without FSDP, and eager on the CPU, where tracing costs more than replaying saves.
+
+        Args:
+            device_type: the run's device type, ``"cuda"`` or ``"cpu"``.
+
+        Returns:
+            True to compile.
+
+        Example:
+            >>> SFTConfig(model="m", data=["d"], out="o").compiles_on("cuda")
+            True
+        """
+        if self.compile is not None:
+            return self.compile
+        return device_type == "cuda" and not self.fsdp
 
 
 # Integer settings and their least value (None allowed where the default is None).
@@ -136,7 +156,7 @@ def _setting_problems(cfg: SFTConfig) -> list[tuple[str, str]]:
     if cfg.overflow not in OVERFLOW_CHOICES:
         problems.append(("overflow", f"one of {', '.join(OVERFLOW_CHOICES)}"))
     if cfg.compile not in (None, True, False):
-        problems.append(("compile", "True, False or None (off)"))
+        problems.append(("compile", "True, False or None (on with CUDA)"))
     if cfg.precision not in PRECISIONS:
         problems.append(("precision", f"one of {', '.join(PRECISIONS)}"))
     return problems
@@ -287,9 +307,7 @@ def train(cfg: SFTConfig) -> dict:
     genesis.manual_seed(cfg.seed)
     model = load_model(cfg.model, runtime.device, dtype=genesis.float32)
     model.train()
-    # (None: off for now. On by default on CUDA is the goal, but the traced backward of a
-    # tiny Qwen3 under bf16 autocast hands a bfloat16 Linear a float32 gradient: issue 30)
-    compiled = bool(cfg.compile)
+    compiled = cfg.compiles_on(runtime.device.type)
     shape = (cfg.batch_size, cfg.seq_len) if compiled else None  # one shape: one trace
     if compiled:
         model.compile()  # in place: state_dict keys, the optimizer and DDP see the module

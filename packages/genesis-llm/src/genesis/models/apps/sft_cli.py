@@ -2,7 +2,7 @@
 
     genesis-sft --model Qwen3-0.6B --data train.jsonl --out runs/sft
     genesis-sft --model runs/sft --data a.txt b.txt --pretrain --out runs/pt --seq-len 512
-    genesis-sft --model M --data D --out O --compile  # through genesis.compile (off by default)
+    genesis-sft --model M --data D --out O --no-compile     # eager (compiled by default on CUDA)
     torchrun --nproc_per_node=2 -m genesis.models.apps.sft_cli --model M --data D --out O
     torchrun --nproc_per_node=2 -m genesis.models.apps.sft_cli --fsdp --model M --data D --out O
 """
@@ -81,7 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="train through model.compile() (genesis.compile: traced once, then "
                         "replayed; on CUDA fused kernels in a CUDA graph), every batch padded "
                         "to --batch-size x --seq-len so one graph serves every step; "
-                        "default: off (on by default on CUDA is planned)")
+                        "default: on with CUDA (not with --fsdp), off on the CPU")
     p.add_argument("--device", default=None, help="cpu, cuda or cuda:N (default: the GPU if "
                    "there is one)")
     p.add_argument("--precision", choices=PRECISIONS, default=d.precision,
