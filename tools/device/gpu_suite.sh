@@ -6,7 +6,8 @@
 #   bench: tools/bench/{ops,memory,overhead}.py, genesis vs torch in the same run.
 #   train: the end-to-end figures: tools/bench/train.py (eager and graph), tools/bench/llm.py
 #          (training, decode, prefill against transformers; eager and compiled),
-#          tools/bench/sft_compile.py (genesis-sft --compile against eager) and the
+#          tools/bench/sft_compile.py (genesis-sft --compile against eager; the Qwen2.5
+#          and the Qwen3 shape, whose q/k norms run under bf16 autocast) and the
 #          fused-kernel rows of ops.py; GPU (h100 or h200, default h200) picks the peak
 #          FLOP/s behind MFU.
 #   multigpu: on a two-GPU kind (nvidia-h200-x2): the multigpu tests, tools/bench/ddp.py on
@@ -69,6 +70,7 @@ elif [ "$what" = train ]; then
         done
         python3 tools/bench/llm.py --gpu "$gpu" --out "$res/llm.json"
         python3 tools/bench/sft_compile.py --out "$res/sft_compile.json"
+        python3 tools/bench/sft_compile.py --shape qwen3-0.6b --out "$res/sft_compile_qwen3.json"
         python3 tools/bench/ops.py --only-llm --out "$res"
         python3 tools/bench/ops.py --attention-only --out "$res"
         python3 tools/bench/ops.py --matmul-training --out "$res"
