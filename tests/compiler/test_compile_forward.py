@@ -143,6 +143,22 @@ def test_non_callable_is_refused():
         genesis.compile(genesis.ones(2))
 
 
+def test_dynamic_shapes_are_refused_out_loud():
+    """dynamic=True (torch: one graph for every size) is not supported: a warning, then one
+    trace per shape; a value that is no bool is a TypeError."""
+    with pytest.warns(UserWarning, match=r"dynamic=True.*not supported.*traced and compiled "
+                                         r"anew"):
+        compiled = genesis.compile(lambda x: x * 2, dynamic=True)
+    compiled(genesis.ones(2))
+    compiled(genesis.ones(3))
+    assert len(compiled.graphs()) == 2
+    with pytest.raises(TypeError, match="dynamic must be True, False or None, got 'yes'"):
+        genesis.compile(lambda x: x, dynamic="yes")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        genesis.compile(lambda x: x, dynamic=False)
+
+
 def test_decorator_forms():
     @genesis.compile
     def f(x):

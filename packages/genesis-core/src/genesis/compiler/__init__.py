@@ -11,6 +11,8 @@ walks through them.
 
 from __future__ import annotations
 
+import warnings
+
 from genesis.compiler import compiled as _compiled
 from genesis.compiler.compiled import CompiledFunction
 from genesis.compiler.graph import Graph, OpNode, Value
@@ -38,8 +40,9 @@ def compile(model_or_fn=None, *, fullgraph: bool = False, dynamic: bool | None =
             decorator with these settings is returned.
         fullgraph: raise ``GraphBreakError`` (naming the op and the source line) at a graph
             break instead of splitting there.
-        dynamic: accepted for PyTorch compatibility; shapes are always specialised (a new
-            shape is a new trace).
+        dynamic: ``None`` or ``False``: shapes are specialised (a new shape is a new
+            trace). ``True`` (torch: one graph for every size) is not supported: it warns
+            once and specialises too.
         mode: passed to the backend's hook as ``options["mode"]`` (e.g. ``"reduce-overhead"``).
         options: ``{"recompute": False}`` keeps for backward every intermediate eager
             autograd keeps (default True: cheap elementwise ones are recomputed by the
@@ -51,7 +54,7 @@ def compile(model_or_fn=None, *, fullgraph: bool = False, dynamic: bool | None =
         A ``CompiledFunction``: call it as the original.
 
     Raises:
-        TypeError: ``model_or_fn`` is not callable.
+        TypeError: ``model_or_fn`` is not callable, or ``dynamic`` is not a bool or None.
 
     Example:
         >>> model = genesis.nn.Linear(8, 4)
@@ -68,6 +71,13 @@ def compile(model_or_fn=None, *, fullgraph: bool = False, dynamic: bool | None =
     if not callable(model_or_fn):
         raise TypeError(f"genesis.compile expected a callable (a function or a module), got "
                         f"{type(model_or_fn).__name__}")
+    if dynamic not in (None, True, False):
+        raise TypeError(f"genesis.compile: dynamic must be True, False or None, got "
+                        f"{dynamic!r}")
+    if dynamic:
+        warnings.warn("genesis.compile(dynamic=True): dynamic shapes are not supported; each "
+                      "new input shape is traced and compiled anew (up to "
+                      f"{_compiled.cache_size_limit} shapes, then eager)", stacklevel=2)
     if options is not None and not isinstance(options, dict):
         raise TypeError(f"genesis.compile: options must be a dict, got "
                         f"{type(options).__name__}")
