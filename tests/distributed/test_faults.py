@@ -12,6 +12,7 @@ from dist_harness import run_ranks
 from dist_workers import (
     checkpoint,
     collects_garbage,
+    environment,
     init_twice,
     killed_peer,
     silent_peer,
@@ -88,6 +89,16 @@ def test_ranks_are_never_forked_from_the_threaded_test_process():
     hang (in CI a rank hung inside TCPStore(...)): the harness refuses "fork" by name."""
     with pytest.raises(ValueError, match="start_method must be one of .*'fork'.*hang"):
         run_ranks(collects_garbage, 2, start_method="fork")
+
+
+def test_ranks_see_the_environment_and_directory_of_the_call(monkeypatch, tmp_path):
+    """The fork server started with an earlier test's environment; a rank still sees the
+    variables and the working directory the test has when it calls run_ranks."""
+    assert run_ranks(collects_garbage, 1) == [0]  # the server is running before the change
+    monkeypatch.setenv("GENESIS_TEST_MARK", "this test")
+    monkeypatch.chdir(tmp_path)
+    for r in run_ranks(environment, 2):
+        assert r == {"mark": "this test", "cwd": str(tmp_path)}
 
 
 def test_second_init_raises_and_destroy_allows_a_new_init():

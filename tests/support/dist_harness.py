@@ -11,7 +11,9 @@ with no thread left to release it. In CI a rank hung that way inside ``TCPStore(
 before it ever connected; earlier, ranks died finalizing a parent's C++ object whose threads
 did not exist in the child (SIGABRT). The fork server is a fresh, single-threaded
 interpreter that has already imported torch and genesis (``PRELOAD``),
-so a rank still starts in a fraction of a second, and it starts clean. A rank runs torch
+so a rank still starts in a fraction of a second, and it starts clean; it takes the test's
+environment variables and working directory as they are when ``run_ranks`` is called (as a
+forked child would), not the server's from when it started. A rank runs torch
 single-threaded, as DataLoader workers do: two cores are shared by every rank. GPU tests
 pass ``start_method="spawn"`` (CUDA must not be initialized before the fork either).
 
@@ -48,8 +50,12 @@ def _step(store, rank: int, what: str) -> None:
 
 
 def _child(fn, rank: int, world_size: int, port: int, backend: str, timeout_s: float,
-           args: tuple, results, stacks_path: str) -> None:
+           args: tuple, results, stacks_path: str, environ: dict, cwd: str) -> None:
     try:
+        # the test's environment and directory now, not the fork server's when it started
+        os.environ.clear()
+        os.environ.update(environ)
+        os.chdir(cwd)
         import faulthandler
 
         # kept open for the process's life: faulthandler writes to its descriptor
@@ -177,7 +183,8 @@ def run_ranks(fn, world_size: int, *args, backend: str = "gloo", timeout_s: floa
     with tempfile.TemporaryDirectory(prefix="dist_harness_") as scratch:
         stack_files = [os.path.join(scratch, f"rank{r}.stacks") for r in range(world_size)]
         procs = [ctx.Process(target=_child, args=(fn, r, world_size, server.port, backend,
-                                                  timeout_s, args, results, stack_files[r]),
+                                                  timeout_s, args, results, stack_files[r],
+                                                  dict(os.environ), os.getcwd()),
                              daemon=True)
                  for r in range(world_size)]
         for p in procs:

@@ -413,6 +413,11 @@ def collects_garbage(rank: int, n: int) -> int:
     return rank
 
 
+def environment(rank: int, n: int) -> dict:
+    """The rank's view of its environment: ``GENESIS_TEST_MARK`` and the working directory."""
+    return {"mark": os.environ.get("GENESIS_TEST_MARK"), "cwd": os.getcwd()}
+
+
 def _waiting_for_nothing() -> None:
     time.sleep(3600)  # (named, so that the report's stack can be checked)
 
