@@ -4,7 +4,9 @@
 rank ever holds a whole tensor; ``load_sharded_checkpoint`` reads back the rows this rank
 owns under the *current* world size, whatever world saved them; and
 ``consolidate_sharded_checkpoint`` turns the directory into a Hugging Face model directory
-(``config.json`` + ``model.safetensors``) for ``from_pretrained``, with no process group.
+(``config.json`` + ``model.safetensors``) for ``from_pretrained``, with no process group; and
+``verify_sharded_checkpoint`` tells a whole checkpoint from one a killed save left (for a
+resume that must pick the newest whole one), reading only the index and the files' headers.
 
 Keys in the files: ``model/<state dict name>`` and ``optim/<parameter name>/<state key>``;
 the optimizer's step counters and groups, the model config and the caller's ``extra``
@@ -23,6 +25,7 @@ from genesis.distributed.fsdp.shard_files import (
     FORMAT,
     INDEX,
     VERSION,
+    IncompleteCheckpointError,
     ShardReader,
     new_tag,
     rank_file,
@@ -229,6 +232,45 @@ def _load_optimizer(reader: ShardReader, model, optimizer) -> None:
     for name, scalars in meta["scalars"].items():
         state.setdefault(position[id(params[name])], {}).update(scalars)
     optimizer.load_state_dict({"state": state, "param_groups": saved_groups})
+
+
+def verify_sharded_checkpoint(directory: str | os.PathLike) -> dict:
+    """Check that ``directory`` holds a whole sharded checkpoint, without loading it.
+
+    The index must be there and valid, and every file it lists present, with a valid
+    safetensors header holding each of its pieces in the index's shape and dtype (the
+    tensors' bytes are not read). Needs no process group.
+
+    Args:
+        directory: a directory written by ``save_sharded_checkpoint``.
+
+    Returns:
+        The checked index (a dict; its ``"extra"`` is what the save was given).
+
+    Raises:
+        IncompleteCheckpointError: the directory is not whole (the message names what is
+            missing or broken); its ``interrupted`` is True when it is what a save stopped
+            before its index leaves, False when a finished checkpoint has lost a file.
+        ValueError: the index is not of this format or version (another program's, or a
+            newer genesis's): it may be whole, but cannot be read here.
+
+    Example:
+        >>> verify_sharded_checkpoint("ckpt/step-100")["extra"]
+        {'step': 100}
+    """
+    directory = os.fspath(directory)
+    try:
+        index = read_index(directory)
+    except FileNotFoundError as exc:
+        raise IncompleteCheckpointError(str(exc), interrupted=True) from None
+    reader = ShardReader(directory, index)
+    for key, entry in index["tensors"].items():
+        for piece in entry.get("pieces", []):
+            try:
+                reader.check_piece(key, piece)
+            except (FileNotFoundError, ValueError) as exc:
+                raise IncompleteCheckpointError(str(exc), interrupted=False) from exc
+    return index
 
 
 def consolidate_sharded_checkpoint(directory: str | os.PathLike,
