@@ -242,3 +242,17 @@ def test_an_index_of_another_version_is_not_called_incomplete(saved, tmp_path):
     with pytest.raises(ValueError, match="has version 2") as caught:
         verify_sharded_checkpoint(copy)
     assert not isinstance(caught.value, IncompleteCheckpointError)
+
+
+def test_consolidation_over_a_sharded_model_directory_is_refused(saved, tmp_path):
+    """A Hugging Face directory with a shard index is read through the index: a
+    model.safetensors written beside it would be ignored, silently. Nothing is written."""
+    from genesis.distributed.fsdp import consolidate_sharded_checkpoint
+
+    out = tmp_path / "hf"
+    out.mkdir()
+    index = out / "model.safetensors.index.json"
+    index.write_text('{"weight_map": {"w": "model-00001-of-00001.safetensors"}}')
+    with pytest.raises(FileExistsError, match="holds a sharded model"):
+        consolidate_sharded_checkpoint(saved[0], out)
+    assert [p.name for p in out.iterdir()] == [index.name]

@@ -284,11 +284,23 @@ def consolidate_sharded_checkpoint(directory: str | os.PathLike,
         output_dir: the model directory to write (created if needed).
         dtype: cast floating tensors to this genesis dtype (default: as saved).
 
+    Raises:
+        FileExistsError: ``output_dir`` holds a sharded model (``model.safetensors.index.json``),
+            which loaders would go on reading instead of the new ``model.safetensors``:
+            nothing is written (consolidate into another directory, or save the model over
+            it with ``save_pretrained``, which switches layouts safely).
+
     Example:
         >>> consolidate_sharded_checkpoint("ckpt/step-100", "my-model")
         >>> AutoModelForCausalLM.from_pretrained("my-model")
     """
     directory, output_dir = os.fspath(directory), os.fspath(output_dir)
+    hf_index = os.path.join(output_dir, "model.safetensors.index.json")
+    if os.path.exists(hf_index):
+        raise FileExistsError(f"consolidate_sharded_checkpoint: {output_dir!r} holds a sharded "
+                              f"model ({hf_index}), which from_pretrained would keep reading "
+                              "instead of the consolidated model.safetensors; consolidate into "
+                              "another directory")
     index = read_index(directory)
     reader = ShardReader(directory, index)
     tensors = {}
