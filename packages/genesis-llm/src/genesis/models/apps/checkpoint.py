@@ -81,7 +81,8 @@ def scan_checkpoints(out: Path) -> tuple[list[tuple[int, Path]], list[Unusable]]
     whole, unusable = [], []
     for step, path in sorted((int(m.group(1)), folder / name) for name in os.listdir(folder)
                              if (m := _NAME.match(name))):
-        problem = sft_fsdp.incomplete(path) if path.is_dir() else None
+        problem = sft_fsdp.incomplete(path) if path.suffix == sft_fsdp.SHARDED_SUFFIX \
+            else None
         if problem is None:
             whole.append((step, path))
         else:
