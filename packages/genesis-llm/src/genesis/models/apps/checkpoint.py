@@ -56,7 +56,12 @@ class Unusable:
 
 def checkpoint_path(out: Path, step: int, sharded: bool = False) -> Path:
     """Where the checkpoint after global step ``step`` lives (``sharded``: ``--fsdp``'s
-    directory)."""
+    directory).
+
+    Example:
+        >>> checkpoint_path(Path("runs/sft"), 12, sharded=True).name
+        'step-0000012.sharded'
+    """
     suffix = sft_fsdp.SHARDED_SUFFIX if sharded else ".safetensors"
     return out / CHECKPOINT_DIR / f"step-{step:07d}{suffix}"
 
@@ -67,6 +72,9 @@ def scan_checkpoints(out: Path) -> tuple[list[tuple[int, Path]], list[Unusable]]
     A sharded checkpoint is whole when its index is there and every file it lists is
     present with a valid header (``genesis.distributed.fsdp.verify_sharded_checkpoint``).
 
+    Args:
+        out: the run's output folder.
+
     Returns:
         ``(whole, unusable)``: ``(step, path)`` of every whole checkpoint, oldest first, and
         an ``Unusable`` for every other one.
@@ -74,6 +82,11 @@ def scan_checkpoints(out: Path) -> tuple[list[tuple[int, Path]], list[Unusable]]
     Raises:
         ValueError: a sharded checkpoint's index is of another format or version (it may be
             whole, but this genesis cannot tell): move it away to resume.
+
+    Example:
+        >>> whole, unusable = scan_checkpoints(Path("runs/sft"))
+        >>> [(u.path.name, u.torn) for u in unusable]
+        [('step-0000300.sharded', True)]
     """
     folder = out / CHECKPOINT_DIR
     if not folder.is_dir():
@@ -92,7 +105,12 @@ def scan_checkpoints(out: Path) -> tuple[list[tuple[int, Path]], list[Unusable]]
 
 def list_checkpoints(out: Path) -> list[tuple[int, Path]]:
     """``(step, path)`` of every whole checkpoint under ``out``, oldest first (see
-    ``scan_checkpoints``: a torn sharded checkpoint is not listed)."""
+    ``scan_checkpoints``: a torn sharded checkpoint is not listed).
+
+    Example:
+        >>> [step for step, _ in list_checkpoints(Path("runs/sft"))]
+        [100, 200]
+    """
     return scan_checkpoints(out)[0]
 
 
@@ -103,8 +121,15 @@ def remove_torn(unusable: list[Unusable]) -> list[Path]:
     this host, or another host's) is kept; killed writers' temporaries go first, as
     ``genesis.atomic_write`` clears them. Checkpoints that are not torn are never touched.
 
+    Args:
+        unusable: from ``scan_checkpoints``.
+
     Returns:
         The directories deleted.
+
+    Example:
+        >>> remove_torn(scan_checkpoints(Path("runs/sft"))[1])
+        [PosixPath('runs/sft/checkpoints/step-0000300.sharded')]
     """
     removed = []
     for bad in unusable:
@@ -122,8 +147,16 @@ def prune_checkpoints(out: Path, keep: int) -> list[Path]:
     """Delete all but the newest ``keep`` whole checkpoints, and the torn ones (after a save:
     the one just written is whole).
 
+    Args:
+        out: the run's output folder.
+        keep: whole checkpoints to keep (at least 1).
+
     Returns:
         The paths deleted.
+
+    Example:
+        >>> prune_checkpoints(Path("runs/sft"), keep=2)
+        [PosixPath('runs/sft/checkpoints/step-0000100.safetensors')]
     """
     whole, unusable = scan_checkpoints(out)
     removed = []

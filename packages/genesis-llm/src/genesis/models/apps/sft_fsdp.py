@@ -63,7 +63,12 @@ def save_checkpoint(path: Path, step: int, model, optimizer, scheduler, history:
                     settings: dict) -> Path:
     """Every rank writes its shard of the run's state after ``step`` to the directory
     ``path`` (``checkpoint.checkpoint_path(out, step, sharded=True)``); returns ``path``.
-    Other arguments as ``checkpoint.save_checkpoint``'s."""
+    Other arguments as ``checkpoint.save_checkpoint``'s (a collective: every rank calls it).
+
+    Example:
+        >>> save_checkpoint(ckpt.checkpoint_path(out, 100, sharded=True), 100, model, opt,
+        ...                 sched, history, settings)
+    """
     extra = {"step": step, "scheduler": scheduler.state_dict(),
              "rng": genesis.get_rng_state().tolist(), "history": history,
              "settings": settings}
@@ -83,6 +88,10 @@ def incomplete(path: Path) -> tuple[str, bool] | None:
 
     Raises:
         ValueError: ``path`` holds an index of another format or version (not ours to judge).
+
+    Example:
+        >>> incomplete(Path("runs/sft/checkpoints/step-0000300.sharded"))
+        ("'.../step-0000300.sharded' is not a sharded checkpoint: it has no index.json ...", True)
     """
     fsdp = _fsdp()
     try:
