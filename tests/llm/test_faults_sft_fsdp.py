@@ -193,3 +193,15 @@ def test_an_index_of_another_version_is_refused_and_kept(runs, cut):
 def test_a_plain_run_and_a_sharded_one_share_the_checkpoint_names(tmp_path):
     assert ckpt.checkpoint_path(tmp_path, 12).name == "step-0000012.safetensors"
     assert step_dir(tmp_path, 12).name == "step-0000012.sharded"
+
+
+def test_resuming_a_sharded_run_without_fsdp_says_so(runs, cut, capsys):
+    base, _, _ = runs
+    model_dir, data = base
+    argv = ["--model", str(model_dir), "--data", str(data), "--out", str(cut), "--resume",
+            "--seq-len", "64", "--batch-size", "4", "--max-steps", "4", "--no-progress",
+            "--no-plot", "--device", "cpu"]
+    assert sft_main(argv) == 2
+    err = capsys.readouterr().err
+    assert "step-0000003.sharded was written by a run with --fsdp" in err, err
+    assert "resume it with --fsdp" in err, err

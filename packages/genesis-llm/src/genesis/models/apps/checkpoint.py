@@ -212,6 +212,9 @@ def load_checkpoint(path: Path, model, optimizer, scheduler, device) -> tuple[in
         CheckpointError: the file is malformed, or is not a genesis-sft checkpoint of this
             model (the message names the file and what does not fit).
     """
+    if path.is_dir():
+        raise CheckpointError(f"{path} was written by a run with --fsdp (a sharded checkpoint "
+                              "directory); resume it with --fsdp")
     state = genesis.load(str(path), map_location=str(device))
     kinds = {"step": int, "model": dict, "optimizer": dict, "scheduler": dict,
              "rng": genesis.Tensor, "history": dict, "settings": dict}
