@@ -205,3 +205,15 @@ def test_resuming_a_sharded_run_without_fsdp_says_so(runs, cut, capsys):
     err = capsys.readouterr().err
     assert "step-0000003.sharded was written by a run with --fsdp" in err, err
     assert "resume it with --fsdp" in err, err
+
+
+def test_a_torn_checkpoint_that_cannot_be_deleted_is_left(cut, monkeypatch):
+    torn = step_dir(cut, 3)
+    tear_no_index(torn)
+
+    def refuse(path, *a, **kw):
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(shutil, "rmtree", refuse)
+    _, unusable = ckpt.scan_checkpoints(cut)
+    assert ckpt.remove_torn(unusable) == [] and torn.is_dir()

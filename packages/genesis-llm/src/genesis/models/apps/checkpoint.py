@@ -119,7 +119,8 @@ def remove_torn(unusable: list[Unusable]) -> list[Path]:
 
     A directory holding a temporary whose writer may still be at work (a live process of
     this host, or another host's) is kept; killed writers' temporaries go first, as
-    ``genesis.atomic_write`` clears them. Checkpoints that are not torn are never touched.
+    ``genesis.atomic_write`` clears them. Checkpoints that are not torn are never touched;
+    one that cannot be deleted (permissions) is left, to be skipped again.
 
     Args:
         unusable: from ``scan_checkpoints``.
@@ -138,7 +139,10 @@ def remove_torn(unusable: list[Unusable]) -> list[Path]:
         remove_stale_temporaries(bad.path)
         if live_temporaries(bad.path):
             continue
-        shutil.rmtree(bad.path)
+        try:
+            shutil.rmtree(bad.path)
+        except OSError:  # (a cleanup that fails must not stop the run: it stays skipped)
+            continue
         removed.append(bad.path)
     return removed
 
