@@ -106,9 +106,12 @@ def test_a_resume_that_does_not_repeat_the_run_is_explained():
 
 @pytest.mark.cuda
 def test_one_gpu_fsdp_runs_the_sharded_path_and_resumes(base, tmp_path, world_of_one):
-    """(Failed once on an H200 with its log lost; the CPU twin above passes. On a
-    difference the message says where, and reruns the uninterrupted run to tell a resume
-    bug from kernels that are not deterministic.)"""
+    """(Failed on an H200, log lost. The CPU twin above found why, under load: the final
+    evaluation of the uninterrupted run computed q/k/v with the weights of the evaluation
+    before it, whose stacked copy FusedLinear kept because FSDP's new all-gather buffer
+    sat at the old one's address; the caching allocator makes that reuse the rule on
+    CUDA. test_fused_weights.py has the fix's own tests. On a difference the message says
+    where, and reruns the uninterrupted run to tell a resume bug from nondeterminism.)"""
     gpu = dict(device="cuda", threads=None, max_steps=4, save_every=2)
     full = train(config(base, tmp_path / "full", fsdp=True, **gpu))
     losses = full["history"]["train_loss"]

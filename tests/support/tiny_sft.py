@@ -76,28 +76,33 @@ def sft_config(base: tuple[Path, Path], out: Path, **overrides) -> SFTConfig:
 
 def history_difference(got: dict, want: dict, names: tuple[str, str]
                        ) -> tuple[str, int | None] | None:
-    """Where two runs' logs first differ: ``(description, step)`` (key, step, both values,
-    relative difference; step None when a list's length differs), or None when they are
-    equal value for value (NaN equal to NaN)."""
+    """Where two runs' logs first differ: ``(description, step)`` for the earliest step at
+    which some value differs (key, both values, relative difference; step None when a
+    list's length differs), or None when they are equal value for value (NaN equal to NaN).
+    """
+    found = []  # (step, key, index)
     for key in sorted(set(got) | set(want)):
         a, b = list(got.get(key, [])), list(want.get(key, []))
         same = [x == y or (isinstance(x, float) and isinstance(y, float) and math.isnan(x)
                            and math.isnan(y)) for x, y in zip(a, b)]
-        if len(a) == len(b) and all(same):
-            continue
-        if all(same):
+        if all(same) and len(a) != len(b):
             return (f"history[{key!r}] has {len(a)} values in {names[0]}, {len(b)} in "
                     f"{names[1]}: {a} vs {b}"), None
-        i = same.index(False)
-        steps = want.get("eval_step" if key.startswith("eval_") else "step", [])
-        step = steps[i] if i < len(steps) else None
-        x, y = a[i], b[i]
-        rel = (f", relative difference {abs(x - y) / abs(y):.1e}"
-               if isinstance(x, float) and isinstance(y, float) and y else "")
-        return (f"history[{key!r}] first differs at step {step} (index {i}): {names[0]} "
-                f"{x!r}, {names[1]} {y!r}{rel} (all of {names[0]}: {a}; of {names[1]}: "
-                f"{b})"), step
-    return None
+        if not all(same):
+            i = same.index(False)
+            steps = want.get("eval_step" if key.startswith("eval_") else "step", [])
+            found.append((steps[i] if i < len(steps) else math.inf, key, i))
+    if not found:
+        return None
+    step, key, i = min(found)
+    x, y = got[key][i], want[key][i]
+    rel = (f", relative difference {abs(x - y) / abs(y):.1e}"
+           if isinstance(x, float) and isinstance(y, float) and y else "")
+    others = ", ".join(k for _, k, _ in sorted(found)[1:])
+    step = None if step == math.inf else step
+    return (f"history[{key!r}] first differs at step {step} (index {i}): {names[0]} {x!r}, "
+            f"{names[1]} {y!r}{rel}" + (f"; {others} differ too" if others else "")
+            + f" (all of {names[0]}: {got[key]}; of {names[1]}: {want[key]})"), step
 
 
 def assert_resume_repeats(resumed: dict, full: dict, cut: int,
