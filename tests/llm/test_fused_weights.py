@@ -11,6 +11,8 @@ evaluation in a run computed q/k/v with the weights of the first (seen as a resu
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 import torch
 
@@ -108,3 +110,78 @@ def test_an_in_place_change_of_a_part_is_seen():
         linears[1].weight.mul_(2.0)  # an optimizer step: the parameter's version moves
         np.testing.assert_allclose(fused.output(x).numpy(), separate(linears, x), rtol=1e-6,
                                    atol=1e-6)
+
+
+class _ReusingEmpty:
+    """Stands for ``genesis`` in FSDP's param_group: ``empty`` gives the memory of a buffer
+    it gave before, once nothing uses that buffer any more, as a new array at the same
+    address (what a caching allocator does with a freed block of the size asked for);
+    everything else is genesis's."""
+
+    def __init__(self) -> None:
+        self.slabs: dict = {}  # (shape, dtype) -> [(memory, weak ref to the array given)]
+        self.reused = 0
+
+    def __getattr__(self, name):
+        return getattr(genesis, name)
+
+    def empty(self, *shape, dtype=None, device=None):
+        slabs = self.slabs.setdefault((shape, dtype), [])
+        free = [i for i, (_, given) in enumerate(slabs) if given() is None]
+        if free:
+            memory = slabs[free[0]][0]
+            self.reused += 1
+        else:
+            memory = torch.from_dlpack(genesis.empty(*shape, dtype=dtype, device=device))
+            slabs.append((memory, None))
+            free = [len(slabs) - 1]
+        array = memory.view(memory.shape)  # another torch tensor over the same memory
+        slabs[free[0]] = (memory, weakref.ref(array))
+        return genesis.from_dlpack(array)
+
+
+def test_fsdp_evaluations_see_the_current_weights(monkeypatch):
+    """Two evaluations of a sharded Qwen3 with an optimizer-like step between them: the
+    second one's all-gather buffers sit where the first one's were (forced here), and its
+    logits must be those of the updated weights, not q/k/v of the first evaluation."""
+    import datetime
+
+    from torch import distributed as tdist
+
+    import genesis.distributed as dist
+    from genesis.distributed.fsdp import param_group
+    from genesis.models import Qwen3Config, QwenForCausalLM
+    from genesis.models.apps import sft_fsdp
+
+    config = Qwen3Config(vocab_size=50, hidden_size=16, intermediate_size=24,
+                         num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1,
+                         head_dim=8, max_position_embeddings=64)
+    ids = genesis.tensor([[3, 1, 4, 1, 5, 9, 2, 6]])
+    genesis.manual_seed(0)
+    plain = QwenForCausalLM(config).eval()
+    dist.init_process_group("gloo", store=tdist.HashStore(), rank=0, world_size=1,
+                            timeout=datetime.timedelta(seconds=30))
+    try:
+        genesis.manual_seed(0)
+        model = sft_fsdp.shard_model(QwenForCausalLM(config)).eval()
+        reusing = _ReusingEmpty()
+        monkeypatch.setattr(param_group, "genesis", reusing)
+
+        def evaluate():
+            sft_fsdp.gather(model)
+            with genesis.no_grad():
+                logits = model(ids).logits.numpy()
+            sft_fsdp.release(model)
+            return logits
+
+        with genesis.no_grad():
+            np.testing.assert_allclose(evaluate(), plain(ids).logits.numpy(), rtol=1e-5,
+                                       atol=1e-5)
+            for m in (model, plain):  # a step between the evaluations
+                for p in m.parameters():
+                    p.mul_(0.5)
+            np.testing.assert_allclose(evaluate(), plain(ids).logits.numpy(), rtol=1e-5,
+                                       atol=1e-5)
+        assert reusing.reused >= 3  # (each group's second all-gather reused its memory)
+    finally:
+        dist.destroy_process_group()
