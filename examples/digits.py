@@ -24,6 +24,7 @@ import numpy as np
 import genesis
 import genesis.nn as nn
 import genesis.nn.functional as F
+from genesis.atomic_write import atomic_write
 from genesis.optim import AdamW
 from genesis.optim.lr_scheduler import get_cosine_schedule_with_warmup
 from genesis.utils.data import DataLoader, TensorDataset, random_split
@@ -127,7 +128,8 @@ def plot(history: dict, path: Path) -> None:
     ax_acc.grid(alpha=0.3)
     fig.suptitle("Genesis: small CNN on 8x8 digits")
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    with atomic_write(path) as tmp:  # (a failed or killed write keeps the previous plot)
+        fig.savefig(tmp, dpi=100, format="png")
     plt.close(fig)
 
 

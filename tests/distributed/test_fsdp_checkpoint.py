@@ -1,6 +1,7 @@
 """Sharded checkpoints: state_dict() is sharded, a directory saved by 2 ranks resumes
 exactly on 3 (and 1), consolidation to a Hugging Face directory, clear errors for a missing
-or corrupt shard."""
+or corrupt shard, and ``verify_sharded_checkpoint`` telling a whole checkpoint from what a
+killed save leaves."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import numpy as np
 import pytest
 from dist_harness import run_ranks
 from fsdp_workers import checkpoint_resume, checkpoint_save, resave_killed
+from kill_writer import block_at, kill_while_blocked, needs_fork
 
 
 @pytest.fixture(scope="module")
@@ -148,3 +150,109 @@ def test_sharded_qwen_trains_like_one_process_and_consolidates_for_from_pretrain
     want = hf_model(torch.tensor(ids)).logits.detach().numpy()
     got = model(genesis.tensor(ids)).logits.detach().numpy()
     torch.testing.assert_close(torch.from_numpy(got), torch.from_numpy(want))
+
+
+# ------------------------------------------------ telling a whole checkpoint from a torn one
+@pytest.fixture
+def world_of_one():
+    import datetime
+
+    from torch import distributed as tdist
+
+    import genesis.distributed as dist
+
+    dist.init_process_group("gloo", store=tdist.HashStore(), rank=0, world_size=1,
+                            timeout=datetime.timedelta(seconds=10))
+    yield
+    dist.destroy_process_group()
+
+
+@needs_fork
+@pytest.mark.parametrize("kill_at", ["rank file", "index"])
+def test_a_save_killed_before_its_index_is_told_apart_from_a_whole_one(
+        tmp_path, world_of_one, kill_at):
+    """SIGKILLed while renaming its rank file into place or its index: the directory is
+    what an interrupted save leaves (``interrupted``), and the killed writer's temporary
+    is cleared by the next write there; a complete save of the same state verifies."""
+    from fsdp_workers import make_model, shard
+
+    import genesis
+    from genesis.atomic_write import live_temporaries, remove_stale_temporaries
+    from genesis.distributed.fsdp import (
+        IncompleteCheckpointError,
+        save_sharded_checkpoint,
+        verify_sharded_checkpoint,
+    )
+
+    genesis.set_num_threads(1)
+    model = shard(make_model())
+    opt = genesis.optim.AdamW(model.parameters(), lr=0.05)
+    directory = tmp_path / "step-1.sharded"
+    replaces = {"rank file": 1, "index": 2}[kill_at]  # (os.replace: rank file, then index)
+    kill_while_blocked(lambda: save_sharded_checkpoint(directory, model, opt, extra={"s": 1}),
+                       block_at(os, "replace", replaces))
+    names = sorted(os.listdir(directory))
+    assert len(names) == replaces and names[0].startswith(".")  # a temporary, no index
+    with pytest.raises(IncompleteCheckpointError, match="no index.json") as caught:
+        verify_sharded_checkpoint(directory)
+    assert caught.value.interrupted
+    assert live_temporaries(directory) == []  # its writer is dead ...
+    assert len(remove_stale_temporaries(directory)) == 1  # ... so its temporary goes
+    whole = tmp_path / "step-2.sharded"
+    save_sharded_checkpoint(whole, model, opt, extra={"s": 2})
+    assert verify_sharded_checkpoint(whole)["extra"] == {"s": 2}
+
+
+BROKEN = {  # what is done to a whole checkpoint, (interrupted, words of the message)
+    "index cut in half": (lambda d: (d / "index.json").write_text(
+        (d / "index.json").read_text()[:200]), True, "not complete JSON"),
+    "a rank file missing": (lambda d: (d / "rank-00001-of-00002.safetensors").unlink(),
+                            False, "rank-00001-of-00002.safetensors is missing"),
+    "a rank file truncated": (lambda d: (d / "rank-00000-of-00002.safetensors").write_bytes(
+        (d / "rank-00000-of-00002.safetensors").read_bytes()[:100]), False, "is corrupt"),
+}
+
+
+@pytest.mark.parametrize("name", BROKEN)
+def test_verify_names_what_is_missing_or_broken(saved, tmp_path, name):
+    import shutil
+
+    from genesis.distributed.fsdp import IncompleteCheckpointError, verify_sharded_checkpoint
+
+    directory, _ = saved
+    assert verify_sharded_checkpoint(directory)["extra"] == {"step": 2}
+    copy = tmp_path / "ckpt"
+    shutil.copytree(directory, copy)
+    damage, interrupted, words = BROKEN[name]
+    damage(copy)
+    with pytest.raises(IncompleteCheckpointError, match=words) as caught:
+        verify_sharded_checkpoint(copy)
+    assert caught.value.interrupted is interrupted
+
+
+def test_an_index_of_another_version_is_not_called_incomplete(saved, tmp_path):
+    import shutil
+
+    from genesis.distributed.fsdp import IncompleteCheckpointError, verify_sharded_checkpoint
+
+    copy = tmp_path / "ckpt"
+    shutil.copytree(saved[0], copy)
+    index = json.loads((copy / "index.json").read_text())
+    (copy / "index.json").write_text(json.dumps(index | {"version": 2}))
+    with pytest.raises(ValueError, match="has version 2") as caught:
+        verify_sharded_checkpoint(copy)
+    assert not isinstance(caught.value, IncompleteCheckpointError)
+
+
+def test_consolidation_over_a_sharded_model_directory_is_refused(saved, tmp_path):
+    """A Hugging Face directory with a shard index is read through the index: a
+    model.safetensors written beside it would be ignored, silently. Nothing is written."""
+    from genesis.distributed.fsdp import consolidate_sharded_checkpoint
+
+    out = tmp_path / "hf"
+    out.mkdir()
+    index = out / "model.safetensors.index.json"
+    index.write_text('{"weight_map": {"w": "model-00001-of-00001.safetensors"}}')
+    with pytest.raises(FileExistsError, match="holds a sharded model"):
+        consolidate_sharded_checkpoint(saved[0], out)
+    assert [p.name for p in out.iterdir()] == [index.name]

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("sklearn")
 pytest.importorskip("matplotlib")
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "digits.py"
@@ -21,6 +20,7 @@ def load_example():
 
 
 def test_train_resume_and_plot(tmp_path, capsys):
+    pytest.importorskip("sklearn")  # (the digits ship with scikit-learn)
     digits = load_example()
     base = ["--out", str(tmp_path), "--no-progress", "--device", "cpu"]
     common = base + ["--epochs", "2"]
@@ -48,3 +48,31 @@ def test_train_resume_and_plot(tmp_path, capsys):
     # resuming a finished run trains nothing and reports the same accuracy
     acc3 = digits.main(common + ["--resume", "--no-plot"])
     assert acc3 == pytest.approx(acc2)
+
+
+def test_a_failed_plot_keeps_the_previous_one(tmp_path, monkeypatch):
+    """The plot is written beside its name and renamed: a save that fails half-way (here a
+    disk that fills) leaves the previous PNG and no temporary."""
+    import io
+
+    from matplotlib.figure import Figure
+
+    digits = load_example()
+    history = {"train_loss": [1.0, 0.5], "test_loss": [1.1, 0.6], "test_acc": [0.8, 0.9]}
+    path = tmp_path / "digits.png"
+    digits.plot(history, path)
+    before = path.read_bytes()
+    real = Figure.savefig
+
+    def disk_fills(self, fname, **kw):
+        buf = io.BytesIO()
+        real(self, buf, **kw)
+        with open(fname, "wb") as f:
+            f.write(buf.getvalue()[:1000])
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(Figure, "savefig", disk_fills)
+    with pytest.raises(OSError, match="No space left"):
+        digits.plot({k: v + v[-1:] for k, v in history.items()}, path)
+    assert path.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir()] == ["digits.png"]

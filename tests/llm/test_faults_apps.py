@@ -152,21 +152,6 @@ def test_app_files_interrupted_mid_write_keep_their_old_version(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["log.json", "train.jsonl"]
 
 
-def test_resume_skips_a_sharded_checkpoint_a_killed_save_left_incomplete(tmp_path):
-    """``--fsdp`` checkpoints are directories whose index.json is written last: one without
-    it (every rank's file, or some, but the run died first) is not a checkpoint to resume."""
-    from genesis.models.apps.sft import prepare_out
-
-    folder = tmp_path / "checkpoints"
-    whole, torn = folder / "step-0000002.sharded", folder / "step-0000004.sharded"
-    for d in (whole, torn):
-        d.mkdir(parents=True)
-        (d / "rank-00000-of-00001.safetensors").write_bytes(b"")
-    (whole / "index.json").write_text("{}")
-    assert list_checkpoints(tmp_path) == [(2, whole)]
-    assert prepare_out(tmp_path, resume=True, overwrite=False) == whole
-
-
 def test_a_non_utf8_chat_file_names_the_file_and_line(base, tmp_path, capsys):
     bad = tmp_path / "latin1.jsonl"
     good_line = json.dumps({"messages": [{"role": "user", "content": "hi"},

@@ -87,6 +87,31 @@ def test_memory_summary_and_chrome_trace(tmp_path):
     assert len(trace["traceEvents"]) == len(prof.events())
 
 
+def test_a_failed_trace_export_leaves_the_previous_trace(tmp_path, monkeypatch):
+    """The export writes beside the file and renames: a writer that fails half-way (here a
+    disk that fills) leaves the old trace whole and no temporary behind."""
+    import genesis.profiler.profiler as profiler_module
+
+    with profiler.profile() as prof:
+        genesis.ones(3).exp()
+    path = tmp_path / "trace.json"
+    prof.export_chrome_trace(path)
+    before = path.read_bytes()
+    real_dump = json.dump
+
+    def disk_fills(obj, f, **kw):
+        text = json.dumps(obj, **kw)
+        f.write(text[: len(text) // 2])
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(profiler_module.json, "dump", disk_fills)
+    with pytest.raises(OSError, match="No space left"):
+        prof.export_chrome_trace(path)
+    monkeypatch.setattr(profiler_module.json, "dump", real_dump)
+    assert path.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir()] == ["trace.json"]
+
+
 def test_memory_lines_format():
     from genesis.profiler.profiler import _memory_lines
 

@@ -3,14 +3,18 @@
 ``make_base(root)`` writes 48 "repeat these words" conversations and a model directory
 (config, weights, tokenizer) under ``root``; ``sft_config(base, out, **overrides)`` is a fast
 CPU ``SFTConfig`` for them. ``save_chat_model`` writes such a model directory for any texts
-and sizes (the chat and fault tests make their own).
+and sizes (the chat and fault tests make their own). ``assert_resume_repeats`` compares a
+resumed run's log with the uninterrupted run's, bit for bit, and says why they differ.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 import genesis
 from genesis.models import Qwen3Config, QwenForCausalLM
@@ -68,3 +72,69 @@ def sft_config(base: tuple[Path, Path], out: Path, **overrides) -> SFTConfig:
                     progress=False, plot=False, device="cpu", threads=1)
     settings.update(overrides)
     return SFTConfig(**settings)
+
+
+def history_difference(got: dict, want: dict, names: tuple[str, str]
+                       ) -> tuple[str, int | None] | None:
+    """Where two runs' logs first differ: ``(description, step)`` for the earliest step at
+    which some value differs (key, both values, relative difference; step None when a
+    list's length differs), or None when they are equal value for value (NaN equal to NaN).
+    """
+    found = []  # (step, key, index)
+    for key in sorted(set(got) | set(want)):
+        a, b = list(got.get(key, [])), list(want.get(key, []))
+        same = [x == y or (isinstance(x, float) and isinstance(y, float) and math.isnan(x)
+                           and math.isnan(y)) for x, y in zip(a, b)]
+        if all(same) and len(a) != len(b):
+            return (f"history[{key!r}] has {len(a)} values in {names[0]}, {len(b)} in "
+                    f"{names[1]}: {a} vs {b}"), None
+        if not all(same):
+            i = same.index(False)
+            steps = want.get("eval_step" if key.startswith("eval_") else "step", [])
+            found.append((steps[i] if i < len(steps) else math.inf, key, i))
+    if not found:
+        return None
+    step, key, i = min(found)
+    x, y = got[key][i], want[key][i]
+    rel = (f", relative difference {abs(x - y) / abs(y):.1e}"
+           if isinstance(x, float) and isinstance(y, float) and y else "")
+    others = ", ".join(k for _, k, _ in sorted(found)[1:])
+    step = None if step == math.inf else step
+    return (f"history[{key!r}] first differs at step {step} (index {i}): {names[0]} {x!r}, "
+            f"{names[1]} {y!r}{rel}" + (f"; {others} differ too" if others else "")
+            + f" (all of {names[0]}: {got[key]}; of {names[1]}: {want[key]})"), step
+
+
+def assert_resume_repeats(resumed: dict, full: dict, cut: int,
+                          rerun: Callable[[], dict]) -> None:
+    """Check that a run stopped after step ``cut`` and resumed logged exactly what the
+    uninterrupted run did; on a difference, fail saying where, and whether the fault is the
+    resume's or the device's.
+
+    Args:
+        resumed, full: the ``history`` of the resumed and of the uninterrupted run.
+        cut: the step the first session stopped after (its checkpoint's).
+        rerun: runs the uninterrupted run again and returns its history (called only on a
+            difference: if two uninterrupted runs differ too, the kernels are not
+            deterministic and exact resume cannot be checked this way).
+
+    Example:
+        >>> assert_resume_repeats(resumed["history"], full["history"], 2,
+        ...                       lambda: train(cfg_again)["history"])
+    """
+    found = history_difference(resumed, full, ("the resumed run", "the uninterrupted run"))
+    if found is None:
+        return
+    diff, step = found
+    note = (f" Step {step} <= {cut} was computed before the checkpoint (the resumed run's "
+            "log of it is the first session's): the runs differ without any resume."
+            if step is not None and step <= cut else "")
+    again = history_difference(rerun(), full, ("a second uninterrupted run", "the first"))
+    verdict = (f" Two uninterrupted runs differ as well ({again[0]}): this device's training "
+               "is not bit-for-bit deterministic (e.g. float atomics in a kernel's sums, such "
+               "as the embedding gradient's index_add on CUDA), so the difference says "
+               "nothing about the resume." if again else
+               " Two uninterrupted runs agree exactly, so the resume is at fault: the state "
+               f"restored from step {cut}'s checkpoint differs from the run's at that step.")
+    pytest.fail(f"the run resumed from step {cut}'s checkpoint does not repeat the "
+                f"uninterrupted run: {diff}.{note}{verdict}", pytrace=False)

@@ -9,7 +9,9 @@ either as it was or complete in its new version, never torn.
 
 A killed writer cannot remove its temporary file. Each temporary's name records the host and
 the process that wrote it (``.NAME.HOST-PID-RANDOM.tmp``), and the next ``atomic_write`` into
-the same directory removes those of processes on this host that no longer run.
+the same directory removes those of processes on this host that no longer run
+(``remove_stale_temporaries``); ``live_temporaries`` lists the others, whose writers may still
+be at work (a folder holding one is not to be deleted).
 """
 
 from __future__ import annotations
@@ -22,10 +24,10 @@ import secrets
 import socket
 from collections.abc import Iterator
 
-__all__ = ["atomic_write", "remove_durably", "remove_stale_temporaries"]
+__all__ = ["atomic_write", "live_temporaries", "remove_durably", "remove_stale_temporaries"]
 
 _HOST = hashlib.sha1(socket.gethostname().encode("utf-8", "replace")).hexdigest()[:8]
-_TEMPORARY = re.compile(r"\..+\." + _HOST + r"-(\d+)-[0-9a-f]{8}\.tmp")
+_TEMPORARY = re.compile(r"\..+\.([0-9a-f]{8})-(\d+)-[0-9a-f]{8}\.tmp")  # (host, pid)
 
 
 @contextlib.contextmanager
@@ -109,19 +111,48 @@ def remove_stale_temporaries(directory: str | os.PathLike) -> list[str]:
         >>> remove_stale_temporaries("runs/sft")
         []
     """
-    directory = os.fspath(directory)
     removed = []
+    for path, stale in _temporaries(directory):
+        if stale:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+                removed.append(path)
+    return removed
+
+
+def live_temporaries(directory: str | os.PathLike) -> list[str]:
+    """The temporaries in ``directory`` whose writers may still be at work: those of
+    processes of this host that still run, and every one written on another host.
+
+    Args:
+        directory: a folder written to with ``atomic_write``.
+
+    Returns:
+        Their paths (empty when no write into ``directory`` can be in progress).
+
+    Example::
+
+        >>> live_temporaries("runs/sft/checkpoints/step-0000100.sharded")
+        []
+    """
+    return [path for path, stale in _temporaries(directory) if not stale]
+
+
+def _temporaries(directory: str | os.PathLike) -> list[tuple[str, bool]]:
+    """``(path, stale)`` of each ``atomic_write`` temporary in ``directory``; stale: its
+    writer ran on this host and runs no more."""
+    directory = os.fspath(directory)
     try:
         names = os.listdir(directory)
     except OSError:
-        return removed
+        return []
+    found = []
     for name in names:
         match = _TEMPORARY.fullmatch(name)
-        if match and not _process_runs(int(match.group(1))):
-            with contextlib.suppress(OSError):
-                os.unlink(os.path.join(directory, name))
-                removed.append(os.path.join(directory, name))
-    return removed
+        if match:
+            stale = match.group(1) == _HOST and not _process_runs(int(match.group(2)))
+            found.append((os.path.join(directory, name), stale))
+    return found
 
 
 def _process_runs(pid: int) -> bool:

@@ -44,7 +44,9 @@ class CudaArray:
         device: the device ordinal.
     """
 
-    __slots__ = ("shape", "strides", "offset", "dtype", "storage", "device")
+    # (__weakref__: a cache of values derived from an array, such as genesis.models'
+    # stacked q/k/v copy, tells a new array at a freed one's address from the old one)
+    __slots__ = ("shape", "strides", "offset", "dtype", "storage", "device", "__weakref__")
 
     def __init__(self, shape, strides, offset, dtype, storage, device):
         self.shape = shape

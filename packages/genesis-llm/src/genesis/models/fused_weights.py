@@ -11,12 +11,18 @@ weight then costs no memory and always holds the current values (an optimizer st
 ``load_state_dict`` writes into it), and its address never changes, so a captured CUDA
 graph that reads it stays valid. ``Module.to`` replaces each parameter's data;
 ``QwenForCausalLM`` shares them again afterwards. Should the layers have memory of their own
-anyway (a parameter's ``data`` set by hand), the fused call either keeps a stacked copy,
-rewritten in place when a part changes (``copy=True``: q/k/v, whose weights are small), or
-runs the layers one by one (``copy=False``: gate/up, too big to double).
+anyway (a parameter's ``data`` set by hand, or by FSDP's all-gather before each evaluation),
+the fused call either keeps a stacked copy, rewritten in place when a part changes
+(``copy=True``: q/k/v, whose weights are small), or runs the layers one by one
+(``copy=False``: gate/up, too big to double). A part has changed when its version moved or
+its data is another array, even one at the old address (a swapped-in buffer often lands
+where the freed one was): the copy remembers each part's array by a weak reference, never by
+its address alone.
 """
 
 from __future__ import annotations
+
+import weakref
 
 import genesis
 import genesis.nn.functional as F
@@ -84,8 +90,8 @@ class FusedLinear:
             self.shared = None  # the layers have memory of their own now
         if not self.copy:
             return None
-        key = tuple((t.data_ptr(), t._version, t.dtype) for t in weights + biases)
-        if key != self._key:
+        parts = weights + biases
+        if not _unchanged(self._key, parts):
             with genesis.no_grad():
                 weight = genesis.cat(weights, dim=0)  # (sum of outputs, in_features)
                 bias = genesis.cat(biases, dim=0) if biases else None
@@ -97,7 +103,7 @@ class FusedLinear:
                         old[1].copy_(bias)
                 else:
                     self._copy = (weight, bias)
-            self._key = key
+            self._key = [_part_state(t) for t in parts]
         return self._copy
 
     def output(self, x: Tensor) -> Tensor | None:
@@ -115,6 +121,26 @@ def views_of(buffer: Tensor, parts: list[Tensor]) -> bool:
             return False
         address += t.shape[0] * row
     return True
+
+
+def _part_state(t: Tensor) -> tuple | None:
+    """What tells whether part ``t`` changed since the stacked copy was made: its array
+    (weakly referenced: a new array at the old address is another object), version and
+    dtype; None for a backend array that takes no weak reference (the copy is then made
+    again at every call)."""
+    try:
+        array = weakref.ref(t._data)
+    except TypeError:
+        return None
+    return array, t._version, t.dtype
+
+
+def _unchanged(key: list | None, parts: list[Tensor]) -> bool:
+    """Whether ``parts`` hold what they held when ``key`` (their ``_part_state``s) was
+    taken."""
+    return key is not None and len(key) == len(parts) and all(
+        state is not None and state[0]() is t._data and state[1] == t._version
+        and state[2] is t.dtype for state, t in zip(key, parts))
 
 
 def _same_layout(old: Tensor | None, new: Tensor) -> bool:

@@ -14,10 +14,12 @@ host, so the totals describe each op alone, not an overlapped run.
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections import defaultdict
 from dataclasses import dataclass
 
+from genesis.atomic_write import atomic_write
 from genesis.backends import registry
 from genesis.dispatch import DispatchMode
 
@@ -342,13 +344,23 @@ class profile:  # noqa: N801 - torch's name
         """Wall time of the profiled block (us)."""
         return (self._t1 - self._t0) / 1e3
 
-    def export_chrome_trace(self, path: str) -> None:
-        """Write the events as a Chrome trace (open in chrome://tracing or Perfetto)."""
+    def export_chrome_trace(self, path: str | os.PathLike) -> None:
+        """Write the events as a Chrome trace (open in chrome://tracing or Perfetto).
+
+        The file is replaced atomically (``genesis.atomic_write``): a failed or killed export
+        leaves the previous trace at ``path`` as it was.
+
+        Args:
+            path: the JSON file to write; its directory must exist.
+
+        Example:
+            >>> prof.export_chrome_trace("trace.json")
+        """
         trace = [{"name": e.name, "ph": "X", "ts": (e.start_ns - self._t0) / 1e3,
                   "dur": e.cpu_time_ns / 1e3, "pid": 0, "tid": 0,
                   "cat": "user_annotation" if e.is_user_range else "cpu_op"}
                  for e in self._events]
-        with open(path, "w") as f:
+        with atomic_write(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
             json.dump({"traceEvents": trace}, f)
 
 

@@ -11,13 +11,15 @@ forward and backward and freed after. See ``fully_shard``.
 """
 
 from genesis.distributed.fsdp.fully_shard import FSDPModule, MixedPrecisionPolicy, fully_shard
+from genesis.distributed.fsdp.shard_files import IncompleteCheckpointError
 from genesis.distributed.fsdp.sharded_checkpoint import (
     consolidate_sharded_checkpoint,
     load_sharded_checkpoint,
     save_sharded_checkpoint,
+    verify_sharded_checkpoint,
 )
 from genesis.distributed.fsdp.sharded_tensor import ShardedParameter, ShardedTensor
 
-__all__ = ["FSDPModule", "MixedPrecisionPolicy", "ShardedParameter", "ShardedTensor",
-           "consolidate_sharded_checkpoint", "fully_shard", "load_sharded_checkpoint",
-           "save_sharded_checkpoint"]
+__all__ = ["FSDPModule", "IncompleteCheckpointError", "MixedPrecisionPolicy",
+           "ShardedParameter", "ShardedTensor", "consolidate_sharded_checkpoint", "fully_shard",
+           "load_sharded_checkpoint", "save_sharded_checkpoint", "verify_sharded_checkpoint"]

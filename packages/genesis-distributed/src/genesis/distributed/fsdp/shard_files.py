@@ -7,12 +7,14 @@ and global rows). A reader of any world size finds there which rows of which fil
 
 Files are written with ``genesis.atomic_write`` (beside their final name, flushed, renamed;
 a killed writer's temporary is removed by the next save), and ``index.json`` comes last, so
-a directory with an index holds a whole checkpoint. A save into a directory whose index
-already names the plain file names writes under new names (``rank-...-<tag>.safetensors``):
-the previous checkpoint stays whole and loadable until the new index replaces the old one,
-and only then are the files it no longer names removed. Files are read through genesis-core's
-validated safetensors reader, and the index may only name files inside its directory.
-Nothing is unpickled: tensors are safetensors, the rest JSON.
+a directory with an index holds a whole checkpoint; one without (or, written by something
+else, with a partial one) is what an interrupted save left (``IncompleteCheckpointError``).
+A save into a directory whose index already names the plain file names writes under new
+names (``rank-...-<tag>.safetensors``): the previous checkpoint stays whole and loadable
+until the new index replaces the old one, and only then are the files it no longer names
+removed. Files are read through genesis-core's validated safetensors reader, and the index
+may only name files inside its directory. Nothing is unpickled: tensors are safetensors,
+the rest JSON.
 """
 
 from __future__ import annotations
@@ -39,6 +41,21 @@ INDEX = "index.json"
 FORMAT = "genesis.distributed.fsdp sharded checkpoint"
 VERSION = 1
 _RANK_FILE = re.compile(r"rank-\d{5}-of-\d{5}(-[0-9a-f]{8})?\.safetensors")
+
+
+class IncompleteCheckpointError(CheckpointError):
+    """A sharded checkpoint directory that cannot be loaded because it is not whole.
+
+    Attributes:
+        interrupted: True for what a save stopped before its index leaves (no ``index.json``,
+            or one that is not complete JSON): the directory never held a checkpoint. False
+            for a finished checkpoint that has lost a file (a rank file missing, truncated
+            or not holding what the index says).
+    """
+
+    def __init__(self, message: str, interrupted: bool) -> None:
+        super().__init__(message)
+        self.interrupted = interrupted
 
 
 def rank_file(rank: int, world: int, tag: str | None = None) -> str:
@@ -98,10 +115,16 @@ def read_index(directory: str) -> dict:
         raise FileNotFoundError(f"{directory!r} is not a sharded checkpoint: it has no {INDEX} "
                                 "(an interrupted save leaves none)")
     try:
-        with open(path) as f:
-            index = json.load(f)
-    except (OSError, ValueError) as exc:
+        with open(path, "rb") as f:
+            text = f.read()
+    except OSError as exc:
         raise ValueError(f"sharded checkpoint index {path} is unreadable: {exc}") from exc
+    try:
+        index = json.loads(text)
+    except ValueError as exc:  # (a JSON or UTF-8 decoding error)
+        raise IncompleteCheckpointError(
+            f"sharded checkpoint index {path} is not complete JSON (written in part?): {exc}",
+            interrupted=True) from exc
     if not isinstance(index, dict) or index.get("format") != FORMAT:
         raise ValueError(f"{path} is not a genesis sharded checkpoint index (format "
                          f"{index.get('format') if isinstance(index, dict) else None!r})")
@@ -180,26 +203,42 @@ class ShardReader:
             a, b = max(lo, first), min(hi, stop)
             if a >= b:
                 continue
-            out[a - first:b - first] = self._slice(piece["file"], key, lo, hi, a, b,
-                                                   entry["dtype"], row_shape)
+            out[a - first:b - first] = self._slice(key, piece, a, b)
             covered += b - a
         if covered != stop - first:
             raise ValueError(f"sharded checkpoint in {self.directory!r}: the pieces of {key!r} "
                              f"do not cover rows [{first}, {stop})")
         return out
 
-    def _slice(self, name, key, lo, hi, a, b, dtype: str, row_shape) -> torch.Tensor:
+    def check_piece(self, key: str, piece: dict):
+        """The header of the file holding ``piece`` (an entry of ``key``'s ``pieces``),
+        checked to hold the piece's rows of ``key`` with the index's shape and dtype.
+
+        Raises:
+            FileNotFoundError: the file is missing (named).
+            ValueError: the file is corrupt or holds something else (named).
+        """
+        entry = self.index["tensors"][key]
+        (lo, hi), name = piece["rows"], piece["file"]
         header = self._header(name)
         path = os.path.join(self.directory, name)
         got = header.tensors.get(key)
         if got is None:
             raise ValueError(f"sharded checkpoint file {path} has no tensor {key!r}")
-        if got.shape != (hi - lo, *row_shape):
+        want = (hi - lo, *entry["shape"][1:])
+        if got.shape != want:
             raise ValueError(f"sharded checkpoint file {path}: {key!r} has shape "
-                             f"{list(got.shape)}, the index says {[hi - lo, *row_shape]}")
-        if got.dtype.name != dtype:
+                             f"{list(got.shape)}, the index says {list(want)}")
+        if got.dtype.name != entry["dtype"]:
             raise ValueError(f"sharded checkpoint file {path}: {key!r} is {got.dtype.name}, "
-                             f"the index says {dtype}")
+                             f"the index says {entry['dtype']}")
+        return header
+
+    def _slice(self, key, piece, a, b) -> torch.Tensor:
+        """Global rows ``[a, b)`` of ``key``, from ``piece`` (which holds them)."""
+        header = self.check_piece(key, piece)
+        path, lo = os.path.join(self.directory, piece["file"]), piece["rows"][0]
         rows = np.asarray(map_array(path, header, key)[a - lo:b - lo])  # (b - a, *row_shape)
         values = torch.from_numpy(rows.astype(rows.dtype.newbyteorder("="), copy=False))
-        return values.view(torch.bfloat16) if dtype == "bfloat16" else values
+        bf16 = self.index["tensors"][key]["dtype"] == "bfloat16"
+        return values.view(torch.bfloat16) if bf16 else values

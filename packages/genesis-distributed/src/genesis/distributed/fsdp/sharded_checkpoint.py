@@ -4,7 +4,9 @@
 rank ever holds a whole tensor; ``load_sharded_checkpoint`` reads back the rows this rank
 owns under the *current* world size, whatever world saved them; and
 ``consolidate_sharded_checkpoint`` turns the directory into a Hugging Face model directory
-(``config.json`` + ``model.safetensors``) for ``from_pretrained``, with no process group.
+(``config.json`` + ``model.safetensors``) for ``from_pretrained``, with no process group; and
+``verify_sharded_checkpoint`` tells a whole checkpoint from one a killed save left (for a
+resume that must pick the newest whole one), reading only the index and the files' headers.
 
 Keys in the files: ``model/<state dict name>`` and ``optim/<parameter name>/<state key>``;
 the optimizer's step counters and groups, the model config and the caller's ``extra``
@@ -23,6 +25,7 @@ from genesis.distributed.fsdp.shard_files import (
     FORMAT,
     INDEX,
     VERSION,
+    IncompleteCheckpointError,
     ShardReader,
     new_tag,
     rank_file,
@@ -231,6 +234,45 @@ def _load_optimizer(reader: ShardReader, model, optimizer) -> None:
     optimizer.load_state_dict({"state": state, "param_groups": saved_groups})
 
 
+def verify_sharded_checkpoint(directory: str | os.PathLike) -> dict:
+    """Check that ``directory`` holds a whole sharded checkpoint, without loading it.
+
+    The index must be there and valid, and every file it lists present, with a valid
+    safetensors header holding each of its pieces in the index's shape and dtype (the
+    tensors' bytes are not read). Needs no process group.
+
+    Args:
+        directory: a directory written by ``save_sharded_checkpoint``.
+
+    Returns:
+        The checked index (a dict; its ``"extra"`` is what the save was given).
+
+    Raises:
+        IncompleteCheckpointError: the directory is not whole (the message names what is
+            missing or broken); its ``interrupted`` is True when it is what a save stopped
+            before its index leaves, False when a finished checkpoint has lost a file.
+        ValueError: the index is not of this format or version (another program's, or a
+            newer genesis's): it may be whole, but cannot be read here.
+
+    Example:
+        >>> verify_sharded_checkpoint("ckpt/step-100")["extra"]
+        {'step': 100}
+    """
+    directory = os.fspath(directory)
+    try:
+        index = read_index(directory)
+    except FileNotFoundError as exc:
+        raise IncompleteCheckpointError(str(exc), interrupted=True) from None
+    reader = ShardReader(directory, index)
+    for key, entry in index["tensors"].items():
+        for piece in entry.get("pieces", []):
+            try:
+                reader.check_piece(key, piece)
+            except (FileNotFoundError, ValueError) as exc:
+                raise IncompleteCheckpointError(str(exc), interrupted=False) from exc
+    return index
+
+
 def consolidate_sharded_checkpoint(directory: str | os.PathLike,
                                    output_dir: str | os.PathLike, dtype=None) -> None:
     """Write the model of a sharded checkpoint as a Hugging Face model directory
@@ -242,11 +284,23 @@ def consolidate_sharded_checkpoint(directory: str | os.PathLike,
         output_dir: the model directory to write (created if needed).
         dtype: cast floating tensors to this genesis dtype (default: as saved).
 
+    Raises:
+        FileExistsError: ``output_dir`` holds a sharded model (``model.safetensors.index.json``),
+            which loaders would go on reading instead of the new ``model.safetensors``:
+            nothing is written (consolidate into another directory, or save the model over
+            it with ``save_pretrained``, which switches layouts safely).
+
     Example:
         >>> consolidate_sharded_checkpoint("ckpt/step-100", "my-model")
         >>> AutoModelForCausalLM.from_pretrained("my-model")
     """
     directory, output_dir = os.fspath(directory), os.fspath(output_dir)
+    hf_index = os.path.join(output_dir, "model.safetensors.index.json")
+    if os.path.exists(hf_index):
+        raise FileExistsError(f"consolidate_sharded_checkpoint: {output_dir!r} holds a sharded "
+                              f"model ({hf_index}), which from_pretrained would keep reading "
+                              "instead of the consolidated model.safetensors; consolidate into "
+                              "another directory")
     index = read_index(directory)
     reader = ShardReader(directory, index)
     tensors = {}

@@ -166,33 +166,42 @@ def _is_int(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def prepare_out(out: Path, resume: bool, overwrite: bool) -> Path | None:
+def prepare_out(out: Path, resume: bool, overwrite: bool
+                ) -> tuple[Path | None, list[ckpt.Unusable]]:
     """Check ``out`` may be written; return the checkpoint to resume from, if any.
 
     Nothing is deleted here: with ``overwrite`` the old checkpoints are removed by ``train``
-    only once every input has been read and checked.
+    only once every input has been read and checked, and torn checkpoints only once the run
+    has been restored from a whole one.
+
+    Returns:
+        ``(checkpoint, unusable)``: the newest whole checkpoint (None for a fresh run) and,
+        with ``resume``, the checkpoints that cannot be resumed from (``scan_checkpoints``).
 
     Raises:
         FileExistsError: ``out`` is not empty and neither ``resume`` nor ``overwrite`` is set,
-            or ``resume`` is set but ``out`` holds other files and no checkpoint.
+            or ``resume`` is set but ``out`` holds other files and no whole checkpoint.
     """
     if out.exists() and not out.is_dir():
         raise FileExistsError(f"--out {out} is a file, expected a directory")
     entries = sorted(p.name for p in out.iterdir()) if out.is_dir() else []
     if resume:
-        found = ckpt.list_checkpoints(out)
+        found, unusable = ckpt.scan_checkpoints(out)
         if found:
-            return found[-1][1]
+            return found[-1][1], unusable
         if entries:
-            raise FileExistsError(f"--resume: {out} has no checkpoints/step-*.safetensors to "
-                                  f"resume from, but is not empty ({', '.join(entries[:5])})")
-        return None
+            torn = "".join(f"; {bad.path.name} cannot be used: {bad.reason}" for bad in unusable)
+            raise FileExistsError(f"--resume: {out} has no checkpoints to resume from (no "
+                                  "whole checkpoints/step-*), but is not empty "
+                                  f"({', '.join(entries[:5])}){torn}. Pass --overwrite "
+                                  "instead to start the run again")
+        return None, []
     if entries and not overwrite:
         raise FileExistsError(
             f"--out {out} is not empty ({', '.join(entries[:5])}"
             f"{', ...' if len(entries) > 5 else ''}); pass --overwrite to replace what "
             "genesis-sft writes there, or --resume to continue its run")
-    return None
+    return None, []
 
 
 def _batch_tensors(rows, pad_id: int, device, shape: tuple[int, int] | None = None):
@@ -287,7 +296,7 @@ def train(cfg: SFTConfig) -> dict:
         genesis.set_num_threads(cfg.threads)
     out = Path(cfg.out)
     say = print if runtime.is_main else (lambda *a, **k: None)
-    resume_from = prepare_out(out, cfg.resume, cfg.overwrite)
+    resume_from, unusable = prepare_out(out, cfg.resume, cfg.overwrite)
 
     tokenizer = load_tokenizer(cfg.model, need_chat_template=not cfg.pretrain)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None \
@@ -327,10 +336,15 @@ def train(cfg: SFTConfig) -> dict:
 
     step, history = 0, new_history()
     if resume_from is not None:
+        for bad in unusable:
+            say(f"skipping checkpoint {bad.path}: {bad.reason}")
         load = sft_fsdp.load_checkpoint if cfg.fsdp else ckpt.load_checkpoint
         step, history, saved = load(resume_from, model, optimizer, scheduler, runtime.device)
         ckpt.check_settings(saved, settings)
         say(f"resumed from {resume_from} at step {step}")
+        if runtime.is_main:  # (only now: the run is restored from a whole checkpoint)
+            for path in ckpt.remove_torn(unusable):
+                say(f"removed {path}, which a killed save left unfinished")
     out.mkdir(parents=True, exist_ok=True)
     say(f"genesis-sft on {runtime.device} ({runtime.world_size} process(es), "
         f"{'bf16 autocast' if runtime.autocast_dtype else 'float32'}"
@@ -379,8 +393,10 @@ def train(cfg: SFTConfig) -> dict:
         stopping_early = step == last_step < total_steps
         if periodic or stopping_early:
             if cfg.fsdp:
-                sft_fsdp.save_checkpoint(out, step, model, optimizer, scheduler, history,
-                                         settings, cfg.keep_checkpoints, runtime.is_main)
+                sft_fsdp.save_checkpoint(ckpt.checkpoint_path(out, step, sharded=True), step,
+                                         model, optimizer, scheduler, history, settings)
+                if runtime.is_main:  # (every rank's files are written)
+                    ckpt.prune_checkpoints(out, cfg.keep_checkpoints)
             elif runtime.is_main:
                 ckpt.save_checkpoint(out, step, model, optimizer, scheduler, history, settings,
                                      cfg.keep_checkpoints)

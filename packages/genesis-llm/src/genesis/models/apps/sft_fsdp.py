@@ -7,7 +7,8 @@ state. The training loop is the usual one; what changes is where state lives:
 - checkpoints are sharded directories, ``OUT/checkpoints/step-NNNNNNN.sharded/`` (one
   safetensors file a rank and ``index.json``, see ``save_sharded_checkpoint``), written by
   every rank; the schedule, RNG state, log and settings travel in the index, so a resume
-  repeats the uninterrupted run exactly;
+  repeats the uninterrupted run exactly; one a killed save left unfinished is told apart
+  (``incomplete``) and skipped by a resume (``checkpoint.scan_checkpoints``);
 - evaluation and the final ``save_pretrained`` gather the whole model on every rank first
   (``gather``), so forwards need no traffic and rank 0 writes a normal model directory.
 
@@ -17,18 +18,19 @@ when a run asks for ``--fsdp``.
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import genesis
-from genesis.models.apps import checkpoint as ckpt
 
 SHARDED_SUFFIX = ".sharded"
 
 
 def _fsdp():
-    import genesis.distributed.fsdp as fsdp  # (optional dependency: see the docstring)
-
+    try:
+        import genesis.distributed.fsdp as fsdp  # (optional dependency: see the docstring)
+    except ImportError as exc:
+        raise ImportError(f"genesis-sft --fsdp and its checkpoints (*{SHARDED_SUFFIX} "
+                          f"directories) need genesis-distributed: {exc}") from exc
     return fsdp
 
 
@@ -57,26 +59,46 @@ def release(model) -> None:
             module.reshard()
 
 
-def checkpoint_dir(out: Path, step: int) -> Path:
-    """Where the sharded checkpoint after global step ``step`` lives."""
-    return out / ckpt.CHECKPOINT_DIR / f"step-{step:07d}{SHARDED_SUFFIX}"
+def save_checkpoint(path: Path, step: int, model, optimizer, scheduler, history: dict,
+                    settings: dict) -> Path:
+    """Every rank writes its shard of the run's state after ``step`` to the directory
+    ``path`` (``checkpoint.checkpoint_path(out, step, sharded=True)``); returns ``path``.
+    Other arguments as ``checkpoint.save_checkpoint``'s (a collective: every rank calls it).
 
-
-def save_checkpoint(out: Path, step: int, model, optimizer, scheduler, history: dict,
-                    settings: dict, keep: int, is_main: bool) -> Path:
-    """Every rank writes its shard of the run's state after ``step``; rank 0 then drops all
-    but the newest ``keep`` checkpoints. Arguments as ``checkpoint.save_checkpoint``."""
-    path = checkpoint_dir(out, step)
+    Example:
+        >>> save_checkpoint(ckpt.checkpoint_path(out, 100, sharded=True), 100, model, opt,
+        ...                 sched, history, settings)
+    """
     extra = {"step": step, "scheduler": scheduler.state_dict(),
              "rng": genesis.get_rng_state().tolist(), "history": history,
              "settings": settings}
     config = model.config.to_dict()
     config["dtype"] = str(model.dtype).removeprefix("genesis.")
     _fsdp().save_sharded_checkpoint(path, model, optimizer, extra=extra, config=config)
-    if is_main:
-        for _, old in ckpt.list_checkpoints(out)[:-max(1, keep)]:
-            shutil.rmtree(old) if old.is_dir() else old.unlink()
     return path
+
+
+def incomplete(path: Path) -> tuple[str, bool] | None:
+    """Why the sharded checkpoint ``path`` cannot be resumed from, or None if it is whole.
+
+    Returns:
+        ``(reason, interrupted)``: ``interrupted`` is True for what a save killed before
+        its index leaves (never a checkpoint: safe to delete), False for a finished one
+        that lost a file (kept for the user to look at).
+
+    Raises:
+        ValueError: ``path`` holds an index of another format or version (not ours to judge).
+
+    Example:
+        >>> incomplete(Path("runs/sft/checkpoints/step-0000300.sharded"))
+        ("'.../step-0000300.sharded' is not a sharded checkpoint: it has no index.json ...", True)
+    """
+    fsdp = _fsdp()
+    try:
+        fsdp.verify_sharded_checkpoint(path)
+    except fsdp.IncompleteCheckpointError as exc:
+        return str(exc), exc.interrupted
+    return None
 
 
 def load_checkpoint(path: Path, model, optimizer, scheduler, device) -> tuple[int, dict, dict]:
