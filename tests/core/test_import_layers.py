@@ -161,7 +161,8 @@ def test_no_import_cycles():
 # The backend side of the contract knows the contract only (DESIGN.md, layers 4-5): genesis's
 # own backends and genesis-cuda's runtime and kernels import, from genesis, just these.
 _CONTRACT = ("genesis.backends", "genesis.dtypes", "genesis.op_declarations",
-             "genesis.cuda")  # genesis.cuda: the error types a CUDA backend raises
+             "genesis.cuda",  # genesis.cuda: the error types a CUDA backend raises
+             "genesis.atomic_write")  # (standard library only: files written crash-safely)
 _BACKEND_SIDE = ("genesis.backends", "genesis_cuda")
 # genesis-cuda's public functions behind ``genesis.cuda.*`` work on genesis tensors, and so
 # does the callable its compile hook returns (the contract's ``compile_graph`` hands it

@@ -5,8 +5,8 @@ written to a file and imported from there: ``<cache dir>/<name>_<sha256 prefix>.
 hash is of the kernel's code without its header comment (``KernelSpec.code``: values are
 numbered per kernel), so the groups of every layer of a model that fuse the same work share
 one file, one loaded module and one Triton compilation, and a kernel generated again (the
-same graph in a new process) reuses its file. Writes are atomic (write beside, rename), so
-concurrent processes never read half a file.
+same graph in a new process) reuses its file. Writes are atomic (core's ``atomic_write``:
+write beside, fsync, rename), so concurrent processes never read half a file.
 
 Where generated sources go, besides the cache:
 
@@ -32,6 +32,7 @@ import os
 import sys
 from pathlib import Path
 
+from genesis.atomic_write import atomic_write
 from genesis_cuda.kernels._launch import Launcher
 
 _loaded: dict[str, object] = {}  # source hash -> the module's @triton.jit function
@@ -53,12 +54,8 @@ def debug_dir(options: dict | None) -> Path | None:
 
 
 def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
+    with atomic_write(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
         f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 
 class CompiledKernel:
