@@ -255,23 +255,29 @@ class Function:
 
 def recorded(cls, args: tuple, kwargs: dict):
     """Run ``cls.forward`` with a new graph node as its ``ctx`` (its own ops unrecorded) and
-    make the node the outputs' ``grad_fn``."""
+    make the node the outputs' ``grad_fn`` (``connect``)."""
     ctx = cls._backward_cls()
-    switch = not cls.kernel_forward  # (a kernel_forward runs no op: nothing to switch off)
-    if switch:
-        # forward's own ops are not recorded: grad mode off meanwhile, written in this
-        # thread's dict of the thread-local state (one thread-local lookup instead of two)
-        grad_mode_of_thread = _grad_state.__dict__
-        grad_mode_of_thread["enabled"] = False
+    if cls.kernel_forward:  # (it runs no op: no grad mode to switch off, see Function)
+        return connect(ctx, args, call_forward(cls.forward, ctx, args, kwargs))
+    # forward's own ops are not recorded: grad mode off meanwhile, written in this thread's
+    # dict of the thread-local state (one thread-local lookup instead of two)
+    grad_mode_of_thread = _grad_state.__dict__
+    grad_mode_of_thread["enabled"] = False
     try:
         out = call_forward(cls.forward, ctx, args, kwargs)
     finally:
-        if switch:
-            grad_mode_of_thread["enabled"] = True
-    if ctx._dirty:
+        grad_mode_of_thread["enabled"] = True
+    return connect(ctx, args, out)
+
+
+def connect(ctx: Node, args: tuple, out):
+    """The recording of an op whose ``forward`` ran with ``ctx``, a new node of its
+    Function: connect ``ctx`` to the graph of the inputs ``args`` and make it the
+    ``grad_fn`` of ``out``'s floating outputs (inputs marked dirty get their versions bumped
+    first). Returns ``out``."""
+    special = ctx._non_differentiable or ctx._dirty  # (rare: sets only then)
+    if special and ctx._dirty:
         _bump_versions(ctx._dirty)
-    # Connect ctx to the inputs' graph and make it the outputs' grad_fn (here, not in a
-    # function of its own: every recorded op runs this)
     if len(args) == 2:  # (most ops: spelled out, it costs a third of the loop below)
         a, b = args
         ea = grad_edge(a) if type(a) in _TENSOR_TYPES and a.requires_grad else None
@@ -289,7 +295,6 @@ def recorded(cls, args: tuple, kwargs: dict):
                 needs.append(False)
         ctx.next_functions = tuple(edges)
         ctx.needs_input_grad = tuple(needs)
-    special = ctx._non_differentiable or ctx._dirty  # (rare: sets only then)
     if type(out) is not tuple:
         if not special and out.dtype.is_floating_point:  # the common case: one output
             # (no _output_meta: the engine runs a one-output node only with its gradient)
