@@ -12,13 +12,18 @@ interpreter's host path the two follow each other (docs/benchmarks.md, 2026-11-2
 How: the script runs itself under ``valgrind --tool=callgrind``, which writes its counts to a
 new file each time ``os.getppid`` is entered. The child warms every row up, then loops each
 row ``--iters`` times between two such calls; a row's count is its file's total over
-``--iters``, less that of an empty loop (``lambda: None``). Torch runs on one thread, as
-genesis's CPU kernels do on this path. Startup under valgrind takes a minute or more.
+``--iters``, less that of an empty loop (``lambda: None``). Torch runs on one thread and the
+garbage collector is paused, as in ``overhead.py``. Torch's code is the same in two trees, so
+an A/B compares genesis's counts. These still move by up to 3 % between calls (seen on
+this machine: the memory layout moves, and with it hashes by address and dict probes), and
+torch's by as much, so compare medians of a few calls. Startup under valgrind takes a minute
+or more.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import glob
 import json
 import os
@@ -85,12 +90,15 @@ def child(iters: int, names_path: str) -> None:
         for _, fn in order:
             for _ in range(max(10, iters // 10)):  # warm-up: caches, plans
                 fn()
+        gc.collect()
+        gc.disable()  # as overhead.py: a collection is not the op's cost, and it moves
         for _, fn in order:
             os.getppid()  # (a dump of the counts so far)
             for _ in range(iters):
                 fn()
         os.getppid()
     finally:
+        gc.enable()
         torch.set_num_threads(threads)
     with open(names_path, "w") as f:
         json.dump([name for name, _ in order], f)
@@ -107,7 +115,8 @@ def main(argv=None) -> None:
         return
     with tempfile.TemporaryDirectory() as folder:
         names_path = os.path.join(folder, "names.json")
-        env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+        # (a fixed string hash: dict probes then repeat from call to call)
+        env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONHASHSEED="0")
         subprocess.run(["valgrind", "--tool=callgrind", "--dump-before=os_getppid*",
                         f"--callgrind-out-file={folder}/cg.%p", sys.executable,
                         os.path.abspath(__file__), "--iters", str(args.iters),

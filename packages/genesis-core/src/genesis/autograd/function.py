@@ -271,10 +271,26 @@ def recorded(cls, args: tuple, kwargs: dict):
 
 
 def connect(ctx: Node, args: tuple, out):
-    """The recording of an op whose ``forward`` ran with ``ctx``, a new node of its
-    Function: connect ``ctx`` to the graph of the inputs ``args`` and make it the
-    ``grad_fn`` of ``out``'s floating outputs (inputs marked dirty get their versions bumped
-    first). Returns ``out``."""
+    """Record an op whose ``forward`` has run with ``ctx``: ``ctx`` joins the graph.
+
+    Inputs ``forward`` marked dirty get their versions bumped first; then ``ctx`` gets its
+    edges to the inputs' graph (``next_functions``, ``needs_input_grad``) and becomes the
+    ``grad_fn`` of the floating outputs (of an input edited in place: its history is
+    rebased). ``recorded`` ends with it; the dispatcher's entries call it after running a
+    ``kernel_forward`` op's forward with a new node.
+
+    Args:
+        ctx: the op's new node (``cls._backward_cls()``), the ``ctx`` forward ran with.
+        args: the op's positional arguments, as forward got them.
+        out: what forward returned (a tensor or a tuple).
+
+    Returns:
+        ``out``.
+
+    Example:
+        >>> ctx = Exp._backward_cls()
+        >>> y = connect(ctx, (x,), Exp.forward(ctx, x))
+    """
     special = ctx._non_differentiable or ctx._dirty  # (rare: sets only then)
     if special and ctx._dirty:
         _bump_versions(ctx._dirty)
