@@ -127,7 +127,7 @@ def _install() -> None:
     Tensor.H = Tensor.T
 
     # indexing
-    Tensor.__getitem__ = indexing.getitem
+    Tensor.__getitem__ = indexing.tensor_getitem
     Tensor.__setitem__ = inplace.setitem
 
     # operators

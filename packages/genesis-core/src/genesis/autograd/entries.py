@@ -1,16 +1,25 @@
 """The dispatcher's entries for calls of a known arity: ``Function.apply``'s steps, in its
 order, without packing the arguments into ``*args``/``**kwargs``.
 
-The public functions of the declared ops (``genesis.exp``, ``a + b``, ``x.sum()``) are made
-here from their Function: a call then costs one Python frame before ``forward`` instead of
-two (the public function, then ``apply``) and no tuple or dict of arguments. They behave
-exactly as ``cls.apply`` (autocast, dispatch modes, recording); ``test_dispatch`` checks it.
+The public functions of the declared ops (``genesis.exp``, ``a + b``, ``x.sum()``) and
+``Tensor.__getitem__`` are made here from their Function: a call then costs one Python frame
+before ``forward`` instead of two (the public function, then ``apply``) and no tuple or dict
+of arguments. They behave exactly as ``cls.apply`` (autocast, dispatch modes, recording);
+``test_dispatch`` checks it. Recording a ``kernel_forward`` op is ``recorded``'s steps for
+it, spelled out: the new node, ``forward`` with it, ``connect`` (one frame less than the
+call of ``recorded``, which then calls ``forward`` through ``call_forward``).
 """
 
 from __future__ import annotations
 
 from genesis.autograd import function as F
-from genesis.autograd.function import _NO_GRAD_CTX, _TENSOR_TYPES, _autocast_anywhere, recorded
+from genesis.autograd.function import (
+    _NO_GRAD_CTX,
+    _TENSOR_TYPES,
+    _autocast_anywhere,
+    connect,
+    recorded,
+)
 from genesis.autograd.grad_mode import _state as _grad_state
 from genesis.dispatch import _modes as _intercepting
 from genesis.dispatch import intercept
@@ -20,7 +29,7 @@ def unary_entry(cls):
     """``call(input)``: ``cls.apply(input)`` for a Function whose forward takes one input, a
     tensor (anything else is a TypeError naming the op)."""
     forward, op, category = cls.forward, cls.op, cls.autocast
-    records = cls.differentiable
+    records, direct, new_node = cls.differentiable, cls.kernel_forward, cls._backward_cls
 
     def call(input):  # (torch's parameter name: it is the public function too)
         if category is not None and _autocast_anywhere.on and F._autocast_state.enabled:
@@ -32,6 +41,9 @@ def unary_entry(cls):
         except AttributeError:
             raise not_a_tensor(op, input) from None
         if records and wants_grad and _grad_state.enabled:
+            if direct:  # (recorded's steps for a forward that runs no op)
+                ctx = new_node()
+                return connect(ctx, (input,), forward(ctx, input))
             return recorded(cls, (input,), _NO_KWARGS)
         return forward(_NO_GRAD_CTX, input)
 
@@ -44,7 +56,7 @@ def constants_entry(cls, count: int):
     sizes; a reduction's dims and keepdim, and its dtype). One closure per count, each of fixed
     arity: a ``*args`` entry costs as much host time as all its steps together."""
     forward, op, category = cls.forward, cls.op, cls.autocast
-    records = cls.differentiable
+    records, direct, new_node = cls.differentiable, cls.kernel_forward, cls._backward_cls
 
     def call1(input, c1):
         if category is not None and _autocast_anywhere.on and F._autocast_state.enabled:
@@ -56,6 +68,9 @@ def constants_entry(cls, count: int):
         except AttributeError:
             raise not_a_tensor(op, input) from None
         if records and wants_grad and _grad_state.enabled:
+            if direct:  # (recorded's steps for a forward that runs no op)
+                ctx = new_node()
+                return connect(ctx, (input, c1), forward(ctx, input, c1))
             return recorded(cls, (input, c1), _NO_KWARGS)
         return forward(_NO_GRAD_CTX, input, c1)
 
@@ -69,6 +84,9 @@ def constants_entry(cls, count: int):
         except AttributeError:
             raise not_a_tensor(op, input) from None
         if records and wants_grad and _grad_state.enabled:
+            if direct:  # (recorded's steps for a forward that runs no op)
+                ctx = new_node()
+                return connect(ctx, (input, c1, c2), forward(ctx, input, c1, c2))
             return recorded(cls, (input, c1, c2), _NO_KWARGS)
         return forward(_NO_GRAD_CTX, input, c1, c2)
 
@@ -82,6 +100,9 @@ def constants_entry(cls, count: int):
         except AttributeError:
             raise not_a_tensor(op, input) from None
         if records and wants_grad and _grad_state.enabled:
+            if direct:  # (recorded's steps for a forward that runs no op)
+                ctx = new_node()
+                return connect(ctx, (input, c1, c2, c3), forward(ctx, input, c1, c2, c3))
             return recorded(cls, (input, c1, c2, c3), _NO_KWARGS)
         return forward(_NO_GRAD_CTX, input, c1, c2, c3)
 
@@ -103,7 +124,7 @@ def binary_entry(cls):
     """``call(input, other)``: ``cls.apply(input, other)`` for a Function whose forward takes
     two inputs."""
     forward, op, category = cls.forward, cls.op, cls.autocast
-    records = cls.differentiable
+    records, direct, new_node = cls.differentiable, cls.kernel_forward, cls._backward_cls
 
     def call(input, other):  # (torch's parameter names: it is the public function too)
         if category is not None and _autocast_anywhere.on and F._autocast_state.enabled:
@@ -113,7 +134,48 @@ def binary_entry(cls):
         if records and ((type(input) in _TENSOR_TYPES and input.requires_grad)
                         or (type(other) in _TENSOR_TYPES and other.requires_grad)) \
                 and _grad_state.enabled:
+            if direct:  # (recorded's steps for a forward that runs no op)
+                ctx = new_node()
+                return connect(ctx, (input, other), forward(ctx, input, other))
             return recorded(cls, (input, other), _NO_KWARGS)
         return forward(_NO_GRAD_CTX, input, other)
 
+    return call
+
+
+def slice_key_entry(cls, other):
+    """``call(input, key)``, a tensor's ``__getitem__``: ``cls.apply(input, (key,))`` for
+    ``x[a:b]`` (``key`` one slice, ``input`` of at least one dim: the most frequent index),
+    ``other(input, key)`` for any other key. The ``x[a:b]`` call then costs one Python frame
+    before ``forward``, as the other entries' calls do.
+
+    Args:
+        cls: the Function of basic indexing, whose forward takes ``(x, key tuple)``.
+        other: the function of every index (it also takes ``x[a:b]``).
+
+    Returns:
+        The ``__getitem__`` function.
+
+    Example:
+        >>> Tensor.__getitem__ = slice_key_entry(Slice, getitem)
+    """
+    forward, op, category = cls.forward, cls.op, cls.autocast
+    records, direct, new_node = cls.differentiable, cls.kernel_forward, cls._backward_cls
+
+    def call(input, key):
+        if type(key) is not slice or not input.shape:
+            return other(input, key)
+        key = (key,)
+        if category is not None and _autocast_anywhere.on and F._autocast_state.enabled:
+            (input,) = F._autocast_state.cast_args(category, (input,))
+        if _intercepting:
+            return intercept(op, (input, key), {})
+        if records and input.requires_grad and _grad_state.enabled:
+            if direct:  # (recorded's steps for a forward that runs no op)
+                ctx = new_node()
+                return connect(ctx, (input, key), forward(ctx, input, key))
+            return recorded(cls, (input, key), _NO_KWARGS)
+        return forward(_NO_GRAD_CTX, input, key)
+
+    call.__name__ = call.__qualname__ = "__getitem__"
     return call

@@ -255,23 +255,45 @@ class Function:
 
 def recorded(cls, args: tuple, kwargs: dict):
     """Run ``cls.forward`` with a new graph node as its ``ctx`` (its own ops unrecorded) and
-    make the node the outputs' ``grad_fn``."""
+    make the node the outputs' ``grad_fn`` (``connect``)."""
     ctx = cls._backward_cls()
-    switch = not cls.kernel_forward  # (a kernel_forward runs no op: nothing to switch off)
-    if switch:
-        # forward's own ops are not recorded: grad mode off meanwhile, written in this
-        # thread's dict of the thread-local state (one thread-local lookup instead of two)
-        grad_mode_of_thread = _grad_state.__dict__
-        grad_mode_of_thread["enabled"] = False
+    if cls.kernel_forward:  # (it runs no op: no grad mode to switch off, see Function)
+        return connect(ctx, args, call_forward(cls.forward, ctx, args, kwargs))
+    # forward's own ops are not recorded: grad mode off meanwhile, written in this thread's
+    # dict of the thread-local state (one thread-local lookup instead of two)
+    grad_mode_of_thread = _grad_state.__dict__
+    grad_mode_of_thread["enabled"] = False
     try:
         out = call_forward(cls.forward, ctx, args, kwargs)
     finally:
-        if switch:
-            grad_mode_of_thread["enabled"] = True
-    if ctx._dirty:
+        grad_mode_of_thread["enabled"] = True
+    return connect(ctx, args, out)
+
+
+def connect(ctx: Node, args: tuple, out):
+    """Record an op whose ``forward`` has run with ``ctx``: ``ctx`` joins the graph.
+
+    Inputs ``forward`` marked dirty get their versions bumped first; then ``ctx`` gets its
+    edges to the inputs' graph (``next_functions``, ``needs_input_grad``) and becomes the
+    ``grad_fn`` of the floating outputs (of an input edited in place: its history is
+    rebased). ``recorded`` ends with it; the dispatcher's entries call it after running a
+    ``kernel_forward`` op's forward with a new node.
+
+    Args:
+        ctx: the op's new node (``cls._backward_cls()``), the ``ctx`` forward ran with.
+        args: the op's positional arguments, as forward got them.
+        out: what forward returned (a tensor or a tuple).
+
+    Returns:
+        ``out``.
+
+    Example:
+        >>> ctx = Exp._backward_cls()
+        >>> y = connect(ctx, (x,), Exp.forward(ctx, x))
+    """
+    special = ctx._non_differentiable or ctx._dirty  # (rare: sets only then)
+    if special and ctx._dirty:
         _bump_versions(ctx._dirty)
-    # Connect ctx to the inputs' graph and make it the outputs' grad_fn (here, not in a
-    # function of its own: every recorded op runs this)
     if len(args) == 2:  # (most ops: spelled out, it costs a third of the loop below)
         a, b = args
         ea = grad_edge(a) if type(a) in _TENSOR_TYPES and a.requires_grad else None
@@ -289,7 +311,6 @@ def recorded(cls, args: tuple, kwargs: dict):
                 needs.append(False)
         ctx.next_functions = tuple(edges)
         ctx.needs_input_grad = tuple(needs)
-    special = ctx._non_differentiable or ctx._dirty  # (rare: sets only then)
     if type(out) is not tuple:
         if not special and out.dtype.is_floating_point:  # the common case: one output
             # (no _output_meta: the engine runs a one-output node only with its gradient)

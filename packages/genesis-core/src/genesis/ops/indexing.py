@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from genesis import creation
 from genesis import dtypes as D
-from genesis.autograd.entries import constants_entry
+from genesis.autograd.entries import constants_entry, slice_key_entry
 from genesis.autograd.function import Function
 from genesis.ops.common import (
     broadcast_shapes,
@@ -215,8 +215,6 @@ def full_indices(shape: tuple, indices: list) -> list:
 
 def getitem(x: Tensor, key) -> Tensor:
     """``x[key]``: basic indexing gives a view, advanced indexing a copy (torch rules)."""
-    if type(key) is slice and x.shape:  # x[a:b], the most frequent key
-        return _slice(x, (key,))
     if type(key) in (int, slice) or key is None:  # not bool: x[True] adds a dim
         return _slice(x, (key,) if x.shape else _basic_key(x, (key,)))
     if type(key) is Tensor and key.dtype is not D.bool_ and x.ndim:  # x[index] on dim 0
@@ -233,6 +231,8 @@ def getitem(x: Tensor, key) -> Tensor:
 
 _WHOLE_DIM = slice(None)
 _slice = constants_entry(Slice, 1)
+# Tensor.__getitem__: x[a:b] straight to Slice's forward, any other key through getitem
+tensor_getitem = slice_key_entry(Slice, getitem)
 
 
 def _basic_key(x: Tensor, key: tuple) -> tuple:

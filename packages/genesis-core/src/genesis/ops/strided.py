@@ -21,23 +21,28 @@ class Slice(Function):
 
     @staticmethod
     def forward(ctx, x, key):
-        geom = x._geom or geometry(x)
+        strides, offset = x._geom or geometry(x)
         plan = None
         k = key[0]  # (a basic key has at least one item: x[()] is x itself)
         if type(k) is slice and len(key) == 1:  # x[a:b] met before?
             start, stop, step = k.start, k.stop, k.step
             if (type(start) is int or start is None) and (type(stop) is int or stop is None) \
                     and (step is None or type(step) is int):  # (2.0 == 2 as a key: ints only)
-                plan = _known_slice((x.shape, geom[0], start, stop, step))
-        if plan is not None:
-            shape, strides, added = plan
-            offset = geom[1] + added
-        else:
+                plan = _known_slice((x.shape, strides, start, stop, step)) \
+                    or slice_plan(x.shape, strides, start, stop, step)
+        if plan is None:
             shape, strides, offset = slice_geometry(x, key)
+            geom = (strides, offset)
+        elif offset:
+            shape, strides, added, _ = plan
+            offset += added
+            geom = (strides, offset)
+        else:  # (the plan's geometry is the view's)
+            shape, strides, offset, geom = plan
         if ctx is not _NO_GRAD_CTX:  # (recording)
             ctx.in_shape, ctx.key = x.shape, key
         return view_tensor(x, x._backend.as_strided(x._data, shape, strides, offset), shape,
-                           (strides, offset))
+                           geom)
 
     @staticmethod
     def backward(ctx, g):
@@ -71,7 +76,7 @@ def slice_geometry(x: Tensor, key: tuple):
         start, stop, step = k.start, k.stop, k.step
         if (type(start) is int or start is None) and (type(stop) is int or stop is None) \
                 and (type(step) is int or step is None):  # its plan, remembered
-            shape, new_strides, added = \
+            shape, new_strides, added, _ = \
                 SLICE_PLANS.get((x.shape, strides, start, stop, step)) \
                 or slice_plan(x.shape, strides, start, stop, step)
             return shape, new_strides, offset + added
@@ -122,12 +127,16 @@ _known_slice = SLICE_PLANS.get
 
 def slice_plan(shape: tuple, strides: tuple, start, stop, step) -> tuple:
     """The plan of ``x[start:stop:step]`` (int or None bounds) for ``x`` of at least one dim,
-    made and kept: ``(result Size, result strides, offset added)``."""
+    made and kept: ``(result Size, result strides, offset added, (result strides, offset
+    added))``, the last the view's geometry when ``x`` starts at offset 0; None for a 0-d
+    ``x``."""
+    if not shape:  # (a 0-d x: no plan, slice_geometry raises)
+        return None
     new_shape, new_strides, added = _leading_slice(shape, strides, 0, slice(start, stop, step))
     if len(SLICE_PLANS) > 4096:  # many distinct slices: start over
         SLICE_PLANS.clear()
     plan = SLICE_PLANS[(shape, strides, start, stop, step)] = (
-        interned_size(new_shape), new_strides, added)
+        interned_size(new_shape), new_strides, added, (new_strides, added))
     return plan
 
 
