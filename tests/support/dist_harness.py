@@ -10,12 +10,12 @@ forked from it inherits every lock those threads held at that instant, still loc
 with no thread left to release it. In CI a rank hung that way inside ``TCPStore(...)``
 before it ever connected; earlier, ranks died finalizing a parent's C++ object whose threads
 did not exist in the child (SIGABRT). The fork server is a fresh, single-threaded
-interpreter that has already imported torch and genesis (``PRELOAD``),
-so a rank still starts in a fraction of a second, and it starts clean; it takes the test's
-environment variables and working directory as they are when ``run_ranks`` is called (as a
-forked child would), not the server's from when it started. A rank runs torch
-single-threaded, as DataLoader workers do: two cores are shared by every rank. GPU tests
-pass ``start_method="spawn"`` (CUDA must not be initialized before the fork either).
+interpreter that has already imported torch and genesis (``PRELOAD``), so a rank still
+starts in a fraction of a second, and it starts clean. A rank takes the test's environment
+variables and working directory as they are when ``run_ranks`` is called (as a forked child
+would), not the server's from when it started. A rank runs torch single-threaded, as
+DataLoader workers do: two cores are shared by every rank. GPU tests pass
+``start_method="spawn"`` (CUDA must not be initialized before the fork either).
 
 When a rank does not report in time, the failure says what every rank was doing: the
 harness step it had reached (written to the store as it goes), the Python stack of each of
