@@ -3,6 +3,7 @@ padding that changes no loss, checkpoints of the module itself, the CLI switches
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -11,6 +12,8 @@ import pytest
 pytest.importorskip("tokenizers")
 pytest.importorskip("transformers")
 
+from dist_harness import run_ranks
+from fsdp_workers import sft_run
 from tiny_sft import make_base, sft_config
 
 import genesis
@@ -145,6 +148,25 @@ def test_cli_switches_and_help(base, tmp_path):
     assert "--compile, --no-compile" in text
     assert "model.compile()" in text
     assert "default: on with CUDA (not with --fsdp), off on the CPU" in text
+
+
+@pytest.mark.slow
+def test_two_ranks_compiled_train_as_two_ranks_eager(base, tmp_path):
+    """DDP over two Gloo ranks (as under torchrun) with the compiled model: the compiled
+    backward's parameter gradients reach DDP's all-reduce, so both runs take the same steps.
+    (--compile is the default on CUDA, with DDP across GPUs too.)"""
+    def settings(out, **kw):
+        return dataclasses.asdict(sft_config(base, tmp_path / out, batch_size=2, max_steps=4,
+                                             pack=False, **kw))
+
+    eager = run_ranks(sft_run, 2, settings("eager", compile=False))
+    compiled = run_ranks(sft_run, 2, settings("compiled", compile=True))
+    for e, c in zip(eager, compiled):  # every rank: the same global losses
+        assert c["steps"] == e["steps"] == 4
+        # (the traced backward's norm gradients round in another order: float32 epsilons)
+        np.testing.assert_allclose(c["history"]["train_loss"], e["history"]["train_loss"],
+                                   rtol=1e-5)
+    assert compiled[0]["history"]["train_loss"] == compiled[1]["history"]["train_loss"]
 
 
 def test_compile_with_fsdp_is_refused_by_name(tmp_path):

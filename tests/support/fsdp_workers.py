@@ -306,7 +306,7 @@ def killed_mid_step(rank: int, n: int, device: str) -> dict:
 
 
 def sft_run(rank: int, n: int, settings: dict) -> dict:
-    """One rank of ``genesis-sft --fsdp`` (as under torchrun: RANK and WORLD_SIZE set)."""
+    """One rank of ``genesis-sft`` (as under torchrun: RANK and WORLD_SIZE set)."""
     from genesis.models.apps.sft import SFTConfig, train
 
     os.environ.update(RANK=str(rank), WORLD_SIZE=str(n), LOCAL_RANK=str(rank))
