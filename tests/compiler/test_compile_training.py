@@ -5,6 +5,7 @@ from __future__ import annotations
 import warnings
 
 import pytest
+from tool_script import load_tool
 
 import genesis
 import genesis.nn as nn
@@ -81,15 +82,7 @@ def test_adamw_losses_equal_eager_under_bf16_autocast():
 
 def test_the_benchmark_decoder_trains_exactly_as_eager():
     """tools/bench/train.py's decoder (RoPE, fused attention, tied head, clip, AdamW)."""
-    import importlib.util
-    import os
-    import sys
-
-    path = os.path.join(os.path.dirname(__file__), "..", "..", "tools", "bench", "train.py")
-    spec = importlib.util.spec_from_file_location("bench_train_compile", path)
-    bench = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = bench
-    spec.loader.exec_module(bench)
+    bench = load_tool("tools/bench/train.py", "bench_train_compile")
     cfg, seq = bench.MODELS["tiny"], 16
     weights = bench.init_weights(cfg, seq, 0)
     lib = bench.import_framework("genesis")

@@ -2,29 +2,18 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import os
-import sys
 
 import pytest
+from tool_script import load_tool
 
 pytest.importorskip("tokenizers")
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
 
 def run_bench(*argv):
-    sys.path.insert(0, os.path.join(ROOT, "tools", "bench"))
-    try:
-        spec = importlib.util.spec_from_file_location(
-            "bench_sft_compile", os.path.join(ROOT, "tools", "bench", "sft_compile.py"))
-        bench = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(bench)
-        return bench.main(["--device", "cpu", "--steps", "3", "--batch-size", "2",
-                           "--seq-len", "64", *argv])
-    finally:
-        sys.path.remove(os.path.join(ROOT, "tools", "bench"))
+    bench = load_tool("tools/bench/sft_compile.py", "bench_sft_compile")
+    return bench.main(["--device", "cpu", "--steps", "3", "--batch-size", "2",
+                       "--seq-len", "64", *argv])
 
 
 def test_sft_compile_bench_tiny_cpu(tmp_path, capsys):
