@@ -25,8 +25,9 @@ from genesis.autocast import _state as _autocast_state
 from genesis.autograd.engine import grad as autograd_grad
 from genesis.autograd.function import Function
 from genesis.autograd.grad_mode import no_grad
+from genesis.compiler.cse import merge_common, reading, renamed
 from genesis.compiler.node_backward import UntraceableError
-from genesis.compiler.recompute import SavedBytes, rematerialize
+from genesis.compiler.recompute import SavedBytes, recomputable_nodes, rematerialize
 from genesis.compiler.replay import build_graph
 from genesis.compiler.tracer import Tracer
 
@@ -66,7 +67,8 @@ def trace_backward(tracer: Tracer, fwd_nodes: list, inputs: list, out_values: li
         whole_nodes: record every gradient formula as one ``<op>_backward`` node (rather
             than the ops it is made of, where it is made of ops).
         recompute: let the backward recompute cheap intermediates rather than have the
-            forward keep them (``compiler.recompute``); False keeps what eager autograd keeps.
+            forward keep them (``compiler.recompute``), and compute a repeated cheap result
+            once (``compiler.cse``); False keeps what eager autograd keeps.
 
     Returns:
         A ``BackwardPlan`` (runners not yet set).
@@ -99,17 +101,24 @@ def trace_backward(tracer: Tracer, fwd_nodes: list, inputs: list, out_values: li
     if len(segments) != 1:
         raise UntraceableError("a gradient formula reads a value on the host")
     nodes, results = segments[0].nodes, list(segments[0].result)
-    made_fwd = {v.id for node in fwd_nodes
-                for v in (*node.outputs, *(s for s in node.saved if s is not None))}
     input_pos = {v.id: i for i, (_, v) in enumerate(inputs)}
     bwd = build_graph(nodes, grad_values, results, "backward")
+    eager_saved = [v for v in bwd.inputs[len(grad_values):] if v.id not in input_pos]
+    if recompute:  # a result the forward computes twice is kept once (compiler.cse)
+        fwd_nodes, same = merge_common(fwd_nodes, recomputable_nodes(fwd_nodes, tracer.tensors),
+                                       out_values)
+        if same:
+            nodes, results = [reading(n, same) for n in nodes], renamed(results, same)
+            bwd = build_graph(nodes, grad_values, results, "backward")
+    made_fwd = {v.id for node in fwd_nodes
+                for v in (*node.outputs, *(s for s in node.saved if s is not None))}
     for v in bwd.inputs[len(grad_values):]:
         if v.id not in made_fwd and v.id not in input_pos:
             raise UntraceableError(f"the backward reads {v}, which the forward did not make")
-    eager_saved = [v for v in bwd.inputs[len(grad_values):] if v.id not in input_pos]
     recomputed = 0
     if recompute:
-        nodes, results, recomputed = rematerialize(fwd_nodes, nodes, results, eager_saved,
+        read = [v for v in bwd.inputs[len(grad_values):] if v.id not in input_pos]
+        nodes, results, recomputed = rematerialize(fwd_nodes, nodes, results, read,
                                                    set(input_pos), tracer.tensors,
                                                    tracer.next_id)
         bwd = build_graph(nodes, grad_values, results, "backward")

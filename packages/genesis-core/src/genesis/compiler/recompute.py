@@ -42,10 +42,11 @@ import math
 from collections import deque
 from dataclasses import dataclass
 
-from genesis.compiler.graph import OpNode, Value, map_values
+from genesis.compiler.cse import reading, renamed
+from genesis.compiler.graph import OpNode, Value
 from genesis.op_declarations import BINARY, UNARY
 
-__all__ = ["RECOMPUTABLE", "SavedBytes", "rematerialize", "value_bytes"]
+__all__ = ["RECOMPUTABLE", "SavedBytes", "recomputable_nodes", "rematerialize", "value_bytes"]
 
 # Ops the backward may run again: cheap, deterministic, memory-bound (see the module doc).
 _VIEWS = frozenset(("view", "expand", "permute", "slice", "cat", "geometry_view", "detach"))
@@ -136,7 +137,7 @@ def rematerialize(fwd_nodes: list, bwd_nodes: list, results: list, read: list, f
     for node in fwd_nodes:
         for v in (*node.outputs, *(s for s in node.saved if s is not None)):
             made[v.id] = node
-    keep = _min_cut(fwd_nodes, made, _recomputable_nodes(fwd_nodes, tensors), read, free)
+    keep = _min_cut(fwd_nodes, made, recomputable_nodes(fwd_nodes, tensors), read, free)
     rewrite = _Rewrite(made, keep | free, next_id)
     nodes = []
     for node in bwd_nodes:
@@ -146,7 +147,7 @@ def rematerialize(fwd_nodes: list, bwd_nodes: list, results: list, read: list, f
     return nodes, [None if v is None else rewrite.value(v) for v in results], rewrite.count
 
 
-def _recomputable_nodes(fwd_nodes: list, tensors: dict) -> set:
+def recomputable_nodes(fwd_nodes: list, tensors: dict) -> set:
     """Ids of the forward nodes the backward may run again: ``RECOMPUTABLE`` ones that read
     and make no memory an in-place forward op writes (the graph contract's in-place ops:
     names ending in ``_``, ``setitem``, ``copy_slices``; a view shares its base's version
@@ -282,8 +283,7 @@ class _Rewrite:
 
     def node(self, node: OpNode) -> OpNode:
         """``node`` reading the recomputed Values in place of the forward's."""
-        return dataclasses.replace(node, args=map_values(node.args, self.value),
-                                   kwargs=map_values(node.kwargs, self.value))
+        return reading(node, self.new)
 
     def recompute(self, values: list) -> list:
         """Renamed copies of the forward nodes that make ``values`` (those not kept and not
@@ -304,6 +304,6 @@ class _Rewrite:
                 self.next_id[0] += 1
             out.append(dataclasses.replace(
                 self.node(node), outputs=tuple(self.new[o.id] for o in node.outputs),
-                result=map_values(node.result, self.value)))
+                result=renamed(node.result, self.new)))
             self.count += 1
         return out
