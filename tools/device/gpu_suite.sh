@@ -15,7 +15,8 @@
 #          with the same global batch (tools/bench/sft_ranks.py).
 #   fsdp:  on a two-GPU kind: the FSDP multigpu tests, tools/bench/fsdp.py on two GPUs (7B
 #          shape; 0.5B shape beside DDP), genesis-sft --fsdp on two ranks (stopped at step
-#          20, resumed) against one GPU.
+#          20, resumed) against one GPU, and the second device's allocator test under
+#          compute-sanitizer (issue 32's two-GPU re-run).
 # OUTDIR receives a handful of files (logs and results); scratch goes to /tmp/gpu_suite.
 set -uo pipefail
 what=${1:?tests, bench, train, multigpu or fsdp}
@@ -115,5 +116,8 @@ elif [ "$what" = fsdp ]; then
         timeout 50 torchrun --nproc_per_node=2 -m genesis.models.apps.sft_cli "${args[@]}" \
             --fsdp --out "$sft/two" --batch-size 4 --resume | tail -n 2
         python3 tools/bench/sft_ranks.py compare "$sft"
+        timeout 120 compute-sanitizer --tool memcheck --print-limit 20 python3 -m pytest -q \
+            -p no:cacheprovider -m multigpu \
+            tests/cuda/test_runtime.py::test_second_device_allocator_streams_and_kernels
     } 2>&1 | tee "$out/fsdp.log"
 fi
