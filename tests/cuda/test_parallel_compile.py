@@ -193,3 +193,33 @@ def test_a_worker_answers_a_bad_line_with_an_error():
     compile_worker.serve(["not json\n", "[1, 2]\n"], replies.append)
     assert [json.loads(r)["ok"] for r in replies] == [False, False]
     assert "bad job line" in json.loads(replies[1])["error"]
+
+
+def _builds_c_launchers() -> str | None:
+    """Why this Triton's launchers cannot be checked here (None: they can): only Tritons
+    up to 3.6 build a C launcher per signature, linked against libcuda."""
+    from triton.backends.nvidia import driver as nvidia_driver
+
+    if not hasattr(nvidia_driver, "compile_module_from_src"):
+        return "this Triton has one shared launcher, no C build per signature"
+    try:
+        nvidia_driver.libcuda_dirs()
+    except Exception as e:  # noqa: BLE001 - no libcuda on this machine
+        return f"no libcuda to link launchers against: {e}"
+    return None
+
+
+@pytest.mark.skipif(_builds_c_launchers() is not None, reason=str(_builds_c_launchers()))
+def test_workers_build_the_c_launcher_the_parent_then_loads(sm90, monkeypatch, tmp_path):
+    from triton.runtime import build
+
+    call = _calls(_generated(tmp_path).fused_exp_mul)[0]  # a kernel new to this process
+    report = parallel_compile.compile_jobs(parallel_compile.collect([call]), workers=1)
+    assert report == parallel_compile.Report(1, 1, 0, [])
+    compiled = call()
+
+    def no_build(*args, **kwargs):
+        raise AssertionError("the parent built a C launcher the worker had built")
+
+    monkeypatch.setattr(build, "_build", no_build)
+    compile_worker.CudaLauncher(compiled.src, compiled.metadata)  # from Triton's cache
