@@ -13,6 +13,7 @@ backend or cannot compile for sm_90 here. Not marked ``cuda``: CI runs it.
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import json
 import sys
 import uuid
@@ -34,6 +35,7 @@ except ImportError as e:  # no NVIDIA backend in this Triton
     pytest.skip(f"Triton's NVIDIA backend is missing: {e}", allow_module_level=True)
 
 SM90 = GPUTarget("cuda", 90, 32)
+_DEVICES = itertools.count(1000)
 GENERATED = '''import triton
 import triton.language as tl
 
@@ -74,7 +76,12 @@ def _can_compile_sm90(tmp_path_factory):
 def sm90(tmp_path, monkeypatch, _can_compile_sm90):
     """This process compiles for sm_90 (no GPU), into a fresh Triton cache; yields the
     compilation listener's record: ``(function name, cache_hit)`` per compilation."""
-    monkeypatch.setattr(triton_driver, "_active", compile_worker.TargetDriver(SM90))
+    driver = compile_worker.TargetDriver(SM90)
+    # a device number of its own: the JIT's in-memory caches (per device) start empty, even
+    # where a real GPU 0 compiled these kernels earlier in the process
+    device = next(_DEVICES)
+    monkeypatch.setattr(driver, "get_current_device", lambda: device)
+    monkeypatch.setattr(triton_driver, "_active", driver)
     monkeypatch.setattr(knobs.cache, "dir", str(tmp_path / "triton"))
     seen: list = []
     monkeypatch.setattr(knobs.compilation, "listener",
