@@ -22,6 +22,7 @@ import pytest
 
 triton = pytest.importorskip("triton")
 
+import triton.language as tl  # noqa: E402
 from triton import knobs  # noqa: E402
 from triton.runtime import driver as triton_driver  # noqa: E402
 
@@ -30,6 +31,7 @@ try:
 
     from genesis_cuda.kernels import compile_worker, parallel_compile
     from genesis_cuda.kernels.compile_pool import WorkerPool
+    from genesis_cuda.kernels.matmul_kernels import _mm_kernel
     from genesis_cuda.kernels.matmul_tuning import _spin_kernel
 except ImportError as e:  # no NVIDIA backend in this Triton
     pytest.skip(f"Triton's NVIDIA backend is missing: {e}", allow_module_level=True)
@@ -112,18 +114,28 @@ def _calls(fused):
     ]
 
 
+def _matmul_call():
+    """A matmul tile config's compilation: a package kernel with dtype and string
+    constexprs (Triton serialises those specially)."""
+    f32 = _Arg("float32")
+    return lambda: _mm_kernel.warmup(f32, f32, f32, 64, 64, 64, 1, *[0] * 12, f32, 0,
+                                     HAS_BIAS=False, PREC="ieee", ACC=tl.float32, EVEN_K=True,
+                                     BLOCK_M=32, BLOCK_N=32, BLOCK_K=16, GROUP_M=8, grid=(1,),
+                                     num_stages=2, num_warps=4, enable_fp_fusion=True)
+
+
 def test_workers_compile_what_the_parent_then_finds_in_triton_cache(sm90, tmp_path):
     fused = _generated(tmp_path).fused_exp_mul
-    calls = _calls(fused)
+    calls = _calls(fused) + [_matmul_call()]
     jobs = parallel_compile.collect(calls + calls[:1])  # the repeat is one job
-    assert len(jobs) == 3 and not sm90  # collected, nothing compiled
+    assert len(jobs) == 4 and not sm90  # collected, nothing compiled
     report = parallel_compile.compile_jobs(jobs, workers=2)
-    assert report == parallel_compile.Report(3, 3, 0, [])
+    assert report == parallel_compile.Report(4, 4, 0, [])
     assert not sm90  # the workers compiled; this process did not
     for call in calls:  # what a first launch does: Triton's JIT compiles (from the cache)
         assert call() is not None
-    assert sorted(sm90) == [("_spin_kernel", True), ("fused_exp_mul", True),
-                            ("fused_exp_mul", True)]
+    assert sorted(sm90) == [("_mm_kernel", True), ("_spin_kernel", True),
+                            ("fused_exp_mul", True), ("fused_exp_mul", True)]
 
 
 def test_threads_compile_in_process_when_workers_are_off(sm90, tmp_path, monkeypatch):

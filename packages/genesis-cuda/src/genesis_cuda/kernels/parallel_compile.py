@@ -145,17 +145,24 @@ def collect(calls) -> list:
 
 # ----------------------------------------------------------------------------- compile
 _pool: WorkerPool | None = None
+_pool_lock = threading.Lock()
 
 
-def _workers(size: int) -> WorkerPool:
-    """The process's worker pool of ``size`` (started, or restarted, on demand)."""
+def _run_on_workers(size: int, payloads: list) -> list:
+    """``WorkerPool.run`` on the process's pool of ``size`` workers (started, or restarted
+    when one died or the size changed, on demand); every job fails with the reason if the
+    workers cannot be started."""
     global _pool
-    if _pool is not None and (len(_pool.procs) != size or _pool.alive < size):
-        _pool.close()
-        _pool = None
-    if _pool is None:
-        _pool = WorkerPool(size)
-    return _pool
+    with _pool_lock:
+        if _pool is not None and (len(_pool.procs) != size or _pool.alive < size):
+            _pool.close()
+            _pool = None
+        if _pool is None:
+            try:
+                _pool = WorkerPool(size)
+            except OSError as e:
+                return [f"compile workers could not be started: {e}"] * len(payloads)
+        return _pool.run(payloads)
 
 
 def _close_workers() -> None:
@@ -199,7 +206,7 @@ def compile_jobs(jobs: list, workers: int | None = None) -> Report:
         target = triton_driver.active.get_current_target()
         payloads = [worker_job(j, target) for j in left]
         sendable = [i for i, p in enumerate(payloads) if p is not None]
-        results = _workers(workers).run([payloads[i] for i in sendable]) if sendable else []
+        results = _run_on_workers(workers, [payloads[i] for i in sendable]) if sendable else []
         failed = {i for i, err in zip(sendable, results) if err is not None}
         errors = [err for err in results if err is not None]
         done = len(sendable) - len(failed)
