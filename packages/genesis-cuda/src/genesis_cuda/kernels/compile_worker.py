@@ -42,6 +42,7 @@ from triton import knobs
 from triton.backends.compiler import GPUTarget
 from triton.backends.nvidia.driver import CudaLauncher
 from triton.runtime import driver as triton_driver
+from triton.runtime.cache import triton_key
 
 
 class TargetDriver:
@@ -135,6 +136,9 @@ def main() -> None:
         out.write(text + "\n")
         out.flush()
 
+    # the hash of Triton's own sources (part of every cache key, once per process: ~0.3-0.8
+    # s) is worked out while the parent is still collecting the first jobs
+    triton_key()
     serve(sys.stdin, reply)
 
 
