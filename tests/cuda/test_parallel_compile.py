@@ -160,6 +160,19 @@ def test_a_kernel_that_fails_in_a_worker_fails_at_its_launch_not_before(sm90, tm
         call()  # the first launch compiles again and raises where the kernel is used
 
 
+def test_threads_take_over_when_no_worker_can_start(sm90, tmp_path, monkeypatch):
+    def no_processes(size):
+        raise OSError("no more processes")
+
+    monkeypatch.setattr(parallel_compile, "_pool", None)
+    monkeypatch.setattr(parallel_compile, "WorkerPool", no_processes)
+    calls = _calls(_generated(tmp_path).fused_exp_mul)[:2]
+    report = parallel_compile.precompile_calls(calls, workers=3)
+    assert report[:3] == (2, 0, 2)
+    assert report.errors == ["compile workers could not be started: no more processes"] * 2
+    assert sorted(sm90) == [("fused_exp_mul", False)] * 2  # compiled here, on threads
+
+
 def test_collecting_records_only_this_threads_compilations(sm90, tmp_path):
     import threading
 

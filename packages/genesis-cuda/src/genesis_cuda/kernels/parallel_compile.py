@@ -148,10 +148,9 @@ _pool: WorkerPool | None = None
 _pool_lock = threading.Lock()
 
 
-def _run_on_workers(size: int, payloads: list) -> list:
-    """``WorkerPool.run`` on the process's pool of ``size`` workers (started, or restarted
-    when one died or the size changed, on demand); every job fails with the reason if the
-    workers cannot be started."""
+def start_workers(size: int) -> WorkerPool | str:
+    """The process's pool of ``size`` compile workers, started (or restarted, when one died
+    or the size changed) if need be; why not, as a string, if processes cannot be started."""
     global _pool
     with _pool_lock:
         if _pool is not None and (len(_pool.procs) != size or _pool.alive < size):
@@ -161,8 +160,8 @@ def _run_on_workers(size: int, payloads: list) -> list:
             try:
                 _pool = WorkerPool(size)
             except OSError as e:
-                return [f"compile workers could not be started: {e}"] * len(payloads)
-        return _pool.run(payloads)
+                return f"compile workers could not be started: {e}"
+        return _pool
 
 
 def _close_workers() -> None:
@@ -206,7 +205,11 @@ def compile_jobs(jobs: list, workers: int | None = None) -> Report:
         target = triton_driver.active.get_current_target()
         payloads = [worker_job(j, target) for j in left]
         sendable = [i for i, p in enumerate(payloads) if p is not None]
-        results = _run_on_workers(workers, [payloads[i] for i in sendable]) if sendable else []
+        results: list = []
+        if sendable:
+            pool = start_workers(workers)
+            results = ([pool] * len(sendable) if isinstance(pool, str)  # (why not started)
+                       else pool.run([payloads[i] for i in sendable]))
         failed = {i for i, err in zip(sendable, results) if err is not None}
         errors = [err for err in results if err is not None]
         done = len(sendable) - len(failed)
@@ -237,4 +240,7 @@ def precompile_calls(calls, workers: int | None = None) -> Report:
     """
     if INTERPRET:
         return Report(0, 0, 0, [])
+    workers = worker_count() if workers is None else workers
+    if workers > 0:
+        start_workers(workers)  # they start up (import Triton) while the calls are collected
     return compile_jobs(collect(calls), workers)
