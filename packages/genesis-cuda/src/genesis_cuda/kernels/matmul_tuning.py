@@ -4,9 +4,9 @@ A config is ``(BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_stages, num_warps)``, wit
 tag for the TMA kernel's variants: ``"p"`` the persistent kernel, ``("s", waves)`` split-K.
 Problems big enough to time are bucketed (each size rounded up to a power of two) and the
 candidates of a bucket are compiled together (``parallel_compile``), then timed on the
-first problem seen in it, on the GPU (events on the
-current stream, host launch cost excluded) with a synchronisation (refused during CUDA graph
-capture); smaller problems take ``small_config``, a rule.
+first problem seen in it, on the GPU (events on the current stream, host launch cost
+excluded) with a synchronisation (refused during CUDA graph capture); smaller problems take
+``small_config``, a rule.
 
 Also how a plan becomes launches: ``plan_site`` (a chosen config's kernel, options and
 constexprs as one launch site) and ``split_k`` (how many K-chunks a split-K plan takes).
