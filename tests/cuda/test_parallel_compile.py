@@ -255,3 +255,24 @@ def test_workers_build_the_c_launcher_the_parent_then_loads(sm90, monkeypatch, t
 
     monkeypatch.setattr(build, "_build", no_build)
     compile_worker.CudaLauncher(compiled.src, compiled.metadata)  # from Triton's cache
+
+
+@pytest.mark.cuda
+def test_workers_hold_no_cuda_context(sm90, tmp_path):
+    """On a GPU machine: a worker that compiled (and built its launcher) is not among the
+    processes holding a CUDA context."""
+    import shutil
+    import subprocess
+
+    if shutil.which("nvidia-smi") is None:
+        pytest.skip("nvidia-smi is not installed")
+    pool = WorkerPool(1)
+    try:
+        fused = _generated(tmp_path).fused_exp_mul
+        (job,) = parallel_compile.collect(_calls(fused)[:1])
+        assert pool.run([parallel_compile.worker_job(job, SM90)]) == [None]
+        apps = subprocess.run(["nvidia-smi", "--query-compute-apps=pid", "--format=csv,noheader"],
+                              capture_output=True, text=True, check=True).stdout.split()
+        assert str(pool.procs[0].pid) not in apps
+    finally:
+        pool.close()
