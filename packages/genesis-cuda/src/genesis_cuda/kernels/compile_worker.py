@@ -47,7 +47,9 @@ from triton.runtime.cache import triton_key
 
 class TargetDriver:
     """Triton's active driver in a process without a GPU: it names the target to compile for
-    and device 0, which is all that compiling (``JITFunction.preload``) asks of a driver.
+    and a device number, which is all that compiling (``JITFunction.preload``) asks of a
+    driver. The device number is the target's architecture, so the JIT's per-device caches
+    (which hold the target) never mix two targets.
 
     Example:
         >>> triton_driver.set_active(TargetDriver(GPUTarget("cuda", 90, 32)))
@@ -60,7 +62,7 @@ class TargetDriver:
         return self.target
 
     def get_current_device(self) -> int:
-        return 0
+        return self.target.arch if isinstance(self.target.arch, int) else 0
 
     def get_current_stream(self, device: int = 0) -> int:
         return 0
