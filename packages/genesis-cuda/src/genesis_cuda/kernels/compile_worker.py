@@ -55,6 +55,8 @@ class TargetDriver:
         >>> triton_driver.set_active(TargetDriver(GPUTarget("cuda", 90, 32)))
     """
 
+    launcher_cls = CudaLauncher  # (what builds a compiled kernel's launcher)
+
     def __init__(self, target: GPUTarget):
         self.target = target
 

@@ -16,8 +16,8 @@ tuner times) and would wait for each in turn. ``precompile_calls`` does it in tw
    busy), which write into Triton's on-disk cache under the key the parent's own
    compilation computes (same source, signature, constexprs, options and target), so a
    kernel's first launch loads it from there; what the workers could not compile goes to
-   threads of this process (``JITFunction.preload``, the same compilation in process),
-   which overlap the compiler's external processes.
+   threads of this process (``JITFunction.preload``, the same compilation in process; one
+   thread per ``@triton.jit`` function), which overlap the compiler's external processes.
 
 Errors are not raised here: a kernel that failed to compile compiles again at its first
 launch, which raises where the kernel is used.
@@ -186,10 +186,17 @@ def worker_job(job: Job, target) -> dict | None:
             "cache_dir": knobs.cache.dir}
 
 
-def _compile_here(job: Job) -> None:
-    compiled = job.fn.preload(job.spec)
-    if compiled is not None:
-        build_launcher(triton_driver.active.launcher_cls, compiled)
+def _compile_here(jobs: list) -> None:
+    """Compile ``jobs`` (all of one ``@triton.jit`` function) one after the other in this
+    process; a job that fails is passed over (its first launch raises)."""
+    for job in jobs:
+        try:
+            compiled = job.fn.preload(job.spec)
+        except Exception:  # noqa: BLE001 - the kernel's first launch reports it
+            continue
+        launcher_cls = getattr(triton_driver.active, "launcher_cls", None)
+        if compiled is not None and launcher_cls is not None:
+            build_launcher(launcher_cls, compiled)
 
 
 def compile_jobs(jobs: list, workers: int | None = None) -> Report:
@@ -216,13 +223,16 @@ def compile_jobs(jobs: list, workers: int | None = None) -> Report:
         sent = set(sendable) - failed
         left = [j for i, j in enumerate(left) if i not in sent]
     if left:
-        threads = max(1, min(MAX_THREADS, os.cpu_count() or 1, len(left)))
+        # one thread per @triton.jit function: the JIT's state of a function (its hash, its
+        # per-device caches) is built on first use without a lock, so two threads compiling
+        # one function at once can lose a kernel
+        by_fn: dict = {}
+        for job in left:
+            by_fn.setdefault(id(job.fn), []).append(job)
+        threads = max(1, min(MAX_THREADS, os.cpu_count() or 1, len(by_fn)))
         with ThreadPoolExecutor(threads, thread_name_prefix="genesis-compile") as pool:
-            for future in [pool.submit(_compile_here, j) for j in left]:
-                try:
-                    future.result()
-                except Exception:  # noqa: BLE001 - the kernel's first launch reports it
-                    pass
+            for future in [pool.submit(_compile_here, jobs) for jobs in by_fn.values()]:
+                future.result()
     return Report(len(jobs), done, len(left), errors)
 
 
