@@ -99,6 +99,34 @@ def test_matmul_tuned_large_bf16():
     _check(*_operands((), 1024, 1024, 1024, torch.bfloat16))
 
 
+@pytest.mark.parametrize("dtype,shape", [(torch.bfloat16, (1536, 1152, 1280)),
+                                         (torch.float32, (640, 1088, 832))])
+def test_matmul_candidates_are_compiled_together_before_timing(monkeypatch, dtype, shape):
+    """A new bucket's candidates are compiled side by side (``parallel_compile``) before the
+    first is timed: the timing loop's own compilations are all Triton cache hits."""
+    from triton import knobs
+
+    from genesis_cuda.kernels import matmul_tuning
+
+    reports, during = [], []
+
+    def spy(calls):
+        reports.append(real(calls))
+        monkeypatch.setattr(knobs.compilation, "listener", listener)  # the timing loop's
+        return reports[-1]
+
+    def listener(src, metadata, metadata_group, times, cache_hit):
+        if src.fn.module.endswith("matmul_kernels"):
+            during.append(cache_hit)
+
+    real = matmul_tuning.precompile_calls
+    monkeypatch.setattr(matmul_tuning, "precompile_calls", spy)
+    M, K, N = shape  # (sizes no other test uses: a bucket not tuned yet in this process)
+    _check(*_operands((), M, K, N, dtype))
+    assert len(reports) == 1 and not reports[0].errors
+    assert all(during), during
+
+
 def test_matmul_fp32_precision_options():
     from genesis_cuda.kernels import matmul as mm
 

@@ -263,7 +263,8 @@ class Launcher:
             self.fn[grid](*map(_interpreted, args), **self.opts)
             return
         compiled = self.fn[grid](*args, **self._options(args))  # compiles, launches
-        if DIRECT and not big:
+        # (None: ``parallel_compile`` is collecting this compilation, nothing launched)
+        if DIRECT and not big and compiled is not None:
             self.cache[(key, device)] = direct_entry(compiled)
 
     def site(self, key=None) -> Site:

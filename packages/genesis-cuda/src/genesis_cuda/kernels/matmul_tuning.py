@@ -3,9 +3,10 @@
 A config is ``(BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_stages, num_warps)``, with a leading
 tag for the TMA kernel's variants: ``"p"`` the persistent kernel, ``("s", waves)`` split-K.
 Problems big enough to time are bucketed (each size rounded up to a power of two) and the
-candidates of a bucket are timed on the first problem seen in it, on the GPU (events on the
-current stream, host launch cost excluded) with a synchronisation (refused during CUDA graph
-capture); smaller problems take ``small_config``, a rule.
+candidates of a bucket are compiled together (``parallel_compile``), then timed on the
+first problem seen in it, on the GPU (events on the current stream, host launch cost
+excluded) with a synchronisation (refused during CUDA graph capture); smaller problems take
+``small_config``, a rule.
 
 Also how a plan becomes launches: ``plan_site`` (a chosen config's kernel, options and
 constexprs as one launch site) and ``split_k`` (how many K-chunks a split-K plan takes).
@@ -26,6 +27,7 @@ from genesis_cuda import capture
 from genesis_cuda.streams import Event
 
 from ._launch import Launcher, cdiv, launcher
+from .parallel_compile import precompile_calls
 
 # (BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_stages, num_warps)
 # A leading "p" marks the persistent kernel (unbatched problems only); split-K candidates
@@ -181,6 +183,9 @@ def choose(key, candidates, launch, flops: int):
     best, best_t = None, math.inf
     reps = max(2, min(20, int(5e-3 / max(flops / 6e14, 1e-7))))
     times = timings[key] = []
+    # every candidate's kernels compiled side by side first (worker processes), not one
+    # after the other at its first timing
+    precompile_calls([lambda cand=cand: launch(cand) for cand in candidates])
     for cand in candidates:
         try:
             launch(cand)  # compile and warm
