@@ -37,6 +37,7 @@ except ImportError as e:  # no NVIDIA backend in this Triton
     pytest.skip(f"Triton's NVIDIA backend is missing: {e}", allow_module_level=True)
 
 SM90 = GPUTarget("cuda", 90, 32)
+CACHE_DIR_AT_IMPORT = knobs.cache.dir
 _DEVICES = itertools.count(1000)
 GENERATED = '''import triton
 import triton.language as tl
@@ -65,13 +66,15 @@ class _Arg:
 @pytest.fixture(scope="module")
 def _can_compile_sm90(tmp_path_factory):
     src = triton.compiler.ASTSource(_spin_kernel, {"ns": "i64"}, {}, {})
-    knobs.cache.dir = str(tmp_path_factory.mktemp("probe"))
-    try:
-        triton.compile(src, target=SM90)
-    except Exception as e:  # noqa: BLE001 - no ptxas or no sm_90 support here
-        pytest.skip(f"Triton cannot compile for sm_90 here: {type(e).__name__}: {e}")
-    finally:
-        knobs.cache.dir = None
+    # (the cache directory the process had is put back: Triton 3.6 takes None literally, and
+    # every later compilation in the process failed with "Could not create or locate cache
+    # dir" on the H200)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(knobs.cache, "dir", str(tmp_path_factory.mktemp("probe")))
+        try:
+            triton.compile(src, target=SM90)
+        except Exception as e:  # noqa: BLE001 - no ptxas or no sm_90 support here
+            pytest.skip(f"Triton cannot compile for sm_90 here: {type(e).__name__}: {e}")
 
 
 @pytest.fixture
@@ -276,3 +279,10 @@ def test_workers_hold_no_cuda_context(sm90, tmp_path):
         assert str(pool.procs[0].pid) not in apps
     finally:
         pool.close()
+
+
+
+def test_the_probe_puts_back_the_processes_triton_cache_directory(_can_compile_sm90):
+    """The tests that follow compile into the cache directory the process had (under Triton
+    3.6 the probe once left None there, and every later compilation failed)."""
+    assert knobs.cache.dir == CACHE_DIR_AT_IMPORT
