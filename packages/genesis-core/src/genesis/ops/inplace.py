@@ -65,6 +65,7 @@ def _binary_inplace(op: decl.Op):
     unless autograd must record it."""
     fn = E.FUNCTIONS[op.name]
     kernels = KernelTable(lambda backend: backend.inplace_kernel(op.name))
+    table = kernels.table
     floats, check = op.ints == "float", op.check
     out_of_place = E.DECLARED[op.name].function.kernels
 
@@ -88,7 +89,11 @@ def _binary_inplace(op: decl.Op):
                 plain, y = type(other) is float and dtype.is_floating_point, other
             if plain:
                 backend = self._backend
-                kernels[backend](self._data, y)
+                try:
+                    kernel = table[backend]
+                except KeyError:  # (this backend's first call of the op)
+                    kernel = kernels.fill(backend)
+                kernel(self._data, y)
                 self._version_box[0] += 1
                 return self
         if check is not None:
