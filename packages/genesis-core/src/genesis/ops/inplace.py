@@ -44,7 +44,8 @@ def _write_back(t: Tensor, result: Tensor) -> None:
     t._backend.copy_(t._data, result._data)
     t._version_box[0] += 1
     if result.requires_grad:
-        t.requires_grad, t.grad_fn, t._out_idx = True, result.grad_fn, result._out_idx
+        t.requires_grad, t.grad_fn = True, result.grad_fn
+        t._out_idx = result._out_idx if result.grad_fn is not None else 0  # (set with grad_fn)
         if t._base is not None:
             rebase_view_history(t._base, t)
 
