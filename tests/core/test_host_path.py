@@ -318,3 +318,42 @@ def test_autocast_casts_only_where_the_dtype_changes():
     tx = torch.tensor([0.5, -1.0, 2.0], requires_grad=True)
     (tx.exp() + tx ** 2.0 + tx.to(torch.bfloat16).float().exp()).sum().backward()
     torch.testing.assert_close(torch.tensor(x.grad.tolist()), tx.grad)
+
+
+def _python_frames(fn) -> list:
+    """The names of the Python functions ``fn()`` calls, in call order."""
+    import sys
+
+    names = []
+    sys.setprofile(lambda frame, event, arg: names.append(frame.f_code.co_name)
+                   if event == "call" else None)
+    try:
+        fn()
+    finally:
+        sys.setprofile(None)
+    return names
+
+
+def test_matmul_of_matrices_goes_straight_to_its_forward():
+    """``a @ b`` of two matrices is Matmul's dispatcher entry, then its forward and the
+    tensor maker (the CPU kernel is torch's own); 1-d operands and non-tensors take the 1-d
+    rules, with torch's results and errors."""
+    a, v = _t([[1.0, 2.0], [3.0, 4.0]]), _t([1.0, -1.0])
+    a @ a  # (the product's shape, remembered)
+    # (the entry's code is named "call": entries.matrix_entry)
+    assert _python_frames(lambda: a @ a) == ["<lambda>", "call", "forward", "new_tensor"]
+    with _OpNames() as seen:
+        a @ a
+    assert seen.names == ["matmul"]
+    ta, tv = torch.tensor(a.tolist()), torch.tensor(v.tolist())
+    for got, want in ((a @ v, ta @ tv), (v @ a, tv @ ta), (v @ v, tv @ tv),
+                      (genesis.matmul(a, a), ta @ ta)):
+        assert tuple(got.shape) == tuple(want.shape)
+        torch.testing.assert_close(torch.tensor(got.tolist()), want)
+    with pytest.raises(TypeError, match="matmul expects two tensors, got Tensor and ndarray"):
+        genesis.matmul(a, np.ones((2, 2), np.float32))
+    with pytest.raises(RuntimeError, match="at least 1D"):
+        genesis.matmul(a, genesis.tensor(2.0))
+    w = _t([[1.0, 0.0], [0.0, 1.0]], requires_grad=True)
+    (a @ w).sum().backward()
+    assert w.grad.tolist() == (ta.T @ torch.ones(2, 2)).tolist()
