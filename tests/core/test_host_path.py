@@ -82,23 +82,46 @@ def test_recorded_host_path_gives_graph_and_gradients():
 
 
 def test_making_and_recording_tensors_keeps_autograd_state_in_slots():
-    # requires_grad, grad_fn, _out_idx and _leaf_edge are slots set when a tensor is made: a
-    # read is one specialised slot load (a class-level default read through an instance is
-    # not specialised by CPython), and recording an output allocates no instance dict
+    # requires_grad and grad_fn are slots set when a tensor is made: a read is one
+    # specialised slot load (a class-level default read through an instance is not
+    # specialised by CPython), and recording an output allocates no instance dict.
+    # _out_idx and _leaf_edge are slots left unset until they mean something: _out_idx is set
+    # with a grad_fn, _leaf_edge the first time a leaf joins a graph.
     w = _t([1.0, 2.0], requires_grad=True)
     x = _t([3.0, 4.0])
     made = [x, x + x, x[1:], x[1:][1:], x.view(2, 1), w * x, (w * x).sum(), w.exp(),
             genesis.tensor(1.0), w.detach(), x.T, x.narrow(0, 0, 1)]
     assert all(not t.__dict__ for t in made)
-    # every maker (Tensor._wrap, new_tensor, view_tensor, x[a:b]'s host path) sets every slot
-    fields = [name for name in genesis.Tensor.__slots__ if not name.startswith("__")]
+    # every maker (Tensor._wrap, new_tensor, view_tensor) sets every other slot
+    lazy = ("_out_idx", "_leaf_edge")
+    fields = [name for name in genesis.Tensor.__slots__
+              if not name.startswith("__") and name not in lazy]
     assert [[name for name in fields if not hasattr(t, name)] for t in made] == [[]] * len(made)
-    assert all(name in genesis.Tensor.__slots__
-               for name in ("requires_grad", "grad_fn", "_out_idx", "_leaf_edge"))
+    assert all(name in genesis.Tensor.__slots__ for name in ("requires_grad", "grad_fn") + lazy)
+    assert [hasattr(t, "_out_idx") for t in made] == [t.grad_fn is not None for t in made]
+    assert not hasattr(x, "_leaf_edge")  # (never in a graph)
     y = w * x
-    assert y.requires_grad and y.grad_fn is not None and not y.__dict__
+    assert y.requires_grad and y.grad_fn is not None and y._out_idx == 0 and not y.__dict__
+    edge = w._leaf_edge  # made when w first joined a graph, shared by every later op
+    assert edge[0].variable is w and y.grad_fn.next_functions[0] is edge
+    assert (w + x).grad_fn.next_functions[0] is edge
     y.sum().backward()
     assert w.grad.tolist() == [3.0, 4.0]
+
+
+def test_in_place_edit_of_a_view_routes_the_gradient_to_its_base():
+    """An in-place op on a view of a recorded base rebases the base's history through it
+    (``rebase_view_history``): the gradient still reaches the leaf behind the base, as in
+    torch."""
+    w = _t([1.0, 2.0, 3.0], requires_grad=True)
+    base = w * 1.0
+    base[1:].mul_(_t([2.0, 3.0]))
+    (base * base).sum().backward()
+    tw = torch.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    tb = tw * 1.0
+    tb[1:].mul_(torch.tensor([2.0, 3.0]))
+    (tb * tb).sum().backward()
+    torch.testing.assert_close(torch.tensor(w.grad.tolist()), tw.grad)
 
 
 def test_views_met_again_use_their_plan_and_record_when_needed():
@@ -295,3 +318,42 @@ def test_autocast_casts_only_where_the_dtype_changes():
     tx = torch.tensor([0.5, -1.0, 2.0], requires_grad=True)
     (tx.exp() + tx ** 2.0 + tx.to(torch.bfloat16).float().exp()).sum().backward()
     torch.testing.assert_close(torch.tensor(x.grad.tolist()), tx.grad)
+
+
+def _python_frames(fn) -> list:
+    """The names of the Python functions ``fn()`` calls, in call order."""
+    import sys
+
+    names = []
+    sys.setprofile(lambda frame, event, arg: names.append(frame.f_code.co_name)
+                   if event == "call" else None)
+    try:
+        fn()
+    finally:
+        sys.setprofile(None)
+    return names
+
+
+def test_matmul_of_matrices_goes_straight_to_its_forward():
+    """``a @ b`` of two matrices is Matmul's dispatcher entry, then its forward and the
+    tensor maker (the CPU kernel is torch's own); 1-d operands and non-tensors take the 1-d
+    rules, with torch's results and errors."""
+    a, v = _t([[1.0, 2.0], [3.0, 4.0]]), _t([1.0, -1.0])
+    a @ a  # (the product's shape, remembered)
+    # (the entry's code is named "call": entries.matrix_entry)
+    assert _python_frames(lambda: a @ a) == ["<lambda>", "call", "forward", "new_tensor"]
+    with _OpNames() as seen:
+        a @ a
+    assert seen.names == ["matmul"]
+    ta, tv = torch.tensor(a.tolist()), torch.tensor(v.tolist())
+    for got, want in ((a @ v, ta @ tv), (v @ a, tv @ ta), (v @ v, tv @ tv),
+                      (genesis.matmul(a, a), ta @ ta)):
+        assert tuple(got.shape) == tuple(want.shape)
+        torch.testing.assert_close(torch.tensor(got.tolist()), want)
+    with pytest.raises(TypeError, match="matmul expects two tensors, got Tensor and ndarray"):
+        genesis.matmul(a, np.ones((2, 2), np.float32))
+    with pytest.raises(RuntimeError, match="at least 1D"):
+        genesis.matmul(a, genesis.tensor(2.0))
+    w = _t([[1.0, 0.0], [0.0, 1.0]], requires_grad=True)
+    (a @ w).sum().backward()
+    assert w.grad.tolist() == (ta.T @ torch.ones(2, 2)).tolist()

@@ -72,3 +72,30 @@ def test_array_geometry_helpers():
     assert is_contiguous(CudaArray((1, 5), (99, 1), 0, D.float32, FakeStorage(), 0))
     assert is_contiguous(CudaArray((0, 5), (7, 3), 0, D.float32, FakeStorage(), 0))
     assert str(a.dtype).endswith("float32")
+
+
+def test_views_of_cuda_tensors_keep_the_offset_without_a_gpu():
+    """``x.view``, ``x[a:b]`` and ``.t()`` of a CUDA tensor only describe its storage anew
+    (no GPU call): the backend's own ``view`` keeps the array's offset, dtype and storage as
+    the contract's default (``as_strided`` at ``storage_offset_of``) does."""
+    import genesis
+    from genesis.tensor import Tensor
+    from genesis_cuda.array import CudaArray
+    from genesis_cuda.backend import CUDABackend
+
+    class FakeStorage:  # (views never read or write it)
+        ptr, size, device = 4096, 4096, 0
+
+    backend = CUDABackend()
+    assert "view" in CUDABackend.__dict__  # its own: one frame, not the default's three
+    a = CudaArray((2, 6), (6, 1), 3, genesis.float32, FakeStorage(), 0)
+    v = backend.view(a, (3, 4), (4, 1))
+    default = super(CUDABackend, backend).view(a, (3, 4), (4, 1))
+    for got in (v, default):
+        assert (got.shape, got.strides, got.offset) == ((3, 4), (4, 1), 3)
+        assert got.storage is a.storage and got.dtype is a.dtype and got.device == 0
+    x = Tensor._wrap(a, genesis.device("cuda:0"))
+    assert x.view(12).stride() == (1,) and x.view(12).storage_offset() == 3
+    assert x.view(3, 4)._data.storage is a.storage and x.view(3, 4)._base is x
+    assert x[1:2].storage_offset() == 9 and x[1:2].shape == (1, 6)
+    assert x.t().stride() == (1, 6) and x.t().storage_offset() == 3

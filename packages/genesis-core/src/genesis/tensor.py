@@ -50,11 +50,15 @@ class Tensor(metaclass=_TensorType):
     __slots__ = ("_data", "_backend", "shape", "dtype", "device", "_version_box", "_base",
                  "_geom", "requires_grad", "grad_fn", "_out_idx", "_leaf_edge", "__weakref__",
                  "__dict__")
-    # requires_grad, grad_fn, _out_idx and _leaf_edge (the (AccumulateGrad, 0) edge of a leaf
-    # that joined a graph, made once) are read by every op and set on every recorded output:
-    # slots, set when a tensor is made. (CPython does not specialise reading a class-level
-    # default through an instance, and a recorded output would allocate an instance dict.)
-    # The rarer autograd state stays a class-level default, set per instance where it changes.
+    # requires_grad and grad_fn are read by every op and set on every recorded output: slots,
+    # set when a tensor is made. (CPython does not specialise reading a class-level default
+    # through an instance, and a recorded output would allocate an instance dict.) _out_idx
+    # (which output of grad_fn the tensor is) and _leaf_edge (the (AccumulateGrad, 0) edge of a
+    # leaf that joined a graph) are slots left unset when a tensor is made — two slot writes
+    # less per op, where most tensors never join a graph: _out_idx is set with a grad_fn and
+    # read only where grad_fn is not None; _leaf_edge is made the first time the leaf joins a
+    # graph (``grad_edge``). The rarer autograd state stays a class-level default, set per
+    # instance where it changes.
     _grad = None
     _retains_grad = False
 
@@ -78,8 +82,6 @@ class Tensor(metaclass=_TensorType):
         t._geom = None
         t.requires_grad = False
         t.grad_fn = None
-        t._out_idx = 0
-        t._leaf_edge = None
         if base is None:
             t._version_box = [0]
             t._base = None
@@ -424,8 +426,6 @@ def new_tensor(data, device, backend, shape: Size, dtype: D.DType) -> Tensor:
     t._geom = None
     t.requires_grad = False
     t.grad_fn = None
-    t._out_idx = 0
-    t._leaf_edge = None
     return t
 
 
@@ -444,8 +444,6 @@ def view_tensor(x: Tensor, data, shape: Size, geom: tuple) -> Tensor:
     t._geom = geom
     t.requires_grad = False
     t.grad_fn = None
-    t._out_idx = 0
-    t._leaf_edge = None
     return t
 
 

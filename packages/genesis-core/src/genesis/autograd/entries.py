@@ -179,3 +179,47 @@ def slice_key_entry(cls, other):
 
     call.__name__ = call.__qualname__ = "__getitem__"
     return call
+
+
+def matrix_entry(cls, general):
+    """``call(input, other)``, matmul's public function: ``cls.apply(input, other)`` for two
+    tensors of at least two dims each (the most frequent product), ``general(input, other)``
+    for anything else (torch's 1-d rules, and the errors naming what is not a tensor). The
+    product of two matrices then costs one Python frame before ``forward``, as the other
+    entries' calls do.
+
+    Args:
+        cls: the Function of the matrix product, whose forward takes two tensors.
+        general: the function of every pair of operands (it also takes two matrices).
+
+    Returns:
+        The ``matmul`` function.
+
+    Example:
+        >>> matmul = matrix_entry(Matmul, with_vectors)
+    """
+    forward, op, category = cls.forward, cls.op, cls.autocast
+    records, direct, new_node = cls.differentiable, cls.kernel_forward, cls._backward_cls
+
+    def call(input, other):
+        try:  # (a try costs nothing until it catches)
+            matrices = len(input.shape) >= 2 and len(other.shape) >= 2
+            wants_grad = input.requires_grad or other.requires_grad
+        except (AttributeError, TypeError):  # (something else than a tensor)
+            matrices = False
+        if not matrices:
+            return general(input, other)
+        if category is not None and _autocast_anywhere.on and F._autocast_state.enabled:
+            input, other = F._autocast_state.cast_args(category, (input, other))
+            wants_grad = input.requires_grad or other.requires_grad
+        if _intercepting:
+            return intercept(op, (input, other), {})
+        if records and wants_grad and _grad_state.enabled:
+            if direct:  # (recorded's steps for a forward that runs no op)
+                ctx = new_node()
+                return connect(ctx, (input, other), forward(ctx, input, other))
+            return recorded(cls, (input, other), _NO_KWARGS)
+        return forward(_NO_GRAD_CTX, input, other)
+
+    call.__name__ = call.__qualname__ = "matmul"
+    return call

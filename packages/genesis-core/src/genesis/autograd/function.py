@@ -162,10 +162,11 @@ def grad_edge(t):
                 != t._version_box[0]:
             _regenerate_view_history(t)
         return (t.grad_fn, t._out_idx)
-    edge = t._leaf_edge
-    if edge is None:  # a leaf's edge is made once: every op it joins shares it
+    try:
+        return t._leaf_edge
+    except AttributeError:  # the leaf's first graph: its edge is made once, for every op
         edge = t._leaf_edge = (AccumulateGrad(t), 0)
-    return edge
+        return edge
 
 
 def _regenerate_view_history(t) -> None:

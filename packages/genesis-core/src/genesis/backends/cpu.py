@@ -6,6 +6,8 @@ every array here has ``requires_grad=False``; gradients are genesis's own.
 
 from __future__ import annotations
 
+import operator
+
 import numpy as np
 import torch
 
@@ -232,8 +234,9 @@ class CPUBackend(Backend):
         return torch.cumsum(a, dim, dtype=_TO_TORCH[dtype])
 
     # linalg
-    def matmul(self, a, b):
-        return a @ b  # (torch.matmul by its cheapest call)
+    # torch's matmul itself, not a method around it (a Python frame is 3 % of a 4x4 product's
+    # host time); ``operator.matmul`` is ``a @ b``, torch's cheapest call of it
+    matmul = staticmethod(operator.matmul)
 
     def linear(self, x, weight, bias):
         return torch.nn.functional.linear(x, weight, bias)

@@ -111,30 +111,55 @@ def _formula(op: decl.Op, i: int, names: tuple):
 
 
 # --------------------------------------------------------------------- unary
+# Each declared op's forward is made for its row (``unary_forward``, ``binary_forward``):
+# the row's fields and the op's kernel table are closure cells there. A forward reading them
+# off its class instead (``cls.decl``) pays CPython 3.11 an unspecialised lookup per read,
+# about 1 % of a tiny op each.
+def unary_forward(op: decl.Op, kernels: KernelTable, save_x: bool, save_y: bool):
+    """``forward(ctx, x)`` of the declared unary op ``op``: ``y = op(x)``, one kernel call.
+
+    Args:
+        op: the op's row.
+        kernels: the op's kernel per backend.
+        save_x: whether a recorded call saves ``x`` (its gradient reads it); save_y: ``y``.
+
+    Returns:
+        The forward (the op's Function has it as a staticmethod).
+
+    Example:
+        >>> forward = unary_forward(decl_exp, kernels, save_x=False, save_y=True)
+        >>> y = forward(ctx, x)
+    """
+    check, floats, to_bool, table = op.check, op.ints == "float", op.ints == "bool", kernels.table
+
+    def forward(ctx, x):
+        if check is not None:
+            check(x)
+        dtype, data, backend = x.dtype, x._data, x._backend
+        if floats and not dtype.is_floating_point:
+            dtype = float_dtype_for(dtype)
+            data = backend.cast(data, dtype)
+        try:
+            kernel = table[backend]
+        except KeyError:  # (this backend's first call of the op)
+            kernel = kernels.fill(backend)
+        y = new_tensor(kernel(data), x.device, backend, x.shape, D.bool_ if to_bool else dtype)
+        if ctx is not _NO_GRAD_CTX:  # (recording)
+            ctx.save_for_backward(x if save_x else None, y if save_y else None)
+        return y
+
+    return forward
+
+
 class _Unary(Function):
-    """``y = f(x)`` for one declared unary op (``decl``); made by ``_unary_function``."""
+    """``y = f(x)`` for one declared unary op (``decl``); made by ``_unary_function``, with
+    ``unary_forward``'s forward."""
 
     op_name = None  # (the base of the declared ops, not an op itself)
     kernel_forward = True
     decl: decl.Op
     kernels: KernelTable  # backend -> its kernel of this op
-    save_x = save_y = False
     grad = None  # its gradient formula, called on (g, x, y): see _formula
-
-    @classmethod
-    def forward(cls, ctx, x):
-        op = cls.decl  # (one read of the class: its fields are read off the row, cheaper)
-        if op.check is not None:
-            op.check(x)
-        dtype, data, backend = x.dtype, x._data, x._backend
-        if op.ints == "float" and not dtype.is_floating_point:
-            dtype = float_dtype_for(dtype)
-            data = backend.cast(data, dtype)
-        y = new_tensor(cls.kernels[backend](data), x.device, backend, x.shape,
-                       D.bool_ if op.ints == "bool" else dtype)
-        if ctx is not _NO_GRAD_CTX:  # (recording)
-            ctx.save_for_backward(x if cls.save_x else None, y if cls.save_y else None)
-        return y
 
     @classmethod
     def backward(cls, ctx, g):
@@ -143,22 +168,31 @@ class _Unary(Function):
 
 
 # -------------------------------------------------------------------- binary
-class _Binary(Function):
-    """``z = f(a, b)`` with broadcasting and promotion for one declared binary op."""
+def binary_forward(op: decl.Op, kernels: KernelTable, saves: tuple):
+    """``forward(ctx, a, b)`` of the declared binary op ``op``: ``z = op(a, b)``.
 
-    op_name = None  # (the base of the declared ops, not an op itself)
-    kernel_forward = True
-    decl: decl.Op
-    kernels: KernelTable  # backend -> its kernel of this op
-    # whether a, b, z are saved, by (a wants grad) * 2 + (b wants grad): see _saves
-    saves: tuple = ((False, False, False),) * 4
-    grads: tuple = (None, None)  # per input: its formula called on (g, a, b, z) or None
+    It meets the plainest operands first (tensors of one dtype, shape and device, or a
+    tensor and a Python float: one kernel call); anything else is promoted and broadcast by
+    ``operands``.
 
-    @classmethod
-    def forward(cls, ctx, a, b):
-        op = cls.decl  # (one read of the class: its fields are read off the row, cheaper)
-        if op.check is not None:
-            op.check(a, b)
+    Args:
+        op: the op's row.
+        kernels: the op's kernel per backend.
+        saves: what a recorded call saves, per the inputs that want a gradient (``_saves``).
+
+    Returns:
+        The forward (the op's Function has it as a staticmethod).
+
+    Example:
+        >>> forward = binary_forward(decl_add, kernels, _saves(decl_add))
+        >>> z = forward(ctx, a, b)
+    """
+    check, floats, table = op.check, op.ints == "float", kernels.table
+    to_bool = op.ints == "bool"
+
+    def forward(ctx, a, b):
+        if check is not None:
+            check(a, b)
         if type(a) in _TENSOR_TYPES:  # the plainest operands first: one kernel call
             dtype = a.dtype
             if type(b) in _TENSOR_TYPES:
@@ -167,19 +201,35 @@ class _Binary(Function):
                 y = b._data
             else:
                 plain, y = type(b) is float and dtype.is_floating_point, b
-            if plain and (op.ints != "float" or dtype.is_floating_point):
-                backend = a._backend
-                z = new_tensor(cls.kernels[backend](a._data, y), a.device, backend, a.shape,
-                               D.bool_ if op.ints == "bool" else dtype)
-                if ctx is not _NO_GRAD_CTX:  # (recording)
-                    save_binary(cls, ctx, a, b, z)
-                return z
-        backend, device, x, y, dtype, shape = operands(op.name, a, b, result_dtype(op, a, b))
-        z = wrap(cls.kernels[backend](x, y), device, None, shape,
-                 D.bool_ if op.ints == "bool" else dtype)
+        else:
+            plain = False
+        if plain and (not floats or dtype.is_floating_point):
+            backend, device, shape = a._backend, a.device, a.shape  # (three: no tuple made)
+            x = a._data
+        else:  # promoted and broadcast
+            backend, device, x, y, dtype, shape = operands(op.name, a, b,
+                                                           result_dtype(op, a, b))
+        try:
+            kernel = table[backend]
+        except KeyError:  # (this backend's first call of the op)
+            kernel = kernels.fill(backend)
+        z = new_tensor(kernel(x, y), device, backend, shape, D.bool_ if to_bool else dtype)
         if ctx is not _NO_GRAD_CTX:  # (recording)
-            save_binary(cls, ctx, a, b, z)
+            save_binary(saves, ctx, a, b, z)
         return z
+
+    return forward
+
+
+class _Binary(Function):
+    """``z = f(a, b)`` with broadcasting and promotion for one declared binary op; made by
+    ``_binary_function``, with ``binary_forward``'s forward."""
+
+    op_name = None  # (the base of the declared ops, not an op itself)
+    kernel_forward = True
+    decl: decl.Op
+    kernels: KernelTable  # backend -> its kernel of this op
+    grads: tuple = (None, None)  # per input: its formula called on (g, a, b, z) or None
 
     @classmethod
     def backward(cls, ctx, g):
@@ -199,11 +249,11 @@ class _Binary(Function):
 _SAVES_NOTHING = (None, None, None)
 
 
-def save_binary(cls, ctx: Node, a, b, z) -> None:
-    """Save what the wanted gradients read (as torch): editing anything else in place later
-    does not break backward."""
+def save_binary(saves: tuple, ctx: Node, a, b, z) -> None:
+    """Save what the wanted gradients read (as torch; ``saves``: see ``_saves``): editing
+    anything else in place later does not break backward."""
     a_t, b_t = type(a) in _TENSOR_TYPES, type(b) in _TENSOR_TYPES
-    save_a, save_b, save_z = cls.saves[(a_t and a.requires_grad) * 2
+    save_a, save_b, save_z = saves[(a_t and a.requires_grad) * 2
                                        + (b_t and b.requires_grad)]
     if save_a or save_b or save_z:
         ctx.save_for_backward(a if save_a and a_t else None, b if save_b and b_t else None,
@@ -253,15 +303,15 @@ def _function_doc(op: decl.Op, summary: str, args: str) -> str:
             f"Returns:\n    A new tensor of {shape}; its dtype is {_RESULT_DTYPE[op.ints]}.\n")
 
 
-def _function_class(op: decl.Op, base: type, fields: dict) -> type:
+def _function_class(op: decl.Op, base: type, forward, kernels: KernelTable,
+                    fields: dict) -> type:
     """The Function of one declared op: ``base`` (``_Unary``/``_Binary``) filled from its
-    row. Its name is the op's, capitalised (``Exp``); the registry knows it as ``op.name``."""
-    arity = op.arity
+    row, with ``forward`` made for it. Its name is the op's, capitalised (``Exp``); the
+    registry knows it as ``op.name``."""
     return type(op.name.capitalize(), (base,), {
         "op_name": op.name, "decl": op, "autocast": op.autocast,
-        "differentiable": op.differentiable, "__module__": __name__,
-        "kernels": KernelTable(lambda backend: backend.unary_kernel(op.name) if arity == 1
-                               else backend.binary_kernel(op.name)),
+        "differentiable": op.differentiable, "__module__": __name__, "kernels": kernels,
+        "forward": staticmethod(forward),
         "__doc__": f"Autograd Function of ``{op.name}`` (declared in op_declarations).",
         **fields})
 
@@ -269,9 +319,10 @@ def _function_class(op: decl.Op, base: type, fields: dict) -> type:
 def _unary_function(op: decl.Op):
     """The public function of a declared unary op: its Function's dispatcher entry, named."""
     reads = op.reads(0) if op.differentiable else ()
-    cls = _function_class(op, _Unary, {
-        "save_x": "x" in reads, "save_y": "y" in reads,
-        "grad": _formula(op, 0, ("g", "x", "y")) if op.differentiable else None})
+    kernels = KernelTable(lambda backend: backend.unary_kernel(op.name))
+    cls = _function_class(op, _Unary, unary_forward(op, kernels, "x" in reads, "y" in reads),
+                          kernels, {"grad": _formula(op, 0, ("g", "x", "y"))
+                                    if op.differentiable else None})
     fn = unary_entry(cls)
     fn.__name__ = fn.__qualname__ = op.name
     fn.__doc__ = _function_doc(op, f"Elementwise ``{op.name}`` of ``input`` (as "
@@ -280,11 +331,15 @@ def _unary_function(op: decl.Op):
     return fn
 
 
+_NOTHING_SAVED = ((False, False, False),) * 4  # (the saves of an op that records nothing)
+
+
 def _binary_function(op: decl.Op):
     """The public function of a declared binary op: its Function's dispatcher entry, named
     (with torch's ``alpha=`` where the row has it)."""
-    cls = _function_class(op, _Binary, {
-        "saves": _saves(op) if op.differentiable else _Binary.saves,
+    kernels = KernelTable(lambda backend: backend.binary_kernel(op.name))
+    saves = _saves(op) if op.differentiable else _NOTHING_SAVED
+    cls = _function_class(op, _Binary, binary_forward(op, kernels, saves), kernels, {
         "grads": tuple(_formula(op, i, ("g", "a", "b", "z")) if op.differentiable else None
                        for i in (0, 1))})
     apply = binary_entry(cls)  # (also the Python operators' slot)

@@ -13,7 +13,7 @@ from genesis import creation
 from genesis import dtypes as D
 from genesis import op_declarations as decl
 from genesis.autograd.entries import constants_entry
-from genesis.autograd.function import _NO_GRAD_CTX, Function, Node
+from genesis.autograd.function import _NO_GRAD_CTX, Function
 from genesis.ops.common import KernelTable, formula_caller, normalize_dim, normalize_dims, wrap
 from genesis.ops.views import expand_to
 from genesis.tensor import Tensor, interned_size, new_tensor
@@ -42,27 +42,38 @@ SUM_DTYPE = {d: D.int64 if d.category < 2 else d for d in D.ALL_DTYPES}
 
 
 # ------------------------------------------------------ the declared reductions
-class _Reduce(Function):
-    """``y = name(x, dims, keepdim)`` for one declared reduction (``decl``); made by
-    ``_reduction_function``."""
+def reduce_forward(op: decl.Reduction, kernels: KernelTable, save_x: bool, save_y: bool):
+    """``forward(ctx, x, dims, keepdim, dtype)`` of the declared reduction ``op`` (sum, prod,
+    amax, amin): one kernel call, saving x and y where the gradient formula reads them.
 
-    op_name = None  # (the base of the declared reductions, not an op itself)
-    kernel_forward = True
-    decl: decl.Reduction
-    grad: object  # its gradient formula, called on (g, x, y, dims): see formula_caller
-    kernels: KernelTable  # backend -> its kernel of this reduction
-    save_x = save_y = False
+    Made per op as the elementwise ops' forwards are (``declared_elementwise.unary_forward``:
+    the row's fields are closure cells, cheaper to read than class attributes).
 
-    @classmethod
-    def forward(cls, ctx, x, dims, keepdim, dtype):
-        op = cls.decl  # (one read of the class: its fields are read off the row, cheaper)
-        if op.refuse_empty and x.numel() == 0 and (not dims or 0 in [x.shape[d] for d in dims]):
+    Args:
+        op: the reduction's row.
+        kernels: its kernel per backend.
+        save_x: whether a recorded call saves ``x``; save_y: ``y``.
+
+    Returns:
+        The forward (the reduction's Function has it as a staticmethod).
+
+    Example:
+        >>> forward = reduce_forward(decl_sum, kernels, save_x=False, save_y=False)
+        >>> y = forward(ctx, x, (0,), False, None)
+    """
+    name, refuse_empty, sums, table = op.name, op.refuse_empty, op.result == "sum", kernels.table
+
+    def forward(ctx, x, dims, keepdim, dtype):
+        if refuse_empty and x.numel() == 0 and (not dims or 0 in [x.shape[d] for d in dims]):
             raise RuntimeError(
-                f"{op.name}(): Expected reduction dim to be specified for input.numel() "
-                "== 0. Specify the reduction dim with the 'dim' argument.")
+                f"{name}(): Expected reduction dim to be specified for input.numel() == 0. "
+                "Specify the reduction dim with the 'dim' argument.")
         backend = x._backend
-        kernel = cls.kernels[backend]
-        if op.result == "sum":  # dtype None: decided here, after autocast may have cast x
+        try:
+            kernel = table[backend]
+        except KeyError:  # (this backend's first call of the reduction)
+            kernel = kernels.fill(backend)
+        if sums:  # dtype None: decided here, after autocast may have cast x
             dtype = dtype or SUM_DTYPE[x.dtype]
             data = kernel(x._data, dims, keepdim, dtype)
         else:
@@ -72,15 +83,23 @@ class _Reduce(Function):
             y = wrap(data, x.device)
         else:  # every dim: a 0-d result, nothing to read back
             y = new_tensor(data, x.device, backend, _SCALAR, dtype)
-        if ctx is not _NO_GRAD_CTX:  # (recording)
-            cls.save(ctx, x, y, dims, keepdim)
+        if ctx is not _NO_GRAD_CTX:  # (recording: keep what backward reads)
+            ctx.save_for_backward(x if save_x else None, y if save_y else None)
+            ctx.in_shape, ctx.in_dtype, ctx.dims, ctx.keepdim = x.shape, x.dtype, dims, keepdim
         return y
 
-    @classmethod
-    def save(cls, ctx: Node, x, y, dims, keepdim) -> None:
-        """Keep what backward reads (x or y only where the gradient formula reads it)."""
-        ctx.save_for_backward(x if cls.save_x else None, y if cls.save_y else None)
-        ctx.in_shape, ctx.in_dtype, ctx.dims, ctx.keepdim = x.shape, x.dtype, dims, keepdim
+    return forward
+
+
+class _Reduce(Function):
+    """``y = name(x, dims, keepdim)`` for one declared reduction (``decl``); made by
+    ``_reduction_class``, with ``reduce_forward``'s forward."""
+
+    op_name = None  # (the base of the declared reductions, not an op itself)
+    kernel_forward = True
+    decl: decl.Reduction
+    grad: object  # its gradient formula, called on (g, x, y, dims): see formula_caller
+    kernels: KernelTable  # backend -> its kernel of this reduction
 
     @classmethod
     def backward(cls, ctx, g):
@@ -173,8 +192,9 @@ def _reduction_class(op: decl.Reduction) -> type:
         return type(op.name.capitalize(), (_IndexReduce,), fields)
     code = op.grad.__code__
     reads = op.reads()
+    forward = reduce_forward(op, fields["kernels"], "x" in reads, "y" in reads)
     return type(op.name.capitalize(), (_Reduce,), {
-        **fields, "save_x": "x" in reads, "save_y": "y" in reads,
+        **fields, "forward": staticmethod(forward),
         "grad": formula_caller(op.grad, ("g", "x", "y", "dims"),
                                code.co_varnames[:code.co_argcount])})
 

@@ -44,7 +44,8 @@ def _write_back(t: Tensor, result: Tensor) -> None:
     t._backend.copy_(t._data, result._data)
     t._version_box[0] += 1
     if result.requires_grad:
-        t.requires_grad, t.grad_fn, t._out_idx = True, result.grad_fn, result._out_idx
+        t.requires_grad, t.grad_fn = True, result.grad_fn
+        t._out_idx = result._out_idx if result.grad_fn is not None else 0  # (set with grad_fn)
         if t._base is not None:
             rebase_view_history(t._base, t)
 
@@ -65,6 +66,7 @@ def _binary_inplace(op: decl.Op):
     unless autograd must record it."""
     fn = E.FUNCTIONS[op.name]
     kernels = KernelTable(lambda backend: backend.inplace_kernel(op.name))
+    table = kernels.table
     floats, check = op.ints == "float", op.check
     out_of_place = E.DECLARED[op.name].function.kernels
 
@@ -88,7 +90,11 @@ def _binary_inplace(op: decl.Op):
                 plain, y = type(other) is float and dtype.is_floating_point, other
             if plain:
                 backend = self._backend
-                kernels[backend](self._data, y)
+                try:
+                    kernel = table[backend]
+                except KeyError:  # (this backend's first call of the op)
+                    kernel = kernels.fill(backend)
+                kernel(self._data, y)
                 self._version_box[0] += 1
                 return self
         if check is not None:

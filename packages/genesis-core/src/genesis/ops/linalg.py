@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from genesis.autograd.entries import binary_entry
+from genesis.autograd.entries import matrix_entry
 from genesis.autograd.function import _NO_GRAD_CTX, Function
 from genesis.autograd.grad_mode import is_grad_enabled
 from genesis.backends.composite import contiguous_strides
@@ -79,8 +79,6 @@ class Matmul(Function):
             gb = sum_to_shape(Matmul.apply(a.mT, g), b.shape)
         return ga, gb
 
-
-_matmul = binary_entry(Matmul)
 
 
 class Linear(Function):
@@ -162,8 +160,34 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     return Linear.apply(input, weight, bias)
 
 
-def matmul(input: Tensor, other: Tensor) -> Tensor:
-    """Matrix product with torch's rules for 1-d operands and broadcast batch dims.
+def with_vectors(input: Tensor, other: Tensor) -> Tensor:
+    """``matmul`` where either operand has fewer than two dims (torch's 1-d rules: a 1-d
+    left operand is a row, a 1-d right operand a column, and the added dim is removed
+    again), or is not a tensor (a TypeError naming both); matrices go to ``Matmul``."""
+    if not (isinstance(input, Tensor) and isinstance(other, Tensor)):
+        raise TypeError(f"matmul expects two tensors, got {type(input).__name__} and "
+                        f"{type(other).__name__}")
+    if input.ndim == 0 or other.ndim == 0:
+        raise RuntimeError(f"both arguments to matmul need to be at least 1D, but they are "
+                           f"{input.ndim}D and {other.ndim}D")
+    a = input.unsqueeze(0) if input.ndim == 1 else input
+    b = other.unsqueeze(-1) if other.ndim == 1 else other
+    if a.shape[-1] != b.shape[-2]:
+        raise RuntimeError(
+            f"matmul: shapes {tuple(input.shape)} and {tuple(other.shape)} cannot be "
+            f"multiplied ({a.shape[-2]}x{a.shape[-1]} and {b.shape[-2]}x{b.shape[-1]})")
+    out = Matmul.apply(a, b)
+    if other.ndim == 1:
+        out = out.squeeze(-1)
+    if input.ndim == 1:
+        out = out.squeeze(-2 if other.ndim > 1 else -1)
+    return out
+
+
+# Matmul's dispatcher entry for two matrices (the sizes are checked by its forward),
+# ``with_vectors`` for everything else
+matmul = matrix_entry(Matmul, with_vectors)
+matmul.__doc__ = """Matrix product with torch's rules for 1-d operands and broadcast batch dims.
 
     Shape:
         (..., M, K) @ (..., K, N) -> (..., M, N); a 1-d left operand is a row, a 1-d right
@@ -175,29 +199,11 @@ def matmul(input: Tensor, other: Tensor) -> Tensor:
 
     Returns:
         A new tensor of the shape given under Shape.
+
+    Example:
+        >>> genesis.matmul(genesis.ones(2, 3), genesis.ones(3)).shape
+        genesis.Size([2])
     """
-    try:  # (a try costs nothing until it catches)
-        batched = len(input.shape) >= 2 and len(other.shape) >= 2
-    except (AttributeError, TypeError):  # (no shape: not a tensor)
-        raise TypeError(f"matmul expects two tensors, got {type(input).__name__} and "
-                        f"{type(other).__name__}") from None
-    if batched:  # (Matmul.forward checks the sizes, and that both operands are tensors)
-        return _matmul(input, other)
-    if input.ndim == 0 or other.ndim == 0:
-        raise RuntimeError(f"both arguments to matmul need to be at least 1D, but they are "
-                           f"{input.ndim}D and {other.ndim}D")
-    a = input.unsqueeze(0) if input.ndim == 1 else input
-    b = other.unsqueeze(-1) if other.ndim == 1 else other
-    if a.shape[-1] != b.shape[-2]:
-        raise RuntimeError(
-            f"matmul: shapes {tuple(input.shape)} and {tuple(other.shape)} cannot be "
-            f"multiplied ({a.shape[-2]}x{a.shape[-1]} and {b.shape[-2]}x{b.shape[-1]})")
-    out = _matmul(a, b)
-    if other.ndim == 1:
-        out = out.squeeze(-1)
-    if input.ndim == 1:
-        out = out.squeeze(-2 if other.ndim > 1 else -1)
-    return out
 
 
 def mm(input: Tensor, mat2: Tensor) -> Tensor:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from genesis import creation
 from genesis.autograd import grad_mode
-from genesis.autograd.function import _NO_GRAD_CTX, Function
+from genesis.autograd.function import _NO_GRAD_CTX, Function, grad_edge
 from genesis.ops.common import normalize_dim, wrap
 from genesis.ops.views import make_view
 from genesis.tensor import Tensor, geometry, interned_size, is_contiguous_geometry, view_tensor
@@ -296,9 +296,11 @@ def rebase_view_history(base: Tensor, view_t: Tensor) -> None:
     strides, offset = geometry(view_t)
     region = (view_t.shape, strides, offset - base_offset)
     before = Tensor._wrap(base._data, base.device)
-    before.requires_grad, before.grad_fn, before._out_idx = \
-        base.requires_grad, base.grad_fn, base._out_idx
-    before._leaf_edge = base._leaf_edge
+    before.requires_grad, before.grad_fn = base.requires_grad, base.grad_fn
+    if base.grad_fn is not None:
+        before._out_idx = base._out_idx
+    elif base.requires_grad:  # (a leaf: its own edge, so the gradient reaches base.grad)
+        before._leaf_edge = grad_edge(base)
     after = Tensor._wrap(view_t._data, view_t.device)
     after.requires_grad, after.grad_fn, after._out_idx = True, view_t.grad_fn, view_t._out_idx
     with grad_mode.enable_grad():
