@@ -281,7 +281,6 @@ def test_workers_hold_no_cuda_context(sm90, tmp_path):
         pool.close()
 
 
-
 def test_the_probe_puts_back_the_processes_triton_cache_directory(_can_compile_sm90):
     """The tests that follow compile into the cache directory the process had (under Triton
     3.6 the probe once left None there, and every later compilation failed)."""
