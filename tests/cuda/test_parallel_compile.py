@@ -220,6 +220,7 @@ def test_the_pool_refuses_bad_input_and_survives_a_dead_worker():
     finally:
         pool.close()
     assert pool.alive == 0
+    assert all(p.stdout.closed for p in pool.procs)  # (no ResourceWarning at exit)
     assert pool.run([bad]) == ["no compile worker was running"]
 
 

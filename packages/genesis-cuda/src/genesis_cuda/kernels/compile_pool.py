@@ -102,3 +102,4 @@ class WorkerPool:
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait()
+            p.stdout.close()  # (left open, the interpreter warns of it at exit)
