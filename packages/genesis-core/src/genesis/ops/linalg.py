@@ -80,7 +80,6 @@ class Matmul(Function):
         return ga, gb
 
 
-
 class Linear(Function):
     """``x @ W^T + b`` as one op: one graph node, and autocast treats it as matmul-like."""
 
