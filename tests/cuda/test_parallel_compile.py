@@ -203,6 +203,24 @@ def test_worker_count_knob(monkeypatch):
             parallel_compile.worker_count()
 
 
+def test_the_default_shares_the_cores_among_the_hosts_ranks(monkeypatch):
+    monkeypatch.delenv(parallel_compile.WORKERS_ENV, raising=False)
+    monkeypatch.setattr(parallel_compile.os, "sched_getaffinity", lambda pid: set(range(128)),
+                        raising=False)
+    monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
+    assert parallel_compile.worker_count() == parallel_compile.MAX_WORKERS  # alone: 16
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "8")  # torchrun, eight ranks on this host
+    assert parallel_compile.worker_count() == 16
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "32")
+    assert parallel_compile.worker_count() == 4
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "128")  # one core a rank: threads only
+    assert parallel_compile.worker_count() == 0
+    monkeypatch.setattr(parallel_compile.os, "sched_getaffinity", lambda pid: {0, 1, 2},
+                        raising=False)  # (an affinity mask: 3 of the machine's cores)
+    monkeypatch.delenv("LOCAL_WORLD_SIZE")
+    assert parallel_compile.worker_count() == 3
+
+
 def test_the_pool_refuses_bad_input_and_survives_a_dead_worker():
     with pytest.raises(ValueError, match="at least one worker"):
         WorkerPool(0)

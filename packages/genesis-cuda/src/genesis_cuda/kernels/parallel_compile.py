@@ -23,8 +23,9 @@ Errors are not raised here: a kernel that failed to compile compiles again at it
 launch, which raises where the kernel is used.
 
 ``GENESIS_COMPILE_WORKERS`` sets the number of worker processes (as Inductor's
-``compile_threads``): unset, one per CPU core up to ``MAX_WORKERS`` (none on a single core);
-``0``, no processes (threads only).
+``compile_threads``): unset, one per CPU core up to ``MAX_WORKERS``, the cores shared among
+the host's ``torchrun`` ranks (none when fewer than two are left); ``0``, no processes
+(threads only).
 
 Example:
     >>> precompile_calls([lambda: fn.warmup(x, y, n, grid=(1,), BLOCK=128)])
@@ -74,11 +75,19 @@ class Report(NamedTuple):
 
 def worker_count() -> int:
     """The number of compile worker processes: ``GENESIS_COMPILE_WORKERS``, else one per CPU
-    core (at most ``MAX_WORKERS``; none with a single core)."""
+    core this process may run on, shared among the ranks of this host that ``torchrun``
+    started (``LOCAL_WORLD_SIZE``: eight ranks on 128 cores take 16 each, not 128), at most
+    ``MAX_WORKERS``; none when that leaves fewer than two."""
     raw = os.environ.get(WORKERS_ENV, "").strip()
     if not raw:
-        cores = os.cpu_count() or 1
-        return 0 if cores < 2 else min(MAX_WORKERS, cores)
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") \
+            else (os.cpu_count() or 1)
+        try:
+            ranks = max(1, int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
+        except ValueError:
+            ranks = 1  # (not torchrun's: the process is alone)
+        share = cores // ranks
+        return 0 if share < 2 else min(MAX_WORKERS, share)
     try:
         n = int(raw)
     except ValueError:
