@@ -73,6 +73,14 @@ class Report(NamedTuple):
     errors: list
 
 
+def usable_cores() -> int:
+    """The CPU cores this process may run on: its affinity mask where the OS keeps one
+    (a container's or ``taskset``'s limit), else every core."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
 def worker_count() -> int:
     """The number of compile worker processes: ``GENESIS_COMPILE_WORKERS``, else one per CPU
     core this process may run on, shared among the ranks of this host that ``torchrun``
@@ -80,8 +88,7 @@ def worker_count() -> int:
     ``MAX_WORKERS``; none when that leaves fewer than two."""
     raw = os.environ.get(WORKERS_ENV, "").strip()
     if not raw:
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") \
-            else (os.cpu_count() or 1)
+        cores = usable_cores()
         try:
             ranks = max(1, int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
         except ValueError:
@@ -238,7 +245,7 @@ def compile_jobs(jobs: list, workers: int | None = None) -> Report:
         by_fn: dict = {}
         for job in left:
             by_fn.setdefault(id(job.fn), []).append(job)
-        threads = max(1, min(MAX_THREADS, os.cpu_count() or 1, len(by_fn)))
+        threads = max(1, min(MAX_THREADS, usable_cores(), len(by_fn)))
         with ThreadPoolExecutor(threads, thread_name_prefix="genesis-compile") as pool:
             for future in [pool.submit(_compile_here, jobs) for jobs in by_fn.values()]:
                 future.result()
