@@ -184,7 +184,7 @@ def run_framework(name: str, cfg, batches: list, args, where) -> dict:
     losses = [float(step(i).item()) for i in range(args.warmup)]
     if args.device == "cuda":
         lib.cuda.reset_peak_memory_stats()
-    times, _, timed = train.timed_steps(lib, args.device, step, args.warmup, args.steps)
+    times, host, timed = train.timed_steps(lib, args.device, step, args.warmup, args.steps)
     step_s = statistics.median(times)
     tokens = where.world_size * args.batch * args.seq
     tok_s = tokens / step_s
@@ -195,15 +195,45 @@ def run_framework(name: str, cfg, batches: list, args, where) -> dict:
                 if args.device == "cuda" else None),
         "peak_mem_gib": (lib.cuda.max_memory_allocated() / 2**30
                          if args.device == "cuda" else None),
+        "host_ms": statistics.median(host) * 1e3,
         "losses": losses + timed,
         "local_params": sum((p.to_local() if hasattr(p, "to_local") else p).numel()
                             for p in params),
     }
+    if args.device == "cuda":
+        result["phase_gib"] = phase_memory(lib, model, opt, params, data[0], amp)
     del model, opt, params, data, step
     gc.collect()  # (sharded modules and their hooks form cycles)
     if args.device == "cuda":
         lib.cuda.empty_cache()  # the next framework gets the memory back
     return result
+
+
+def phase_memory(lib, model, opt, params, batch, amp) -> dict:
+    """One more step split into forward, backward, clipping and the optimizer step: for
+    each phase the peak and the end allocation (GiB), and the allocation before it starts,
+    to show which phase sets the step's peak and what it holds."""
+    x, y = batch
+    phases = {}
+
+    def mark(name):
+        lib.cuda.synchronize()
+        phases[name] = {"peak": lib.cuda.max_memory_allocated() / 2**30,
+                        "end": lib.cuda.memory_allocated() / 2**30}
+        lib.cuda.reset_peak_memory_stats()
+
+    mark("before")
+    with amp:
+        loss = model(x, y)
+    mark("forward")
+    loss.backward()
+    mark("backward")
+    lib.nn.utils.clip_grad_norm_(params, 1.0)
+    mark("clip")
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    mark("optimizer")
+    return phases
 
 
 def _fmt(v, spec: str) -> str:
@@ -230,7 +260,11 @@ def main(argv=None) -> dict:
             print(f"  {name:11s} {r['step_ms']:8.1f} ms/step {r['tok_per_s']:10,.0f} tok/s  "
                   f"MFU {_fmt(r['mfu'] and 100 * r['mfu'], '.1f')}%  peak "
                   f"{_fmt(r['peak_mem_gib'], '.2f')} GiB/GPU  loss {r['losses'][0]:.4f} -> "
-                  f"{r['losses'][-1]:.4f}", flush=True)
+                  f"{r['losses'][-1]:.4f}  host {r['host_ms']:.1f} ms", flush=True)
+            if r.get("phase_gib"):
+                print("              " + "  ".join(
+                    f"{k} {v['peak']:.2f}/{v['end']:.2f}" for k, v in r["phase_gib"].items())
+                    + "  (GiB peak/end per phase)", flush=True)
     report = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
               "model": args.model, "config": dataclasses.asdict(cfg),
               "world_size": where.world_size, "device": args.device,
