@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import types
 import weakref
 
 import numpy as np
@@ -446,14 +447,50 @@ def test_second_device_allocator_streams_and_kernels(backend):
                     f"after gc.collect(), with what holds them: {alive}")
 
 
-def _holders(storage) -> list[str]:
-    """What keeps ``storage`` alive, as type names: ``CudaArray <- list`` for an array held
-    by a list (one level above the arrays that view the storage)."""
-    out = []
-    for holder in gc.get_referrers(storage):
-        name = type(holder).__name__
-        if name == "CudaArray":
-            out += [f"CudaArray <- {type(r).__name__}" for r in gc.get_referrers(holder)]
-        elif name != "frame":
-            out.append(name)
-    return sorted(set(out))
+def _describe(obj) -> str:
+    """A short name for a referrer: a module's globals, an instance's attributes, a dict's
+    first keys, a frame's function and line, a container's type and length."""
+    if isinstance(obj, dict):
+        module = next((m.__name__ for m in list(sys.modules.values())
+                       if getattr(m, "__dict__", None) is obj), None)
+        if module is not None:
+            return f"globals of {module}"
+        keys = ", ".join(repr(k)[:30] for k in list(obj)[:4])
+        return f"dict[{len(obj)}]{{{keys}}}"
+    if isinstance(obj, types.FrameType):
+        return f"frame {obj.f_code.co_name} ({obj.f_code.co_filename}:{obj.f_lineno})"
+    if isinstance(obj, (tuple, list, set)):
+        return f"{type(obj).__name__}[{len(obj)}]"
+    if isinstance(obj, (types.FunctionType, types.MethodType)):
+        return f"{type(obj).__name__} {getattr(obj, '__qualname__', '?')}"
+    return type(obj).__name__
+
+
+def _holders(storage, depth: int = 4) -> list[str]:
+    """What keeps ``storage`` alive: chains of referrers up to ``depth`` levels, such as
+    ``CudaArray <- tuple[2] <- dict[3]{'x', ...} <- globals of some.module``. The walk
+    holds its objects only in its own frames and in the lists ``gc.get_referrers``
+    returns, and skips both."""
+    skip = {id(sys._getframe())}
+    target = id(storage)  # (an id, not the object: the closure must not hold it)
+    chains: list[str] = []
+
+    def walk(obj, path: str, left: int) -> None:
+        skip.add(id(sys._getframe()))
+        refs = gc.get_referrers(obj)
+        skip.add(id(refs))
+        shown = 0
+        for i in range(len(refs)):
+            if id(refs[i]) in skip or id(refs[i]) == target or shown == 4:
+                continue
+            shown += 1
+            step = f"{path} <- {_describe(refs[i])}" if path else _describe(refs[i])
+            if left > 1:
+                walk(refs[i], step, left - 1)
+            else:
+                chains.append(step)
+        if not shown:
+            chains.append(path or "(nothing)")
+
+    walk(storage, "", depth)
+    return sorted(set(chains))

@@ -98,7 +98,8 @@ elif [ "$what" = fsdp ]; then
     # shape; 0.5B shape against DDP) and genesis-sft --fsdp on two ranks (stopped, resumed)
     # against one GPU with the same global batch
     {
-        timeout 180 python3 -m pytest -q -p no:cacheprovider -m multigpu \
+        # (five tests, each starting ranks that compile cold: 180 s cut the last one)
+        timeout 300 python3 -m pytest -q -p no:cacheprovider -m multigpu --durations=0 \
             tests/distributed/test_fsdp_nccl.py tests/llm/test_apps_sft_fsdp.py
         timeout 150 torchrun --nproc_per_node=2 tools/bench/fsdp.py --gpu "$gpu" \
             --out "$out/fsdp_7b_2gpu.json"
@@ -116,8 +117,9 @@ elif [ "$what" = fsdp ]; then
         timeout 50 torchrun --nproc_per_node=2 -m genesis.models.apps.sft_cli "${args[@]}" \
             --fsdp --out "$sft/two" --batch-size 4 --resume | tail -n 2
         python3 tools/bench/sft_ranks.py compare "$sft"
+        device1=tests/cuda/test_runtime.py::test_second_device_allocator_streams_and_kernels
+        timeout 60 python3 -m pytest -q -p no:cacheprovider -m multigpu "$device1" | tail -n 30
         timeout 120 compute-sanitizer --tool memcheck --print-limit 20 python3 -m pytest -q \
-            -p no:cacheprovider -m multigpu \
-            tests/cuda/test_runtime.py::test_second_device_allocator_streams_and_kernels
+            -p no:cacheprovider -m multigpu "$device1"
     } 2>&1 | tee "$out/fsdp.log"
 fi
