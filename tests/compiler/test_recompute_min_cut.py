@@ -58,7 +58,7 @@ def test_min_cut_keeps_the_fewest_bytes_that_suffice(case):
     inputs, nodes, ok, read = case
     made = {node.outputs[0].id: node for node in nodes}
     free = {v.id for v in inputs}
-    kept = _min_cut(nodes, made, ok, read, free) - free
+    kept = _min_cut(nodes, made, ok, set(), read, free) - free
     assert can_make(read, kept, free, made, ok)
     by_id = {node.outputs[0].id: node.outputs[0] for node in nodes}
     got = sum(value_bytes(by_id[i]) for i in kept)

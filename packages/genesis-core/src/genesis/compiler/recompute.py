@@ -23,10 +23,14 @@ least recomputation for the bytes).
 
 **Recomputable** (``RECOMPUTABLE``): the declared elementwise ops, casts, ``where``,
 ``clamp``, copies and the view/layout ops (``view``, ``permute``, ``slice``, ``cat``...).
-Never: matmuls, attention, reductions, anything random (a dropout mask is drawn once, in the
-forward, and kept), in-place ops, an op reading memory some forward op writes in place (its
-input might have changed before the backward runs), and ops whose autograd ctx saved tensors
-of its own (``OpNode.saved``).
+Also (``recomputable_in_backward``): the norms (``NORMS``: one pass over their input, whose
+gradient reads that input anyway), their statistics kept from the forward (a node's
+``OpNode.saved`` Values, such as ``rms_norm``'s rstd, are never recomputed: only the forward
+makes them), and autograd nodes that hand out an input's memory (``HANDS_OUT_INPUT``:
+attention's node returns the kernel's output, so recomputing it costs nothing). Never:
+matmuls, attention kernels, other reductions, anything random (a dropout mask is drawn once,
+in the forward, and kept), in-place ops, and an op reading memory some forward op writes in
+place (its input might have changed before the backward runs).
 
 Example:
     >>> nodes, results, n = rematerialize(fwd_nodes, bwd_nodes, results, read, free_ids,
@@ -46,13 +50,21 @@ from genesis.compiler.cse import reading, renamed
 from genesis.compiler.graph import OpNode, Value
 from genesis.op_declarations import BINARY, UNARY
 
-__all__ = ["RECOMPUTABLE", "SavedBytes", "recomputable_nodes", "rematerialize", "value_bytes"]
+__all__ = ["HANDS_OUT_INPUT", "NORMS", "RECOMPUTABLE", "SavedBytes", "recomputable_in_backward",
+           "recomputable_nodes", "rematerialize", "value_bytes"]
 
 # Ops the backward may run again: cheap, deterministic, memory-bound (see the module doc).
 _VIEWS = frozenset(("view", "expand", "permute", "slice", "cat", "geometry_view", "detach"))
 RECOMPUTABLE = (frozenset(op.name for op in UNARY) | frozenset(op.name for op in BINARY)
                 | frozenset(("cast", "where", "clamp", "clone", "contiguous")) | _VIEWS)
 _WRITES_FIRST_ARG = frozenset(("setitem", "copy_slices"))  # in-place ops without a "_"
+# Norms the backward may run again from their input (which their own gradient reads, so the
+# forward keeps it anyway): a bf16 training step then keeps no normalised copy of the
+# residual stream for the projections after each norm.
+NORMS = frozenset(("rms_norm", "layer_norm"))
+# Autograd nodes whose forward hands out one of its inputs' memory as its output: attention's
+# (``nn.functional.attention._FusedAttention``) wraps the kernel's output, kept anyway.
+HANDS_OUT_INPUT = frozenset(("fused_attention",))
 
 
 def value_bytes(v: Value) -> int:
@@ -133,11 +145,16 @@ def rematerialize(fwd_nodes: list, bwd_nodes: list, results: list, read: list, f
         with the recomputed forward ops inserted before their first use, their Values
         renamed (new ids).
     """
-    made = {}
+    made, forward_only = {}, set()
     for node in fwd_nodes:
-        for v in (*node.outputs, *(s for s in node.saved if s is not None)):
+        for v in node.outputs:
             made[v.id] = node
-    keep = _min_cut(fwd_nodes, made, recomputable_nodes(fwd_nodes, tensors), read, free)
+        for v in node.saved:
+            if v is not None:  # (a node's own saved tensor: only its forward makes it)
+                made[v.id] = node
+                forward_only.add(v.id)
+    ok = recomputable_in_backward(fwd_nodes, tensors)
+    keep = _min_cut(fwd_nodes, made, ok, forward_only, read, free)
     rewrite = _Rewrite(made, keep | free, next_id)
     nodes = []
     for node in bwd_nodes:
@@ -152,18 +169,37 @@ def recomputable_nodes(fwd_nodes: list, tensors: dict) -> set:
     and make no memory an in-place forward op writes (the graph contract's in-place ops:
     names ending in ``_``, ``setitem``, ``copy_slices``; a view shares its base's version
     counter, so the counter object stands for the memory)."""
-    def box(v: Value) -> int:
-        return id(tensors[v.id]._version_box)
-
-    written = {box(v) for node in fwd_nodes
-               if node.op.endswith("_") or node.op in _WRITES_FIRST_ARG
-               for v in (*node.inputs()[:1], *node.outputs)}
+    written = _written(fwd_nodes, tensors)
     return {id(node) for node in fwd_nodes
             if node.op in RECOMPUTABLE and not node.saved
-            and all(box(v) not in written for v in (*node.inputs(), *node.outputs))}
+            and all(_box(tensors, v) not in written for v in (*node.inputs(), *node.outputs))}
 
 
-def _min_cut(fwd_nodes: list, made: dict, ok: set, read: list, free: set) -> set:
+def recomputable_in_backward(fwd_nodes: list, tensors: dict) -> set:
+    """Ids of the forward nodes the backward may run again (see the module doc): those of
+    ``recomputable_nodes``, the ``NORMS`` and ``HANDS_OUT_INPUT``, when they read and make no
+    memory an in-place forward op writes."""
+    written = _written(fwd_nodes, tensors)
+    return recomputable_nodes(fwd_nodes, tensors) | {
+        id(node) for node in fwd_nodes
+        if node.op in NORMS | HANDS_OUT_INPUT
+        and all(_box(tensors, v) not in written for v in (*node.inputs(), *node.outputs))}
+
+
+def _box(tensors: dict, v: Value) -> int:
+    """The identity of ``v``'s memory: its version counter (a view shares its base's)."""
+    return id(tensors[v.id]._version_box)
+
+
+def _written(fwd_nodes: list, tensors: dict) -> set:
+    """The memory (``_box``) in-place forward ops write."""
+    return {_box(tensors, v) for node in fwd_nodes
+            if node.op.endswith("_") or node.op in _WRITES_FIRST_ARG
+            for v in (*node.inputs()[:1], *node.outputs)}
+
+
+def _min_cut(fwd_nodes: list, made: dict, ok: set, forward_only: set, read: list,
+             free: set) -> set:
     """Ids of the Values to keep: the minimum cut nearest the sink (see the module doc)."""
     values = {}
     for node in fwd_nodes:
@@ -179,7 +215,8 @@ def _min_cut(fwd_nodes: list, made: dict, ok: set, read: list, free: set) -> set
         i = 2 + 2 * index[vid]
         net.edge(i, i + 1, 0 if vid in free else value_bytes(v))
         node = made.get(vid)
-        if node is None or id(node) not in ok:  # an input, or only the forward can make it
+        if node is None or id(node) not in ok or vid in forward_only:  # (an input, or only
+            # the forward can make it)
             net.edge(source, i, inf)
         else:
             for u in node.inputs():
@@ -302,8 +339,8 @@ class _Rewrite:
             for o in node.outputs:
                 self.new[o.id] = dataclasses.replace(o, id=self.next_id[0])
                 self.next_id[0] += 1
-            out.append(dataclasses.replace(
+            out.append(dataclasses.replace(  # (saved=(): the forward's saved Values are kept)
                 self.node(node), outputs=tuple(self.new[o.id] for o in node.outputs),
-                result=renamed(node.result, self.new)))
+                result=renamed(node.result, self.new), saved=()))
             self.count += 1
         return out
