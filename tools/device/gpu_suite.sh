@@ -2,7 +2,8 @@
 # What the GPU machine checks, in one or two calls (see docs/developing.md). Run from the
 # repository root there:  bash tools/device/gpu_suite.sh tests|bench|train|multigpu OUTDIR [GPU]
 #   tests: every test that needs a GPU (markers cuda, multigpu) in parallel shards, then a
-#          compute-sanitizer memcheck pass over a subset of the GPU tests.
+#          compute-sanitizer memcheck pass over a subset of the GPU tests. SHARDS sets the
+#          number of shards (default 8); GPUS=2 spreads them over two GPUs, one GPU a shard.
 #   bench: tools/bench/{ops,memory,overhead}.py, genesis vs torch in the same run.
 #   train: the end-to-end figures: tools/bench/train.py (eager and graph), tools/bench/llm.py
 #          (training, decode, prefill against transformers; eager and compiled),
@@ -35,10 +36,15 @@ if [ "$what" = tests ]; then
     python3 -m pytest -q -p no:cacheprovider --collect-only -m "$shard_marks" tests \
         | grep "::" > "$work/ids"
     split -n r/"$shards" -d "$work/ids" "$work/shard."
+    gpus=${GPUS:-1}  # GPUS=2 on a two-GPU kind: shard k sees GPU k % 2 alone (its
+    k=0              # multigpu tests then skip: run `-m multigpu` on its own)
     for f in "$work"/shard.??; do
         mapfile -t ids < "$f"  # one id a line; ids may hold spaces
-        python3 -m pytest -q -p no:cacheprovider -m "$shard_marks" "${ids[@]}" \
-            > "$f.log" 2>&1 &
+        one_gpu=()
+        [ "$gpus" -gt 1 ] && one_gpu=(env CUDA_VISIBLE_DEVICES=$((k % gpus)))
+        "${one_gpu[@]}" python3 -m pytest -q -p no:cacheprovider -m "$shard_marks" \
+            "${ids[@]}" > "$f.log" 2>&1 &
+        k=$((k + 1))
     done
     wait
     python3 -m pytest -q -p no:cacheprovider -m "cuda and gpu_timing" tests \
