@@ -53,6 +53,11 @@ MODELS = {
     "qwen2.5-7b": train.ModelConfig(vocab=152064, dim=3584, layers=28, q_heads=28,
                                     kv_heads=4, head_dim=128, ffn=18944, tied=False,
                                     qkv_bias=True, rope_theta=1000000.0),
+    # the 0.5B shape's 24 blocks and parameter list at a width where compute is negligible:
+    # FSDP's per-block, per-parameter host cost, measurable on the CPU (--device cpu)
+    "narrow-0.5b": train.ModelConfig(vocab=256, dim=64, layers=24, q_heads=4, kv_heads=2,
+                                     head_dim=16, ffn=160, tied=True, qkv_bias=True,
+                                     rope_theta=1000000.0),
 }
 
 

@@ -5,16 +5,22 @@ parameter's padded chunk, one after another), so that a single all-gather rebuil
 and a single reduce-scatter splits all their gradients:
 
 - *unshard*: ``local_flat`` (cast to the policy's ``param_dtype``) is all-gathered into a
-  ``(world, S)`` buffer; each parameter's columns are copied out into its whole value, which
-  becomes the data of the group's *unsharded parameter* (a leaf that the module's forward
-  reads and backward accumulates into). ``start_unshard`` only issues the collective, so a
-  prefetch overlaps it with compute; ``finish_unshard`` waits and copies out.
+  ``(world, S)`` buffer; each parameter's columns are copied out, rank after rank, into one
+  unsharded buffer of the same size (freed with the gathered one's memory reused), where its
+  whole value, a view, becomes the data of the group's *unsharded parameter* (a leaf that
+  the module's forward reads and backward accumulates into). ``start_unshard`` only issues
+  the collective, so a prefetch overlaps it with compute; ``finish_unshard`` waits and
+  copies out. (A view of an unsharded parameter that autograd saves keeps the whole
+  group's unsharded buffer alive until backward frees it.)
 - *reshard*: the unsharded parameters' data is dropped (autograd keeps the same Python
   objects, so backward sees whatever data they hold when it runs: the group unshards again
-  before the module's backward).
+  before the module's backward); with the last view gone, the unsharded buffer is freed.
 - *reduce*: once backward has accumulated every unsharded gradient, they are packed into a
   ``(world, S)`` buffer in the policy's ``reduce_dtype``, reduce-scattered with an average,
   and this rank's chunk becomes (or is added to) the sharded parameters' ``.grad``.
+
+Where each parameter sits in these buffers is computed once (``CopyPlan``): a step's copies
+are one ``multi_tensor_copy_`` call each way, from geometry known in advance.
 
 Collectives are ``async_op=True`` in every case. On NCCL they run on the group's
 communication stream (a side stream ordered after the compute stream), so a prefetched
@@ -28,6 +34,7 @@ from dataclasses import dataclass
 
 import genesis
 from genesis.distributed import collectives
+from genesis.distributed.fsdp.copy_plan import CopyPlan
 from genesis.distributed.fsdp.sharded_tensor import ShardedParameter, ShardLayout
 from genesis.distributed.reduce_op import ReduceOp
 from genesis.nn import Parameter
@@ -86,6 +93,10 @@ class FSDPParamGroup:
                                   requires_grad=p.requires_grad)
             self.params.append(FSDPParam(name, owners, layout, offset, sharded, unsharded))
         self.trainable = [fp for fp in self.params if fp.sharded.requires_grad]
+        self._trainable_set = set(self.trainable)
+        self._trainable_at = [i for i, fp in enumerate(self.params) if fp.sharded.requires_grad]
+        self.plan = CopyPlan(layouts, offsets, world, self.local_numel)
+        self._zero = genesis.zeros(1, dtype=self.reduce_dtype, device=self.device)
         self.is_unsharded = False
         self._gather = None  # (work, output buffer) of an all-gather in flight
         self._grads_ready = 0
@@ -135,13 +146,12 @@ class FSDPParamGroup:
         work, gathered, _ = self._gather
         self._gather = None
         work.wait()
-        world = self.group.size()
         with genesis.no_grad():
-            for fp in self.params:
-                lay = fp.layout
-                columns = gathered[:, fp.offset:fp.offset + lay.local_numel]  # (world, n)
-                rows = columns.reshape(world * lay.chunk_rows, *lay.row_shape)
-                fp.unsharded.data = rows[:lay.rows].reshape(lay.global_shape)
+            unsharded = genesis.empty(gathered.numel(), dtype=self.param_dtype,
+                                      device=self.device)
+            wholes = self.plan.copy_out(gathered, unsharded)
+        for fp, whole in zip(self.params, wholes):
+            fp.unsharded.data = whole
         self.is_unsharded = True
 
     def reshard(self) -> None:
@@ -179,24 +189,20 @@ class FSDPParamGroup:
             the collective's ``Work``; its ``wait()`` sets the sharded ``.grad``s.
         """
         world = self.group.size()
+        trainable = self._trainable_set
+        grads = []
+        for fp in self.params:
+            if fp in trainable:
+                grads.append(fp.unsharded.grad)
+                fp.unsharded.grad = None
+            else:
+                grads.append(None)
         with genesis.no_grad():
             # (the alignment gaps between chunks are never read: left uninitialised)
             packed = genesis.empty((world, self.local_numel), dtype=self.reduce_dtype,
                                    device=self.device)
-            for fp in self.params:
-                lay = fp.layout
-                columns = packed[:, fp.offset:fp.offset + lay.local_numel]
-                grad = fp.unsharded.grad if fp in self.trainable else None
-                if grad is None:
-                    columns.zero_()
-                    continue
-                fp.unsharded.grad = None
-                if lay.rows != world * lay.chunk_rows or not lay.global_shape:
-                    whole = genesis.zeros((world * lay.chunk_rows, *lay.row_shape),
-                                          dtype=grad.dtype, device=self.device)
-                    whole[:lay.rows] = grad.reshape(lay.rows, *lay.row_shape)
-                    grad = whole
-                columns.copy_(grad.reshape(world, lay.local_numel))
+            self.plan.pack(grads, packed, self._zero)
+            del grads  # (the unsharded gradients are freed once packed)
             out = genesis.empty(self.local_numel, dtype=self.reduce_dtype, device=self.device)
             work = collectives.reduce_scatter_tensor(out, packed.view(-1), ReduceOp.AVG,
                                                      self.group, async_op=True)
@@ -205,9 +211,8 @@ class FSDPParamGroup:
     def _take_grads(self, out) -> None:
         with genesis.no_grad():
             flat = out if out.dtype is self.dtype else out.to(self.dtype)
-            for fp in self.trainable:
-                chunk = flat[fp.offset:fp.offset + fp.layout.local_numel]
-                chunk = chunk.view(fp.layout.local_shape)
+            chunks = self.plan.shard_views(flat, self._trainable_at)
+            for fp, chunk in zip(self.trainable, chunks):
                 if fp.sharded.grad is None:
                     fp.sharded.grad = chunk
                 else:
