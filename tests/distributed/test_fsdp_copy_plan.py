@@ -20,7 +20,8 @@ from genesis.distributed.fsdp import fully_shard
 from genesis.distributed.fsdp.copy_plan import CopyPlan
 from genesis.distributed.fsdp.sharded_tensor import ShardLayout
 
-SHAPES = [(13, 8), (), (3,), (0, 4), (5, 0), (2, 3, 2), (1,)]
+# (with world 2, the last four have chunks of 6 elements, evenly spaced: one strided copy)
+SHAPES = [(13, 8), (), (3,), (0, 4), (5, 0), (1,), (2, 3, 2), (4, 3), (1, 6), (2, 6)]
 
 
 def _plan(world: int):
@@ -47,6 +48,8 @@ def test_copy_out_rebuilds_every_whole_value(world):
             chunk = lay.chunk_of(genesis.tensor(v), r).reshape(-1)
             gathered[r, off:off + lay.local_numel] = chunk
     wholes = plan.copy_out(gathered, genesis.empty(world * numel))
+    if world == 2:
+        assert len(plan.runs) == len(SHAPES) - 3
     for whole, v in zip(wholes, values):
         assert tuple(whole.shape) == v.shape and whole.is_contiguous()
         np.testing.assert_array_equal(whole.numpy(), v)

@@ -42,6 +42,30 @@ def multi_tensor_copy_(b, dsts: Sequence, srcs: Sequence) -> None:
 MULTI_TENSOR_COPY = fused("multi_tensor_copy_", multi_tensor_copy_)
 
 
+def _copy_out_runs(sizes: Sequence[int], offsets: Sequence[int], world: int,
+                   numel: int) -> list:
+    """The copy-out as few strided copies as the layout allows: ``[(source, destination)]``
+    geometries, one per run of chunks of one size ``n`` at evenly spaced offsets (``k``
+    chunks ``step`` apart: ``(k, world, n)`` in the gathered buffer, strides ``(step, S,
+    1)``; the same rank after rank in the unsharded one, strides ``(world * step, n, 1)``).
+    ``FSDPParamGroup`` lays equal sizes side by side, so a block's same-shaped projections
+    take one copy."""
+    order = sorted(range(len(sizes)), key=offsets.__getitem__)
+    runs, i = [], 0
+    while i < len(order):
+        first = order[i]
+        n, off, k, step = sizes[first], offsets[first], 1, 0
+        if i + 1 < len(order) and sizes[order[i + 1]] == n:
+            step = offsets[order[i + 1]] - off
+            while (i + k < len(order) and sizes[order[i + k]] == n
+                   and offsets[order[i + k]] == off + k * step):
+                k += 1
+        runs.append((((k, world, n), (step, numel, 1), off),
+                     ((k, world, n), (world * step, n, 1), world * off)))
+        i += k
+    return runs
+
+
 def _contiguous_strides(shape: tuple) -> tuple:
     strides, step = [], 1
     for n in reversed(shape):
@@ -69,18 +93,17 @@ class CopyPlan:
                  numel: int) -> None:
         self.world, self.numel = world, numel
         self.columns = []  # (shape, strides, offset): (world, n_i) in a (world, S) buffer
-        self.packed = []  # the same columns in the unsharded buffer, rank after rank
         self.wholes = []  # the whole value, in the unsharded buffer
         self.shards = []  # the padded chunk, in a flat (S,) buffer
         self.grad_numel = []  # elements of the whole value (and gradient)
         for lay, off in zip(layouts, offsets):
             n = lay.local_numel
             self.columns.append(((world, n), (numel, 1), off))
-            self.packed.append(((world, n), (n, 1), world * off))
             self.wholes.append((lay.global_shape, _contiguous_strides(lay.global_shape),
                                 world * off))
             self.shards.append((lay.local_shape, _contiguous_strides(lay.local_shape), off))
             self.grad_numel.append(math.prod(lay.global_shape))
+        self.runs = _copy_out_runs([lay.local_numel for lay in layouts], offsets, world, numel)
 
     def copy_out(self, gathered, unsharded) -> list:
         """Copy every parameter's columns of ``gathered`` (world, S) into ``unsharded``
@@ -97,9 +120,9 @@ class CopyPlan:
         src, dst = gathered._data, unsharded._data
         src_at, dst_at = geometry(gathered)[1], geometry(unsharded)[1]
         srcs = [b.as_strided(src, shape, strides, src_at + off)
-                for shape, strides, off in self.columns]
+                for (shape, strides, off), _ in self.runs]
         dsts = [b.as_strided(dst, shape, strides, dst_at + off)
-                for shape, strides, off in self.packed]
+                for _, (shape, strides, off) in self.runs]
         MULTI_TENSOR_COPY.forward(b, dsts, srcs)
         return [make_view(unsharded, shape, strides, dst_at + off)
                 for shape, strides, off in self.wholes]

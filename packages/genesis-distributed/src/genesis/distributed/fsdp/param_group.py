@@ -1,8 +1,8 @@
 """``FSDPParamGroup``: the parameters one ``fully_shard`` call manages, and their traffic.
 
 The group keeps its parameters' shards in one flat buffer (``local_flat``: every
-parameter's padded chunk, one after another), so that a single all-gather rebuilds them all
-and a single reduce-scatter splits all their gradients:
+parameter's padded chunk, one after another, smaller ones first), so that a single
+all-gather rebuilds them all and a single reduce-scatter splits all their gradients:
 
 - *unshard*: ``local_flat`` (cast to the policy's ``param_dtype``) is all-gathered into a
   ``(world, S)`` buffer; each parameter's columns are copied out, rank after rank, into one
@@ -78,10 +78,13 @@ class FSDPParamGroup:
         self.param_dtype = param_dtype or self.dtype
         self.reduce_dtype = reduce_dtype or self.param_dtype
         layouts = [ShardLayout(tuple(p.shape), world) for _, p, _ in named]
-        offsets = [0]
-        for lay in layouts:  # each chunk starts aligned, as fused kernels' fast paths want
-            offsets.append(offsets[-1] + -(-lay.local_numel // _ALIGN) * _ALIGN)
-        self.local_numel = offsets[-1]  # S
+        # Chunks of one size lie side by side (the group's copy-out takes one strided copy
+        # for them: CopyPlan), each starting aligned, as fused kernels' fast paths want.
+        offsets, at = [0] * len(layouts), 0
+        for i in sorted(range(len(layouts)), key=lambda i: layouts[i].local_numel):
+            offsets[i] = at
+            at += -(-layouts[i].local_numel // _ALIGN) * _ALIGN
+        self.local_numel = at  # S
         self.local_flat = genesis.zeros(self.local_numel, dtype=self.dtype, device=self.device)
         self.params: list[FSDPParam] = []
         for (name, p, owners), layout, offset in zip(named, layouts, offsets):
