@@ -6,8 +6,8 @@ all-gather rebuilds them all and a single reduce-scatter splits all their gradie
 
 - *unshard*: ``local_flat`` (cast to the policy's ``param_dtype``) is all-gathered into a
   ``(world, S)`` buffer; each parameter's columns are copied out, rank after rank, into one
-  unsharded buffer of the same size (freed with the gathered one's memory reused), where its
-  whole value, a view, becomes the data of the group's *unsharded parameter* (a leaf that
+  unsharded buffer of the same size (the gathered one is freed then), where its whole
+  value, a view, becomes the data of the group's *unsharded parameter* (a leaf that
   the module's forward reads and backward accumulates into). ``start_unshard`` only issues
   the collective, so a prefetch overlaps it with compute; ``finish_unshard`` waits and
   copies out. (A view of an unsharded parameter that autograd saves keeps the whole
