@@ -99,6 +99,10 @@ class FSDPParamGroup:
         self._trainable_set = set(self.trainable)
         self._trainable_at = [i for i, fp in enumerate(self.params) if fp.sharded.requires_grad]
         self.plan = CopyPlan(layouts, offsets, world, self.local_numel)
+        # every (module's parameter dict, attribute) a parameter is registered under
+        self._slots = [(module._parameters, attr, fp) for fp in self.params
+                       for module, attr in fp.owners]
+        self._empty = genesis.empty(0, dtype=self.param_dtype, device=self.device)
         self._zero = genesis.zeros(1, dtype=self.reduce_dtype, device=self.device)
         self.is_unsharded = False
         self._gather = None  # (work, output buffer) of an all-gather in flight
@@ -110,15 +114,13 @@ class FSDPParamGroup:
     # ------------------------------------------------------------- parameters in modules
     def use_sharded(self) -> None:
         """Register the sharded parameters in their modules (outside forward)."""
-        for fp in self.params:
-            for module, attr in fp.owners:
-                module._parameters[attr] = fp.sharded
+        for registry, attr, fp in self._slots:
+            registry[attr] = fp.sharded
 
     def use_unsharded(self) -> None:
         """Register the unsharded parameters in their modules (inside forward)."""
-        for fp in self.params:
-            for module, attr in fp.owners:
-                module._parameters[attr] = fp.unsharded
+        for registry, attr, fp in self._slots:
+            registry[attr] = fp.unsharded
 
     # ------------------------------------------------------------------ all-gather
     def start_unshard(self) -> None:
@@ -161,9 +163,8 @@ class FSDPParamGroup:
         """Drop the unsharded parameters' data (their Python objects stay)."""
         if not self.is_unsharded:
             return
-        empty = genesis.empty(0, dtype=self.param_dtype, device=self.device)
         for fp in self.params:
-            fp.unsharded.data = empty
+            fp.unsharded.data = self._empty
         self.is_unsharded = False
 
     # -------------------------------------------------------------- reduce-scatter
