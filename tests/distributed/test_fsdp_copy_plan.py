@@ -97,10 +97,15 @@ def world_of_one():
     dist.destroy_process_group()
 
 
-def _model():
+def _plain():
     genesis.manual_seed(0)
-    model = nn.Sequential(nn.Linear(4, 6), nn.Sequential(nn.Linear(6, 5), nn.Tanh(),
-                                                         nn.Linear(5, 6)), nn.Linear(6, 2))
+    return nn.Sequential(nn.Linear(4, 6), nn.Sequential(nn.Linear(6, 5), nn.Tanh(),
+                                                        nn.Linear(5, 6)), nn.Linear(6, 2))
+
+
+def _model(frozen: bool = False):
+    model = _plain()
+    model[1][0].bias.requires_grad_(not frozen)  # (frozen before fully_shard, as documented)
     fully_shard(model[1])
     return fully_shard(model)
 
@@ -140,10 +145,22 @@ def test_forward_that_reshards_keeps_no_unsharded_buffer_for_backward(world_of_o
     gc.collect()
     assert len(seen) == 1 and seen[0]() is None  # autograd kept only the parameter objects
     loss.backward()
-    genesis.manual_seed(0)
-    reference = nn.Sequential(nn.Linear(4, 6), nn.Sequential(nn.Linear(6, 5), nn.Tanh(),
-                                                             nn.Linear(5, 6)), nn.Linear(6, 2))
+    reference = _plain()
     reference(x).square().sum().backward()
     for (name, p), q in zip(model.named_parameters(), reference.parameters()):
         np.testing.assert_allclose(p.grad.numpy(), q.grad.numpy(), rtol=1e-6, atol=1e-6,
                                    err_msg=name)
+
+
+def test_frozen_parameter_in_a_block_is_packed_as_zeros_and_gets_no_gradient(world_of_one):
+    model, reference = _model(frozen=True), _plain()
+    reference[1][0].bias.requires_grad_(False)
+    x = genesis.tensor(np.random.default_rng(3).standard_normal((3, 4)).astype(np.float32))
+    for _ in range(2):  # twice: the sharded gradients accumulate like the plain ones
+        model(x).square().sum().backward()
+        reference(x).square().sum().backward()
+    assert model[1][0].bias.grad is None
+    for (name, p), q in zip(model.named_parameters(), reference.parameters()):
+        if q.grad is not None:
+            np.testing.assert_allclose(p.grad.numpy(), q.grad.numpy(), rtol=1e-5, atol=1e-6,
+                                       err_msg=name)
