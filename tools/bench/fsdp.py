@@ -31,7 +31,8 @@ Usage (GPU machine, repository root):
 negligible, so the step's time is the host path, FSDP's per-block and per-parameter work
 beside DDP's. ``--profile N`` adds, per framework, the median host ms of each phase
 (forward, backward, clipping, optimizer step) over ``--steps`` more steps, then rank 0's
-cProfile of those steps (top ``N`` functions by own time).
+cProfile of as many more: the top ``N`` functions by own time, and genesis.distributed's
+top ``N`` (its hooks and collectives) by time including callees.
 
 Rank 0 prints a table and writes JSON (default docs/bench/fsdp.json).
 """
@@ -298,7 +299,10 @@ def phase_host(lib, device: str, model, opt, params, data, amp, steps: int, top:
     finally:
         gc.enable()
     if show:
-        pstats.Stats(prof).sort_stats("tottime").print_stats(top)
+        stats = pstats.Stats(prof)
+        stats.sort_stats("tottime").print_stats(top)
+        # the hooks and collectives of genesis.distributed (FSDP's, DDP's), time included
+        stats.sort_stats("cumulative").print_stats("genesis/distributed/", top)
     return {n: statistics.median(v) for n, v in times.items()}
 
 
