@@ -70,3 +70,18 @@ def test_tiny_cpu_run_writes_json(monkeypatch, tmp_path, capsys):
         assert len(r["losses"]) == 2 and r["tok_per_s"] > 0
         assert abs(r["losses"][0] - 5.55) < 0.1  # ln(vocab 256): random weights
     assert "genesis / torch tok/s" in capsys.readouterr().out
+
+
+def test_profile_prints_phases_and_the_distributed_hooks(monkeypatch, tmp_path, capsys):
+    bench = _load_bench()
+    _world_of_one(monkeypatch)
+    assert bench.MODELS["narrow-0.5b"].layers == bench.MODELS["qwen2.5-0.5b"].layers
+    out = tmp_path / "fsdp.json"
+    bench.main(["--device", "cpu", "--model", "tiny", "--seq", "16", "--steps", "2",
+                "--warmup", "1", "--frameworks", "genesis", "--profile", "5",
+                "--out", str(out)])
+    phases = json.loads(out.read_text())["results"]["genesis"]["phase_host_ms"]
+    assert phases.keys() == {"forward", "backward", "clip", "optimizer"}
+    assert all(v > 0 for v in phases.values())
+    printed = capsys.readouterr().out
+    assert "host ms: forward" in printed and "fsdp/fully_shard.py" in printed

@@ -24,6 +24,15 @@ Usage (GPU machine, repository root):
     torchrun --nproc_per_node=2 tools/bench/fsdp.py --model qwen2.5-0.5b \
         --frameworks genesis,torch,genesis-ddp --out docs/bench/fsdp_0.5b.json
     python tools/bench/fsdp.py --device cpu --model tiny --steps 1        # CPU smoke test
+    python tools/bench/fsdp.py --device cpu --model narrow-0.5b --seq 16 \
+        --frameworks genesis,genesis-ddp --profile 25                    # host cost, CPU
+
+``narrow-0.5b`` is the 0.5B shape's 24 blocks and parameter list at width 64: compute is
+negligible, so the step's time is the host path, FSDP's per-block and per-parameter work
+beside DDP's. ``--profile N`` adds, per framework, the median host ms of each phase
+(forward, backward, clipping, optimizer step) over ``--steps`` more steps, then rank 0's
+cProfile of as many more: the top ``N`` functions by own time, and genesis.distributed's
+top ``N`` (its hooks and collectives) by time including callees.
 
 Rank 0 prints a table and writes JSON (default docs/bench/fsdp.json).
 """
@@ -53,6 +62,11 @@ MODELS = {
     "qwen2.5-7b": train.ModelConfig(vocab=152064, dim=3584, layers=28, q_heads=28,
                                     kv_heads=4, head_dim=128, ffn=18944, tied=False,
                                     qkv_bias=True, rope_theta=1000000.0),
+    # the 0.5B shape's 24 blocks and parameter list at a width where compute is negligible:
+    # FSDP's per-block, per-parameter host cost, measurable on the CPU (--device cpu)
+    "narrow-0.5b": train.ModelConfig(vocab=256, dim=64, layers=24, q_heads=4, kv_heads=2,
+                                     head_dim=16, ffn=160, tied=True, qkv_bias=True,
+                                     rope_theta=1000000.0),
 }
 
 
@@ -70,6 +84,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--gpu", choices=sorted(train.PEAK_BF16), default="h200")
     p.add_argument("--no-reshard-after-forward", action="store_true",
                    help="keep each block gathered from forward to backward")
+    p.add_argument("--profile", type=int, default=0, metavar="N",
+                   help="also time each phase's host ms and print rank 0's cProfile of "
+                        "--steps more steps (top N functions)")
     p.add_argument("--out", default="docs/bench/fsdp.json")
     return p.parse_args(argv)
 
@@ -177,7 +194,8 @@ def run_framework(name: str, cfg, batches: list, args, where) -> dict:
     """Build, warm up and time one framework; its figures."""
     lib, model, params, amp = build(name, cfg, args.seq, args.device,
                                     not args.no_reshard_after_forward)
-    opt = lib.optim.AdamW(params, lr=1e-4, weight_decay=0.1, fused=args.device == "cuda")
+    # (fused: the multi-tensor step on the CPU too, the path the GPU run takes)
+    opt = lib.optim.AdamW(params, lr=1e-4, weight_decay=0.1, fused=True)
     data = [(lib.from_numpy(x.copy()).to(args.device), lib.from_numpy(y.copy()).to(args.device))
             for x, y in batches]
     step = train.training_step(lib, model, opt, params, data, amp)
@@ -202,6 +220,9 @@ def run_framework(name: str, cfg, batches: list, args, where) -> dict:
     }
     if args.device == "cuda":
         result["phase_gib"] = phase_memory(lib, model, opt, params, data[0], amp)
+    if args.profile:
+        result["phase_host_ms"] = phase_host(lib, args.device, model, opt, params, data, amp,
+                                             args.steps, args.profile, where.rank == 0)
     del model, opt, params, data, step
     gc.collect()  # (sharded modules and their hooks form cycles)
     if args.device == "cuda":
@@ -236,6 +257,55 @@ def phase_memory(lib, model, opt, params, batch, amp) -> dict:
     return phases
 
 
+def phase_host(lib, device: str, model, opt, params, data, amp, steps: int, top: int,
+               show: bool) -> dict:
+    """Median host ms of each phase (until its Python returns) over ``steps`` more steps,
+    the garbage collector paused; then ``steps`` more under cProfile, whose ``top``
+    functions by own time are printed where ``show`` (every rank runs them alike)."""
+    import cProfile
+    import pstats
+
+    names = ("forward", "backward", "clip", "optimizer")
+    times = {n: [] for n in names}
+
+    def one_step(i):
+        x, y = data[i % len(data)]
+        train._sync(lib, device)
+        t = [time.perf_counter()]
+        with amp:
+            loss = model(x, y)
+        t.append(time.perf_counter())
+        loss.backward()
+        t.append(time.perf_counter())
+        lib.nn.utils.clip_grad_norm_(params, 1.0)
+        t.append(time.perf_counter())
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        t.append(time.perf_counter())
+        train._sync(lib, device)
+        return [(b - a) * 1e3 for a, b in zip(t, t[1:])]
+
+    gc.collect()
+    gc.disable()
+    try:
+        for i in range(steps):
+            for n, ms in zip(names, one_step(i)):
+                times[n].append(ms)
+        prof = cProfile.Profile()
+        for i in range(steps):
+            prof.enable()
+            one_step(i)
+            prof.disable()
+    finally:
+        gc.enable()
+    if show:
+        stats = pstats.Stats(prof)
+        stats.sort_stats("tottime").print_stats(top)
+        # the hooks and collectives of genesis.distributed (FSDP's, DDP's), time included
+        stats.sort_stats("cumulative").print_stats("genesis/distributed/", top)
+    return {n: statistics.median(v) for n, v in times.items()}
+
+
 def _fmt(v, spec: str) -> str:
     return "-" if v is None else format(v, spec)
 
@@ -261,6 +331,9 @@ def main(argv=None) -> dict:
                   f"MFU {_fmt(r['mfu'] and 100 * r['mfu'], '.1f')}%  peak "
                   f"{_fmt(r['peak_mem_gib'], '.2f')} GiB/GPU  loss {r['losses'][0]:.4f} -> "
                   f"{r['losses'][-1]:.4f}  host {r['host_ms']:.1f} ms", flush=True)
+            if r.get("phase_host_ms"):
+                print("              host ms: " + "  ".join(
+                    f"{k} {v:.1f}" for k, v in r["phase_host_ms"].items()), flush=True)
             if r.get("phase_gib"):
                 print("              " + "  ".join(
                     f"{k} {v['peak']:.2f}/{v['end']:.2f}" for k, v in r["phase_gib"].items())

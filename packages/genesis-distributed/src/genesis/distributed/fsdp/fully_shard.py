@@ -98,15 +98,21 @@ class _Tree:
         self.states = states
         self.order: list[_State] = []  # forward order, recorded in the first forward
         self.order_known = False
+        self.position: dict | None = None  # id(state) -> its index in order, once known
         self.expecting: set = set()  # states whose gradients this backward still reduces
         self.backward_started = False  # a block reduced its gradients since the forward
         self.pending: list = []  # reduce-scatter works to wait for at the end of backward
 
     def neighbour(self, state: _State, step: int) -> _State | None:
         """The state ``step`` places after ``state`` in forward order (None at the ends)."""
-        if not self.order_known or state not in self.order:
+        if not self.order_known:
             return None
-        i = self.order.index(state) + step
+        if self.position is None:  # (the order is fixed once known: indexed once)
+            self.position = {id(s): i for i, s in reversed(list(enumerate(self.order)))}
+        i = self.position.get(id(state))
+        if i is None:
+            return None
+        i += step
         return self.order[i] if 0 <= i < len(self.order) else None
 
 

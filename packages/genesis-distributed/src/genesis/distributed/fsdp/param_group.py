@@ -1,20 +1,26 @@
 """``FSDPParamGroup``: the parameters one ``fully_shard`` call manages, and their traffic.
 
 The group keeps its parameters' shards in one flat buffer (``local_flat``: every
-parameter's padded chunk, one after another), so that a single all-gather rebuilds them all
-and a single reduce-scatter splits all their gradients:
+parameter's padded chunk, one after another, smaller ones first), so that a single
+all-gather rebuilds them all and a single reduce-scatter splits all their gradients:
 
 - *unshard*: ``local_flat`` (cast to the policy's ``param_dtype``) is all-gathered into a
-  ``(world, S)`` buffer; each parameter's columns are copied out into its whole value, which
-  becomes the data of the group's *unsharded parameter* (a leaf that the module's forward
-  reads and backward accumulates into). ``start_unshard`` only issues the collective, so a
-  prefetch overlaps it with compute; ``finish_unshard`` waits and copies out.
+  ``(world, S)`` buffer; each parameter's columns are copied out, rank after rank, into one
+  unsharded buffer of the same size (the gathered one is freed then), where its whole
+  value, a view, becomes the data of the group's *unsharded parameter* (a leaf that
+  the module's forward reads and backward accumulates into). ``start_unshard`` only issues
+  the collective, so a prefetch overlaps it with compute; ``finish_unshard`` waits and
+  copies out. (A view of an unsharded parameter that autograd saves keeps the whole
+  group's unsharded buffer alive until backward frees it.)
 - *reshard*: the unsharded parameters' data is dropped (autograd keeps the same Python
   objects, so backward sees whatever data they hold when it runs: the group unshards again
-  before the module's backward).
+  before the module's backward); with the last view gone, the unsharded buffer is freed.
 - *reduce*: once backward has accumulated every unsharded gradient, they are packed into a
   ``(world, S)`` buffer in the policy's ``reduce_dtype``, reduce-scattered with an average,
   and this rank's chunk becomes (or is added to) the sharded parameters' ``.grad``.
+
+Where each parameter sits in these buffers is computed once (``CopyPlan``): a step's copies
+are one ``multi_tensor_copy_`` call each way, from geometry known in advance.
 
 Collectives are ``async_op=True`` in every case. On NCCL they run on the group's
 communication stream (a side stream ordered after the compute stream), so a prefetched
@@ -28,6 +34,7 @@ from dataclasses import dataclass
 
 import genesis
 from genesis.distributed import collectives
+from genesis.distributed.fsdp.copy_plan import CopyPlan
 from genesis.distributed.fsdp.sharded_tensor import ShardedParameter, ShardLayout
 from genesis.distributed.reduce_op import ReduceOp
 from genesis.nn import Parameter
@@ -71,10 +78,13 @@ class FSDPParamGroup:
         self.param_dtype = param_dtype or self.dtype
         self.reduce_dtype = reduce_dtype or self.param_dtype
         layouts = [ShardLayout(tuple(p.shape), world) for _, p, _ in named]
-        offsets = [0]
-        for lay in layouts:  # each chunk starts aligned, as fused kernels' fast paths want
-            offsets.append(offsets[-1] + -(-lay.local_numel // _ALIGN) * _ALIGN)
-        self.local_numel = offsets[-1]  # S
+        # Chunks of one size lie side by side (the group's copy-out takes one strided copy
+        # for them: CopyPlan), each starting aligned, as fused kernels' fast paths want.
+        offsets, at = [0] * len(layouts), 0
+        for i in sorted(range(len(layouts)), key=lambda i: layouts[i].local_numel):
+            offsets[i] = at
+            at += -(-layouts[i].local_numel // _ALIGN) * _ALIGN
+        self.local_numel = at  # S
         self.local_flat = genesis.zeros(self.local_numel, dtype=self.dtype, device=self.device)
         self.params: list[FSDPParam] = []
         for (name, p, owners), layout, offset in zip(named, layouts, offsets):
@@ -86,6 +96,14 @@ class FSDPParamGroup:
                                   requires_grad=p.requires_grad)
             self.params.append(FSDPParam(name, owners, layout, offset, sharded, unsharded))
         self.trainable = [fp for fp in self.params if fp.sharded.requires_grad]
+        self._trainable_set = set(self.trainable)
+        self._trainable_at = [i for i, fp in enumerate(self.params) if fp.sharded.requires_grad]
+        self.plan = CopyPlan(layouts, offsets, world, self.local_numel)
+        # every (module's parameter dict, attribute) a parameter is registered under
+        self._slots = [(module._parameters, attr, fp) for fp in self.params
+                       for module, attr in fp.owners]
+        self._empty = genesis.empty(0, dtype=self.param_dtype, device=self.device)
+        self._zero = genesis.zeros(1, dtype=self.reduce_dtype, device=self.device)
         self.is_unsharded = False
         self._gather = None  # (work, output buffer) of an all-gather in flight
         self._grads_ready = 0
@@ -96,15 +114,13 @@ class FSDPParamGroup:
     # ------------------------------------------------------------- parameters in modules
     def use_sharded(self) -> None:
         """Register the sharded parameters in their modules (outside forward)."""
-        for fp in self.params:
-            for module, attr in fp.owners:
-                module._parameters[attr] = fp.sharded
+        for registry, attr, fp in self._slots:
+            registry[attr] = fp.sharded
 
     def use_unsharded(self) -> None:
         """Register the unsharded parameters in their modules (inside forward)."""
-        for fp in self.params:
-            for module, attr in fp.owners:
-                module._parameters[attr] = fp.unsharded
+        for registry, attr, fp in self._slots:
+            registry[attr] = fp.unsharded
 
     # ------------------------------------------------------------------ all-gather
     def start_unshard(self) -> None:
@@ -135,22 +151,20 @@ class FSDPParamGroup:
         work, gathered, _ = self._gather
         self._gather = None
         work.wait()
-        world = self.group.size()
         with genesis.no_grad():
-            for fp in self.params:
-                lay = fp.layout
-                columns = gathered[:, fp.offset:fp.offset + lay.local_numel]  # (world, n)
-                rows = columns.reshape(world * lay.chunk_rows, *lay.row_shape)
-                fp.unsharded.data = rows[:lay.rows].reshape(lay.global_shape)
+            unsharded = genesis.empty(gathered.numel(), dtype=self.param_dtype,
+                                      device=self.device)
+            wholes = self.plan.copy_out(gathered, unsharded)
+        for fp, whole in zip(self.params, wholes):
+            fp.unsharded.data = whole
         self.is_unsharded = True
 
     def reshard(self) -> None:
         """Drop the unsharded parameters' data (their Python objects stay)."""
         if not self.is_unsharded:
             return
-        empty = genesis.empty(0, dtype=self.param_dtype, device=self.device)
         for fp in self.params:
-            fp.unsharded.data = empty
+            fp.unsharded.data = self._empty
         self.is_unsharded = False
 
     # -------------------------------------------------------------- reduce-scatter
@@ -179,24 +193,20 @@ class FSDPParamGroup:
             the collective's ``Work``; its ``wait()`` sets the sharded ``.grad``s.
         """
         world = self.group.size()
+        trainable = self._trainable_set
+        grads = []
+        for fp in self.params:
+            if fp in trainable:
+                grads.append(fp.unsharded.grad)
+                fp.unsharded.grad = None
+            else:
+                grads.append(None)
         with genesis.no_grad():
             # (the alignment gaps between chunks are never read: left uninitialised)
             packed = genesis.empty((world, self.local_numel), dtype=self.reduce_dtype,
                                    device=self.device)
-            for fp in self.params:
-                lay = fp.layout
-                columns = packed[:, fp.offset:fp.offset + lay.local_numel]
-                grad = fp.unsharded.grad if fp in self.trainable else None
-                if grad is None:
-                    columns.zero_()
-                    continue
-                fp.unsharded.grad = None
-                if lay.rows != world * lay.chunk_rows or not lay.global_shape:
-                    whole = genesis.zeros((world * lay.chunk_rows, *lay.row_shape),
-                                          dtype=grad.dtype, device=self.device)
-                    whole[:lay.rows] = grad.reshape(lay.rows, *lay.row_shape)
-                    grad = whole
-                columns.copy_(grad.reshape(world, lay.local_numel))
+            self.plan.pack(grads, packed, self._zero)
+            del grads  # (the unsharded gradients are freed once packed)
             out = genesis.empty(self.local_numel, dtype=self.reduce_dtype, device=self.device)
             work = collectives.reduce_scatter_tensor(out, packed.view(-1), ReduceOp.AVG,
                                                      self.group, async_op=True)
@@ -205,9 +215,8 @@ class FSDPParamGroup:
     def _take_grads(self, out) -> None:
         with genesis.no_grad():
             flat = out if out.dtype is self.dtype else out.to(self.dtype)
-            for fp in self.trainable:
-                chunk = flat[fp.offset:fp.offset + fp.layout.local_numel]
-                chunk = chunk.view(fp.layout.local_shape)
+            chunks = self.plan.shard_views(flat, self._trainable_at)
+            for fp, chunk in zip(self.trainable, chunks):
                 if fp.sharded.grad is None:
                     fp.sharded.grad = chunk
                 else:
