@@ -25,6 +25,7 @@ _FROM_TORCH = {v: k for k, v in _TO_TORCH.items()}
 # torch has no out= for these; they are written through copy_ when out is given.
 _NO_OUT_UNARY = {
     "relu": torch.relu, "isnan": torch.isnan, "isinf": torch.isinf, "isfinite": torch.isfinite,
+    "silu": torch.nn.functional.silu,  # (torch has no torch.silu)
 }
 # Every declared kernel is the torch function of the same name.
 _UNARY = {op: getattr(torch, op) for op in Backend.UNARY_OPS if op not in _NO_OUT_UNARY}
