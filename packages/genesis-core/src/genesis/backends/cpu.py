@@ -259,6 +259,9 @@ class CPUBackend(Backend):
     def index_add(self, a, dim, index, src):
         return torch.index_add(a, dim, index, src)
 
+    def index_add_(self, a, dim, index, src):
+        return a.index_add_(dim, index, src)
+
     def index(self, a, indices):
         return a[tuple(slice(None) if i is None else i for i in indices)]
 
