@@ -8,22 +8,21 @@ under torch on the CPU, from the same weights and tokens, and sums the bytes of 
 storages each keeps alive for the backward:
 
 * torch: every tensor packed by ``torch.autograd.graph.saved_tensors_hooks`` during the
-  forward, attributed to the op that saved it (the ``grad_fn`` being recorded is not visible
-  in the hook, so the op is the name of the node that ends up holding the saved tensor);
-* genesis: the autograd graph walked from the loss: each node's ``save_for_backward``
-  tensors and the tensors it keeps as ``ctx`` attributes.
+  forward;
+* genesis: the autograd graph walked from the loss (``genesis.autograd.saved``): each node's
+  ``save_for_backward`` tensors and the tensors it keeps as ``ctx`` attributes.
 
-torch's RMSNorm is measured as its CUDA build runs it (one fused kernel saving the input and
-the rstd; the CPU build's composite saves float32 intermediates). A storage shared by several
-nodes (the RMSNorm's output saved by the q, k and v projections)
-counts once, under the first op that saved it in graph order. Parameters and the rotary
+Each storage is counted once, under ``Saver<-Producer``: the first node (in graph order from
+the loss) that keeps it, and the op that made it (``input`` for the graph's inputs). torch's
+RMSNorm is measured as its CUDA build runs it (one fused kernel saving the input and the
+rstd; the CPU build's composite saves float32 intermediates). Parameters and the rotary
 tables (leaves that live anyway) are counted apart, as ``leaf``. Two settings, as the
 benchmarks train: ``bf16`` (bfloat16 parameters, no autocast: FSDP's param_dtype) and
-``amp`` (float32 parameters under bfloat16 autocast: train.py's default). The table is per
-op kind, in MiB, with the genesis - torch difference; ``--out`` writes it as JSON.
+``amp`` (float32 parameters under bfloat16 autocast: train.py's default). The table is in
+MiB, with the genesis - torch difference of the totals; ``--out`` writes it as JSON.
 
-``--model`` takes train.py's configs and ``narrow`` (the 7B shape's ratios: q heads 7x the KV
-heads, ffn 5.3x the width, head size 128, at 1/8 of the width).
+``--model`` takes train.py's configs and ``narrow`` (the 7B shape's ratios at 1/8 of its
+width: 7 query heads per KV head, ffn 5.3x the width, q/k/v biases; head size 64).
 """
 
 from __future__ import annotations
@@ -194,15 +193,15 @@ def compare(cfg, seq: int, setting: str, seed: int = 0) -> dict:
 def print_table(res: dict) -> None:
     print(f"\n== {res['setting']}: saved for backward, MiB (losses: torch "
           f"{res['loss']['torch']:.4f}, genesis {res['loss']['genesis']:.4f})")
-    print(f"{'torch op':<34}{'MiB':>9}   {'genesis op':<34}{'MiB':>9}")
+    print(f"{'torch op':<44}{'MiB':>9}   {'genesis op':<44}{'MiB':>9}")
     t = sorted(res["torch"].items(), key=lambda kv: -kv[1])
     g = sorted(res["genesis"].items(), key=lambda kv: -kv[1])
     for i in range(max(len(t), len(g))):
-        left = f"{t[i][0]:<34}{t[i][1] / MiB:>9.3f}" if i < len(t) else " " * 43
-        right = f"{g[i][0]:<34}{g[i][1] / MiB:>9.3f}" if i < len(g) else ""
+        left = f"{t[i][0]:<44}{t[i][1] / MiB:>9.3f}" if i < len(t) else " " * 53
+        right = f"{g[i][0]:<44}{g[i][1] / MiB:>9.3f}" if i < len(g) else ""
         print(f"{left}   {right}")
     tt, gt = res["torch_total"] / MiB, res["genesis_total"] / MiB
-    print(f"{'total (no leaves)':<34}{tt:>9.3f}   {'':<34}{gt:>9.3f}   "
+    print(f"{'total (no leaves)':<44}{tt:>9.3f}   {'':<44}{gt:>9.3f}   "
           f"genesis - torch {gt - tt:+.3f} MiB")
 
 
