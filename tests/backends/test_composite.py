@@ -95,6 +95,12 @@ def test_indexing_composites_with_repeats_and_views():
     same(Backend.index_select(cpu, a, 0, idx), cpu.index_select(a, 0, idx))
     src = torch.ones((4, 3))
     same(Backend.index_add(cpu, a, 0, idx, src), cpu.index_add(a, 0, idx, src))
+    into, expect = a.clone(), cpu.index_add(a, 0, idx, src)
+    assert Backend.index_add_(cpu, into, 0, idx, src) is into  # the contract's default
+    same(into, expect)
+    into = a.clone()
+    assert cpu.index_add_(into, 0, idx, src) is into
+    same(into, expect)
     gidx = torch.tensor([[0, 2], [1, 1], [2, 0], [0, 0]])
     same(Backend.gather(cpu, a, 1, gidx), cpu.gather(a, 1, gidx))
     same(Backend.scatter(cpu, a, 1, gidx, 5.0, "add"), cpu.scatter(a, 1, gidx, 5.0, "add"))

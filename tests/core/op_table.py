@@ -572,6 +572,9 @@ for _name, _lo, _hi, _dt in (
     add(OpInfo(_name, unary_samples(_lo, _hi), dtypes=_dt, method=_name))
 add(
     OpInfo("neg", unary_samples(), dtypes=SIGNED + FLOATS, method="neg"),
+    # (torch has F.silu only: no torch.silu, no Tensor.silu; it refuses integer inputs)
+    OpInfo("silu", unary_samples(-4, 4), dtypes=FLOATS, op=genesis.silu,
+           ref=torch.nn.functional.silu),
     OpInfo("abs", unary_samples(), dtypes=NUMERIC, method="abs"),
     OpInfo("sign", unary_samples(), dtypes=BOOL + NUMERIC, method="sign"),
     OpInfo("relu", unary_samples(), dtypes=NUMERIC, method="relu"),

@@ -151,6 +151,26 @@ def test_index_add_other_dim_strided():
     torch.testing.assert_close(out, torch.index_add(a, 1, index, src).cpu())
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.int8])  # (int8: a widened copy)
+@pytest.mark.parametrize("strided", [False, True])
+def test_index_add_in_place(dtype, strided):
+    # the embedding's backward adds into its fresh zeros: the array itself is the result
+    from genesis_cuda.kernels import indexing
+
+    a = _rand((5, 7), dtype).t() if strided else _rand((7, 5), dtype)  # (7, 5)
+    src = _rand((4, 5), dtype)
+    if dtype is torch.int8:
+        a, src = a % 5, src % 3
+    index = torch.tensor([6, 0, 6, 2], device="cuda")
+    dev = to_dev(a)
+    assert indexing.index_add_(dev, 0, to_dev(index), to_dev(src)) is dev
+    expect = torch.index_add(a, 0, index, src).cpu()
+    if dtype.is_floating_point:
+        torch.testing.assert_close(to_torch(dev).double(), expect.double(), **_acc_tol(dtype))
+    else:
+        assert torch.equal(to_torch(dev), expect)
+
+
 _ADVANCED = [
     "i0",                  # a[i0]
     "none,i1",             # a[:, i1]

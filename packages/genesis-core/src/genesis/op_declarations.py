@@ -104,6 +104,13 @@ def _pow_grad_exponent(g, a, b, z):
     return (g * z * a.log()).masked_fill((a == 0) & (b >= 0), 0.0)
 
 
+def _silu_grad(g, x):
+    # d/dx x*sigmoid(x) = s * (1 + x * (1 - s)): from x alone, so silu saves only its input
+    # (as torch), not sigmoid(x) beside it as the composite x * x.sigmoid() did
+    s = x.sigmoid()
+    return g * (s * (1 + x * (1 - s)))
+
+
 def _max_grad(g, a, b):
     # torch: ties split the gradient evenly, the smaller input gets none, a NaN in either
     # (no order) passes the full gradient to both. minimum is the mirror image.
@@ -146,6 +153,7 @@ UNARY = (
     unary("cos", lambda g, x: -g * x.sin(), inplace=True),
     unary("tanh", lambda g, y: g * (1 - y * y), inplace=True),
     unary("sigmoid", lambda g, y: g * y * (1 - y), inplace=True),
+    unary("silu", _silu_grad, method=False),  # (torch: F.silu only, no Tensor.silu)
     # (y <= 0 gets 0, anything else the gradient: a NaN input passes it on, as in torch)
     unary("relu", lambda g, y: g.masked_fill(y <= 0, 0.0), ints="keep", inplace=True),
     unary("erf", lambda g, x: g * TWO_OVER_SQRT_PI * (-(x * x)).exp(), inplace=True),

@@ -202,6 +202,9 @@ class CUDABackend(Backend):
     def index_add(self, a, dim, index, src):
         return kernels.indexing.index_add(a, dim, index, src)
 
+    def index_add_(self, a, dim, index, src):
+        return kernels.indexing.index_add_(a, dim, index, src)
+
     def nonzero(self, a):
         return kernels.indexing.nonzero(a)
 

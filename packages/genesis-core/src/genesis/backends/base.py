@@ -316,6 +316,13 @@ class Backend(ABC):
         along ``dim`` (repeated indices accumulate)."""
         return composite.index_add(self, a, dim, index, src)
 
+    def index_add_(self, a: Array, dim: int, index: Array, src: Array) -> Array:
+        """*Optional.* ``index_add`` written into ``a`` itself (same sums). Returns ``a``.
+
+        The gradient of ``index_select`` (an embedding's) adds into fresh zeros: in place,
+        it holds one weight-sized array, where ``index_add`` would hold two."""
+        return self.copy_(a, self.index_add(a, dim, index, src))
+
     def nonzero(self, a: Array) -> Array:
         """*Optional.* int64 (N, ndim) coordinates of the non-zero elements, in C order."""
         return composite.nonzero(self, a)

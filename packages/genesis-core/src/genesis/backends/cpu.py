@@ -25,6 +25,7 @@ _FROM_TORCH = {v: k for k, v in _TO_TORCH.items()}
 # torch has no out= for these; they are written through copy_ when out is given.
 _NO_OUT_UNARY = {
     "relu": torch.relu, "isnan": torch.isnan, "isinf": torch.isinf, "isfinite": torch.isfinite,
+    "silu": torch.nn.functional.silu,  # (torch has no torch.silu)
 }
 # Every declared kernel is the torch function of the same name.
 _UNARY = {op: getattr(torch, op) for op in Backend.UNARY_OPS if op not in _NO_OUT_UNARY}
@@ -257,6 +258,9 @@ class CPUBackend(Backend):
 
     def index_add(self, a, dim, index, src):
         return torch.index_add(a, dim, index, src)
+
+    def index_add_(self, a, dim, index, src):
+        return a.index_add_(dim, index, src)
 
     def index(self, a, indices):
         return a[tuple(slice(None) if i is None else i for i in indices)]

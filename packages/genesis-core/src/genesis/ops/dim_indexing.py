@@ -6,6 +6,7 @@ from __future__ import annotations
 from genesis import creation
 from genesis import dtypes as D
 from genesis.autograd.function import Function
+from genesis.autograd.grad_mode import is_grad_enabled
 from genesis.ops.common import check_same_device, normalize_dim, wrap
 from genesis.ops.declared_elementwise import scalar_for
 from genesis.ops.indexing import _check_dim_index, _check_index_tensor
@@ -139,7 +140,11 @@ class IndexSelect(Function):
     def backward(ctx, g):
         (index,) = ctx.saved_tensors
         gx = creation.zeros(ctx.in_shape, dtype=g.dtype, device=g.device)
-        return IndexAdd.apply(gx, ctx.dim, index, g), None, None
+        if is_grad_enabled():  # create_graph: the differentiable op, so double backward works
+            return IndexAdd.apply(gx, ctx.dim, index, g), None, None
+        # into the zeros themselves: one input-sized array (an embedding's weight), not two
+        gx._backend.index_add_(gx._data, ctx.dim, index._data, g._data)
+        return gx, None, None
 
 
 def index_select(input: Tensor, dim: int, index: Tensor) -> Tensor:

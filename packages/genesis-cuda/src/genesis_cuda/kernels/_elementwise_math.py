@@ -211,6 +211,11 @@ def _unary(x, OP: tl.constexpr, FAST: tl.constexpr):
             r = 1.0 / (1.0 + tl.exp(-x))
         else:
             r = 1.0 / (1.0 + _m_exp(-x))
+    elif OP == "silu":  # x * sigmoid(x), rounded once
+        if FAST:
+            r = x / (1.0 + tl.exp(-x))
+        else:
+            r = x / (1.0 + _m_exp(-x))
     elif OP == "relu":
         r = tl.where(x < 0, 0, x).to(x.dtype)
     elif OP == "erf":

@@ -333,7 +333,16 @@ def index_select(a, dim: int, index):
 def index_add(a, dim: int, index, src):
     """A copy of ``a`` with slices of ``src`` added at the 1-d ``index`` along ``dim``
     (repeated indices accumulate)."""
-    out = clone(a)
+    return index_add_(clone(a), dim, index, src)
+
+
+def index_add_(a, dim: int, index, src):
+    """``index_add`` into ``a`` itself (contiguous; a strided ``a`` gets the sums of a copy).
+    Returns ``a``."""
+    if not _launch.is_contiguous(a):  # (the widened accumulation walks contiguous strides)
+        copy_into(a, index_add(a, dim, index, src))
+        return a
+    out = a
     if numel(src.shape) == 0:
         return out
     nd = len(src.shape)

@@ -228,14 +228,20 @@ def gelu(input: Tensor, approximate: str = "none") -> Tensor:
 def silu(input: Tensor, inplace: bool = False) -> Tensor:
     """``x * sigmoid(x)`` (also called swish).
 
+    One declared op (``genesis.silu``): it saves only ``input`` for the backward, as torch's
+    does, where ``input * input.sigmoid()`` would keep ``sigmoid(input)`` as well.
+
     Args:
         input: the input tensor.
         inplace: write the result into ``input``.
 
     Returns:
         A tensor of ``input``'s shape (``input`` itself when ``inplace``).
+
+    Example:
+        >>> h = F.silu(gate) * up
     """
-    out = input * input.sigmoid()
+    out = genesis.silu(input)
     return input.copy_(out) if inplace else out
 
 
