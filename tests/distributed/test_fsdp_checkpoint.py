@@ -153,20 +153,6 @@ def test_sharded_qwen_trains_like_one_process_and_consolidates_for_from_pretrain
 
 
 # ------------------------------------------------ telling a whole checkpoint from a torn one
-@pytest.fixture
-def world_of_one():
-    import datetime
-
-    from torch import distributed as tdist
-
-    import genesis.distributed as dist
-
-    dist.init_process_group("gloo", store=tdist.HashStore(), rank=0, world_size=1,
-                            timeout=datetime.timedelta(seconds=10))
-    yield
-    dist.destroy_process_group()
-
-
 @needs_fork
 @pytest.mark.parametrize("kill_at", ["rank file", "index"])
 def test_a_save_killed_before_its_index_is_told_apart_from_a_whole_one(

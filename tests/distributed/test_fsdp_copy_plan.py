@@ -5,16 +5,13 @@ leaves no view of the unsharded buffer alive (nor does a forward that reshards).
 
 from __future__ import annotations
 
-import datetime
 import gc
 import weakref
 
 import numpy as np
 import pytest
-from torch import distributed as tdist
 
 import genesis
-import genesis.distributed as dist
 from genesis import nn
 from genesis.distributed.fsdp import fully_shard
 from genesis.distributed.fsdp.copy_plan import CopyPlan
@@ -87,14 +84,6 @@ def test_shard_views_are_each_padded_chunk_of_a_flat_buffer():
             view.numpy().reshape(-1), np.arange(offsets[i], offsets[i] + lay.local_numel))
     flat.mul_(2)  # views, not copies
     assert views[0].reshape(-1)[0].item() == 2 * offsets[0]
-
-
-@pytest.fixture
-def world_of_one():
-    dist.init_process_group("gloo", store=tdist.HashStore(), rank=0, world_size=1,
-                            timeout=datetime.timedelta(seconds=10))
-    yield
-    dist.destroy_process_group()
 
 
 def _plain():

@@ -14,16 +14,7 @@ import genesis.distributed as dist
 from genesis import nn
 
 
-@pytest.fixture
-def world():
-    dist.init_process_group("gloo", store=tdist.HashStore(), rank=0, world_size=1,
-                            timeout=datetime.timedelta(seconds=10))
-    yield dist
-    dist.destroy_process_group()
-    assert not dist.is_initialized()
-
-
-def test_collectives_and_work_handles(world):
+def test_collectives_and_work_handles(world_of_one):
     t = genesis.tensor([1.0, 2.0, 4.0])
     work = dist.all_reduce(t, op=dist.ReduceOp.AVG, async_op=True)
     assert isinstance(work, dist.Work) and "all_reduce" in repr(work)
@@ -37,7 +28,7 @@ def test_collectives_and_work_handles(world):
         dist.all_reduce(t, group=group)
 
 
-def test_ddp_of_one_rank_is_the_plain_model(world):
+def test_ddp_of_one_rank_is_the_plain_model(world_of_one):
     genesis.manual_seed(0)
     model = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 1))
     genesis.manual_seed(0)
