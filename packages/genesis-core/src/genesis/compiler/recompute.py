@@ -23,7 +23,7 @@ least recomputation for the bytes).
 
 **Recomputable** (``RECOMPUTABLE``): the declared elementwise ops, casts, ``where``,
 ``clamp``, copies and the view/layout ops (``view``, ``permute``, ``slice``, ``cat``...).
-Also (``recomputable_in_backward``): the norms (``NORMS``: one pass over their input, whose
+Also (``BACKWARD_ALSO``): the norms (``NORMS``: one pass over their input, whose
 gradient reads that input anyway), their statistics kept from the forward (a node's
 ``OpNode.saved`` Values, such as ``rms_norm``'s rstd, are never recomputed: only the forward
 makes them), and autograd nodes that hand out an input's memory (``HANDS_OUT_INPUT``:
@@ -50,7 +50,7 @@ from genesis.compiler.cse import reading, renamed
 from genesis.compiler.graph import OpNode, Value
 from genesis.op_declarations import BINARY, UNARY
 
-__all__ = ["HANDS_OUT_INPUT", "NORMS", "RECOMPUTABLE", "SavedBytes", "recomputable_in_backward",
+__all__ = ["BACKWARD_ALSO", "HANDS_OUT_INPUT", "NORMS", "RECOMPUTABLE", "SavedBytes",
            "recomputable_nodes", "rematerialize", "value_bytes"]
 
 # Ops the backward may run again: cheap, deterministic, memory-bound (see the module doc).
@@ -65,6 +65,7 @@ NORMS = frozenset(("rms_norm", "layer_norm"))
 # Autograd nodes whose forward hands out one of its inputs' memory as its output: attention's
 # (``nn.functional.attention._FusedAttention``) wraps the kernel's output, kept anyway.
 HANDS_OUT_INPUT = frozenset(("fused_attention",))
+BACKWARD_ALSO = NORMS | HANDS_OUT_INPUT  # recomputed in the backward, not merged by cse
 
 
 def value_bytes(v: Value) -> int:
@@ -153,7 +154,7 @@ def rematerialize(fwd_nodes: list, bwd_nodes: list, results: list, read: list, f
             if v is not None:  # (a node's own saved tensor: only its forward makes it)
                 made[v.id] = node
                 forward_only.add(v.id)
-    ok = recomputable_in_backward(fwd_nodes, tensors)
+    ok = recomputable_nodes(fwd_nodes, tensors, also=BACKWARD_ALSO)
     keep = _min_cut(fwd_nodes, made, ok, forward_only, read, free)
     rewrite = _Rewrite(made, keep | free, next_id)
     nodes = []
@@ -164,38 +165,22 @@ def rematerialize(fwd_nodes: list, bwd_nodes: list, results: list, read: list, f
     return nodes, [None if v is None else rewrite.value(v) for v in results], rewrite.count
 
 
-def recomputable_nodes(fwd_nodes: list, tensors: dict) -> set:
-    """Ids of the forward nodes the backward may run again: ``RECOMPUTABLE`` ones that read
-    and make no memory an in-place forward op writes (the graph contract's in-place ops:
-    names ending in ``_``, ``setitem``, ``copy_slices``; a view shares its base's version
-    counter, so the counter object stands for the memory)."""
-    written = _written(fwd_nodes, tensors)
+def recomputable_nodes(fwd_nodes: list, tensors: dict, also: frozenset = frozenset()) -> set:
+    """Ids of the forward nodes the backward may run again: ``RECOMPUTABLE`` ones without
+    tensors saved by their own ctx, and those whose op is in ``also`` (the rematerialisation
+    passes ``BACKWARD_ALSO``; ``cse`` merges the pure ones only), that read and make no
+    memory an in-place forward op writes (the graph contract's in-place ops: names ending
+    in ``_``, ``setitem``, ``copy_slices``; a view shares its base's version counter, so the
+    counter object stands for the memory)."""
+    def box(v: Value) -> int:
+        return id(tensors[v.id]._version_box)
+
+    written = {box(v) for node in fwd_nodes
+               if node.op.endswith("_") or node.op in _WRITES_FIRST_ARG
+               for v in (*node.inputs()[:1], *node.outputs)}
     return {id(node) for node in fwd_nodes
-            if node.op in RECOMPUTABLE and not node.saved
-            and all(_box(tensors, v) not in written for v in (*node.inputs(), *node.outputs))}
-
-
-def recomputable_in_backward(fwd_nodes: list, tensors: dict) -> set:
-    """Ids of the forward nodes the backward may run again (see the module doc): those of
-    ``recomputable_nodes``, the ``NORMS`` and ``HANDS_OUT_INPUT``, when they read and make no
-    memory an in-place forward op writes."""
-    written = _written(fwd_nodes, tensors)
-    return recomputable_nodes(fwd_nodes, tensors) | {
-        id(node) for node in fwd_nodes
-        if node.op in NORMS | HANDS_OUT_INPUT
-        and all(_box(tensors, v) not in written for v in (*node.inputs(), *node.outputs))}
-
-
-def _box(tensors: dict, v: Value) -> int:
-    """The identity of ``v``'s memory: its version counter (a view shares its base's)."""
-    return id(tensors[v.id]._version_box)
-
-
-def _written(fwd_nodes: list, tensors: dict) -> set:
-    """The memory (``_box``) in-place forward ops write."""
-    return {_box(tensors, v) for node in fwd_nodes
-            if node.op.endswith("_") or node.op in _WRITES_FIRST_ARG
-            for v in (*node.inputs()[:1], *node.outputs)}
+            if ((node.op in RECOMPUTABLE and not node.saved) or node.op in also)
+            and all(box(v) not in written for v in (*node.inputs(), *node.outputs))}
 
 
 def _min_cut(fwd_nodes: list, made: dict, ok: set, forward_only: set, read: list,
