@@ -227,3 +227,21 @@ def test_tensor_level_no_leak():
     del w, x, loss
     gc.collect()
     assert api.memory_allocated() == base
+
+
+def test_memory_history_names_the_stack_behind_the_peak(rt):
+    def big_scratch():
+        return rt.array.empty((64 * MiB,), rt.D.uint8, 0)
+
+    rt.api.record_memory_history()
+    try:
+        rt.api.reset_peak_memory_stats()  # restarts the record too
+        x = big_scratch()
+        del x
+        peak = rt.api.memory_history_report(top=3)
+        assert "big_scratch" in peak and "64.00 MiB" in peak
+        assert "big_scratch" not in rt.api.memory_history_report(at="now")
+    finally:
+        rt.api.record_memory_history(enabled=False)
+    with pytest.raises(RuntimeError, match="no allocation history is recorded on cuda:0"):
+        rt.api.memory_history_report()

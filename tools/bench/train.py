@@ -278,6 +278,9 @@ def run_framework(name: str, cfg: ModelConfig, weights: dict, batches: list, arg
     data = [(lib.from_numpy(x).to(device), lib.from_numpy(y).to(device)) for x, y in batches]
     amp = lib.autocast(device, dtype=lib.bfloat16, enabled=not args.no_autocast)
     step = training_step(lib, run_model, opt, params, data, amp)
+    report = args.memory_report and name == "genesis" and device == "cuda"
+    if report:
+        lib.cuda.record_memory_history(max_frames=16)
     _sync(lib, device)
     t0 = time.perf_counter()
     losses = [float(step(0).item())]
@@ -301,6 +304,10 @@ def run_framework(name: str, cfg: ModelConfig, weights: dict, batches: list, arg
                                 else None)
     if args.compile and name == "genesis":  # what each compiled region keeps for backward
         res["saved_for_backward"] = [str(r) for r in run_model.saved_bytes()]
+    if report:  # (the record restarted at reset_peak_memory_stats: its peak is the timed one)
+        res["memory_report"] = [lib.cuda.memory_history_report(top=args.memory_report, frames=10,
+                                                               at=at) for at in ("peak", "now")]
+        lib.cuda.record_memory_history(enabled=False)
     return res, lambda: profile_step(lambda: step(args.warmup + args.steps), device, args.profile)
 
 
@@ -386,6 +393,11 @@ def parse_args(argv=None):
     ap.add_argument("--no-recompute", action="store_true",
                     help="with --compile: genesis's compiled forward keeps every intermediate "
                          "eager autograd keeps (options={'recompute': False}), for an A/B")
+    ap.add_argument("--memory-report", type=int, default=0, metavar="N",
+                    help="genesis on CUDA: record every allocation's Python stack from the "
+                         "first step on and print the N largest allocating stacks of the "
+                         "memory alive at the timed steps' peak and after them (a "
+                         "diagnosis: the stack walks slow the host, so times don't compare)")
     ap.add_argument("--out", default=None, help="write the results as JSON here")
     args = ap.parse_args(argv)
     if args.no_recompute and not args.compile:
@@ -429,6 +441,8 @@ def main(argv=None) -> dict:
               f"{' (compile)' if args.compile else ''}", flush=True)
         for line in r.get("saved_for_backward", ()):
             print(f"  {line}", flush=True)
+        for text in r.get("memory_report", ()):
+            print(text, flush=True)
         if name == "torch" and args.device == "cuda":
             import torch
 

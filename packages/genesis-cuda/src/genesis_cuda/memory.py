@@ -10,9 +10,11 @@ from genesis.cuda import OutOfMemoryError
 from genesis_cuda import capture, driver, streams
 from genesis_cuda import device as _device
 from genesis_cuda.allocator import CachingAllocator
+from genesis_cuda.memory_history import AllocationHistory, format_report
 from genesis_cuda.memory_summary import summary as _summary
 
 _allocators: dict[int, CachingAllocator] = {}  # read directly by array.empty (hot path)
+_histories: dict[int, AllocationHistory] = {}  # devices whose allocations are recorded
 
 
 class CudaOps:
@@ -143,10 +145,69 @@ def memory_snapshot(device=None) -> list[dict]:
 
 
 def reset_peak_memory_stats(device=None) -> None:
-    """Make the current allocated/reserved sizes the new peaks."""
+    """Make the current allocated/reserved sizes the new peaks (and restart the allocation
+    history, when one is recorded, so that its report's peak is this peak)."""
     a = _existing(device)
     if a is not None:
         a.reset_peak_stats()
+        history = _histories.get(a.device)
+        if history is not None:
+            history.clear()
+
+
+def record_memory_history(enabled: bool = True, device=None, max_frames: int = 12) -> None:
+    """Record (or stop recording) every allocation on ``device`` with the Python stack that
+    made it, for ``memory_history_report``. torch's counterpart is
+    ``torch.cuda.memory._record_memory_history``.
+
+    Recording costs a stack walk per allocation; stopping restores the allocator's own
+    paths. Starting again discards the previous record.
+
+    Args:
+        enabled: start (True) or stop (False) recording.
+        device: the device (default: the current one).
+        max_frames: frames kept per allocation, innermost first.
+
+    Example:
+        >>> genesis.cuda.record_memory_history()
+        >>> loss = model(x).sum(); loss.backward()
+        >>> print(genesis.cuda.memory_history_report(top=5))
+    """
+    index = _device._index(device)
+    old = _histories.pop(index, None)
+    if old is not None:
+        old.stop()
+    if enabled:
+        history = AllocationHistory(allocator(index), max_frames)
+        history.start()
+        _histories[index] = history
+
+
+def memory_history_report(device=None, top: int = 15, frames: int = 6, at: str = "peak") -> str:
+    """The allocating stacks of the memory alive at the recorded peak (or now), largest
+    first: what a ``max_memory_allocated`` figure is made of.
+
+    The record runs from ``record_memory_history()`` or the last
+    ``reset_peak_memory_stats()``, whichever came later.
+
+    Args:
+        device: the device (default: the current one).
+        top: how many stacks to list (the rest are summed in one line).
+        frames: frames printed per stack, innermost first.
+        at: ``"peak"`` (the highest allocated total in the record) or ``"now"``.
+
+    Returns:
+        A printable report.
+
+    Raises:
+        RuntimeError: nothing is being recorded on ``device``.
+    """
+    index = _device._index(device)
+    history = _histories.get(index)
+    if history is None:
+        raise RuntimeError(f"memory_history_report: no allocation history is recorded on "
+                           f"cuda:{index}; call genesis.cuda.record_memory_history() first")
+    return format_report(history, top=top, frames=frames, at=at)
 
 
 def reset_accumulated_memory_stats(device=None) -> None:
