@@ -87,6 +87,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--profile", type=int, default=0, metavar="N",
                    help="also time each phase's host ms and print rank 0's cProfile of "
                         "--steps more steps (top N functions)")
+    p.add_argument("--memory-report", type=int, default=0, metavar="N",
+                   help="genesis on CUDA: during the per-phase step, record every allocation's "
+                        "stack and print (rank 0) the N largest allocating stacks alive at the "
+                        "forward's and the backward's peak")
     p.add_argument("--out", default="docs/bench/fsdp.json")
     return p.parse_args(argv)
 
@@ -219,7 +223,8 @@ def run_framework(name: str, cfg, batches: list, args, where) -> dict:
                             for p in params),
     }
     if args.device == "cuda":
-        result["phase_gib"] = phase_memory(lib, model, opt, params, data[0], amp)
+        report = args.memory_report if name.startswith("genesis") else 0
+        result["phase_gib"] = phase_memory(lib, model, opt, params, data[0], amp, report)
     if args.profile:
         result["phase_host_ms"] = phase_host(lib, args.device, model, opt, params, data, amp,
                                              args.steps, args.profile, where.rank == 0)
@@ -230,18 +235,24 @@ def run_framework(name: str, cfg, batches: list, args, where) -> dict:
     return result
 
 
-def phase_memory(lib, model, opt, params, batch, amp) -> dict:
+def phase_memory(lib, model, opt, params, batch, amp, report: int = 0) -> dict:
     """One more step split into forward, backward, clipping and the optimizer step: for
     each phase the peak and the end allocation (GiB), and the allocation before it starts,
-    to show which phase sets the step's peak and what it holds."""
+    to show which phase sets the step's peak and what it holds. With ``report`` (genesis),
+    the forward and the backward also get the ``report`` largest allocating stacks of the
+    memory alive at their peaks (``genesis.cuda.memory_history_report``)."""
     x, y = batch
     phases = {}
+    if report:
+        lib.cuda.record_memory_history()
 
     def mark(name):
         lib.cuda.synchronize()
         phases[name] = {"peak": lib.cuda.max_memory_allocated() / 2**30,
                         "end": lib.cuda.memory_allocated() / 2**30}
-        lib.cuda.reset_peak_memory_stats()
+        if report and name in ("forward", "backward"):
+            phases[name]["report"] = lib.cuda.memory_history_report(top=report, frames=8)
+        lib.cuda.reset_peak_memory_stats()  # (and restarts the record)
 
     mark("before")
     with amp:
@@ -254,6 +265,8 @@ def phase_memory(lib, model, opt, params, batch, amp) -> dict:
     opt.step()
     opt.zero_grad(set_to_none=True)
     mark("optimizer")
+    if report:
+        lib.cuda.record_memory_history(enabled=False)
     return phases
 
 
@@ -338,6 +351,9 @@ def main(argv=None) -> dict:
                 print("              " + "  ".join(
                     f"{k} {v['peak']:.2f}/{v['end']:.2f}" for k, v in r["phase_gib"].items())
                     + "  (GiB peak/end per phase)", flush=True)
+                for phase, v in r["phase_gib"].items():
+                    if "report" in v:
+                        print(f"  {phase}'s {v['report']}", flush=True)
     report = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
               "model": args.model, "config": dataclasses.asdict(cfg),
               "world_size": where.world_size, "device": args.device,
