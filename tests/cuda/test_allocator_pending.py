@@ -18,6 +18,7 @@ from allocator_invariants import check_invariants
 from fake_cuda_driver import FakeOOM, FakeOps
 
 from genesis_cuda.allocator import CachingAllocator
+from genesis_cuda.allocator_events import PendingFrees
 
 MiB = 1 << 20
 COMM, OTHER = 7, 8  # side streams (a communication stream, and one more)
@@ -69,6 +70,43 @@ def test_held_chunks_are_reused_while_cross_stream_frees_are_pending():
     assert [c.ptr for c in alloc._held[0][8192]] == [ptr_a]  # the other one stays held
     assert pending(alloc) == 1
     check_invariants(alloc)
+
+
+def test_pending_frees_ask_each_stream_until_its_first_incomplete_event():
+    waiting = PendingFrees()
+    done_at = {"a1": True, "a2": True, "a3": False, "a4": True, "b1": False, "b2": True}
+    for name in ("a1", "b1", "a2", "a3", "b2", "a4"):
+        waiting.add(name[0], name, f"chunk {name}")
+    asked, released = [], []
+
+    def query(event):
+        asked.append(event)
+        return done_at[event]
+
+    waiting.collect(query, lambda event, chunk: released.append(chunk))
+    # "a4" and "b2" report done but sit behind an incomplete event of their stream: a GPU
+    # never does that, and they are not asked about
+    assert asked == ["a1", "a2", "a3", "b1"]
+    assert released == ["chunk a1", "chunk a2"] and waiting.count == 4
+
+
+def test_a_failing_event_query_leaves_the_pending_frees_in_place():
+    waiting = PendingFrees()
+    waiting.add(COMM, "e1", "c1")
+    waiting.add(COMM, "e2", "c2")
+    answers = iter([True])
+
+    def query(event):
+        try:
+            return next(answers)
+        except StopIteration:
+            raise RuntimeError("cuEventQuery: an illegal memory access") from None
+
+    released = []
+    with pytest.raises(RuntimeError, match="illegal memory access"):
+        waiting.collect(query, lambda event, chunk: released.append(chunk))
+    assert released == ["c1"] and waiting.count == 1
+    assert list(waiting.by_stream[COMM]) == [("e2", "c2")]
 
 
 # ------------------------------------------------------------------ correctness

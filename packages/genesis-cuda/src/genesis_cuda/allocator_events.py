@@ -51,6 +51,9 @@ class PendingFrees:
         Args:
             query: the driver's event query (True once the event has completed).
             done: takes a completed pair (returns the event to a pool, maybe the chunk).
+
+        The caller defers frees meanwhile (the allocator's ``_busy``): none is added while
+        the queues are walked.
         """
         for queue in self.by_stream.values():
             # a pair leaves its queue only after its query said done (a query that raises
@@ -67,10 +70,11 @@ class PendingFrees:
         Waiting for a stream's newest event waits for all of that stream's events, so this
         makes one ``synchronize(event)`` call per stream with frees waiting.
         """
-        for queue in self.by_stream.values():
+        # taken out first: a free made meanwhile (the garbage collector) queues afresh
+        streams, self.by_stream, self.count = self.by_stream, {}, 0
+        for queue in streams.values():
             if queue:
                 synchronize(queue[-1][0])
-        streams, self.by_stream, self.count = self.by_stream, {}, 0
         for queue in streams.values():
             for event, chunk in queue:
                 done(event, chunk)
