@@ -31,7 +31,8 @@ parameters, fp32 reduction, 2048 tokens), with no GPU:
   from Python) so the driver's share shows in the time.
 
 It prints, per lag, the step's host ms (median, CPU time of this process), µs per request,
-``event_query`` calls per step and per request, the most frees waiting at once (sampled in
+pool searches (requests that missed the exact-size held chunks), ``event_query`` calls per
+step and per request, the most frees waiting at once (sampled in
 a warm-up step), and the memory reserved at the end (it depends on the order in which
 chunks are reused, so a change of policy shows there too). Host time only; the GPU never
 enters. Not a test: nothing is asserted (``tests/cuda/test_allocator_pending.py`` tests the
@@ -70,8 +71,8 @@ class LaggingOps:
         self.lag, self.query_s = lag, query_us * 1e-6
         self.clock = 0  # requests made so far (the host's progress)
         self.next_ptr = 1 << 40
-        self.queries = 0
-        self.waiting = 0  # events recorded and not yet seen completed
+        self.queries = 0  # event_query calls
+        self.records = 0  # event_record calls: one per stream a freed chunk was used on
 
     def malloc(self, nbytes):
         ptr = self.next_ptr
@@ -88,6 +89,7 @@ class LaggingOps:
         return [0]
 
     def event_record(self, event, stream):
+        self.records += 1
         event[0] = self.clock + self.lag  # completes when the host gets there
 
     def event_query(self, event):
@@ -104,6 +106,25 @@ class LaggingOps:
         pass
 
 
+class ClockedAllocator(CachingAllocator):
+    """The caching allocator on ``LaggingOps`` whose every request moves the host's clock
+    on by one; ``searches`` counts the requests that searched the pools (missed a held
+    chunk; a request may search twice, before and after merging its stream's held chunks).
+    """
+
+    def __init__(self, ops: LaggingOps):
+        super().__init__(ops, 0, MemoryError)
+        self.searches = 0
+
+    def malloc(self, nbytes: int, stream: int | None = None):
+        self.ops.clock += 1
+        return super().malloc(nbytes, stream)
+
+    def _best_fit(self, size: int, stream: int, small: bool):
+        self.searches += 1
+        return super()._best_fit(size, stream, small)
+
+
 class FakeStep:
     """The synthetic FSDP step (module docstring) on one allocator."""
 
@@ -114,7 +135,6 @@ class FakeStep:
         self.peak_pending = 0
 
     def malloc(self, nbytes: int):
-        self.ops.clock += 1
         if self.sample:
             pending = self.alloc.stats()["num_pending_frees"]
             self.peak_pending = max(self.peak_pending, pending)
@@ -171,30 +191,31 @@ class FakeStep:
 def run(lag: int, steps: int, query_us: float) -> dict:
     """Host figures of ``steps`` synthetic steps at GPU lag ``lag`` (module docstring)."""
     ops = LaggingOps(lag, query_us)
-    alloc = CachingAllocator(ops, 0, MemoryError)
+    alloc = ClockedAllocator(ops)
     alloc.current_stream = COMPUTE
     fake = FakeStep(alloc, ops)
     for sample in (False, True):  # warm-up: segments reserved, sizes held
         fake.sample = sample
         fake.step()
     fake.sample = False
-    times, queries, requests = [], [], []
+    times, queries, requests, searches = [], [], [], []
     gc.collect()
     gc.disable()
     try:
         for _ in range(steps):
-            q0, n0 = ops.queries, alloc.num_allocs
+            q0, n0, s0 = ops.queries, alloc.num_allocs, alloc.searches
             t0 = time.process_time()  # this process's CPU time: other work on the machine
             fake.step()  # does not count (the busy-waited queries do)
             times.append(time.process_time() - t0)
             queries.append(ops.queries - q0)
             requests.append(alloc.num_allocs - n0)
+            searches.append(alloc.searches - s0)
     finally:
         gc.enable()
     ms = statistics.median(times) * 1e3
     n = statistics.median(requests)
     return {"lag": lag, "host_ms": ms, "us_per_request": ms * 1e3 / n, "requests": n,
-            "queries": statistics.median(queries),
+            "searches": statistics.median(searches), "queries": statistics.median(queries),
             "queries_per_request": statistics.median(queries) / n,
             "peak_pending": fake.peak_pending, "reserved_gib": alloc.reserved_bytes / 2**30}
 
@@ -211,12 +232,13 @@ def main(argv=None) -> list:
     rows = [run(int(lag), args.steps, args.query_us) for lag in args.lags.split(",")]
     print(f"caching allocator, synthetic FSDP step (0.5B shape, 2 ranks), event_query "
           f"{args.query_us:g} µs; {sys.modules[CachingAllocator.__module__].__file__}")
-    print(f"{'lag':>6} {'host ms':>8} {'µs/req':>7} {'requests':>8} {'queries':>8} "
-          f"{'q/req':>6} {'pending':>7} {'GiB':>6}")
+    print(f"{'lag':>6} {'host ms':>8} {'µs/req':>7} {'requests':>8} {'searches':>8} "
+          f"{'queries':>8} {'q/req':>6} {'pending':>7} {'GiB':>6}")
     for r in rows:
         print(f"{r['lag']:>6} {r['host_ms']:>8.2f} {r['us_per_request']:>7.2f} "
-              f"{r['requests']:>8.0f} {r['queries']:>8.0f} {r['queries_per_request']:>6.2f} "
-              f"{r['peak_pending']:>7} {r['reserved_gib']:>6.2f}")
+              f"{r['requests']:>8.0f} {r['searches']:>8.0f} {r['queries']:>8.0f} "
+              f"{r['queries_per_request']:>6.2f} {r['peak_pending']:>7} "
+              f"{r['reserved_gib']:>6.2f}")
     if args.json:
         Path(args.json).write_text(json.dumps({"query_us": args.query_us, "rows": rows},
                                               indent=2))
