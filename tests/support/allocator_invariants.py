@@ -7,7 +7,9 @@ from genesis_cuda.allocator import CachingAllocator
 
 def check_invariants(alloc: CachingAllocator) -> None:
     """Segments tile exactly; free chunks are merged and listed exactly once, sorted; held
-    chunks are listed once under their stream and size, and stay out of the pools."""
+    chunks are listed once under their stream and size, and stay out of the pools; a chunk
+    freed with events waits once per event, under the stream its event was recorded on,
+    outside the pools and the held lists."""
     held = {}
     for stream, by_size in alloc._held.items():
         for size, chunks in by_size.items():
