@@ -119,7 +119,7 @@ def test_ordinary_frees_during_capture_wait_for_its_end():
     assert not a.ops.events  # no event recorded into the graph
     a.end_capture()
     assert a.allocated_bytes == 0
-    assert len(a._pending) == 1  # freed with a cross-stream event, after the capture
+    assert a.stats()["num_pending_frees"] == 1  # freed with a cross-stream event, after the capture
 
 
 def test_oom_during_capture_neither_empties_cache_nor_synchronises():

@@ -13,6 +13,7 @@ class FakeEvent:
     def __init__(self):
         self.stream = None
         self.done = True
+        self.order = 0  # when it was last recorded (events on one stream complete in order)
 
 
 class FakeOps:
@@ -28,6 +29,8 @@ class FakeOps:
         self.events: list[FakeEvent] = []
         self.synced: list[FakeEvent] = []
         self.device_syncs = 0
+        self.queries = 0  # event_query calls (each one a driver call on the GPU)
+        self._records = 0
 
     def malloc(self, nbytes):
         if self.used + nbytes > self.capacity:
@@ -52,10 +55,12 @@ class FakeOps:
         return ev
 
     def event_record(self, event, stream):
-        event.stream = stream
+        self._records += 1
+        event.stream, event.order = stream, self._records
         event.done = False  # the test completes it with finish(stream)
 
     def event_query(self, event):
+        self.queries += 1
         return event.done
 
     def event_synchronize(self, event):
@@ -67,7 +72,10 @@ class FakeOps:
         for ev in self.events:
             ev.done = True
 
-    def finish(self, stream):
-        for ev in self.events:
-            if ev.stream == stream:
-                ev.done = True
+    def finish(self, stream, count=None):
+        """Complete the work queued on ``stream``: all of it, or (``count``) the events
+        recorded there first, oldest first, as a stream runs."""
+        waiting = sorted((ev for ev in self.events if ev.stream == stream and not ev.done),
+                         key=lambda ev: ev.order)
+        for ev in waiting if count is None else waiting[:count]:
+            ev.done = True

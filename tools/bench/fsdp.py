@@ -152,10 +152,11 @@ def _fill(lib, framework: str, model, device: str) -> None:
                 local.copy_(value.reshape(local.shape))
 
 
-def build(name: str, cfg, seq: int, device: str, reshard: bool):
+def build(name: str, cfg, seq: int, device: str, reshard: bool, fill: bool = True):
     """``(lib, model to call, its parameters, autocast context)`` for ``name``: ``genesis``
     and ``torch`` shard the decoder block by block (bf16 parameters, fp32 reduction);
-    ``genesis-ddp`` and ``torch-ddp`` replicate it (fp32 weights, bf16 autocast)."""
+    ``genesis-ddp`` and ``torch-ddp`` replicate it (fp32 weights, bf16 autocast). ``fill``
+    off leaves the weights uninitialised (``fsdp_host.py``'s null device computes nothing)."""
     import torch
 
     framework, _, mode = name.partition("-")
@@ -164,7 +165,8 @@ def build(name: str, cfg, seq: int, device: str, reshard: bool):
         model = train.build_model(lib, cfg, seq)
     if mode == "ddp":
         model.to(device)
-        _fill(lib, framework, model, device)
+        if fill:
+            _fill(lib, framework, model, device)
         if framework == "genesis":
             import genesis.distributed as dist
 
@@ -190,7 +192,8 @@ def build(name: str, cfg, seq: int, device: str, reshard: bool):
     for buf_name, buf in list(model.named_buffers(recurse=False)):
         setattr(model, buf_name, buf.to(device))
     fully_shard(model, mp_policy=policy)
-    _fill(lib, framework, model, device)
+    if fill:
+        _fill(lib, framework, model, device)
     return lib, model, list(model.parameters()), contextlib.nullcontext()
 
 

@@ -13,11 +13,17 @@ The design is PyTorch's (``c10/cuda/CUDACachingAllocator.cpp``), in plain Python
   request on S, where stream order makes the reuse safe without any synchronisation.
   When a chunk was also used on other streams (``Storage.record_stream``, or freed while
   another stream is current), an event is recorded on each of those streams at free time
-  and the chunk returns to its pool only once they have all completed.
+  and the chunk returns to its pool only once they have all completed. Those frees wait
+  in one queue per stream (``allocator_events``); a request that is not served by a held
+  chunk first returns the completed ones to their pools (so they are found before a new
+  segment is taken), asking the driver about each stream's oldest event only (events on
+  one stream complete in order): FSDP's and DDP's frees in flight on their communication
+  stream cost a query or two per such request, not one per waiting free.
 * A chunk freed on the stream it was allocated on (the common case) is first *held*: kept
   unmerged in a list of its exact size, where the next request of that size on that stream
   takes it back with two dictionary lookups (a training step frees and re-requests the same
-  sizes over and over). Held memory counts as free in the statistics. Before a request is
+  sizes over and over), whether or not cross-stream frees are waiting (a held chunk has
+  no events to wait for). Held memory counts as free in the statistics. Before a request is
   served by a new segment, the stream's held chunks are released into the pools and merged
   and the search is repeated, so holding never makes the allocator reserve more; emptying
   the cache and ``snapshot`` release them too.
@@ -45,6 +51,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from genesis_cuda.allocator_events import PendingFrees
 from genesis_cuda.allocator_pools import (  # noqa: F401 - the size classes, re-exported
     LARGE_SEGMENT,
     MIN_BLOCK,
@@ -155,7 +162,7 @@ class CachingAllocator:
         self.pools = SegmentPools()  # segments and free chunks (best fit by bisect)
         # Held chunks: stream handle -> chunk size -> chunks freed there, not yet merged.
         self._held: dict[int, dict[int, list]] = {}
-        self._pending: list = []  # (event, chunk) waiting for another stream's work
+        self._pending = PendingFrees()  # (event, chunk) waiting for another stream's work
         self._event_pool: list = []
         # A Storage's __del__ may run in the middle of malloc/free (the garbage collector
         # runs on allocation); such frees are queued here and done when the outer call ends.
@@ -197,7 +204,7 @@ class CachingAllocator:
             if stream is None:
                 stream = self.current_stream
             held = self._held.get(stream)
-            if held and not self._pending:
+            if held:
                 chunks = held.get(size)
                 if chunks:  # the fast path: a held chunk of this very size
                     chunk = chunks.pop()
@@ -211,8 +218,8 @@ class CachingAllocator:
         small = size <= SMALL_SIZE
         self._busy = True
         try:
-            if self._pending and self.capture_pool is None:
-                self._process_events()
+            if self._pending.count and self.capture_pool is None:
+                self._pending.collect(self.ops.event_query, self._event_done)
             chunk = self._best_fit(size, stream, small)
             if chunk is None and self._held.get(stream):
                 self._release_held(stream)  # merged, they may serve it: no new segment
@@ -360,17 +367,7 @@ class CachingAllocator:
             event = self._event_pool.pop() if self._event_pool else self.ops.event_create()
             self.ops.event_record(event, stream)
             chunk.event_count += 1
-            self._pending.append((event, chunk))
-
-    def _process_events(self) -> None:
-        """Return chunks whose other-stream work has completed to their pools."""
-        still = []
-        for event, chunk in self._pending:
-            if self.ops.event_query(event):
-                self._event_done(event, chunk)
-            else:
-                still.append((event, chunk))
-        self._pending = still
+            self._pending.add(stream, event, chunk)
 
     def _event_done(self, event, chunk: Chunk) -> None:
         self._event_pool.append(event)
@@ -380,10 +377,7 @@ class CachingAllocator:
 
     def synchronize_pending(self) -> None:
         """Wait for every pending cross-stream free, then return those chunks."""
-        pending, self._pending = self._pending, []
-        for event, chunk in pending:
-            self.ops.event_synchronize(event)
-            self._event_done(event, chunk)
+        self._pending.drain(self.ops.event_synchronize, self._event_done)
 
     # ------------------------------------------------------ CUDA graph pools
     def retain_pool(self, pool) -> None:
@@ -478,7 +472,7 @@ class CachingAllocator:
             "num_segment_frees": self.num_segment_frees,
             "num_ooms": self.num_ooms,
             "num_alloc_retries": self.num_alloc_retries,
-            "num_pending_frees": len(self._pending),
+            "num_pending_frees": self._pending.count,
             "segment.all.current": len(self.pools.segments),
         }
         s["allocation.all.allocated"] = self.num_allocs
