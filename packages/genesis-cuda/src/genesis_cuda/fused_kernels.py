@@ -2,7 +2,8 @@
 
 The fused ops are declared by the packages that own them (``genesis.fused_declarations``:
 softmax and the norms; ``genesis.nn.fused_declarations``: attention, cross-entropy, SwiGLU,
-rotary, the optimizer steps ...), each with a composite that runs where a backend has no
+rotary, the optimizer steps ...; ``genesis.distributed.fsdp.copy_plan``: FSDP's
+``multi_tensor_copy_``), each with a composite that runs where a backend has no
 kernel. ``KERNELS`` maps each op's kernel name to the launcher here: one call into the
 ``genesis_cuda.kernels`` family of the same name (``softmax`` ->
 ``kernels.softmax.softmax``), with the signature of the row's composite minus the backend.
@@ -127,10 +128,15 @@ def amp_unscale_(arrays, inv_scale, found_inf):
     return kernels.multi_tensor.amp_unscale_(arrays, inv_scale, found_inf)
 
 
+# --------------------------------- genesis-distributed's: FSDP's copies (fsdp/copy_plan.py)
+def multi_tensor_copy_(dsts, srcs):
+    return kernels.multi_tensor_copy.multi_tensor_copy_(dsts, srcs)
+
+
 # kernel name -> launcher (each registered on CUDABackend under its name)
 KERNELS = {fn.__name__: fn for fn in (
     softmax, softmax_backward, layer_norm, layer_norm_backward, rms_norm, rms_norm_backward,
     scaled_dot_product_attention, scaled_dot_product_attention_backward, attention_decode,
     cross_entropy, cross_entropy_backward, swiglu, swiglu_backward, swiglu_linear,
     add_rms_norm, rotary, adam_step, sgd_step, multi_tensor_norm, multi_tensor_scale_,
-    amp_unscale_)}
+    amp_unscale_, multi_tensor_copy_)}

@@ -13,7 +13,8 @@ from importlib import import_module
 
 FAMILIES = ("add_rms_norm", "arg_reduction", "attention", "attention_backward",
             "attention_decode", "cross_entropy",
-            "elementwise", "indexing", "layout", "matmul", "multi_tensor", "norms", "optim",
+            "elementwise", "indexing", "layout", "matmul", "multi_tensor",
+            "multi_tensor_copy", "norms", "optim",
             "random", "reduction", "rotary", "softmax", "sorting", "swiglu")
 
 

@@ -5,6 +5,8 @@ allocations, so the kernel reads their addresses from a device *table*:
 
     [ptrs: n_tensors x K int64 | numel: n_tensors | chunk's tensor: C | chunk's start: C]
 
+(``multi_tensor_copy`` appends a block of per-tensor geometry after the chunk starts.)
+
 ``K`` arrays per tensor (param, grad, then the optimizer's state), and one program per
 ``CHUNK``-element chunk of some tensor (C chunks in all). The table is built on the host
 and uploaded once; it is cached by the addresses it holds, so a training loop whose
@@ -221,11 +223,14 @@ def upload(table: np.ndarray, device):
     return transfer.from_numpy(table, device)
 
 
-def _table(columns, device, aligned_columns: int | None = None):
+def _table(columns, device, aligned_columns: int | None = None, extra: tuple = (),
+           cache: dict | None = None, cache_size: int = TABLE_CACHE):
     """``(table, chunk count, aligned)`` for ``columns`` (lists of arrays, one list per table
     column): the device table, cached by the addresses and shapes it holds, and whether
     every array of the first ``aligned_columns`` columns (default: all) starts on a 16-byte
-    boundary (the kernels' vector loads)."""
+    boundary (the kernels' vector loads). ``extra`` (ints) is appended after the chunk
+    starts, and is part of the cache key; ``cache`` (default: the optimizers' own) holds up
+    to ``cache_size`` tables."""
     ptrs = []
     for col in columns:
         ptrs += map(_data_ptr, col)
@@ -234,15 +239,17 @@ def _table(columns, device, aligned_columns: int | None = None):
     t = len(shapes)
     checked = ptrs if aligned_columns is None else ptrs[:aligned_columns * t]
     aligned = (reduce(or_, checked, 0) & 15) == 0
-    key = (device, len(columns), ptrs, shapes)
-    hit = _tables.get(key)
+    if cache is None:
+        cache = _tables
+    key = (device, len(columns), ptrs, shapes, extra)
+    hit = cache.get(key)
     if hit is None:
         layout = _layout(shapes)
         grid = np.array(ptrs, dtype=np.int64).reshape(len(columns), t).T.reshape(-1)
-        host = np.concatenate([grid, layout])
-        if len(_tables) >= TABLE_CACHE:
-            _tables.clear()
-        hit = _tables[key] = (upload(host, device), (len(layout) - t) // 2)
+        host = np.concatenate([grid, layout, np.array(extra, dtype=np.int64)])
+        if len(cache) >= cache_size:
+            cache.clear()
+        hit = cache[key] = (upload(host, device), (len(layout) - t) // 2)
     return hit + (aligned,)
 
 
