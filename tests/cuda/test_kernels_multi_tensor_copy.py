@@ -16,12 +16,12 @@ import torch
 
 pytest.importorskip("triton")  # the kernels are Triton code; CI machines may lack it
 
+from kernel_arrays import DEV, INTERPRET, TORCH, sync, wrap  # noqa: E402
+
 import genesis  # noqa: E402
 from genesis import dtypes as D  # noqa: E402
 from genesis.distributed.fsdp import copy_plan  # noqa: E402
 from genesis.distributed.fsdp.sharded_tensor import ShardLayout  # noqa: E402
-from kernel_arrays import DEV, INTERPRET, TORCH, sync, wrap  # noqa: E402
-
 from genesis_cuda import fused_kernels  # noqa: E402
 from genesis_cuda.backend import CUDABackend  # noqa: E402
 from genesis_cuda.kernels import multi_tensor_copy as mtc  # noqa: E402

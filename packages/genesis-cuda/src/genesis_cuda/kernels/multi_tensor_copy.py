@@ -87,12 +87,13 @@ def _copy_kernel(tab_ptr, T, DST: tl.constexpr, SRC: tl.constexpr, G: tl.constex
             mask = lin < n
             if not BIG:
                 lin = lin.to(tl.int32)
-            c3 = lin % n3
-            q = lin // n3
-            c2 = q % n2
-            q = q // n2
-            c1 = q % n1
-            c0 = q // n1
+            # (each remainder from its quotient: one integer division a dim, not two)
+            q3 = lin // n3
+            c3 = lin - q3 * n3
+            q2 = q3 // n2
+            c2 = q3 - q2 * n2
+            c0 = q2 // n1
+            c1 = q2 - c0 * n1
             x = tl.load(s_ptr + (c0 * s0 + c1 * s1 + c2 * s2 + c3 * s3), mask=mask)
             tl.store(d_ptr + (c0 * d0 + c1 * d1 + c2 * d2 + c3 * d3), _convert(x, DST),
                      mask=mask)
