@@ -34,7 +34,8 @@ from genesis.tensor import geometry, is_contiguous_geometry
 def multi_tensor_copy_(b, dsts: Sequence, srcs: Sequence) -> None:
     """The composite of the ``multi_tensor_copy_`` kernel: ``dst[...] = src`` for each pair
     of arrays of one shape (any strides, a zero stride in ``src`` broadcasts, dtypes may
-    differ: cast). Returns None."""
+    differ: cast). The pairs do not overlap one another (a kernel copies them all at once:
+    genesis-cuda's, ``genesis_cuda.kernels.multi_tensor_copy``). Returns None."""
     for dst, src in zip(dsts, srcs):
         b.copy_(dst, src)
 
