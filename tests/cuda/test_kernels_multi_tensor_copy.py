@@ -57,7 +57,7 @@ def launches(monkeypatch):
         real = lambda host, device: wrap(torch.from_numpy(host))  # noqa: E731
 
     def upload(host, device):
-        uploads.append(len(host))
+        uploads.append(host.copy())
         return real(host, device)
 
     monkeypatch.setattr(optim, "upload", upload)
@@ -230,6 +230,22 @@ def test_the_table_is_uploaded_once_for_the_same_pairs(launches):
         mtc.multi_tensor_copy_([wrap(dst)], [wrap(src)])
     assert len(launches.keys) == 3 and len(launches.uploads) == 1
     _assert_same(dst, src)
+
+
+def test_each_way_a_row_is_read(launches):
+    """Rows contiguous in both with 16-byte aligned starts (mode 2: vector loads), contiguous
+    but not aligned (1), strided (0); the modes as the uploaded table holds them."""
+    src = _rand((4, 96), D.float32, 13).to(DEV)
+    aligned = torch.zeros(4, 100, device=DEV)[:, :96]  # (400-byte rows)
+    shifted = torch.zeros(4 * 97 + 1, device=DEV)[1:].view(4, 97)[:, :96]  # (4 bytes off)
+    strided = torch.zeros(96, 4, device=DEV).t()
+    dsts = [aligned, shifted, strided]
+    mtc.multi_tensor_copy_([wrap(d) for d in dsts], [wrap(src)] * 3)
+    assert len(launches.keys) == 1
+    (table,) = launches.uploads
+    assert list(table[-3 * mtc.G:].reshape(3, mtc.G)[:, -1]) == [2, 1, 0]
+    for d in dsts:
+        _assert_same(d, src)
 
 
 def test_only_empty_pairs_launch_nothing(launches):

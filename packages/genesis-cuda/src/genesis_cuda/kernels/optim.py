@@ -224,18 +224,21 @@ def upload(table: np.ndarray, device):
 
 
 def _table(columns, device, aligned_columns: int | None = None, extra: tuple = (),
-           cache: dict | None = None, cache_size: int = TABLE_CACHE):
+           shapes: tuple | None = None, cache: dict | None = None,
+           cache_size: int = TABLE_CACHE):
     """``(table, chunk count, aligned)`` for ``columns`` (lists of arrays, one list per table
     column): the device table, cached by the addresses and shapes it holds, and whether
     every array of the first ``aligned_columns`` columns (default: all) starts on a 16-byte
-    boundary (the kernels' vector loads). ``extra`` (ints) is appended after the chunk
-    starts, and is part of the cache key; ``cache`` (default: the optimizers' own) holds up
-    to ``cache_size`` tables."""
+    boundary (the kernels' vector loads). ``multi_tensor_copy`` adds the rest: ``extra``
+    (ints) is appended after the chunk starts; ``shapes`` replaces the first column's
+    shapes as what the chunks are laid over; ``cache`` (default: the optimizers' own) holds
+    up to ``cache_size`` tables. All three are part of the cache key."""
     ptrs = []
     for col in columns:
         ptrs += map(_data_ptr, col)
     ptrs = tuple(ptrs)
-    shapes = tuple(map(_shape_of, columns[0]))
+    if shapes is None:
+        shapes = tuple(map(_shape_of, columns[0]))
     t = len(shapes)
     checked = ptrs if aligned_columns is None else ptrs[:aligned_columns * t]
     aligned = (reduce(or_, checked, 0) & 15) == 0
