@@ -233,17 +233,19 @@ def test_the_table_is_uploaded_once_for_the_same_pairs(launches):
 
 
 def test_each_way_a_row_is_read(launches):
-    """Rows contiguous in both with 16-byte aligned starts (mode 2: vector loads), contiguous
-    but not aligned (1), strided (0); the modes as the uploaded table holds them."""
+    """Rows contiguous in both with every row stride a multiple of 16 bytes (mode 2: vector
+    loads where the first elements are aligned too, which the kernel checks), contiguous
+    otherwise (1), strided (0); the modes as the uploaded table holds them."""
     src = _rand((4, 96), D.float32, 13).to(DEV)
-    aligned = torch.zeros(4, 100, device=DEV)[:, :96]  # (400-byte rows)
-    shifted = torch.zeros(4 * 97 + 1, device=DEV)[1:].view(4, 97)[:, :96]  # (4 bytes off)
+    aligned = torch.zeros(4, 100, device=DEV)[:, :96]  # 400-byte rows
+    shifted = torch.zeros(4 * 100 + 1, device=DEV)[1:].view(4, 100)[:, :96]  # 4 bytes off
+    odd = torch.zeros(4, 97, device=DEV)[:, :96]  # 388-byte rows
     strided = torch.zeros(96, 4, device=DEV).t()
-    dsts = [aligned, shifted, strided]
-    mtc.multi_tensor_copy_([wrap(d) for d in dsts], [wrap(src)] * 3)
+    dsts = [aligned, shifted, odd, strided]
+    mtc.multi_tensor_copy_([wrap(d) for d in dsts], [wrap(src)] * 4)
     assert len(launches.keys) == 1
     (table,) = launches.uploads
-    assert list(table[-3 * mtc.G:].reshape(3, mtc.G)[:, -1]) == [2, 1, 0]
+    assert list(table[-4 * mtc.G:].reshape(4, mtc.G)[:, -1]) == [2, 2, 1, 0]
     for d in dsts:
         _assert_same(d, src)
 

@@ -15,11 +15,13 @@ geometry appended after the chunk starts:
     [padded n1 n2 cols | d0 d1 d2 dc | s0 s1 s2 sc | mode]   (G = 13 ints a pair)
 
 the outer sizes (``n0`` implied), each operand's outer strides and row stride, and how a row
-is read: ``mode`` 2 (both rows contiguous, every row start 16-byte aligned: vector loads),
-1 (contiguous) or 0 (strided; a zero stride in ``src`` broadcasts). A program finds its
-row's first element from its chunk start (scalar integer division, none per element), then
-copies the run. Values are cast as the backend's ``copy_`` casts: to a 16-bit float through
-float32.
+is read: ``mode`` 2 (both rows contiguous, every outer stride a multiple of 16 bytes: where
+both first elements are 16-byte aligned too, which the kernel checks, vector loads), 1
+(contiguous) or 0 (strided; a zero stride in ``src`` broadcasts). The geometry depends on
+shapes and strides only, so it is worked out once per geometry (``_geometry``). A program
+finds its row's first element from its chunk start (scalar integer division, none per
+element), then copies the run. Values are cast as the backend's ``copy_`` casts: to a
+16-bit float through float32.
 
 One launch per distinct ``(dst dtype, src dtype)`` among the pairs; the table is cached by the
 addresses and geometry it holds (``optim._table``), so a step whose buffers come back at the
@@ -48,7 +50,7 @@ from .optim import _chunk, _offsets, _ptr
 MAXD = 4  # dims a pair may keep after simplification (FSDP's copies keep at most 3)
 G = 13  # ints of geometry a pair
 TABLE_CACHE = 64  # tables kept: two a parameter group (copy-out, packing), typically
-_DTYPES = (D.float32, D.bfloat16, D.float16, D.float64)
+_DTYPES = frozenset((D.float32, D.bfloat16, D.float16, D.float64))
 
 
 # ------------------------------------------------------------------------------ kernel
@@ -96,9 +98,10 @@ def _copy_kernel(tab_ptr, T, DST: tl.constexpr, SRC: tl.constexpr, G: tl.constex
     s_ptr = _ptr(tab_ptr + t * 2, 1, SRC, False) + (
         c0 * tl.load(geo + 8) + c1 * tl.load(geo + 9) + c2 * tl.load(geo + 10))
     mode = tl.load(geo + 12)
-    if mode == 2:  # contiguous and 16-byte aligned (the host checked every row start)
+    aligned = ((tl.load(tab_ptr + t * 2) | tl.load(tab_ptr + t * 2 + 1)) & 15) == 0
+    if (mode == 2) & aligned:  # every row start of both is 16-byte aligned
         _run(tl.multiple_of(d_ptr, 16), tl.multiple_of(s_ptr, 16), col0, end, DST, BLOCK)
-    elif mode == 1:
+    elif mode != 0:
         _run(d_ptr, s_ptr, col0, end, DST, BLOCK)
     else:  # strided rows (a zero source stride broadcasts)
         dc, sc = tl.load(geo + 7), tl.load(geo + 11)
@@ -112,40 +115,28 @@ def _copy_kernel(tab_ptr, T, DST: tl.constexpr, SRC: tl.constexpr, G: tl.constex
 # ---------------------------------------------------------------------------- launcher
 _copy = Launcher(_copy_kernel, num_warps=4)
 _tables: dict = {}
-_geometries: dict = {}  # (shape, strides, itemsizes, CHUNK) -> _geometry's answer
+_geometries: dict = {}  # (shape, strides, dtypes, CHUNK) -> _geometry's answer
 
 
 def _geometry(shape: tuple, dst_strides: tuple, src_strides: tuple, dst_size: int,
-              src_size: int):
-    """A pair's ``(chunked shape, geometry row without its mode, mode)``: the ``(rows *
-    padded,)`` the chunks are laid over, and the most its geometry allows of ``mode`` (2
-    assumes 16-byte aligned first elements); None where it keeps more than ``MAXD`` dims.
-    Cached: a step's copies repeat."""
-    chunk = _optim.CHUNK
-    key = (shape, dst_strides, src_strides, dst_size, src_size, chunk)
-    hit = _geometries.get(key, False)
-    if hit is not False:
-        return hit
+              src_size: int, chunk: int):
+    """A pair's ``(chunked shape, geometry row)``: the ``(rows * padded,)`` its chunks are
+    laid over and its row of the table's geometry block (see the module docstring); None
+    where it keeps more than ``MAXD`` dims."""
     cshape, (dst, src) = collapse(shape, [dst_strides, src_strides])
     if len(cshape) > MAXD:
-        hit = None
-    else:
-        if not cshape:  # one element
-            cshape, dst, src = [1], [1], [1]
-        pad = MAXD - len(cshape)
-        sizes, dst, src = [1] * pad + cshape, [0] * pad + dst, [0] * pad + src
-        padded = cdiv(sizes[-1], chunk) * chunk
-        mode = 0
-        if dst[-1] == 1 and src[-1] == 1:
-            aligned = all(d * dst_size % 16 == 0 and s * src_size % 16 == 0
-                          for d, s in zip(dst[:-1], src[:-1]))
-            mode = 2 if aligned else 1
-        row = (padded, sizes[1], sizes[2], sizes[3], *dst, *src)
-        hit = ((numel(sizes[:-1]) * padded,), row, mode)
-    if len(_geometries) > 4096:  # many distinct geometries: start over
-        _geometries.clear()
-    _geometries[key] = hit
-    return hit
+        return None
+    if not cshape:  # one element
+        cshape, dst, src = [1], [1], [1]
+    pad = MAXD - len(cshape)
+    sizes, dst, src = [1] * pad + cshape, [0] * pad + dst, [0] * pad + src
+    padded = cdiv(sizes[-1], chunk) * chunk
+    mode = 0
+    if dst[-1] == 1 and src[-1] == 1:
+        aligned = all(d * dst_size % 16 == 0 and s * src_size % 16 == 0
+                      for d, s in zip(dst[:-1], src[:-1]))
+        mode = 2 if aligned else 1
+    return (numel(sizes[:-1]) * padded,), (padded, *sizes[1:], *dst, *src, mode)
 
 
 def multi_tensor_copy_(dsts, srcs):
@@ -163,38 +154,38 @@ def multi_tensor_copy_(dsts, srcs):
     """
     if not dsts:
         return None
-    device = dsts[0].device
+    device, chunk = dsts[0].device, _optim.CHUNK
     groups: dict = {}  # (dst dtype, src dtype) -> (dsts, srcs, chunked shapes, geometry)
     for dst, src in zip(dsts, srcs):
-        dt, st = dst.dtype, src.dtype
+        dt, st, shape = dst.dtype, src.dtype, dst.shape
         if dt not in _DTYPES or st not in _DTYPES or dst.device != device \
                 or src.device != device:
             return NotImplemented  # genesis runs the row's composite
-        if dst.shape != src.shape:
-            raise ValueError(f"multi_tensor_copy_: a destination of shape {dst.shape} was "
+        if src.shape != shape:
+            raise ValueError(f"multi_tensor_copy_: a destination of shape {shape} was "
                              f"paired with a source of shape {src.shape}")
-        geo = _geometry(dst.shape, dst.strides, src.strides, dt.itemsize, st.itemsize)
+        key = (shape, dst.strides, src.strides, dt, st, chunk)
+        geo = _geometries.get(key)
         if geo is None:
-            return NotImplemented
-        chunked, row, mode = geo
-        if mode == 2 and (dst.data_ptr() | src.data_ptr()) & 15:
-            mode = 1
+            geo = _geometry(shape, dst.strides, src.strides, dt.itemsize, st.itemsize, chunk)
+            if geo is None:
+                return NotImplemented
+            if len(_geometries) > 4096:  # many distinct geometries: start over
+                _geometries.clear()
+            _geometries[key] = geo
         group = groups.get((dt, st))
         if group is None:
             group = groups[(dt, st)] = ([], [], [], [])
         group[0].append(dst)
         group[1].append(src)
-        group[2].append(chunked)
-        group[3].extend(row)
-        group[3].append(mode)
+        group[2].append(geo[0])
+        group[3].extend(geo[1])
     for (dt, st), (ds, ss, chunked, rows) in groups.items():
         table, n_chunks, _ = _optim._table([ds, ss], device, extra=tuple(rows),
                                            shapes=tuple(chunked), cache=_tables,
                                            cache_size=TABLE_CACHE)
         if n_chunks == 0:  # only empty pairs
             continue
-        key = (dt.name, st.name, _optim.CHUNK, _optim.BLOCK)
-        _copy.launch(key, device, (n_chunks,),
-                     (table, len(ds), tl_dtype(dt), tl_dtype(st), G, _optim.CHUNK,
-                      _optim.BLOCK))
+        _copy.launch((dt.name, st.name, chunk, _optim.BLOCK), device, (n_chunks,),
+                     (table, len(ds), tl_dtype(dt), tl_dtype(st), G, chunk, _optim.BLOCK))
     return None
