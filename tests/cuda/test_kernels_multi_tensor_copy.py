@@ -6,6 +6,7 @@ tensors with the fused op recorded, and the recorded pairs (views of the plan's 
 rebuilt on the device over copies of those buffers; the CPU run is the reference. Runs on a
 GPU and on the CPU under the Triton interpreter (``TRITON_INTERPRET=1``, through
 ``test_multi_tensor_copy_interpreted.py``), with chunks shrunk so pairs span several programs.
+(``dev`` waits for torch's stream before handing a tensor to a kernel on genesis's.)
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import torch
 
 pytest.importorskip("triton")  # the kernels are Triton code; CI machines may lack it
 
-from kernel_arrays import DEV, INTERPRET, TORCH, sync, wrap  # noqa: E402
+from kernel_arrays import DEV, INTERPRET, TORCH, dev, sync, wrap  # noqa: E402
 
 import genesis  # noqa: E402
 from genesis import dtypes as D  # noqa: E402
@@ -122,7 +123,7 @@ def _recorded(monkeypatch, call, bases):
 def _replay(before, geometry):
     """The recorded pairs over device copies of the bases as they were: (bases, dsts, srcs)."""
     bases = [t.to(DEV) for t in before]
-    views = [[wrap(bases[i].as_strided(shape, strides, off)) for i, shape, strides, off in side]
+    views = [[dev(bases[i].as_strided(shape, strides, off)) for i, shape, strides, off in side]
              for side in zip(*geometry)]
     return bases, views[0], views[1]
 
@@ -167,7 +168,7 @@ def test_fsdp_packing_in_one_launch_per_dtype_pair(monkeypatch, launches, world,
 
 # ------------------------------------------------------------------ general pairs
 def _pair(dst, src):
-    return wrap(dst), wrap(src)
+    return dev(dst), dev(src)
 
 
 def test_strides_broadcasts_casts_and_empty_pairs(launches):
@@ -202,7 +203,7 @@ def test_every_floating_cast_as_copy_casts(launches, dst_dtype, src_dtype):
     src = _rand((3, 50), src_dtype, 8).to(DEV)
     dst = torch.zeros((50, 3), dtype=TORCH[dst_dtype], device=DEV).t()
     flat = torch.zeros(150, dtype=TORCH[dst_dtype], device=DEV)
-    assert mtc.multi_tensor_copy_([wrap(dst), wrap(flat)], [wrap(src), wrap(src.reshape(-1))]) \
+    assert mtc.multi_tensor_copy_([dev(dst), dev(flat)], [dev(src), dev(src.reshape(-1))]) \
         is None
     assert len(launches.keys) == 1
     _assert_same(dst, src.to(dst.dtype), cast=dst_dtype is not src_dtype)
@@ -217,7 +218,7 @@ def test_many_pairs_over_many_chunks(launches):
     for n in sizes:  # every other element of one buffer
         dsts.append(out[at:at + 2 * n:2])
         at += 2 * n
-    assert mtc.multi_tensor_copy_([wrap(d) for d in dsts], [wrap(s) for s in srcs]) is None
+    assert mtc.multi_tensor_copy_([dev(d) for d in dsts], [dev(s) for s in srcs]) is None
     assert len(launches.keys) == 1
     for d, s in zip(dsts, srcs):
         _assert_same(d, s)
@@ -227,7 +228,7 @@ def test_many_pairs_over_many_chunks(launches):
 def test_the_table_is_uploaded_once_for_the_same_pairs(launches):
     src, dst = _rand((3, 70), D.float32, 9).to(DEV), torch.zeros(70, 3, device=DEV).t()
     for _ in range(3):
-        mtc.multi_tensor_copy_([wrap(dst)], [wrap(src)])
+        mtc.multi_tensor_copy_([dev(dst)], [dev(src)])
     assert len(launches.keys) == 3 and len(launches.uploads) == 1
     _assert_same(dst, src)
 
@@ -242,7 +243,7 @@ def test_each_way_a_row_is_read(launches):
     odd = torch.zeros(4, 97, device=DEV)[:, :96]  # 388-byte rows
     strided = torch.zeros(96, 4, device=DEV).t()
     dsts = [aligned, shifted, odd, strided]
-    mtc.multi_tensor_copy_([wrap(d) for d in dsts], [wrap(src)] * 4)
+    mtc.multi_tensor_copy_([dev(d) for d in dsts], [dev(src)] * 4)
     assert len(launches.keys) == 1
     (table,) = launches.uploads
     assert list(table[-4 * mtc.G:].reshape(4, mtc.G)[:, -1]) == [2, 2, 1, 0]
@@ -252,7 +253,7 @@ def test_each_way_a_row_is_read(launches):
 
 def test_only_empty_pairs_launch_nothing(launches):
     e = torch.zeros(0, 4, device=DEV)
-    assert mtc.multi_tensor_copy_([wrap(e)], [wrap(e.clone())]) is None
+    assert mtc.multi_tensor_copy_([dev(e)], [dev(e.clone())]) is None
     assert mtc.multi_tensor_copy_([], []) is None
     assert launches.keys == []
 
@@ -263,17 +264,17 @@ def test_uncovered_operands_decline_before_launching(launches):
     i = torch.arange(4, dtype=torch.int32, device=DEV)
     five = torch.zeros(2, 2, 2, 2, 2, device=DEV)
     five_src = _rand((2, 2, 2, 2, 2), D.float32, 11).to(DEV).permute(4, 2, 0, 3, 1)
-    other = wrap(f.clone())
+    other = dev(f.clone())
     other.device = 1
     for dsts, srcs in (([f.clone(), i.clone()], [f, i]),  # an integer pair
                        ([f.clone(), five[:, :, :, :, :]], [f, five_src]),  # 5 dims kept
                        ([f.clone()], [i])):  # int32 -> float32
-        assert mtc.multi_tensor_copy_([wrap(d) for d in dsts],
-                                      [wrap(s) for s in srcs]) is NotImplemented
-    assert mtc.multi_tensor_copy_([wrap(f.clone())], [other]) is NotImplemented  # 2 devices
+        assert mtc.multi_tensor_copy_([dev(d) for d in dsts],
+                                      [dev(s) for s in srcs]) is NotImplemented
+    assert mtc.multi_tensor_copy_([dev(f.clone())], [other]) is NotImplemented  # 2 devices
     assert launches.keys == []
     with pytest.raises(ValueError, match=r"shape \(4,\).*shape \(3,\)"):
-        mtc.multi_tensor_copy_([wrap(f.clone())], [wrap(f[:3])])
+        mtc.multi_tensor_copy_([dev(f.clone())], [dev(f[:3])])
 
 
 def test_the_cuda_backend_runs_the_kernel_and_declines_to_the_composite(launches):
@@ -283,11 +284,11 @@ def test_the_cuda_backend_runs_the_kernel_and_declines_to_the_composite(launches
     dst = torch.zeros(5, 6, dtype=torch.float32, device=DEV).t()
     ints = torch.arange(6, dtype=torch.int64, device=DEV)
     int_dst = torch.zeros(6, dtype=torch.int64, device=DEV)
-    copy_plan.MULTI_TENSOR_COPY.forward(backend, [wrap(dst)], [wrap(src)])
+    copy_plan.MULTI_TENSOR_COPY.forward(backend, [dev(dst)], [dev(src)])
     assert len(launches.keys) == 1  # the kernel ran
     _assert_same(dst, src.float())
-    copy_plan.MULTI_TENSOR_COPY.forward(backend, [wrap(int_dst), wrap(dst)],
-                                        [wrap(ints), wrap(src * 2)])
+    copy_plan.MULTI_TENSOR_COPY.forward(backend, [dev(int_dst), dev(dst)],
+                                        [dev(ints), dev(src * 2)])
     assert len(launches.keys) == 1  # declined: the composite's copies ran
     _assert_same(int_dst, ints)
     _assert_same(dst, (src * 2).float())
