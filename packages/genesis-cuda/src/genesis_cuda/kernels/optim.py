@@ -5,7 +5,8 @@ allocations, so the kernel reads their addresses from a device *table*:
 
     [ptrs: n_tensors x K int64 | numel: n_tensors | chunk's tensor: C | chunk's start: C]
 
-(``multi_tensor_copy`` appends a block of per-tensor geometry after the chunk starts.)
+(``multi_tensor_copy`` lays the chunks over each pair's rows and appends a block of per-pair
+geometry after the chunk starts.)
 
 ``K`` arrays per tensor (param, grad, then the optimizer's state), and one program per
 ``CHUNK``-element chunk of some tensor (C chunks in all). The table is built on the host
