@@ -153,3 +153,26 @@ def test_frozen_parameter_in_a_block_is_packed_as_zeros_and_gets_no_gradient(wor
         if q.grad is not None:
             np.testing.assert_allclose(p.grad.numpy(), q.grad.numpy(), rtol=1e-5, atol=1e-6,
                                        err_msg=name)
+
+
+def test_a_group_packs_after_resharding_and_after_the_older_reduce_scatter(world_of_one):
+    # torch FSDP2's order, for the peak: when a group's packed buffer is made, its unsharded
+    # parameters are gone and the previous group's packed gradients are freed (its
+    # reduce-scatter waited for), so neither sits beside the new buffer
+    model = _model()
+    groups = {id(m._fsdp_state.group): name for name, m in (("block", model[1]),
+                                                             ("root", model))}
+    seen = []
+    for module in (model[1], model):
+        group = module._fsdp_state.group
+        pack = group.plan.pack
+
+        def watching(grads, packed, zero, group=group, pack=pack):
+            tree = model._fsdp_state.tree  # (made at the first forward)
+            seen.append((groups[id(group)], group.is_unsharded, len(tree.pending)))
+            return pack(grads, packed, zero)
+
+        group.plan.pack = watching
+    x = genesis.tensor(np.random.default_rng(4).standard_normal((3, 4)).astype(np.float32))
+    model(x).square().sum().backward()
+    assert seen == [("block", False, 0), ("root", False, 0)]

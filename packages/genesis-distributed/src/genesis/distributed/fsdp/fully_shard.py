@@ -227,17 +227,18 @@ class _State:
     def post_backward(self) -> None:
         tree = self.tree
         tree.backward_started = True
-        tree.pending.append(self.group.start_reduce())
-        frozen = len(self.group.trainable) != len(self.group.params)
-        if not frozen and not self.held:
-            self.group.reshard()
-        tree.expecting.discard(self)
-        # one reduce-scatter stays in flight while the next block computes; waiting for the
-        # older one frees its packed gradients (on NCCL the host does not block)
-        keep = 0 if not tree.expecting else 1
-        while len(tree.pending) > keep:
+        # one reduce-scatter stays in flight while the next block computes. The older one is
+        # waited for before this group packs (on NCCL the host does not block: the compute
+        # stream waits, for a collective that ran beside this block's backward), so its
+        # packed gradients are freed first and two groups' never coexist (torch FSDP2's order)
+        while tree.pending:
             tree.pending.pop(0).wait()
+        frozen = len(self.group.trainable) != len(self.group.params)
+        tree.pending.append(self.group.start_reduce(reshard=not frozen and not self.held))
+        tree.expecting.discard(self)
         if not tree.expecting:
+            while tree.pending:
+                tree.pending.pop(0).wait()
             for state in tree.states:
                 if state.group is not None and not state.held:
                     state.group.reshard()

@@ -186,8 +186,13 @@ class FSDPParamGroup:
             self._grads_ready = 0
             self.on_grads_ready(self)
 
-    def start_reduce(self):
+    def start_reduce(self, reshard: bool):
         """Pack the unsharded gradients, issue their averaging reduce-scatter, free them.
+
+        Args:
+            reshard: free the unsharded parameters once their gradients are taken, before
+                the packed buffer is made (torch FSDP2's order): the group's peak then holds
+                the gradients and their packed copy, not the parameters as well.
 
         Returns:
             the collective's ``Work``; its ``wait()`` sets the sharded ``.grad``s.
@@ -201,6 +206,8 @@ class FSDPParamGroup:
                 fp.unsharded.grad = None
             else:
                 grads.append(None)
+        if reshard:
+            self.reshard()
         with genesis.no_grad():
             # (the alignment gaps between chunks are never read: left uninitialised)
             packed = genesis.empty((world, self.local_numel), dtype=self.reduce_dtype,
