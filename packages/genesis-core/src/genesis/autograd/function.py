@@ -12,6 +12,7 @@ from __future__ import annotations
 from types import MappingProxyType
 
 from genesis.autograd import grad_mode
+from genesis.autograd.back_references import AccumulateGrad, SavedOutput, hold_outputs_weakly
 from genesis.autograd.grad_mode import _state as _grad_state
 from genesis.dispatch import OpHandle, intercept, op_name_of, register
 from genesis.dispatch import _modes as _intercepting
@@ -35,6 +36,7 @@ class Node:
     needs_input_grad: tuple = ()
     _saved: tuple | None = None
     _saved_versions: tuple = ()
+    _saved_outputs = False  # True: _saved holds SavedOutputs (see connect)
     _hooks = MappingProxyType({})  # output index -> hooks on that output's grad
     _post_hooks: tuple = ()
     _n_outputs = 1
@@ -70,7 +72,18 @@ class Node:
                     f"an inplace operation: [{t.dtype} {list(t.shape)}], which is output 0 of "
                     f"{self.name()}, is at version {t._version_box[0]}; expected version "
                     f"{version} instead.")
+        if self._saved_outputs:
+            return self.saved_values()
         return self._saved
+
+    def saved_values(self) -> tuple:
+        """The saved tensors (outputs unpacked: see ``SavedOutput``) without the in-place
+        check, for what inspects a graph (``genesis.autograd.saved``, the compiler's
+        tracer); ``()`` once freed."""
+        saved = self._saved
+        if not self._saved_outputs or saved is None:
+            return saved or ()
+        return tuple(t.unpack(self) if type(t) is SavedOutput else t for t in saved)
 
     def mark_dirty(self, *tensors) -> None:
         """Declare inputs that ``forward`` modified in place."""
@@ -120,28 +133,6 @@ class Node:
 
     def __repr__(self) -> str:
         return f"<{self.name()} object at {id(self):#x}>"
-
-
-class AccumulateGrad:
-    """The graph's sink for a leaf tensor: adds incoming gradients into ``leaf.grad``."""
-
-    __slots__ = ("variable", "_hooks", "_post_accumulate_hooks", "next_functions")
-
-    def __init__(self, variable):
-        self.variable = variable
-        self._hooks: dict[int, list] = {}
-        self._post_accumulate_hooks: list = []  # hook(leaf) after leaf.grad was updated
-        self.next_functions = ()
-
-    def name(self) -> str:
-        return "AccumulateGrad"
-
-    def hooks_at(self, idx: int) -> list:
-        """The (mutable) list of hooks on the leaf's gradient."""
-        return self._hooks.setdefault(idx, [])
-
-    def __repr__(self) -> str:
-        return f"<AccumulateGrad object at {id(self):#x}>"
 
 
 class _RemovableHandle:
@@ -277,8 +268,11 @@ def connect(ctx: Node, args: tuple, out):
     Inputs ``forward`` marked dirty get their versions bumped first; then ``ctx`` gets its
     edges to the inputs' graph (``next_functions``, ``needs_input_grad``) and becomes the
     ``grad_fn`` of the floating outputs (of an input edited in place: its history is
-    rebased). ``recorded`` ends with it; the dispatcher's entries call it after running a
-    ``kernel_forward`` op's forward with a new node.
+    rebased). A tensor ``ctx`` saved that is now one of its outputs is then held weakly
+    (``SavedOutput``: otherwise output and node would be a reference cycle, freed only by
+    the cyclic collector; genesis.autograd.back_references). ``recorded`` ends with it;
+    the dispatcher's entries call it after running a ``kernel_forward`` op's forward with a
+    new node.
 
     Args:
         ctx: the op's new node (``cls._backward_cls()``), the ``ctx`` forward ran with.
@@ -320,6 +314,12 @@ def connect(ctx: Node, args: tuple, out):
             out._out_idx = 0
             if out._base is not None:
                 out._view_version = out._version_box[0]
+            saved = ctx._saved
+            if saved is not None:  # saved its own output: held weakly (no reference cycle)
+                for t in saved:
+                    if t is out:
+                        hold_outputs_weakly(ctx, saved)
+                        break
             return out
         outs = (out,)
     else:
@@ -342,6 +342,9 @@ def connect(ctx: Node, args: tuple, out):
         o._out_idx = i
         if o._base is not None:  # a view: its history is valid until the base is edited
             o._view_version = o._version_box[0]
+    saved = ctx._saved
+    if saved is not None and any(getattr(t, "grad_fn", None) is ctx for t in saved):
+        hold_outputs_weakly(ctx, saved)  # (its outputs or inputs edited in place)
     return out
 
 
