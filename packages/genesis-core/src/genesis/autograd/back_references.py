@@ -39,7 +39,7 @@ class SavedOutput:
     Example:
         >>> y = x.exp()
         >>> y.grad_fn._saved[1]
-        <SavedOutput of ExpBackward output 0>
+        <SavedOutput of Tensor output 0>
     """
 
     __slots__ = ("tensor", "_data", "_version_box", "_base", "shape", "dtype", "device",
