@@ -14,6 +14,7 @@ import gc
 import weakref
 
 import pytest
+from op_table import OPS, Built, flatten_outputs, samples_for
 
 import genesis
 from genesis.autograd.function import AccumulateGrad, Node
@@ -152,6 +153,37 @@ def test_a_custom_function_with_two_saved_outputs_backwards_after_they_are_dropp
     del a, b
     loss.backward()
     assert_close(x.grad, 2 * x.detach() + 3)
+
+
+def _nodes_of(outputs) -> list:
+    nodes, seen = [], set()
+    stack = [o.grad_fn for o in outputs if isinstance(o, genesis.Tensor)]
+    while stack:
+        node = stack.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        nodes.append(node)
+        stack.extend(e[0] for e in node.next_functions if e is not None)
+    return nodes
+
+
+@pytest.mark.parametrize("op", [op for op in OPS if op.differentiable], ids=lambda op: op.name)
+def test_no_op_of_the_table_keeps_its_own_output(op):
+    """Every op, whichever path records it (an entry's direct ``connect`` skips the look for
+    saved outputs unless the Function says ``saves_output``): no node holds a tensor whose
+    ``grad_fn`` it is."""
+    for _, realized in samples_for(op, "float32"):
+        built = Built(realized, "genesis", "cpu", requires_grad=True)
+        if not built.leaves:
+            continue
+        outs = flatten_outputs(op.op(*built.args, **built.kwargs))
+        for node in _nodes_of(outs):
+            if isinstance(node, AccumulateGrad):
+                continue
+            kept = [t for t in node._saved or () if isinstance(t, genesis.Tensor)]
+            kept += [v for v in vars(node).values() if isinstance(v, genesis.Tensor)]
+            assert not any(t.grad_fn is node for t in kept), f"{op.name}: {node.name()}"
 
 
 # ------------------------------------------------------- what the cycles carried still works

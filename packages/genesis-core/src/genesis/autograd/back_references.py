@@ -15,7 +15,9 @@ kept every tensor it saved — device memory, on a GPU — until then. torch bre
 same way as here: a saved output keeps its data but not its tensor (``SavedOutput``), and
 the sink points at its leaf weakly.
 
-Neither costs a recorded op anything unless it saves its own output (see ``connect``).
+Neither costs a recorded op anything unless it may save its own output: ``recorded`` looks
+among the saved tensors of the ops it records, and the dispatcher's entries record an op whose
+forward may save its output (``Function.saves_output``) through ``recorded``.
 """
 
 from __future__ import annotations
@@ -68,12 +70,23 @@ class SavedOutput:
         return f"<SavedOutput of {self.cls.__name__} output {self.index}>"
 
 
+class SavedWithOutputs(tuple):
+    """A node's saved tensors (its ``_saved``) where a ``SavedOutput`` stands for each of its
+    own outputs: the type tells ``Node.saved_tensors`` to unpack them, at the cost of one
+    type check for every other node."""
+
+    __slots__ = ()
+
+    def unpack(self, node) -> tuple:
+        """The saved tensors, each ``SavedOutput`` unpacked for ``node``."""
+        return tuple(t.unpack(node) if type(t) is SavedOutput else t for t in self)
+
+
 def hold_outputs_weakly(ctx, saved: tuple) -> None:
     """Replace in ``ctx``'s saved tensors (``saved``, its ``_saved``) each one whose
     ``grad_fn`` is ``ctx`` — an output of it — by a ``SavedOutput``."""
-    ctx._saved = tuple(SavedOutput(t) if getattr(t, "grad_fn", None) is ctx else t
-                       for t in saved)
-    ctx._saved_outputs = True
+    ctx._saved = SavedWithOutputs(SavedOutput(t) if t is not None and t.grad_fn is ctx else t
+                                  for t in saved)
 
 
 class AccumulateGrad:

@@ -7,7 +7,9 @@ before ``forward`` instead of two (the public function, then ``apply``) and no t
 of arguments. They behave exactly as ``cls.apply`` (autocast, dispatch modes, recording);
 ``test_dispatch`` checks it. Recording a ``kernel_forward`` op is ``recorded``'s steps for
 it, spelled out: the new node, ``forward`` with it, ``connect`` (one frame less than the
-call of ``recorded``, which then calls ``forward`` through ``call_forward``).
+call of ``recorded``, which then calls ``forward`` through ``call_forward``) — unless its
+forward may save its own output (``Function.saves_output``): ``recorded`` then holds that
+weakly (no reference cycle), which ``connect`` alone does not.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ def unary_entry(cls):
     """``call(input)``: ``cls.apply(input)`` for a Function whose forward takes one input, a
     tensor (anything else is a TypeError naming the op)."""
     forward, op, category = cls.forward, cls.op, cls.autocast
-    records, direct, new_node = cls.differentiable, cls.kernel_forward, cls._backward_cls
+    records, direct, new_node = cls.differentiable, directly_recorded(cls), cls._backward_cls
 
     def call(input):  # (torch's parameter name: it is the public function too)
         if category is not None and _autocast_anywhere.on and F._autocast_state.enabled:
@@ -56,7 +58,7 @@ def constants_entry(cls, count: int):
     sizes; a reduction's dims and keepdim, and its dtype). One closure per count, each of fixed
     arity: a ``*args`` entry costs as much host time as all its steps together."""
     forward, op, category = cls.forward, cls.op, cls.autocast
-    records, direct, new_node = cls.differentiable, cls.kernel_forward, cls._backward_cls
+    records, direct, new_node = cls.differentiable, directly_recorded(cls), cls._backward_cls
 
     def call1(input, c1):
         if category is not None and _autocast_anywhere.on and F._autocast_state.enabled:
@@ -114,6 +116,12 @@ def constants_entry(cls, count: int):
 _NO_KWARGS: dict = {}  # (read only)
 
 
+def directly_recorded(cls) -> bool:
+    """Whether an entry records ``cls`` itself (new node, forward, ``connect``) rather than
+    through ``recorded``: a ``kernel_forward`` op that saves no output of its own."""
+    return cls.kernel_forward and not cls.saves_output
+
+
 def not_a_tensor(op, value) -> TypeError:
     """The error of an op whose tensor input is something else: the entries read the input's
     ``requires_grad`` first, and only a tensor has one."""
@@ -124,7 +132,7 @@ def binary_entry(cls):
     """``call(input, other)``: ``cls.apply(input, other)`` for a Function whose forward takes
     two inputs."""
     forward, op, category = cls.forward, cls.op, cls.autocast
-    records, direct, new_node = cls.differentiable, cls.kernel_forward, cls._backward_cls
+    records, direct, new_node = cls.differentiable, directly_recorded(cls), cls._backward_cls
 
     def call(input, other):  # (torch's parameter names: it is the public function too)
         if category is not None and _autocast_anywhere.on and F._autocast_state.enabled:
@@ -199,7 +207,7 @@ def matrix_entry(cls, general):
         >>> matmul = matrix_entry(Matmul, with_vectors)
     """
     forward, op, category = cls.forward, cls.op, cls.autocast
-    records, direct, new_node = cls.differentiable, cls.kernel_forward, cls._backward_cls
+    records, direct, new_node = cls.differentiable, directly_recorded(cls), cls._backward_cls
 
     def call(input, other):
         try:  # (a try costs nothing until it catches)

@@ -12,7 +12,11 @@ from __future__ import annotations
 from types import MappingProxyType
 
 from genesis.autograd import grad_mode
-from genesis.autograd.back_references import AccumulateGrad, SavedOutput, hold_outputs_weakly
+from genesis.autograd.back_references import (
+    AccumulateGrad,
+    SavedWithOutputs,
+    hold_outputs_weakly,
+)
 from genesis.autograd.grad_mode import _state as _grad_state
 from genesis.dispatch import OpHandle, intercept, op_name_of, register
 from genesis.dispatch import _modes as _intercepting
@@ -36,7 +40,6 @@ class Node:
     needs_input_grad: tuple = ()
     _saved: tuple | None = None
     _saved_versions: tuple = ()
-    _saved_outputs = False  # True: _saved holds SavedOutputs (see connect)
     _hooks = MappingProxyType({})  # output index -> hooks on that output's grad
     _post_hooks: tuple = ()
     _n_outputs = 1
@@ -72,8 +75,8 @@ class Node:
                     f"an inplace operation: [{t.dtype} {list(t.shape)}], which is output 0 of "
                     f"{self.name()}, is at version {t._version_box[0]}; expected version "
                     f"{version} instead.")
-        if self._saved_outputs:
-            return self.saved_values()
+        if type(self._saved) is SavedWithOutputs:  # (a saved output held weakly: see recorded)
+            return self._saved.unpack(self)
         return self._saved
 
     def saved_values(self) -> tuple:
@@ -81,9 +84,7 @@ class Node:
         check, for what inspects a graph (``genesis.autograd.saved``, the compiler's
         tracer); ``()`` once freed."""
         saved = self._saved
-        if not self._saved_outputs or saved is None:
-            return saved or ()
-        return tuple(t.unpack(self) if type(t) is SavedOutput else t for t in saved)
+        return saved.unpack(self) if type(saved) is SavedWithOutputs else saved or ()
 
     def mark_dirty(self, *tensors) -> None:
         """Declare inputs that ``forward`` modified in place."""
@@ -203,6 +204,12 @@ class Function:
     # elementwise ops and reductions, the views): recording it needs no switch of grad mode,
     # which costs two thread-local writes per recorded op (test_dispatch checks the claim)
     kernel_forward = False
+    # True: forward may save one of its own outputs (``ctx.save_for_backward(y)``). A
+    # ``kernel_forward`` op's entry (genesis.autograd.entries) then records it through
+    # ``recorded``, which holds such a tensor weakly; ``connect`` alone, the entries' direct
+    # path, does not look (it is the host path of add, mul, views). Other ops always go
+    # through ``recorded``: they need not say.
+    saves_output = False
     _backward_cls: type  # this Function's graph node class, ``<Function>Backward`` (see Node)
     op: OpHandle | None  # this Function's entry in the op registry (genesis.dispatch)
     # A class may set ``op_name`` (None: a base class, not an op); by default the registry
@@ -247,19 +254,29 @@ class Function:
 
 def recorded(cls, args: tuple, kwargs: dict):
     """Run ``cls.forward`` with a new graph node as its ``ctx`` (its own ops unrecorded) and
-    make the node the outputs' ``grad_fn`` (``connect``)."""
+    make the node the outputs' ``grad_fn`` (``connect``); a saved tensor that is now one of
+    the node's outputs is then held weakly (``hold_outputs_weakly``: otherwise output and
+    node would be a reference cycle, freed only by Python's cyclic collector)."""
     ctx = cls._backward_cls()
     if cls.kernel_forward:  # (it runs no op: no grad mode to switch off, see Function)
-        return connect(ctx, args, call_forward(cls.forward, ctx, args, kwargs))
-    # forward's own ops are not recorded: grad mode off meanwhile, written in this thread's
-    # dict of the thread-local state (one thread-local lookup instead of two)
-    grad_mode_of_thread = _grad_state.__dict__
-    grad_mode_of_thread["enabled"] = False
-    try:
-        out = call_forward(cls.forward, ctx, args, kwargs)
-    finally:
-        grad_mode_of_thread["enabled"] = True
-    return connect(ctx, args, out)
+        out = connect(ctx, args, call_forward(cls.forward, ctx, args, kwargs))
+    else:
+        # forward's own ops are not recorded: grad mode off meanwhile, written in this
+        # thread's dict of the thread-local state (one thread-local lookup instead of two)
+        grad_mode_of_thread = _grad_state.__dict__
+        grad_mode_of_thread["enabled"] = False
+        try:
+            out = call_forward(cls.forward, ctx, args, kwargs)
+        finally:
+            grad_mode_of_thread["enabled"] = True
+        out = connect(ctx, args, out)
+    saved = ctx._saved
+    if saved is not None:
+        for t in saved:
+            if t is not None and t.grad_fn is ctx:  # (an output, or an input edited in place)
+                hold_outputs_weakly(ctx, saved)
+                break
+    return out
 
 
 def connect(ctx: Node, args: tuple, out):
@@ -268,11 +285,9 @@ def connect(ctx: Node, args: tuple, out):
     Inputs ``forward`` marked dirty get their versions bumped first; then ``ctx`` gets its
     edges to the inputs' graph (``next_functions``, ``needs_input_grad``) and becomes the
     ``grad_fn`` of the floating outputs (of an input edited in place: its history is
-    rebased). A tensor ``ctx`` saved that is now one of its outputs is then held weakly
-    (``SavedOutput``: otherwise output and node would be a reference cycle, freed only by
-    the cyclic collector; genesis.autograd.back_references). ``recorded`` ends with it;
-    the dispatcher's entries call it after running a ``kernel_forward`` op's forward with a
-    new node.
+    rebased). ``recorded`` ends with it (then holds a saved output weakly); the dispatcher's
+    entries call it after running with a new node the forward of a ``kernel_forward`` op that
+    saves no output of its own.
 
     Args:
         ctx: the op's new node (``cls._backward_cls()``), the ``ctx`` forward ran with.
@@ -314,12 +329,6 @@ def connect(ctx: Node, args: tuple, out):
             out._out_idx = 0
             if out._base is not None:
                 out._view_version = out._version_box[0]
-            saved = ctx._saved
-            if saved is not None:  # saved its own output: held weakly (no reference cycle)
-                for t in saved:
-                    if t is out:
-                        hold_outputs_weakly(ctx, saved)
-                        break
             return out
         outs = (out,)
     else:
@@ -342,9 +351,6 @@ def connect(ctx: Node, args: tuple, out):
         o._out_idx = i
         if o._base is not None:  # a view: its history is valid until the base is edited
             o._view_version = o._version_box[0]
-    saved = ctx._saved
-    if saved is not None and any(getattr(t, "grad_fn", None) is ctx for t in saved):
-        hold_outputs_weakly(ctx, saved)  # (its outputs or inputs edited in place)
     return out
 
 

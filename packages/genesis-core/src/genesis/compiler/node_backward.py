@@ -27,8 +27,7 @@ class UntraceableError(RuntimeError):
 
 # Node attributes that are graph wiring or saved tensors, not the formula's constants.
 _HANDLES: dict = {}  # Function -> its whole-node backward op
-_WIRING = frozenset({"_saved", "_saved_versions", "_saved_outputs", "next_functions", "_hooks",
-                     "_post_hooks"})
+_WIRING = frozenset({"_saved", "_saved_versions", "next_functions", "_hooks", "_post_hooks"})
 
 
 class CtxState:
