@@ -62,22 +62,23 @@ class Node:
     @property
     def saved_tensors(self) -> tuple:
         """The tensors given to ``save_for_backward``, checked against in-place edits."""
-        if self._saved is None:
+        saved = self._saved
+        if saved is None:
             raise RuntimeError(
                 "Trying to backward through the graph a second time (or directly access saved "
                 "tensors after they have already been freed). Saved intermediate values of the "
                 "graph are freed when you call .backward() or autograd.grad(). Specify "
                 "retain_graph=True if you need to backward through the graph a second time.")
-        for t, version in zip(self._saved, self._saved_versions):
+        for t, version in zip(saved, self._saved_versions):
             if t is not None and t._version_box[0] != version:
                 raise RuntimeError(
                     "one of the variables needed for gradient computation has been modified by "
                     f"an inplace operation: [{t.dtype} {list(t.shape)}], which is output 0 of "
                     f"{self.name()}, is at version {t._version_box[0]}; expected version "
                     f"{version} instead.")
-        if type(self._saved) is SavedWithOutputs:  # (a saved output held weakly: see recorded)
-            return self._saved.unpack(self)
-        return self._saved
+        if type(saved) is SavedWithOutputs:  # (a saved output held weakly: see recorded)
+            return saved.unpack(self)
+        return saved
 
     def saved_values(self) -> tuple:
         """The saved tensors (outputs unpacked: see ``SavedOutput``) without the in-place
