@@ -7,9 +7,9 @@ before ``forward`` instead of two (the public function, then ``apply``) and no t
 of arguments. They behave exactly as ``cls.apply`` (autocast, dispatch modes, recording);
 ``test_dispatch`` checks it. Recording a ``kernel_forward`` op is ``recorded``'s steps for
 it, spelled out: the new node, ``forward`` with it, ``connect`` (one frame less than the
-call of ``recorded``, which then calls ``forward`` through ``call_forward``) — unless its
-forward may save its own output (``Function.saves_output``): ``recorded`` then holds that
-weakly (no reference cycle), which ``connect`` alone does not.
+call of ``recorded``, which then calls ``forward`` through ``call_forward``) — or
+``connect_saving`` for an op whose forward may save its own output (``Function.saves_output``),
+which it holds weakly (no reference cycle): ``connect`` alone does not look.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from genesis.autograd.function import (
     _TENSOR_TYPES,
     _autocast_anywhere,
     connect,
+    connect_saving,
     recorded,
 )
 from genesis.autograd.grad_mode import _state as _grad_state
@@ -31,7 +32,8 @@ def unary_entry(cls):
     """``call(input)``: ``cls.apply(input)`` for a Function whose forward takes one input, a
     tensor (anything else is a TypeError naming the op)."""
     forward, op, category = cls.forward, cls.op, cls.autocast
-    records, direct, new_node = cls.differentiable, directly_recorded(cls), cls._backward_cls
+    records, direct, new_node = cls.differentiable, cls.kernel_forward, cls._backward_cls
+    link = connect_saving if cls.saves_output else connect
 
     def call(input):  # (torch's parameter name: it is the public function too)
         if category is not None and _autocast_anywhere.on and F._autocast_state.enabled:
@@ -45,7 +47,7 @@ def unary_entry(cls):
         if records and wants_grad and _grad_state.enabled:
             if direct:  # (recorded's steps for a forward that runs no op)
                 ctx = new_node()
-                return connect(ctx, (input,), forward(ctx, input))
+                return link(ctx, (input,), forward(ctx, input))
             return recorded(cls, (input,), _NO_KWARGS)
         return forward(_NO_GRAD_CTX, input)
 
@@ -58,7 +60,8 @@ def constants_entry(cls, count: int):
     sizes; a reduction's dims and keepdim, and its dtype). One closure per count, each of fixed
     arity: a ``*args`` entry costs as much host time as all its steps together."""
     forward, op, category = cls.forward, cls.op, cls.autocast
-    records, direct, new_node = cls.differentiable, directly_recorded(cls), cls._backward_cls
+    records, direct, new_node = cls.differentiable, cls.kernel_forward, cls._backward_cls
+    link = connect_saving if cls.saves_output else connect
 
     def call1(input, c1):
         if category is not None and _autocast_anywhere.on and F._autocast_state.enabled:
@@ -72,7 +75,7 @@ def constants_entry(cls, count: int):
         if records and wants_grad and _grad_state.enabled:
             if direct:  # (recorded's steps for a forward that runs no op)
                 ctx = new_node()
-                return connect(ctx, (input, c1), forward(ctx, input, c1))
+                return link(ctx, (input, c1), forward(ctx, input, c1))
             return recorded(cls, (input, c1), _NO_KWARGS)
         return forward(_NO_GRAD_CTX, input, c1)
 
@@ -88,7 +91,7 @@ def constants_entry(cls, count: int):
         if records and wants_grad and _grad_state.enabled:
             if direct:  # (recorded's steps for a forward that runs no op)
                 ctx = new_node()
-                return connect(ctx, (input, c1, c2), forward(ctx, input, c1, c2))
+                return link(ctx, (input, c1, c2), forward(ctx, input, c1, c2))
             return recorded(cls, (input, c1, c2), _NO_KWARGS)
         return forward(_NO_GRAD_CTX, input, c1, c2)
 
@@ -104,7 +107,7 @@ def constants_entry(cls, count: int):
         if records and wants_grad and _grad_state.enabled:
             if direct:  # (recorded's steps for a forward that runs no op)
                 ctx = new_node()
-                return connect(ctx, (input, c1, c2, c3), forward(ctx, input, c1, c2, c3))
+                return link(ctx, (input, c1, c2, c3), forward(ctx, input, c1, c2, c3))
             return recorded(cls, (input, c1, c2, c3), _NO_KWARGS)
         return forward(_NO_GRAD_CTX, input, c1, c2, c3)
 
@@ -114,12 +117,6 @@ def constants_entry(cls, count: int):
 
 
 _NO_KWARGS: dict = {}  # (read only)
-
-
-def directly_recorded(cls) -> bool:
-    """Whether an entry records ``cls`` itself (new node, forward, ``connect``) rather than
-    through ``recorded``: a ``kernel_forward`` op that saves no output of its own."""
-    return cls.kernel_forward and not cls.saves_output
 
 
 def not_a_tensor(op, value) -> TypeError:
@@ -132,7 +129,8 @@ def binary_entry(cls):
     """``call(input, other)``: ``cls.apply(input, other)`` for a Function whose forward takes
     two inputs."""
     forward, op, category = cls.forward, cls.op, cls.autocast
-    records, direct, new_node = cls.differentiable, directly_recorded(cls), cls._backward_cls
+    records, direct, new_node = cls.differentiable, cls.kernel_forward, cls._backward_cls
+    link = connect_saving if cls.saves_output else connect
 
     def call(input, other):  # (torch's parameter names: it is the public function too)
         if category is not None and _autocast_anywhere.on and F._autocast_state.enabled:
@@ -144,7 +142,7 @@ def binary_entry(cls):
                 and _grad_state.enabled:
             if direct:  # (recorded's steps for a forward that runs no op)
                 ctx = new_node()
-                return connect(ctx, (input, other), forward(ctx, input, other))
+                return link(ctx, (input, other), forward(ctx, input, other))
             return recorded(cls, (input, other), _NO_KWARGS)
         return forward(_NO_GRAD_CTX, input, other)
 
@@ -207,7 +205,8 @@ def matrix_entry(cls, general):
         >>> matmul = matrix_entry(Matmul, with_vectors)
     """
     forward, op, category = cls.forward, cls.op, cls.autocast
-    records, direct, new_node = cls.differentiable, directly_recorded(cls), cls._backward_cls
+    records, direct, new_node = cls.differentiable, cls.kernel_forward, cls._backward_cls
+    link = connect_saving if cls.saves_output else connect
 
     def call(input, other):
         try:  # (a try costs nothing until it catches)
@@ -225,7 +224,7 @@ def matrix_entry(cls, general):
         if records and wants_grad and _grad_state.enabled:
             if direct:  # (recorded's steps for a forward that runs no op)
                 ctx = new_node()
-                return connect(ctx, (input, other), forward(ctx, input, other))
+                return link(ctx, (input, other), forward(ctx, input, other))
             return recorded(cls, (input, other), _NO_KWARGS)
         return forward(_NO_GRAD_CTX, input, other)
 

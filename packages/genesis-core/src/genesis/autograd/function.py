@@ -206,10 +206,10 @@ class Function:
     # which costs two thread-local writes per recorded op (test_dispatch checks the claim)
     kernel_forward = False
     # True: forward may save one of its own outputs (``ctx.save_for_backward(y)``). A
-    # ``kernel_forward`` op's entry (genesis.autograd.entries) then records it through
-    # ``recorded``, which holds such a tensor weakly; ``connect`` alone, the entries' direct
-    # path, does not look (it is the host path of add, mul, views). Other ops always go
-    # through ``recorded``: they need not say.
+    # ``kernel_forward`` op's entry (genesis.autograd.entries) then records it with
+    # ``connect_saving``, which holds such a tensor weakly; ``connect`` alone does not look
+    # (the host path of add, mul, views). Other ops go through ``recorded``, which always
+    # looks: they need not say.
     saves_output = False
     _backward_cls: type  # this Function's graph node class, ``<Function>Backward`` (see Node)
     op: OpHandle | None  # this Function's entry in the op registry (genesis.dispatch)
@@ -255,22 +255,43 @@ class Function:
 
 def recorded(cls, args: tuple, kwargs: dict):
     """Run ``cls.forward`` with a new graph node as its ``ctx`` (its own ops unrecorded) and
-    make the node the outputs' ``grad_fn`` (``connect``); a saved tensor that is now one of
-    the node's outputs is then held weakly (``hold_outputs_weakly``: otherwise output and
-    node would be a reference cycle, freed only by Python's cyclic collector)."""
+    make the node the outputs' ``grad_fn``, holding a saved output weakly
+    (``connect_saving``)."""
     ctx = cls._backward_cls()
     if cls.kernel_forward:  # (it runs no op: no grad mode to switch off, see Function)
-        out = connect(ctx, args, call_forward(cls.forward, ctx, args, kwargs))
-    else:
-        # forward's own ops are not recorded: grad mode off meanwhile, written in this
-        # thread's dict of the thread-local state (one thread-local lookup instead of two)
-        grad_mode_of_thread = _grad_state.__dict__
-        grad_mode_of_thread["enabled"] = False
-        try:
-            out = call_forward(cls.forward, ctx, args, kwargs)
-        finally:
-            grad_mode_of_thread["enabled"] = True
-        out = connect(ctx, args, out)
+        return connect_saving(ctx, args, call_forward(cls.forward, ctx, args, kwargs))
+    # forward's own ops are not recorded: grad mode off meanwhile, written in this thread's
+    # dict of the thread-local state (one thread-local lookup instead of two)
+    grad_mode_of_thread = _grad_state.__dict__
+    grad_mode_of_thread["enabled"] = False
+    try:
+        out = call_forward(cls.forward, ctx, args, kwargs)
+    finally:
+        grad_mode_of_thread["enabled"] = True
+    return connect_saving(ctx, args, out)
+
+
+def connect_saving(ctx: Node, args: tuple, out):
+    """``connect``, then hold weakly each tensor ``ctx`` saved that is now one of its outputs
+    (``hold_outputs_weakly``: otherwise output and node would be a reference cycle, freed
+    only by Python's cyclic collector).
+
+    ``recorded`` ends with it; the dispatcher's entries call it rather than ``connect`` for
+    an op whose forward may save its output (``Function.saves_output``).
+
+    Args:
+        ctx: the op's new node, the ``ctx`` forward ran with.
+        args: the op's positional arguments, as forward got them.
+        out: what forward returned (a tensor or a tuple).
+
+    Returns:
+        ``out``.
+
+    Example:
+        >>> ctx = Exp._backward_cls()
+        >>> y = connect_saving(ctx, (x,), Exp.forward(ctx, x))  # ctx holds y weakly
+    """
+    connect(ctx, args, out)
     saved = ctx._saved
     if saved is not None:
         for t in saved:
@@ -286,9 +307,9 @@ def connect(ctx: Node, args: tuple, out):
     Inputs ``forward`` marked dirty get their versions bumped first; then ``ctx`` gets its
     edges to the inputs' graph (``next_functions``, ``needs_input_grad``) and becomes the
     ``grad_fn`` of the floating outputs (of an input edited in place: its history is
-    rebased). ``recorded`` ends with it (then holds a saved output weakly); the dispatcher's
-    entries call it after running with a new node the forward of a ``kernel_forward`` op that
-    saves no output of its own.
+    rebased). The dispatcher's entries call it after running with a new node the forward of a
+    ``kernel_forward`` op that saves no output of its own; ``connect_saving`` calls it for the
+    others.
 
     Args:
         ctx: the op's new node (``cls._backward_cls()``), the ``ctx`` forward ran with.
