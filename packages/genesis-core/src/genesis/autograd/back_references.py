@@ -15,9 +15,9 @@ kept every tensor it saved — device memory, on a GPU — until then. torch bre
 same way as here: a saved output keeps its data but not its tensor (``SavedOutput``), and
 the sink points at its leaf weakly.
 
-Neither costs a recorded op anything unless it may save its own output: ``recorded`` looks
-among the saved tensors of the ops it records, and the dispatcher's entries record an op whose
-forward may save its output (``Function.saves_output``) through ``recorded``.
+Neither costs a recorded op anything unless it may save its own output: only then does
+recording it look among its saved tensors (``connect_saving``: every op ``recorded`` records,
+and the ops whose Function says ``saves_output`` that the dispatcher's entries record).
 """
 
 from __future__ import annotations

@@ -76,7 +76,7 @@ class Node:
                     f"an inplace operation: [{t.dtype} {list(t.shape)}], which is output 0 of "
                     f"{self.name()}, is at version {t._version_box[0]}; expected version "
                     f"{version} instead.")
-        if type(saved) is SavedWithOutputs:  # (a saved output held weakly: see recorded)
+        if type(saved) is SavedWithOutputs:  # (a saved output held weakly: connect_saving)
             return saved.unpack(self)
         return saved
 
