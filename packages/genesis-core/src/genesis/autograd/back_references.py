@@ -79,14 +79,14 @@ class SavedWithOutputs(tuple):
 
     def unpack(self, node) -> tuple:
         """The saved tensors, each ``SavedOutput`` unpacked for ``node``."""
-        return tuple(t.unpack(node) if type(t) is SavedOutput else t for t in self)
+        return tuple([t.unpack(node) if type(t) is SavedOutput else t for t in self])
 
 
 def hold_outputs_weakly(ctx, saved: tuple) -> None:
     """Replace in ``ctx``'s saved tensors (``saved``, its ``_saved``) each one whose
     ``grad_fn`` is ``ctx`` — an output of it — by a ``SavedOutput``."""
-    ctx._saved = SavedWithOutputs(SavedOutput(t) if t is not None and t.grad_fn is ctx else t
-                                  for t in saved)
+    ctx._saved = SavedWithOutputs([SavedOutput(t) if t is not None and t.grad_fn is ctx else t
+                                   for t in saved])
 
 
 class AccumulateGrad:
