@@ -86,20 +86,20 @@ def test_reduction_kernels_are_contract_methods_with_the_declared_parameters():
 
 def test_reductions_save_what_the_gradient_reads():
     x = genesis.tensor([[0.5, 2.0], [3.0, 1.0]], requires_grad=True)
-    assert x.sum(0).grad_fn._saved == (None, None)  # d sum / dx reads nothing
+    assert x.sum(0).grad_fn.saved_values() == (None, None)  # d sum / dx reads nothing
     y = x.amax(1)
-    assert y.grad_fn._saved[0] is x and y.grad_fn._saved[1] is y
+    assert y.grad_fn.saved_values()[0] is x and y.grad_fn.saved_values()[1] is y
     p = x.prod(1)
-    assert p.grad_fn._saved[0] is x and p.grad_fn._saved[1] is None
+    assert p.grad_fn.saved_values()[0] is x and p.grad_fn.saved_values()[1] is None
 
 
 def test_saved_tensors_are_what_the_gradient_reads():
     x = genesis.tensor([0.5, 1.0], requires_grad=True)
     y = x.exp()  # d/dx exp reads only the output
-    assert y.grad_fn._saved[0] is None and y.grad_fn._saved[1] is y
+    assert y.grad_fn.saved_values()[0] is None and y.grad_fn.saved_values()[1] is y
     b = genesis.tensor([2.0, 3.0])
     z = x * b  # only x wants a gradient: d/dx reads b, so x itself is not saved
-    assert z.grad_fn._saved[0] is None and z.grad_fn._saved[1] is b
+    assert z.grad_fn.saved_values()[0] is None and z.grad_fn.saved_values()[1] is b
 
 
 # ------------------------------------------------------------------ kernel names

@@ -134,12 +134,14 @@ def run_backward(outputs, grad_outputs=None, retain_graph=None, create_graph=Fal
                     if pos is not None:
                         results[pos] = g if results[pos] is None else results[pos] + g
             if type(node) is AccumulateGrad:
-                if accumulate and (not capture or (id(node), 0) in capture) and 0 in grads_in:
+                leaf = node._variable()  # (None: a leaf nobody holds, whose grad none reads)
+                if accumulate and (not capture or (id(node), 0) in capture) and 0 in grads_in \
+                        and leaf is not None:
                     g = grads_in.pop(0)  # the engine's last reference (see _accumulate)
-                    _accumulate(node.variable, g, create_graph)
+                    _accumulate(leaf, g, create_graph)
                     del g
                     for hook in node._post_accumulate_hooks:
-                        hook(node.variable)
+                        hook(leaf)
                 continue
             edges = node.next_functions
             if not grads_in:  # every consumer returned None for it: nothing flows on
@@ -150,8 +152,10 @@ def run_backward(outputs, grad_outputs=None, retain_graph=None, create_graph=Fal
                                           node.needs_input_grad):
                     if g is not None and needs:  # (an input that needs grad has an edge)
                         child, idx = edge
-                        if type(child) is AccumulateGrad and g.shape != child.variable.shape:
-                            _wrong_shape(node, g, child.variable)
+                        if type(child) is AccumulateGrad:
+                            leaf = child._variable()
+                            if leaf is not None and g.shape != leaf.shape:
+                                _wrong_shape(node, g, leaf)
                         slot = buffers.get(child)  # _add_to_buffer, inlined
                         if slot is None:
                             buffers[child] = {idx: g}

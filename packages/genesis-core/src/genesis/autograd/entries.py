@@ -7,7 +7,9 @@ before ``forward`` instead of two (the public function, then ``apply``) and no t
 of arguments. They behave exactly as ``cls.apply`` (autocast, dispatch modes, recording);
 ``test_dispatch`` checks it. Recording a ``kernel_forward`` op is ``recorded``'s steps for
 it, spelled out: the new node, ``forward`` with it, ``connect`` (one frame less than the
-call of ``recorded``, which then calls ``forward`` through ``call_forward``).
+call of ``recorded``, which then calls ``forward`` through ``call_forward``) — or
+``connect_saving`` for an op whose forward may save its own output (``Function.saves_output``),
+which it holds weakly (no reference cycle): ``connect`` alone does not look.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from genesis.autograd.function import (
     _TENSOR_TYPES,
     _autocast_anywhere,
     connect,
+    connect_saving,
     recorded,
 )
 from genesis.autograd.grad_mode import _state as _grad_state
@@ -30,6 +33,7 @@ def unary_entry(cls):
     tensor (anything else is a TypeError naming the op)."""
     forward, op, category = cls.forward, cls.op, cls.autocast
     records, direct, new_node = cls.differentiable, cls.kernel_forward, cls._backward_cls
+    link = connect_saving if cls.saves_output else connect
 
     def call(input):  # (torch's parameter name: it is the public function too)
         if category is not None and _autocast_anywhere.on and F._autocast_state.enabled:
@@ -43,7 +47,7 @@ def unary_entry(cls):
         if records and wants_grad and _grad_state.enabled:
             if direct:  # (recorded's steps for a forward that runs no op)
                 ctx = new_node()
-                return connect(ctx, (input,), forward(ctx, input))
+                return link(ctx, (input,), forward(ctx, input))
             return recorded(cls, (input,), _NO_KWARGS)
         return forward(_NO_GRAD_CTX, input)
 
@@ -57,6 +61,7 @@ def constants_entry(cls, count: int):
     arity: a ``*args`` entry costs as much host time as all its steps together."""
     forward, op, category = cls.forward, cls.op, cls.autocast
     records, direct, new_node = cls.differentiable, cls.kernel_forward, cls._backward_cls
+    link = connect_saving if cls.saves_output else connect
 
     def call1(input, c1):
         if category is not None and _autocast_anywhere.on and F._autocast_state.enabled:
@@ -70,7 +75,7 @@ def constants_entry(cls, count: int):
         if records and wants_grad and _grad_state.enabled:
             if direct:  # (recorded's steps for a forward that runs no op)
                 ctx = new_node()
-                return connect(ctx, (input, c1), forward(ctx, input, c1))
+                return link(ctx, (input, c1), forward(ctx, input, c1))
             return recorded(cls, (input, c1), _NO_KWARGS)
         return forward(_NO_GRAD_CTX, input, c1)
 
@@ -86,7 +91,7 @@ def constants_entry(cls, count: int):
         if records and wants_grad and _grad_state.enabled:
             if direct:  # (recorded's steps for a forward that runs no op)
                 ctx = new_node()
-                return connect(ctx, (input, c1, c2), forward(ctx, input, c1, c2))
+                return link(ctx, (input, c1, c2), forward(ctx, input, c1, c2))
             return recorded(cls, (input, c1, c2), _NO_KWARGS)
         return forward(_NO_GRAD_CTX, input, c1, c2)
 
@@ -102,7 +107,7 @@ def constants_entry(cls, count: int):
         if records and wants_grad and _grad_state.enabled:
             if direct:  # (recorded's steps for a forward that runs no op)
                 ctx = new_node()
-                return connect(ctx, (input, c1, c2, c3), forward(ctx, input, c1, c2, c3))
+                return link(ctx, (input, c1, c2, c3), forward(ctx, input, c1, c2, c3))
             return recorded(cls, (input, c1, c2, c3), _NO_KWARGS)
         return forward(_NO_GRAD_CTX, input, c1, c2, c3)
 
@@ -125,6 +130,7 @@ def binary_entry(cls):
     two inputs."""
     forward, op, category = cls.forward, cls.op, cls.autocast
     records, direct, new_node = cls.differentiable, cls.kernel_forward, cls._backward_cls
+    link = connect_saving if cls.saves_output else connect
 
     def call(input, other):  # (torch's parameter names: it is the public function too)
         if category is not None and _autocast_anywhere.on and F._autocast_state.enabled:
@@ -136,7 +142,7 @@ def binary_entry(cls):
                 and _grad_state.enabled:
             if direct:  # (recorded's steps for a forward that runs no op)
                 ctx = new_node()
-                return connect(ctx, (input, other), forward(ctx, input, other))
+                return link(ctx, (input, other), forward(ctx, input, other))
             return recorded(cls, (input, other), _NO_KWARGS)
         return forward(_NO_GRAD_CTX, input, other)
 
@@ -200,6 +206,7 @@ def matrix_entry(cls, general):
     """
     forward, op, category = cls.forward, cls.op, cls.autocast
     records, direct, new_node = cls.differentiable, cls.kernel_forward, cls._backward_cls
+    link = connect_saving if cls.saves_output else connect
 
     def call(input, other):
         try:  # (a try costs nothing until it catches)
@@ -217,7 +224,7 @@ def matrix_entry(cls, general):
         if records and wants_grad and _grad_state.enabled:
             if direct:  # (recorded's steps for a forward that runs no op)
                 ctx = new_node()
-                return connect(ctx, (input, other), forward(ctx, input, other))
+                return link(ctx, (input, other), forward(ctx, input, other))
             return recorded(cls, (input, other), _NO_KWARGS)
         return forward(_NO_GRAD_CTX, input, other)
 

@@ -12,6 +12,11 @@ from __future__ import annotations
 from types import MappingProxyType
 
 from genesis.autograd import grad_mode
+from genesis.autograd.back_references import (
+    AccumulateGrad,
+    SavedWithOutputs,
+    hold_outputs_weakly,
+)
 from genesis.autograd.grad_mode import _state as _grad_state
 from genesis.dispatch import OpHandle, intercept, op_name_of, register
 from genesis.dispatch import _modes as _intercepting
@@ -57,20 +62,30 @@ class Node:
     @property
     def saved_tensors(self) -> tuple:
         """The tensors given to ``save_for_backward``, checked against in-place edits."""
-        if self._saved is None:
+        saved = self._saved
+        if saved is None:
             raise RuntimeError(
                 "Trying to backward through the graph a second time (or directly access saved "
                 "tensors after they have already been freed). Saved intermediate values of the "
                 "graph are freed when you call .backward() or autograd.grad(). Specify "
                 "retain_graph=True if you need to backward through the graph a second time.")
-        for t, version in zip(self._saved, self._saved_versions):
+        for t, version in zip(saved, self._saved_versions):
             if t is not None and t._version_box[0] != version:
                 raise RuntimeError(
                     "one of the variables needed for gradient computation has been modified by "
                     f"an inplace operation: [{t.dtype} {list(t.shape)}], which is output 0 of "
                     f"{self.name()}, is at version {t._version_box[0]}; expected version "
                     f"{version} instead.")
-        return self._saved
+        if type(saved) is SavedWithOutputs:  # (a saved output held weakly: connect_saving)
+            return saved.unpack(self)
+        return saved
+
+    def saved_values(self) -> tuple:
+        """The saved tensors (outputs unpacked: see ``SavedOutput``) without the in-place
+        check, for what inspects a graph (``genesis.autograd.saved``, the compiler's
+        tracer); ``()`` once freed."""
+        saved = self._saved
+        return saved.unpack(self) if type(saved) is SavedWithOutputs else saved or ()
 
     def mark_dirty(self, *tensors) -> None:
         """Declare inputs that ``forward`` modified in place."""
@@ -120,28 +135,6 @@ class Node:
 
     def __repr__(self) -> str:
         return f"<{self.name()} object at {id(self):#x}>"
-
-
-class AccumulateGrad:
-    """The graph's sink for a leaf tensor: adds incoming gradients into ``leaf.grad``."""
-
-    __slots__ = ("variable", "_hooks", "_post_accumulate_hooks", "next_functions")
-
-    def __init__(self, variable):
-        self.variable = variable
-        self._hooks: dict[int, list] = {}
-        self._post_accumulate_hooks: list = []  # hook(leaf) after leaf.grad was updated
-        self.next_functions = ()
-
-    def name(self) -> str:
-        return "AccumulateGrad"
-
-    def hooks_at(self, idx: int) -> list:
-        """The (mutable) list of hooks on the leaf's gradient."""
-        return self._hooks.setdefault(idx, [])
-
-    def __repr__(self) -> str:
-        return f"<AccumulateGrad object at {id(self):#x}>"
 
 
 class _RemovableHandle:
@@ -212,6 +205,12 @@ class Function:
     # elementwise ops and reductions, the views): recording it needs no switch of grad mode,
     # which costs two thread-local writes per recorded op (test_dispatch checks the claim)
     kernel_forward = False
+    # True: forward may save one of its own outputs (``ctx.save_for_backward(y)``). A
+    # ``kernel_forward`` op's entry (genesis.autograd.entries) then records it with
+    # ``connect_saving``, which holds such a tensor weakly; ``connect`` alone does not look
+    # (the host path of add, mul, views). Other ops go through ``recorded``, which always
+    # looks: they need not say.
+    saves_output = False
     _backward_cls: type  # this Function's graph node class, ``<Function>Backward`` (see Node)
     op: OpHandle | None  # this Function's entry in the op registry (genesis.dispatch)
     # A class may set ``op_name`` (None: a base class, not an op); by default the registry
@@ -256,10 +255,11 @@ class Function:
 
 def recorded(cls, args: tuple, kwargs: dict):
     """Run ``cls.forward`` with a new graph node as its ``ctx`` (its own ops unrecorded) and
-    make the node the outputs' ``grad_fn`` (``connect``)."""
+    make the node the outputs' ``grad_fn``, holding a saved output weakly
+    (``connect_saving``)."""
     ctx = cls._backward_cls()
     if cls.kernel_forward:  # (it runs no op: no grad mode to switch off, see Function)
-        return connect(ctx, args, call_forward(cls.forward, ctx, args, kwargs))
+        return connect_saving(ctx, args, call_forward(cls.forward, ctx, args, kwargs))
     # forward's own ops are not recorded: grad mode off meanwhile, written in this thread's
     # dict of the thread-local state (one thread-local lookup instead of two)
     grad_mode_of_thread = _grad_state.__dict__
@@ -268,7 +268,37 @@ def recorded(cls, args: tuple, kwargs: dict):
         out = call_forward(cls.forward, ctx, args, kwargs)
     finally:
         grad_mode_of_thread["enabled"] = True
-    return connect(ctx, args, out)
+    return connect_saving(ctx, args, out)
+
+
+def connect_saving(ctx: Node, args: tuple, out):
+    """``connect``, then hold weakly each tensor ``ctx`` saved that is now one of its outputs
+    (``hold_outputs_weakly``: otherwise output and node would be a reference cycle, freed
+    only by Python's cyclic collector).
+
+    ``recorded`` ends with it; the dispatcher's entries call it rather than ``connect`` for
+    an op whose forward may save its output (``Function.saves_output``).
+
+    Args:
+        ctx: the op's new node, the ``ctx`` forward ran with.
+        args: the op's positional arguments, as forward got them.
+        out: what forward returned (a tensor or a tuple).
+
+    Returns:
+        ``out``.
+
+    Example:
+        >>> ctx = Exp._backward_cls()
+        >>> y = connect_saving(ctx, (x,), Exp.forward(ctx, x))  # ctx holds y weakly
+    """
+    connect(ctx, args, out)
+    saved = ctx._saved
+    if saved is not None:
+        for t in saved:
+            if t is not None and t.grad_fn is ctx:  # (an output, or an input edited in place)
+                hold_outputs_weakly(ctx, saved)
+                break
+    return out
 
 
 def connect(ctx: Node, args: tuple, out):
@@ -277,8 +307,9 @@ def connect(ctx: Node, args: tuple, out):
     Inputs ``forward`` marked dirty get their versions bumped first; then ``ctx`` gets its
     edges to the inputs' graph (``next_functions``, ``needs_input_grad``) and becomes the
     ``grad_fn`` of the floating outputs (of an input edited in place: its history is
-    rebased). ``recorded`` ends with it; the dispatcher's entries call it after running a
-    ``kernel_forward`` op's forward with a new node.
+    rebased). The dispatcher's entries call it after running with a new node the forward of a
+    ``kernel_forward`` op that saves no output of its own; ``connect_saving`` calls it for the
+    others.
 
     Args:
         ctx: the op's new node (``cls._backward_cls()``), the ``ctx`` forward ran with.

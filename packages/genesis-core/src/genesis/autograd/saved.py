@@ -9,7 +9,7 @@ it, so the bytes are counted over the union of the memory ranges the saved tenso
 
 from __future__ import annotations
 
-from genesis.autograd.function import _TENSOR_TYPES
+from genesis.autograd.function import _TENSOR_TYPES, Node
 
 __all__ = ["saved_tensors", "saved_bytes"]
 
@@ -39,9 +39,8 @@ def saved_tensors(output) -> list[tuple[str, object]]:
         if node is None or id(node) in seen:
             continue
         seen.add(id(node))
-        kept = list(getattr(node, "_saved", None) or ())
-        kept += [v for k, v in getattr(node, "__dict__", {}).items()
-                 if k not in ("_saved", "variable")]
+        kept = list(node.saved_values()) if isinstance(node, Node) else []
+        kept += [v for k, v in getattr(node, "__dict__", {}).items() if k != "_saved"]
         found += [(node.name(), t) for t in kept if type(t) in _TENSOR_TYPES]
         stack.extend(reversed([e[0] for e in node.next_functions if e is not None]))
     return found

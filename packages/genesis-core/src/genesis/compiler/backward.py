@@ -57,10 +57,11 @@ def _release_formula_nodes(bt: Tracer, segments: list) -> None:
     """Free what the autograd nodes of the traced gradient formulas saved.
 
     ``create_graph`` made those nodes (so that the formulas ran as dispatched ops), but
-    nothing backwards through them, and a node that saves its own output (exp, sigmoid,
-    rsqrt ...) forms a reference cycle with that output. Left alone, the cycles keep every
-    forward tensor the formulas read alive until the garbage collector finds them: 1.3 GiB
-    at tools/bench/train.py's 0.2B shape, which a cold compile kept through training."""
+    nothing backwards through them. The backward tracer holds the formulas' tensors, and so
+    their nodes, until the plan is built: released here, the forward tensors the formulas
+    read are freed now. (Before autograd held a node's saved output weakly, such a node and
+    its output were a reference cycle that kept them through training: 1.3 GiB at
+    tools/bench/train.py's 0.2B shape, genesis.autograd.back_references.)"""
     for seg in segments:
         for node in seg.nodes:
             for v in node.outputs:

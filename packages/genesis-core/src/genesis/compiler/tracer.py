@@ -208,7 +208,7 @@ class Tracer(DispatchMode):
         if getattr(ctx, "_fn", None) is not fn or not ctx._saved:
             return
         saved = tuple(None if t is None or self.is_known(t) else self.new_value(t)
-                      for t in ctx._saved)
+                      for t in ctx.saved_values())
         if any(v is not None for v in saved):
             node.saved, node.needs_input_grad = saved, ctx.needs_input_grad
 
@@ -231,7 +231,7 @@ class Tracer(DispatchMode):
             finally:
                 self.suspended -= 1
         handle = backward_handle(node._fn)
-        args = (self.spec(tuple(node._saved or ())), self.spec(tuple(run.grads)))
+        args = (self.spec(node.saved_values()), self.spec(tuple(run.grads)))
         result = tuple(result)
         spec, outs = self.outputs_of(result)
         self.nodes.append(OpNode(handle.name, handle, args, {"ctx": CtxState(node)}, outs,

@@ -322,7 +322,8 @@ def _unary_function(op: decl.Op):
     kernels = KernelTable(lambda backend: backend.unary_kernel(op.name))
     cls = _function_class(op, _Unary, unary_forward(op, kernels, "x" in reads, "y" in reads),
                           kernels, {"grad": _formula(op, 0, ("g", "x", "y"))
-                                    if op.differentiable else None})
+                                    if op.differentiable else None,
+                                    "saves_output": "y" in reads})
     fn = unary_entry(cls)
     fn.__name__ = fn.__qualname__ = op.name
     fn.__doc__ = _function_doc(op, f"Elementwise ``{op.name}`` of ``input`` (as "
@@ -341,7 +342,8 @@ def _binary_function(op: decl.Op):
     saves = _saves(op) if op.differentiable else _NOTHING_SAVED
     cls = _function_class(op, _Binary, binary_forward(op, kernels, saves), kernels, {
         "grads": tuple(_formula(op, i, ("g", "a", "b", "z")) if op.differentiable else None
-                       for i in (0, 1))})
+                       for i in (0, 1)),
+        "saves_output": any(save_z for _, _, save_z in saves)})
     apply = binary_entry(cls)  # (also the Python operators' slot)
     if op.alpha:
         def fn(input, other, *, alpha=1) -> Tensor:

@@ -194,7 +194,7 @@ def _reduction_class(op: decl.Reduction) -> type:
     reads = op.reads()
     forward = reduce_forward(op, fields["kernels"], "x" in reads, "y" in reads)
     return type(op.name.capitalize(), (_Reduce,), {
-        **fields, "forward": staticmethod(forward),
+        **fields, "forward": staticmethod(forward), "saves_output": "y" in reads,
         "grad": formula_caller(op.grad, ("g", "x", "y", "dims"),
                                code.co_varnames[:code.co_argcount])})
 
