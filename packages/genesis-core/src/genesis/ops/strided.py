@@ -25,12 +25,16 @@ class Slice(Function):
 
     @staticmethod
     def forward(ctx, x, key):
-        if type(key) is not slice:  # a key tuple
+        # x[a:b]: its slice alone (from Tensor.__getitem__'s entry) or the key tuple (slice,)
+        k = key
+        if type(key) is not slice:  # (a basic key has at least one item: x[()] is x itself)
+            k = key[0] if type(key[0]) is slice and len(key) == 1 else None
+        if k is None:  # any other key tuple
             shape, strides, offset = slice_geometry(x, key)
             geom = (strides, offset)
-        else:  # x[a:b] from Tensor.__getitem__, which hands over the slice alone
+        else:
             strides, offset = x._geom or geometry(x)
-            start, stop, step = key.start, key.stop, key.step
+            start, stop, step = k.start, k.stop, k.step
             if (type(start) is int or start is None) and (type(stop) is int or stop is None) \
                     and (step is None or type(step) is int):  # (2.0 == 2 as a key: ints only)
                 shape, strides, added, geom = \
@@ -42,10 +46,10 @@ class Slice(Function):
                 else:  # (the plan's geometry is the view's)
                     offset = added
             else:
-                shape, strides, offset = slice_geometry(x, (key,))
+                shape, strides, offset = slice_geometry(x, (k,))
                 geom = (strides, offset)
         if ctx is not _NO_GRAD_CTX:  # (recording: the node keeps the key tuple)
-            ctx.in_shape, ctx.key = x.shape, key if type(key) is tuple else (key,)
+            ctx.in_shape, ctx.key = x.shape, (k,) if k is key else key
         return view_tensor(x, x._backend.as_strided(x._data, shape, strides, offset), shape,
                            geom)
 
