@@ -321,3 +321,21 @@ def test_a_backend_array_passed_to_an_op_makes_the_key_run_eagerly():
         compiled(genesis.ones(2))
     x = genesis.full((2,), 3.0)
     assert compiled(x).tolist() == [9.0, 9.0]  # eager, not the trace's [2, 2] + x
+
+
+def test_graph_keeps_a_slices_key_tuple():
+    """``x[a:b]`` reaches ``Slice.forward`` without a key tuple in eager mode, but the traced
+    graphs (what a replay and genesis-cuda's compiler read) hold the op's argument as every
+    mode sees it: ``(slice(a, b),)``, in the forward's ``slice`` and the backward's
+    ``slice_backward``."""
+    compiled = genesis.compile(lambda x: x[1:3].exp().sum())
+    x = genesis.randn(4, 5, requires_grad=True)
+    out = compiled(x)
+    close(out, x[1:3].exp().sum())
+    out.backward()
+    close(x.grad[1:3], x[1:3].exp())
+    forward, backward = compiled.graphs()
+    (node,) = [n for n in forward.nodes if n.op == "slice"]
+    assert node.args[1] == (slice(1, 3),)
+    (node,) = [n for n in backward.nodes if n.op == "slice_backward"]
+    assert node.args[2] == (slice(1, 3),)

@@ -249,3 +249,40 @@ def test_x_a_b_is_slice_apply_through_the_getitem_entry():
     assert w[1, 1:].tolist() == [4.0] and w[None, 1:].shape == (1, 2, 2)  # (getitem's)
     with pytest.raises(IndexError, match="0-dim"):
         genesis.tensor(1.0)[1:]
+
+
+def test_x_a_b_keeps_its_key_tuple_wherever_the_op_is_seen():
+    """The ``x[a:b]`` entry hands ``Slice.forward`` the slice alone (no tuple to make on the
+    eager path); whatever sees the op's arguments still gets the key tuple
+    ``(slice(a, b),)``: a mode, the recorded node (``ctx.key``, which ``SliceBackward`` and
+    a traced backward read) and ``slice_backward``'s call. The forward makes the same view
+    from either form, for every kind of bound."""
+    from genesis.autograd.function import _NO_GRAD_CTX
+    from genesis.ops.strided import Slice
+
+    w = genesis.ones(4, 6, requires_grad=True)
+    y = w[1:3]
+    assert y.grad_fn.key == (slice(1, 3),) and y.grad_fn.in_shape == (4, 6)
+    with Recorder() as rec:
+        y.backward(genesis.ones(2, 6))
+    ((_, args, _),) = [call for call in rec.calls if call[0] == "slice_backward"]
+    assert args[1] == (4, 6) and args[2] == (slice(1, 3),)
+    assert w.grad.sum().item() == 12.0
+
+    base = torch.arange(12.0)
+    for start, stop, step in ((2, 8, None), (None, -3, None), (1, None, 3), (-100, 100, None),
+                              (8, 2, None), (torch.tensor(2).numpy()[()], 7, None),
+                              (genesis.tensor(2), 7, 2)):
+        k = slice(start, stop, step)
+        for x, t in ((genesis.arange(12.0), base), (genesis.arange(12.0)[1:], base[1:])):
+            lone, as_tuple = Slice.forward(_NO_GRAD_CTX, x, k), Slice.forward(
+                _NO_GRAD_CTX, x, (k,))
+            expected = t[slice(*(int(b) if b is not None else None for b in (start, stop,
+                                                                              step)))]
+            for view in (lone, as_tuple, x[k]):
+                assert view.tolist() == expected.tolist(), (k, x.storage_offset())
+                assert view.stride() == expected.stride()
+                if expected.numel():  # (an empty view's offset: genesis keeps its base's)
+                    assert view.storage_offset() == expected.storage_offset()
+    with pytest.raises(TypeError):
+        genesis.arange(4.0)[1.0:3]

@@ -20,7 +20,7 @@ _launch = pytest.importorskip("genesis_cuda.kernels._launch")
 from launch_pointer import Pointer  # noqa: E402
 
 from genesis import dtypes as D  # noqa: E402
-from genesis_cuda.array import CudaArray, contiguous_strides  # noqa: E402
+from genesis_cuda.array import contiguous_strides, new_array  # noqa: E402
 from genesis_cuda.kernels import elementwise as ew  # noqa: E402
 from genesis_cuda.kernels import matmul_small  # noqa: E402
 from genesis_cuda.kernels import reduction as red  # noqa: E402
@@ -181,7 +181,7 @@ class _Storage:
 
 def _array(shape, ptr, dtype=D.float32, device=0):
     shape = tuple(shape)
-    return CudaArray(shape, contiguous_strides(shape), 0, dtype, _Storage(ptr), device)
+    return new_array(shape, contiguous_strides(shape), 0, dtype, _Storage(ptr), device)
 
 
 @pytest.fixture

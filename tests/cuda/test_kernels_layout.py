@@ -131,7 +131,7 @@ def test_fill_strided(dtype, value):
     expect[:, ::2] = value
     from genesis_cuda import array
 
-    whole = array.CudaArray((4, 6), (6, 1), 0, a.dtype, a.storage, a.device)  # a's storage
+    whole = array.new_array((4, 6), (6, 1), 0, a.dtype, a.storage, a.device)  # a's storage
     assert torch.equal(to_torch(whole), expect.cpu())
 
 

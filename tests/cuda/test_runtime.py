@@ -223,7 +223,7 @@ def test_item_all_dtypes(backend):
         assert got == v[0].item() and type(got) is type(v[0].item())
     bits = np.array([0x3FC0], dtype=np.int16)  # bfloat16 1.5
     raw = backend.from_numpy(bits, 0)
-    bf = array.CudaArray((), (), 0, D.bfloat16, raw.storage, 0)
+    bf = array.new_array((), (), 0, D.bfloat16, raw.storage, 0)
     assert backend.item(bf) == 1.5
 
 

@@ -60,18 +60,39 @@ def test_generator_state_roundtrip():
 
 def test_array_geometry_helpers():
     from genesis import dtypes as D
-    from genesis_cuda.array import CudaArray, contiguous_strides, is_contiguous, numel
+    from genesis_cuda.array import contiguous_strides, is_contiguous, new_array, numel
 
     class FakeStorage:
         ptr, size, device = 4096, 4096, 0
 
-    a = CudaArray((2, 3, 4), contiguous_strides((2, 3, 4)), 0, D.float32, FakeStorage(), 0)
+    a = new_array((2, 3, 4), contiguous_strides((2, 3, 4)), 0, D.float32, FakeStorage(), 0)
     assert a.strides == (12, 4, 1) and numel(a) == 24 and is_contiguous(a)
-    t = CudaArray((4, 3), (1, 4), 2, D.float32, FakeStorage(), 0)
+    t = new_array((4, 3), (1, 4), 2, D.float32, FakeStorage(), 0)
     assert not is_contiguous(t) and t.data_ptr() == 4096 + 8
-    assert is_contiguous(CudaArray((1, 5), (99, 1), 0, D.float32, FakeStorage(), 0))
-    assert is_contiguous(CudaArray((0, 5), (7, 3), 0, D.float32, FakeStorage(), 0))
+    assert is_contiguous(new_array((1, 5), (99, 1), 0, D.float32, FakeStorage(), 0))
+    assert is_contiguous(new_array((0, 5), (7, 3), 0, D.float32, FakeStorage(), 0))
     assert str(a.dtype).endswith("float32")
+
+
+def test_new_array_sets_every_field():
+    """``new_array`` makes every CudaArray (the class has no ``__init__``: a Python one
+    would cost a second interpreter frame per op's output): each field is the one given, a
+    weak reference to the array is allowed, and calling the class with fields is refused."""
+    import weakref
+
+    import genesis
+    from genesis_cuda.array import CudaArray, new_array
+
+    class FakeStorage:
+        ptr, size, device = 4096, 4096, 1
+
+    storage = FakeStorage()
+    a = new_array((2, 3), (1, 2), 5, genesis.bfloat16, storage, 1)
+    assert (a.shape, a.strides, a.offset, a.dtype, a.storage, a.device) == (
+        (2, 3), (1, 2), 5, genesis.bfloat16, storage, 1)
+    assert weakref.ref(a)() is a and a.data_ptr() == 4096 + 10
+    with pytest.raises(TypeError):
+        CudaArray((2, 3), (1, 2), 5, genesis.bfloat16, storage, 1)
 
 
 def test_views_of_cuda_tensors_keep_the_offset_without_a_gpu():
@@ -80,7 +101,7 @@ def test_views_of_cuda_tensors_keep_the_offset_without_a_gpu():
     the contract's default (``as_strided`` at ``storage_offset_of``) does."""
     import genesis
     from genesis.tensor import Tensor
-    from genesis_cuda.array import CudaArray
+    from genesis_cuda.array import new_array
     from genesis_cuda.backend import CUDABackend
 
     class FakeStorage:  # (views never read or write it)
@@ -88,7 +109,7 @@ def test_views_of_cuda_tensors_keep_the_offset_without_a_gpu():
 
     backend = CUDABackend()
     assert "view" in CUDABackend.__dict__  # its own: one frame, not the default's three
-    a = CudaArray((2, 6), (6, 1), 3, genesis.float32, FakeStorage(), 0)
+    a = new_array((2, 6), (6, 1), 3, genesis.float32, FakeStorage(), 0)
     v = backend.view(a, (3, 4), (4, 1))
     default = super(CUDABackend, backend).view(a, (3, 4), (4, 1))
     for got in (v, default):

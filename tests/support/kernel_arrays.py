@@ -39,7 +39,7 @@ def to_dev(t: torch.Tensor):
     flat = t.detach().new_empty(0).set_(t.untyped_storage()).cpu()
     raw = flat.view(torch.int16) if t.dtype is torch.bfloat16 else flat
     base = transfer.from_numpy(raw.numpy(), 0)
-    return array.CudaArray(tuple(t.shape), tuple(t.stride()), t.storage_offset(),
+    return array.new_array(tuple(t.shape), tuple(t.stride()), t.storage_offset(),
                            GENESIS[t.dtype], base.storage, base.device)
 
 
@@ -50,7 +50,7 @@ def to_torch(a) -> torch.Tensor:
 
     c = clone(a)
     if a.dtype is D.bfloat16:
-        c = array.CudaArray(c.shape, c.strides, 0, D.int16, c.storage, c.device)
+        c = array.new_array(c.shape, c.strides, 0, D.int16, c.storage, c.device)
         return torch.from_numpy(transfer.to_numpy(c)).view(torch.bfloat16)
     return torch.from_numpy(transfer.to_numpy(c))
 

@@ -181,4 +181,4 @@ def from_dlpack(obj, index=None) -> _array.CudaArray:
     _api.PyCapsule_SetName(capsule, b"used_dltensor")  # we own it now
     storage = _ImportedStorage(ptr, extent * dtype.itemsize, int(t.device.device_id), managed,
                                owner)
-    return _array.CudaArray(shape, strides, 0, dtype, storage, int(t.device.device_id))
+    return _array.new_array(shape, strides, 0, dtype, storage, int(t.device.device_id))

@@ -153,10 +153,13 @@ def slice_key_entry(cls, other):
     """``call(input, key)``, a tensor's ``__getitem__``: ``cls.apply(input, (key,))`` for
     ``x[a:b]`` (``key`` one slice, ``input`` of at least one dim: the most frequent index),
     ``other(input, key)`` for any other key. The ``x[a:b]`` call then costs one Python frame
-    before ``forward``, as the other entries' calls do.
+    before ``forward``, as the other entries' calls do, and makes no key tuple: ``forward``
+    gets the slice alone (a mode still sees the op's arguments, ``(input, (key,))``, and the
+    recorded node keeps the tuple).
 
     Args:
-        cls: the Function of basic indexing, whose forward takes ``(x, key tuple)``.
+        cls: the Function of basic indexing, whose forward takes ``(x, key tuple)`` or
+            ``(x, one slice)``.
         other: the function of every index (it also takes ``x[a:b]``).
 
     Returns:
@@ -171,11 +174,10 @@ def slice_key_entry(cls, other):
     def call(input, key):
         if type(key) is not slice or not input.shape:
             return other(input, key)
-        key = (key,)
         if category is not None and _autocast_anywhere.on and F._autocast_state.enabled:
             (input,) = F._autocast_state.cast_args(category, (input,))
-        if _intercepting:
-            return intercept(op, (input, key), {})
+        if _intercepting:  # (a mode sees the op's arguments: the key as a tuple)
+            return intercept(op, (input, (key,)), {})
         if records and input.requires_grad and _grad_state.enabled:
             if direct:  # (recorded's steps for a forward that runs no op)
                 ctx = new_node()

@@ -15,32 +15,41 @@ from genesis.tensor import Tensor, geometry, interned_size, is_contiguous_geomet
 
 
 class Slice(Function):
-    """Basic indexing (ints, slices with steps, None, Ellipsis) as a strided view."""
+    """Basic indexing (ints, slices with steps, None, Ellipsis) as a strided view.
+
+    The op's argument is the key tuple (``x[1:3, None]``: ``(slice(1, 3), None)``); its
+    forward also takes ``x[a:b]``'s slice alone, as ``Tensor.__getitem__``'s entry hands it
+    over (the tuple is made only for a mode and kept on a recorded node)."""
 
     kernel_forward = True
 
     @staticmethod
     def forward(ctx, x, key):
-        strides, offset = x._geom or geometry(x)
-        plan = None
-        k = key[0]  # (a basic key has at least one item: x[()] is x itself)
-        if type(k) is slice and len(key) == 1:  # x[a:b] met before?
+        # x[a:b]: its slice alone (from Tensor.__getitem__'s entry) or the key tuple (slice,)
+        k = key
+        if type(key) is not slice:  # (a basic key has at least one item: x[()] is x itself)
+            k = key[0] if type(key[0]) is slice and len(key) == 1 else None
+        if k is None:  # any other key tuple
+            shape, strides, offset = slice_geometry(x, key)
+            geom = (strides, offset)
+        else:
+            strides, offset = x._geom or geometry(x)
             start, stop, step = k.start, k.stop, k.step
             if (type(start) is int or start is None) and (type(stop) is int or stop is None) \
                     and (step is None or type(step) is int):  # (2.0 == 2 as a key: ints only)
-                plan = _known_slice((x.shape, strides, start, stop, step)) \
-                    or slice_plan(x.shape, strides, start, stop, step)
-        if plan is None:
-            shape, strides, offset = slice_geometry(x, key)
-            geom = (strides, offset)
-        elif offset:
-            shape, strides, added, _ = plan
-            offset += added
-            geom = (strides, offset)
-        else:  # (the plan's geometry is the view's)
-            shape, strides, offset, geom = plan
-        if ctx is not _NO_GRAD_CTX:  # (recording)
-            ctx.in_shape, ctx.key = x.shape, key
+                shape, strides, added, geom = \
+                    _known_slice((x.shape, strides, start, stop, step)) \
+                    or slice_plan(x.shape, strides, start, stop, step)  # (met before: a lookup)
+                if offset:
+                    offset += added
+                    geom = (strides, offset)
+                else:  # (the plan's geometry is the view's)
+                    offset = added
+            else:
+                shape, strides, offset = slice_geometry(x, (k,))
+                geom = (strides, offset)
+        if ctx is not _NO_GRAD_CTX:  # (recording: the node keeps the key tuple)
+            ctx.in_shape, ctx.key = x.shape, (k,) if k is key else key
         return view_tensor(x, x._backend.as_strided(x._data, shape, strides, offset), shape,
                            geom)
 

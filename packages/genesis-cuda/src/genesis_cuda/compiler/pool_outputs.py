@@ -31,7 +31,7 @@ import weakref
 import genesis
 from genesis_cuda import driver, streams
 from genesis_cuda.allocator import Storage
-from genesis_cuda.array import CudaArray
+from genesis_cuda.array import new_array
 from genesis_cuda.compiler.runner import empty_laid_out
 
 
@@ -94,7 +94,7 @@ class PoolOutputs:
             if alias is None:
                 alias = aliases[id(a.storage)] = AliasStorage(a.storage)
                 self.handed.append(weakref.ref(alias))
-            view = CudaArray(a.shape, a.strides, a.offset, a.dtype, alias, a.device)
+            view = new_array(a.shape, a.strides, a.offset, a.dtype, alias, a.device)
             out.append(genesis.Tensor._wrap(view, o.device, shape=o.shape, dtype=o.dtype))
         return out
 
