@@ -79,7 +79,7 @@ def _assert_same(got, want, cast=None):
     (the interpreter truncates float32 -> bfloat16 where the GPU rounds to nearest: one
     ulp)."""
     sync()
-    got = got.cpu()
+    got, want = got.cpu(), want.cpu()  # (compared on the host: want may be on the device)
     if not (got.dtype != want.dtype if cast is None else cast):
         assert torch.equal(got, want)  # (NaN-free data)
     else:
@@ -303,4 +303,4 @@ def test_copy_plan_on_cuda_tensors_launches_once(launches):
     reference = plan.copy_out(genesis.tensor(values), genesis.empty(2 * numel))
     assert len(launches.keys) == 1
     for got, want in zip(wholes, reference):
-        np.testing.assert_array_equal(got.numpy(), want.numpy())
+        np.testing.assert_array_equal(got.cpu().numpy(), want.numpy())
