@@ -51,6 +51,9 @@ from pathlib import Path
 
 from genesis_cuda.allocator import CachingAllocator
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from cuda_host import NullOps  # noqa: E402
+
 COMPUTE, COMM = 0, 7  # stream handles
 MiB = 1 << 20
 LAYERS, FORWARD_REQUESTS, BACKWARD_REQUESTS = 24, 50, 78
@@ -64,26 +67,15 @@ ACTIVATIONS = [TOKENS * DIM * 2, TOKENS * 4, TOKENS * DIM * 2, TOKENS * KV * 2,
                TOKENS * FFN * 2, TOKENS * FFN * 2, TOKENS * FFN * 2, TOKENS * DIM * 2]
 
 
-class LaggingOps:
+class LaggingOps(NullOps):
     """``allocator.DriverOps`` on fake addresses whose GPU runs ``lag`` requests behind."""
 
     def __init__(self, lag: int, query_us: float):
+        super().__init__()
         self.lag, self.query_s = lag, query_us * 1e-6
         self.clock = 0  # requests made so far (the host's progress)
-        self.next_ptr = 1 << 40
         self.queries = 0  # event_query calls
         self.records = 0  # event_record calls: one per stream a freed chunk was used on
-
-    def malloc(self, nbytes):
-        ptr = self.next_ptr
-        self.next_ptr += (nbytes + 2 * MiB) & ~511  # segments never adjacent
-        return ptr
-
-    def free(self, ptr):
-        pass
-
-    def mem_info(self):
-        return 1 << 40, 1 << 40
 
     def event_create(self):
         return [0]
@@ -101,9 +93,6 @@ class LaggingOps:
 
     def event_synchronize(self, event):
         self.clock = max(self.clock, event[0])
-
-    def synchronize(self):
-        pass
 
 
 class ClockedAllocator(CachingAllocator):

@@ -46,7 +46,7 @@ from train import MODELS, build_model  # noqa: E402
 PHASES = ("forward", "backward", "clip", "step", "zero_grad")
 
 
-class _NullOps:
+class NullOps:
     """``allocator.DriverOps`` handing out fake addresses (nothing is ever read or written)."""
 
     def __init__(self):
@@ -146,7 +146,7 @@ def install_null_device() -> None:
         l2_cache_size=50 << 20, max_threads_per_multi_processor=2048, warp_size=32,
         regs_per_multiprocessor=65536, shared_memory_per_block_optin=232448,
         clock_rate_khz=1_980_000, memory_clock_rate_khz=2_619_000, memory_bus_width=5120)
-    memory._allocators[0] = CachingAllocator(_NullOps(), 0, OutOfMemoryError)
+    memory._allocators[0] = CachingAllocator(NullOps(), 0, OutOfMemoryError)
     triton_hooks._installed = True
     triton_driver.set_active(_NullTritonDriver())
 
