@@ -272,25 +272,11 @@ def recorded(cls, args: tuple, kwargs: dict):
 
 
 def connect_saving(ctx: Node, args: tuple, out):
-    """``connect``, then hold weakly each tensor ``ctx`` saved that is now one of its outputs
-    (``hold_outputs_weakly``: otherwise output and node would be a reference cycle, freed
-    only by Python's cyclic collector).
-
-    ``recorded`` ends with it; the dispatcher's entries call it rather than ``connect`` for
-    an op whose forward may save its output (``Function.saves_output``).
-
-    Args:
-        ctx: the op's new node, the ``ctx`` forward ran with.
-        args: the op's positional arguments, as forward got them.
-        out: what forward returned (a tensor or a tuple).
-
-    Returns:
-        ``out``.
-
-    Example:
-        >>> ctx = Exp._backward_cls()
-        >>> y = connect_saving(ctx, (x,), Exp.forward(ctx, x))  # ctx holds y weakly
-    """
+    """``connect`` (same arguments and result), then hold weakly each tensor ``ctx`` saved
+    that is now one of its outputs (``hold_outputs_weakly``: otherwise output and node
+    would be a reference cycle, freed only by Python's cyclic collector). ``recorded`` ends
+    with it; the dispatcher's entries call it rather than ``connect`` for an op whose
+    forward may save its output (``Function.saves_output``)."""
     connect(ctx, args, out)
     saved = ctx._saved
     if saved is not None:
