@@ -21,7 +21,7 @@ Sections (each prints genesis/transformers ratios and goes into the JSON):
   tokens/s and step time (median of synchronised steps), peak device memory (each
   framework's own allocator, reset after the warm-up steps), MFU (FLOPs per token as in
   ``tools/bench/train.py``, against the GPU's dense bf16 peak) and the losses; with
-  ``--profile``, kernel launches and kernel time of one step (train.py's ``profile_step``);
+  ``--profile``, kernel launches and kernel time of one step (``kernel_profile.profile_step``);
   for decode, of one more ``generate`` call at the first batch size (and launches per token).
   The profiler leaves CUPTI attached to the process, which slows every later launch: with
   ``--profile``, figures timed after the first profiled call are not comparable (train.py
@@ -63,8 +63,9 @@ import traceback
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from kernel_profile import profile_step  # noqa: E402
 from llm_frameworks import Genesis, Torch, dtype_kwarg  # noqa: E402
-from train import PEAK_BF16, ModelConfig, flops_per_token, profile_step  # noqa: E402
+from train import PEAK_BF16, ModelConfig, flops_per_token  # noqa: E402
 
 # From the published config.json of each model (Hugging Face hub); ``model_type`` picks the
 # transformers config class and genesis family.

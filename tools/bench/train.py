@@ -50,12 +50,16 @@ import argparse
 import importlib
 import json
 import math
+import os
 import statistics
 import sys
 import time
 from dataclasses import asdict, dataclass
 
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from kernel_profile import profile_step  # noqa: E402
 
 
 # ------------------------------------------------------------------------ configuration
@@ -334,36 +338,6 @@ def _graphed_step(lib, model, opt, params, data, amp):
         return static_loss
 
     return step
-
-
-def profile_step(step, device: str, show: bool) -> dict:
-    """Kernel launches and summed kernel time of one step, seen by torch.profiler (CUPTI)."""
-    import torch
-    from torch.profiler import ProfilerActivity, profile
-
-    if device != "cuda":
-        return {"launches": None, "kernel_ms": None, "profiled_wall_ms": None, "kernels": []}
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-        t0 = time.perf_counter()
-        step()
-        torch.cuda.synchronize()
-        wall = time.perf_counter() - t0
-    kernels = {}
-    for e in prof.events():
-        if e.device_type != torch.autograd.DeviceType.CUDA:
-            continue
-        n, us = kernels.get(e.name, (0, 0.0))
-        kernels[e.name] = (n + 1, us + e.time_range.elapsed_us())
-    table = sorted(((k, n, us / 1e3) for k, (n, us) in kernels.items()), key=lambda r: -r[2])
-    launches = sum(n for _, n, _ in table)
-    kernel_ms = sum(ms for _, _, ms in table)
-    if show:
-        print(f"  {'kernel':90s} {'count':>6s} {'total ms':>9s} {'avg us':>8s}")
-        for k, n, ms in table:
-            print(f"  {k[:90]:90s} {n:6d} {ms:9.3f} {ms * 1e3 / n:8.1f}")
-    return {"launches": launches, "kernel_ms": kernel_ms, "profiled_wall_ms": wall * 1e3,
-            "kernels": [{"name": k, "count": n, "ms": ms} for k, n, ms in table]}
 
 
 # ------------------------------------------------------------------------ driver
