@@ -17,6 +17,9 @@ by op name from ``genesis_cuda.fused_kernels`` at the end of this module.
 
 from __future__ import annotations
 
+import os
+from contextlib import nullcontext
+
 from genesis.backends.base import Backend
 from genesis_cuda import array, fused_kernels, generator, kernels, memory, transfer
 from genesis_cuda import device as _device
@@ -262,6 +265,16 @@ class CUDABackend(Backend):
         from genesis_cuda.compiler import backend_hook  # Triton and the compiler: on demand
 
         return backend_hook.compile_graph(graph, options)
+
+    def tracing(self):
+        """genesis.compile's trace: this thread's kernel launches are deferred, so the
+        kernels the trace meets for the first time compile side by side, beside the
+        compiler's own (``kernels.launch_queue``). Nothing before CUDA is in use, or under
+        the Triton interpreter (which compiles nothing)."""
+        if not _device.is_initialized() or os.environ.get("TRITON_INTERPRET") == "1":
+            return nullcontext()
+        compiling = kernels.parallel_compile
+        return kernels.launch_queue.deferring(compiling.collect, compiling.compile_jobs)
 
 
 for _name, _kernel in fused_kernels.KERNELS.items():  # the fused ops' kernels, by op name

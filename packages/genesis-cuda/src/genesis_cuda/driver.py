@@ -16,6 +16,10 @@ _count: int | None = None
 _contexts: dict[int, object] = {}  # device ordinal -> retained primary CUcontext
 _lock = threading.Lock()
 _tls = threading.local()  # .device: ordinal whose context is current on this thread
+# Called by ``driver()`` before it hands the module out, while some thread defers its kernel
+# launches (``kernels.launch_queue`` sets it): that thread's queued launches reach the
+# device before any other work of that thread does.
+before_device_call = None
 
 
 class CudaDriverError(RuntimeError):
@@ -74,6 +78,8 @@ def check(result, what: str = "CUDA driver call"):
 
 def driver():
     """The ``cuda.bindings.driver`` module, initialised; raises a clear error without one."""
+    if before_device_call is not None:
+        before_device_call()
     cu = _cu or _import_driver()
     if cu is None:
         raise RuntimeError(f"CUDA is not available: {_init_error}")

@@ -42,8 +42,8 @@ class CudaOps:
         return int(ptr)
 
     def free(self, ptr: int) -> None:
-        with driver.using_device(self.index):
-            driver.check(self.cu.cuMemFree(ptr), "cuMemFree")
+        with driver.using_device(self.index):  # (driver(): deferred launches made first)
+            driver.check(driver.driver().cuMemFree(ptr), "cuMemFree")
 
     def mem_info(self) -> tuple[int, int]:
         with driver.using_device(self.index):
@@ -55,8 +55,8 @@ class CudaOps:
             return driver.check(self.cu.cuEventCreate(self._no_timing), "cuEventCreate")
 
     def event_record(self, event, stream: int) -> None:
-        with driver.using_device(self.index):
-            driver.check(self.cu.cuEventRecord(event, stream), "cuEventRecord")
+        with driver.using_device(self.index):  # (driver(): deferred launches made first)
+            driver.check(driver.driver().cuEventRecord(event, stream), "cuEventRecord")
 
     def event_query(self, event) -> bool:
         (err,) = self.cu.cuEventQuery(event)

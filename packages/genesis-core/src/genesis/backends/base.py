@@ -37,6 +37,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 
 from genesis.backends import composite
 from genesis.dtypes import DType
@@ -451,6 +452,23 @@ class Backend(ABC):
             ...     return None if len(graph.nodes) < 2 else MyFuser(graph).run
         """
         return None
+
+    def tracing(self):
+        """*Optional.* A context manager ``genesis.compile`` holds while it traces a call
+        (the function runs eagerly under the tracer, then its graphs are compiled).
+
+        A backend may use it to do the trace's eager work differently, with the same
+        results: genesis-cuda defers its kernel launches there, so the kernels the trace
+        meets for the first time compile side by side instead of one after the other.
+
+        Returns:
+            A context manager (default: one that does nothing).
+
+        Example:
+            >>> def tracing(self):
+            ...     return self.batching_launches()
+        """
+        return nullcontext()
 
 
 # The two halves of the contract, derived from the class (docs/backends.md is checked

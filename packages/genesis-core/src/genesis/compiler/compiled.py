@@ -23,10 +23,12 @@ import functools
 import os
 import sys
 import warnings
+from contextlib import ExitStack, contextmanager
 
 from genesis.autocast import _state as _autocast_state
 from genesis.autograd.function import recorded
 from genesis.autograd.grad_mode import _state as _grad_state
+from genesis.backends.registry import loaded_backends
 from genesis.compiler.backward import CompiledRegion, trace_backward
 from genesis.compiler.graph import Region, Value, map_values
 from genesis.compiler.guards import captured_ok, guard_key
@@ -134,6 +136,10 @@ class _Entry:
 
     # ----------------------------------------------------------------- tracing
     def trace(self, tensors: list, args: tuple, kwargs: dict):
+        with _backends_tracing():
+            return self._trace(tensors, args, kwargs)
+
+    def _trace(self, tensors: list, args: tuple, kwargs: dict):
         tracer = Tracer(self.next_id, {}, fullgraph=self.compiled.fullgraph)
         self.inputs = [tracer.new_value(t) for t in tensors]
         result = self._run_traced(tracer, args, kwargs)
@@ -240,15 +246,16 @@ class _Entry:
         known = {id(t): (t, v) for t, v in zip(tensors, self.inputs)}
         known.update((id(t), (t, v)) for t, v, _ in self.captured)
         tracer = Tracer(self.next_id, known, prefix=path, env=env)
-        result = self._run_traced(tracer, args, kwargs)
-        if tracer.pos < len(tracer.prefix):
-            raise RuntimeError("genesis.compile: the function returned before the graph break "
-                               f"it took at trace time ({seg.host})")
-        segments = tracer.finish(result)
-        self._add_captured(tracer.captured)
-        if len(seg.children) < cache_size_limit:
-            seg.children[key] = segments[0]
-            self._compile_path(segments, [])
+        with _backends_tracing():
+            result = self._run_traced(tracer, args, kwargs)
+            if tracer.pos < len(tracer.prefix):
+                raise RuntimeError("genesis.compile: the function returned before the graph "
+                                   f"break it took at trace time ({seg.host})")
+            segments = tracer.finish(result)
+            self._add_captured(tracer.captured)
+            if len(seg.children) < cache_size_limit:
+                seg.children[key] = segments[0]
+                self._compile_path(segments, [])
         return result
 
     def graphs(self) -> list:
@@ -263,6 +270,15 @@ class _Entry:
                 found.append(seg.graph)
             stack += list(seg.children.values())
         return found
+
+
+@contextmanager
+def _backends_tracing():
+    """Every loaded backend's ``tracing()`` context, held while a call is traced."""
+    with ExitStack() as stack:
+        for backend in loaded_backends():
+            stack.enter_context(backend.tracing())
+        yield
 
 
 def compile_graph(graph, options: dict, record: bool = False):

@@ -57,6 +57,7 @@ from genesis_cuda import device as _device
 # re-exported for the kernel modules: geometry helpers, and ``empty``, the one allocation call
 from genesis_cuda.array import contiguous_strides, empty, geometry, is_contiguous  # noqa: F401
 from genesis_cuda.device import get_device_capability
+from genesis_cuda.kernels import launch_queue
 from genesis_cuda.streams import current_handle as _stream_handle
 
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
@@ -253,19 +254,34 @@ class Launcher:
         if not (big or INTERPRET):
             entry = self.cache.get((key, device))
             if entry is not None:
+                if launch_queue.ACTIVE and launch_queue.waiting(device):
+                    self._defer(entry, grid, device, args)
+                    return
                 entry[0](grid[0], grid[1] if len(grid) > 1 else 1,
                          grid[2] if len(grid) > 2 else 1, _stream_handle(device), *entry[1],
                          *args)
                 return
-        if objs is not None:
-            args = tuple(objs) + tuple(args[len(objs):])
         if INTERPRET:
-            self.fn[grid](*map(_interpreted, args), **self.opts)
+            self.fn[grid](*map(_interpreted, _with_objs(args, objs)), **self.opts)
             return
+        q = launch_queue.deferring_here() if launch_queue.ACTIVE else None
+        if q is not None:  # the compilation recorded, the launch queued (launch_queue)
+            full = _with_objs(args, objs)
+            q.defer_compiling(lambda: self.fn.warmup(*full, grid=grid, **self._options(full)),
+                              self.launch, (key, device, grid, args, big, objs), device)
+            return
+        args = _with_objs(args, objs)
         compiled = self.fn[grid](*args, **self._options(args))  # compiles, launches
         # (None: ``parallel_compile`` is collecting this compilation, nothing launched)
         if DIRECT and not big and compiled is not None:
             self.cache[(key, device)] = direct_entry(compiled)
+
+    def _defer(self, entry, grid, device, args) -> None:
+        """Queue a cached launch behind the launches waiting in this thread (a trace's:
+        ``launch_queue``)."""
+        launch_queue.waiting(device).defer(entry[0], (
+            grid[0], grid[1] if len(grid) > 1 else 1, grid[2] if len(grid) > 2 else 1,
+            _stream_handle(device), *entry[1], *args))
 
     def site(self, key=None) -> Site:
         """A ``Site`` of this launcher for ``key`` (None: the key of its first launch's
@@ -319,6 +335,10 @@ class Site:
         trailing arguments) are passed apart to spare the caller a tuple on every launch."""
         e = self.entries.get(variant)
         if e is not None:
+            if launch_queue.ACTIVE and launch_queue.waiting(device):  # (a trace's queue)
+                launch_queue.waiting(device).defer(
+                    e[0], (g0, g1, 1, _stream_handle(device), *e[1], *args, *tail))
+                return
             e[0](g0, g1, 1, _stream_handle(device), *e[1], *args, *tail)
             return
         la = self.launcher
@@ -330,6 +350,12 @@ class Site:
         e = la.cache.get((key, device))
         if e is not None:  # (none under the interpreter or with direct launches off)
             self.entries[variant] = e
+
+
+def _with_objs(args: tuple, objs) -> tuple:
+    """``args`` with its leading raw addresses replaced by ``objs``, the arrays behind them
+    (see ``Launcher.launch``), for Triton's own launch path."""
+    return args if objs is None else tuple(objs) + tuple(args[len(objs):])
 
 
 def _interpreted(arg):

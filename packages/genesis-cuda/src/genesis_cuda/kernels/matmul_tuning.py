@@ -26,6 +26,7 @@ import triton.language as tl
 from genesis_cuda import capture
 from genesis_cuda.streams import Event
 
+from . import launch_queue
 from ._launch import Launcher, cdiv, launcher
 from .parallel_compile import precompile_calls
 
@@ -186,15 +187,16 @@ def choose(key, candidates, launch, flops: int):
     # every candidate's kernels compiled side by side first (worker processes), not one
     # after the other at its first timing
     precompile_calls([lambda cand=cand: launch(cand) for cand in candidates])
-    for cand in candidates:
-        try:
-            launch(cand)  # compile and warm
-            t = _seconds_per_call(lambda: launch(cand), reps)  # noqa: B023 (used at once)
-        except Exception:  # out of shared memory or registers for this shape: skip it
-            continue
-        times.append((cand, t))
-        if t < best_t:
-            best, best_t = cand, t
+    with launch_queue.paused():  # (timing: a trace's deferred launches are made first)
+        for cand in candidates:
+            try:
+                launch(cand)  # compile and warm
+                t = _seconds_per_call(lambda: launch(cand), reps)  # noqa: B023 (used at once)
+            except Exception:  # out of shared memory or registers for this shape: skip it
+                continue
+            times.append((cand, t))
+            if t < best_t:
+                best, best_t = cand, t
     if best is None:
         raise RuntimeError(f"matmul: no kernel configuration compiled for {key}")
     tuned[key] = best

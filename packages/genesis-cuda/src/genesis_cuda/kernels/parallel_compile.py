@@ -45,6 +45,7 @@ from typing import NamedTuple
 from triton import knobs
 from triton.runtime import driver as triton_driver
 
+from . import launch_queue
 from ._launch import INTERPRET
 from .compile_pool import WorkerPool
 from .compile_worker import build_launcher
@@ -134,7 +135,8 @@ def collecting():
         _hook_users += 1
     _local.jobs = jobs = []
     try:
-        yield jobs
+        with launch_queue.collecting_here():  # (a trace's queue: these compiles are ours)
+            yield jobs
     finally:
         _local.jobs = None
         with _hook_lock:
@@ -269,4 +271,5 @@ def precompile_calls(calls, workers: int | None = None) -> Report:
     workers = worker_count() if workers is None else workers
     if workers > 0:
         start_workers(workers)  # they start up (import Triton) while the calls are collected
-    return compile_jobs(collect(calls), workers)
+    # with the compilations a trace's deferred launches wait for (launch_queue), if any
+    return compile_jobs(collect(calls) + launch_queue.take_jobs(), workers)

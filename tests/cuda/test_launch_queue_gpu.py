@@ -1,0 +1,69 @@
+"""Deferred kernel launches on a GPU (``kernels.launch_queue``, what genesis.compile's trace
+runs under): values equal eager ones around host copies and host reads, a kernel that does
+not compile raises where the queue is flushed and leaves nothing deferred behind. Every
+compile test on CUDA (``tests/compiler/test_compile_cuda.py``) traces under it too."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import genesis
+
+pytestmark = pytest.mark.cuda
+triton = pytest.importorskip("triton")
+tl = pytest.importorskip("triton.language")
+
+
+@triton.jit
+def _plus_seven(x, out, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out + offs, tl.load(x + offs, mask=mask) + 7, mask=mask)
+
+
+@triton.jit
+def _does_not_compile(x, n, BLOCK: tl.constexpr):
+    tl.store(x + tl.arange(0, BLOCK), undefined_name)  # noqa: F821 - the compile error
+
+
+def _tracing():
+    from genesis.backends.registry import get_backend
+
+    return get_backend("cuda").tracing()
+
+
+def test_deferred_launches_give_eager_values_around_copies_and_host_reads():
+    from genesis_cuda.kernels import _launch, launch_queue
+
+    n = 1000
+    x = genesis.arange(0, n, dtype=genesis.float32, device="cuda")
+    out = genesis.empty_like(x)
+    la = _launch.Launcher(_plus_seven, num_warps=4)  # its own cache: the first launch compiles
+    with _tracing() as queue:
+        la((_launch.cdiv(n, 256),), x._data, out._data, n, BLOCK=256)
+        y = out * 2  # waits behind the launch that compiles
+        assert queue.launches >= 2 and launch_queue.waiting(0) is queue
+        ones = genesis.tensor(np.ones(n, np.float32), device="cuda")  # a copy: flushed first
+        assert launch_queue.waiting(0) is None
+        w = y + ones
+        total = w.sum().item()  # a host read
+        v = w * 3
+    want = (np.arange(n, dtype=np.float32) + 7) * 2 + 1
+    assert total == pytest.approx(float(want.sum()), rel=1e-6)
+    np.testing.assert_allclose(v.cpu().numpy(), want * 3)
+    assert launch_queue.ACTIVE == 0
+
+
+def test_a_kernel_that_does_not_compile_raises_at_the_flush_and_nothing_stays_deferred():
+    from genesis_cuda import driver
+    from genesis_cuda.kernels import _launch, launch_queue
+
+    x = genesis.zeros(64, device="cuda")
+    la = _launch.Launcher(_does_not_compile, num_warps=4)
+    with pytest.raises(Exception, match="undefined_name"):
+        with _tracing():
+            la((1,), x._data, 64, BLOCK=64)  # recorded: the compile error is not raised here
+            y = x + 1  # noqa: F841 - queued behind it
+    assert launch_queue.ACTIVE == 0 and driver.before_device_call is None
+    assert (x + 2).sum().item() == 128.0  # launches are made at once again
