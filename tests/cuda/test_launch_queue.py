@@ -67,3 +67,21 @@ def test_compile_compiles_the_traces_eager_kernels_with_its_generated_ones():
     assert batch.count("_ew_flat") == 3 and any(k.startswith("fused_") for k in batch)
     assert res["compiles"] == []
     assert res["launches"] == ["_ew_flat"] * 3  # the first call's eager results
+
+
+def test_a_queued_launch_keeps_the_descriptor_it_was_given():
+    pytest.importorskip("triton")
+    import torch
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    from genesis_cuda.kernels.launch_queue import LaunchQueue
+
+    first, second = torch.zeros(16, 16), torch.ones(16, 16)  # (any array with a data_ptr)
+    seen = []
+    queue = LaunchQueue(collect=lambda calls: [], compile_jobs=lambda jobs: None)
+    desc = TensorDescriptor(first, [16, 16], [16, 1], [16, 16])
+    queue.defer(lambda d, n: seen.append((d.base, d.block_shape, n)), (desc, 3))
+    desc.base, desc.block_shape = second, [8, 8]  # the plan re-points it
+    queue.flush()
+    assert len(seen) == 1 and seen[0][0] is first and seen[0][1:] == ([16, 16], 3)
+    assert queue.items == []

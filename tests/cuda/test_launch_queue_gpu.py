@@ -67,3 +67,22 @@ def test_a_kernel_that_does_not_compile_raises_at_the_flush_and_nothing_stays_de
             y = x + 1  # noqa: F841 - queued behind it
     assert launch_queue.ACTIVE == 0 and driver.before_device_call is None
     assert (x + 2).sum().item() == 128.0  # launches are made at once again
+
+
+def test_queued_tma_matmuls_keep_their_own_operands():
+    # matmul's TMA plans re-point one set of host descriptors at each call's arrays: two
+    # queued products of one plan must still read their own operands
+    from genesis_cuda.kernels import _launch
+
+    genesis.manual_seed(0)
+    a1, a2 = (genesis.randn(320, 384, device="cuda").to(genesis.bfloat16) for _ in range(2))
+    w = genesis.randn(384, 288, device="cuda").to(genesis.bfloat16)
+    want = [(a @ w).float().cpu().numpy() for a in (a1, a2)]
+    x = genesis.zeros(64, device="cuda")
+    la = _launch.Launcher(_plus_seven, num_warps=4)
+    with _tracing() as queue:
+        la((1,), x._data, x._data, 64, BLOCK=64)  # a compiling launch: the queue starts
+        got = [a1 @ w, a2 @ w]
+        assert queue.launches >= 3
+    for g, wt in zip(got, want):
+        np.testing.assert_array_equal(g.float().cpu().numpy(), wt)

@@ -273,8 +273,9 @@ class CUDABackend(Backend):
         the Triton interpreter (which compiles nothing)."""
         if not _device.is_initialized() or os.environ.get("TRITON_INTERPRET") == "1":
             return nullcontext()
-        compiling = kernels.parallel_compile
-        return kernels.launch_queue.deferring(compiling.collect, compiling.compile_jobs)
+        from genesis_cuda.kernels import launch_queue, parallel_compile  # Triton: on demand
+
+        return launch_queue.deferring(parallel_compile.collect, parallel_compile.compile_jobs)
 
 
 for _name, _kernel in fused_kernels.KERNELS.items():  # the fused ops' kernels, by op name

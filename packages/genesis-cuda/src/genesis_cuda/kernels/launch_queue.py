@@ -23,9 +23,11 @@ signature): tens of seconds of a cold first step, while the other CPU cores wait
 Nothing the device computes is read before its launch is made, and launches reach each
 stream in program order, so the results are those of running eagerly; memory the caching
 allocator reuses between queued launches is reused in stream order as before. A queued
-launch keeps its stream and device. A compilation error is raised by the flush (the
-queued launch compiles again there, as its first launch would). Queues are per thread:
-another thread's device work does not flush this one's (a trace's launches are its own).
+launch keeps its stream, its device and its arguments (a host tensor descriptor, which
+matmul's plans re-point at each call's arrays, is copied). A compilation error is raised
+by the flush (the queued launch compiles again there, as its first launch would). Queues are
+per thread: another thread's device work does not flush this one's (a trace's launches are
+its own).
 
 Example:
     >>> with deferring(parallel_compile.collect, parallel_compile.compile_jobs):
@@ -35,6 +37,7 @@ Example:
 
 from __future__ import annotations
 
+import copy
 import threading
 from contextlib import contextmanager
 
@@ -71,19 +74,22 @@ class LaunchQueue:
     def defer(self, call, args: tuple) -> None:
         """Queue ``call(*args)`` (a cached kernel's launch, on the queue's device) behind the
         launches waiting."""
-        self.items.append((call, args))
+        self.items.append((call, _frozen(args)))
         self.launches += 1
 
     def defer_compiling(self, warmup, launch, args: tuple, device: int) -> None:
         """Queue a launch that would compile: ``warmup()`` (the kernel's ``warmup`` with the
-        launch's arguments) records the compilation without doing it; ``launch(*args)`` is
-        made at the flush, on the stream and device current now."""
+        launch's arguments) records the compilation without doing it; ``launch(*args)``
+        (``Launcher.launch``'s arguments) is made at the flush, on the stream and device
+        current now."""
         if self.device != device:
             self.flush()  # (one device at a time: launches are made with it current)
             self.device = device
         jobs = self.collect([warmup])
         self.jobs += jobs
         self.compiled += len(jobs)
+        key, device, grid, kernel_args, big, objs = args
+        args = (key, device, grid, _frozen(kernel_args), big, objs)
         self.items.append((_launch_on, (streams.current_stream(device), launch, args)))
         self.launches += 1
 
@@ -104,6 +110,15 @@ class LaunchQueue:
                         call(*args)
         finally:
             self.flushing = False
+
+
+def _frozen(args: tuple) -> tuple:
+    """``args`` with each host tensor descriptor copied: a plan re-points its descriptors at
+    every call's arrays (matmul's TMA plans), and a queued launch must keep its own."""
+    for a in args:
+        if hasattr(a, "block_shape"):
+            return tuple(copy.copy(a) if hasattr(a, "block_shape") else a for a in args)
+    return args
 
 
 def _launch_on(stream, launch, args: tuple) -> None:
