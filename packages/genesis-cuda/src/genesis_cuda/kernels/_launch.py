@@ -254,8 +254,7 @@ class Launcher:
         if not (big or INTERPRET):
             entry = self.cache.get((key, device))
             if entry is not None:
-                if launch_queue.ACTIVE and launch_queue.waiting(device):
-                    self._defer(entry, grid, device, args)
+                if launch_queue.ACTIVE and self._deferred(entry, grid, device, args):
                     return
                 entry[0](grid[0], grid[1] if len(grid) > 1 else 1,
                          grid[2] if len(grid) > 2 else 1, _stream_handle(device), *entry[1],
@@ -276,12 +275,17 @@ class Launcher:
         if DIRECT and not big and compiled is not None:
             self.cache[(key, device)] = direct_entry(compiled)
 
-    def _defer(self, entry, grid, device, args) -> None:
-        """Queue a cached launch behind the launches waiting in this thread (a trace's:
-        ``launch_queue``)."""
-        launch_queue.waiting(device).defer(entry[0], (
-            grid[0], grid[1] if len(grid) > 1 else 1, grid[2] if len(grid) > 2 else 1,
-            _stream_handle(device), *entry[1], *args))
+    @staticmethod
+    def _deferred(entry, grid, device, args) -> bool:
+        """Whether this cached launch was queued behind launches waiting in this thread (a
+        trace's: ``launch_queue``)."""
+        q = launch_queue.waiting(device)
+        if q is None:
+            return False
+        q.defer(entry[0], (grid[0], grid[1] if len(grid) > 1 else 1,
+                           grid[2] if len(grid) > 2 else 1, _stream_handle(device), *entry[1],
+                           *args))
+        return True
 
     def site(self, key=None) -> Site:
         """A ``Site`` of this launcher for ``key`` (None: the key of its first launch's
@@ -335,9 +339,8 @@ class Site:
         trailing arguments) are passed apart to spare the caller a tuple on every launch."""
         e = self.entries.get(variant)
         if e is not None:
-            if launch_queue.ACTIVE and launch_queue.waiting(device):  # (a trace's queue)
-                launch_queue.waiting(device).defer(
-                    e[0], (g0, g1, 1, _stream_handle(device), *e[1], *args, *tail))
+            if launch_queue.ACTIVE and Launcher._deferred(e, (g0, g1), device,
+                                                          (*args, *tail)):
                 return
             e[0](g0, g1, 1, _stream_handle(device), *e[1], *args, *tail)
             return

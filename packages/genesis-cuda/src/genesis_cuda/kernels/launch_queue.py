@@ -43,7 +43,8 @@ from contextlib import contextmanager
 
 from genesis_cuda import driver, streams
 
-__all__ = ["ACTIVE", "LaunchQueue", "deferring", "paused", "take_jobs", "waiting"]
+__all__ = ["ACTIVE", "LaunchQueue", "collecting_here", "deferring", "deferring_here",
+           "flush_here", "paused", "take_jobs", "waiting"]
 
 ACTIVE = 0  # threads deferring now: the launch paths' one check while nothing defers
 _active_lock = threading.Lock()
@@ -66,8 +67,8 @@ class LaunchQueue:
         self.jobs: list = []
         self.device = None  # the device of the queued launches (one device at a time)
         self.flushing = False
-        self.paused = 0
-        self.collecting = 0  # precompile_calls is collecting: its compiles are its own
+        self.paused_depth = 0
+        self.collecting_depth = 0  # precompile_calls is collecting: its compiles are its own
         self.launches = 0
         self.compiled = 0
 
@@ -144,7 +145,7 @@ def deferring_here() -> LaunchQueue | None:
     """This thread's queue if a launch that would compile is to be deferred now (not while
     flushing, paused, or collecting for ``precompile_calls``)."""
     q = getattr(_local, "queue", None)
-    if q is None or q.flushing or q.paused or q.collecting:
+    if q is None or q.flushing or q.paused_depth or q.collecting_depth:
         return None
     return q
 
@@ -154,7 +155,7 @@ def waiting(device: int) -> LaunchQueue | None:
     then queues behind them); None otherwise, and always while flushing or paused. Waiting
     launches of another device are flushed first (then None)."""
     q = getattr(_local, "queue", None)
-    if q is None or not q.items or q.flushing or q.paused:
+    if q is None or not q.items or q.flushing or q.paused_depth:
         return None
     if q.device != device:
         q.flush()
@@ -226,11 +227,11 @@ def paused():
         yield
         return
     q.flush()
-    q.paused += 1
+    q.paused_depth += 1
     try:
         yield
     finally:
-        q.paused -= 1
+        q.paused_depth -= 1
 
 
 @contextmanager
@@ -242,8 +243,8 @@ def collecting_here():
     if q is None:
         yield
         return
-    q.collecting += 1
+    q.collecting_depth += 1
     try:
         yield
     finally:
-        q.collecting -= 1
+        q.collecting_depth -= 1
