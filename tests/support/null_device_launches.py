@@ -2,11 +2,12 @@
 device of ``tools/bench/cuda_host.py``, with Triton's compile-on-first-launch emulated.
 
 Run as a script (it patches genesis_cuda and Triton for the whole process):
-``python null_device_launches.py SCENARIO [BODY]`` prints one JSON object. The emulated Triton
-compiles a kernel on the first launch of each (function, constexprs, options) unless
-Triton's ``jit_cache_hook`` (what ``parallel_compile`` collects with) takes it; every launch
-and every compilation done in a launch is logged, and ``parallel_compile.compile_jobs`` is
-replaced by one that logs each batch it is given and marks its kernels compiled.
+``python null_device_launches.py SCENARIO [BODY]`` prints one JSON object. The emulated
+Triton compiles a kernel on the first launch of each (function, constexprs, options) unless
+Triton's ``jit_cache_hook`` (what ``parallel_compile`` collects with) takes it, or loads it
+where ``compile_jobs`` compiled it before (its on-disk cache). Every launch and every
+compilation done at a launch is logged; ``parallel_compile.compile_jobs`` is replaced by one
+that logs the kernels each batch had to compile (the distinct ones not on disk yet).
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ os.environ["GENESIS_COMPILE_WORKERS"] = "0"  # no worker processes: compile_jobs
 
 log: list = []  # ["launch", name] | ["compile", name, thread name]
 batches: list = []  # the kernel names of each compile_jobs batch
-_compiled: set = set()
+_on_disk: set = set()  # (name, spec) compiled by compile_jobs (Triton's on-disk cache)
+_in_memory: set = set()  # (name, spec) a launch has compiled or loaded (the JIT's own cache)
 
 
 def _spec(fn, args, kwargs) -> str:
@@ -42,22 +44,26 @@ def _run(self, *args, grid=None, warmup=False, **kwargs):
     from triton import knobs
 
     spec = _spec(self, args, kwargs)
-    if (self.__name__, spec) not in _compiled:
+    kernel = (self.__name__, spec)
+    if kernel not in _in_memory:  # Triton asks its hook before its on-disk cache
         hook = knobs.runtime.jit_cache_hook
         if hook is not None and hook(fn=SimpleNamespace(jit_function=self),
                                      compile={"specialization_data": spec}):
             return None  # (collected: nothing compiled, nothing launched)
-        _compiled.add((self.__name__, spec))
-        log.append(["compile", self.__name__, threading.current_thread().name])
+        if kernel not in _on_disk:
+            log.append(["compile", self.__name__, threading.current_thread().name])
+        _in_memory.add(kernel)
     if not warmup:
         log.append(["launch", self.__name__])
     return _compiled_kernel(self.__name__)
 
 
 def _compile_jobs(jobs, workers=None):
-    batches.append(sorted(job.fn.__name__ for job in jobs))
-    for job in jobs:
-        _compiled.add((job.fn.__name__, job.spec))
+    from genesis_cuda.kernels.parallel_compile import distinct
+
+    new = [job for job in distinct(jobs) if (job.fn.__name__, job.spec) not in _on_disk]
+    batches.append(sorted(job.fn.__name__ for job in new))
+    _on_disk.update((job.fn.__name__, job.spec) for job in new)
 
 
 def install():
@@ -75,7 +81,7 @@ def install():
 
 BODIES = {
     "elementwise": lambda x: (x * 2 + 1).exp().sum(),
-    # a new matmul shape is tuned (candidates compiled, then timed: the queue pauses)
+    # a new matmul bucket is tuned: its candidates compile with the rest, its timing waits
     "matmul": lambda x: ((x * 2) @ x + 1).sum(),
 }
 

@@ -264,10 +264,17 @@ class Launcher:
             self.fn[grid](*map(_interpreted, _with_objs(args, objs)), **self.opts)
             return
         q = launch_queue.deferring_here() if launch_queue.ACTIVE else None
-        if q is not None:  # the compilation recorded, the launch queued (launch_queue)
+        if q is not None:  # a trace's: the compilation recorded, the launch queued
             full = _with_objs(args, objs)
-            q.defer_compiling(lambda: self.fn.warmup(*full, grid=grid, **self._options(full)),
-                              self.launch, (key, device, grid, args, big, objs), device)
+
+            def warmup():
+                self.fn.warmup(*full, grid=grid, **self._options(full))
+
+            if q.collecting_depth:  # (precompile_calls records it; nothing is launched)
+                warmup()
+            else:
+                q.defer_compiling(warmup, self.launch, (key, device, grid, args, big, objs),
+                                  device)
             return
         args = _with_objs(args, objs)
         compiled = self.fn[grid](*args, **self._options(args))  # compiles, launches

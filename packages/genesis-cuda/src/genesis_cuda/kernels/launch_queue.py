@@ -15,10 +15,12 @@ signature): tens of seconds of a cold first step, while the other CPU cores wait
   (``parallel_compile.compile_jobs``: worker processes), then every queued launch made, in
   order — before anything else reaches the device from this thread: every call through
   ``driver.driver()`` (copies, events, synchronisation, stream waits, graph capture, host
-  reads of values), a cached block going back to the driver, the matmul tuner's timing
-  (``paused``), and at the end of the trace. ``parallel_compile.precompile_calls`` takes the
-  recorded compilations into its own batch (``take_jobs``), so the trace's eager kernels
-  compile beside the compiler's generated kernels and the tuner's candidates.
+  reads of values), a cached block going back to the driver, and at the end of the trace.
+  ``parallel_compile.precompile_calls`` takes the recorded compilations into its own batch
+  (``take_jobs``), so the trace's eager kernels compile beside the compiler's generated
+  kernels. A new matmul bucket's tuning waits in the queue as well
+  (``matmul_tuning.TunedLater``: its candidates recorded now, timed at the flush, with the
+  queue ``paused``), so a trace compiles all its kernels in one batch.
 
 Nothing the device computes is read before its launch is made, and launches reach each
 stream in program order, so the results are those of running eagerly; memory the caching
@@ -78,21 +80,26 @@ class LaunchQueue:
         self.items.append((call, _frozen(args)))
         self.launches += 1
 
+    def defer_work(self, call, args: tuple, device: int, jobs: list = ()) -> None:
+        """Queue ``call(*args)``, work for ``device`` that waits for the compilations
+        ``jobs`` (recorded with ``self.collect``); it is run at the flush on the stream
+        current now."""
+        if self.device != device:
+            self.flush()  # (one device at a time: launches are made with it current)
+            self.device = device
+        self.jobs += jobs
+        self.compiled += len(jobs)
+        self.items.append((_run_on, (streams.current_stream(device), call, _frozen(args))))
+        self.launches += 1
+
     def defer_compiling(self, warmup, launch, args: tuple, device: int) -> None:
         """Queue a launch that would compile: ``warmup()`` (the kernel's ``warmup`` with the
         launch's arguments) records the compilation without doing it; ``launch(*args)``
         (``Launcher.launch``'s arguments) is made at the flush, on the stream and device
         current now."""
-        if self.device != device:
-            self.flush()  # (one device at a time: launches are made with it current)
-            self.device = device
-        jobs = self.collect([warmup])
-        self.jobs += jobs
-        self.compiled += len(jobs)
         key, device, grid, kernel_args, big, objs = args
-        args = (key, device, grid, _frozen(kernel_args), big, objs)
-        self.items.append((_launch_on, (streams.current_stream(device), launch, args)))
-        self.launches += 1
+        self.defer_work(launch, (key, device, grid, _frozen(kernel_args), big, objs), device,
+                        self.collect([warmup]))
 
     def flush(self) -> None:
         """Compile the recorded kernels side by side, then make every queued launch in
@@ -103,7 +110,7 @@ class LaunchQueue:
         try:
             jobs, self.jobs = self.jobs, []
             if jobs:
-                self.compile_jobs(_distinct(jobs))
+                self.compile_jobs(jobs)
             items, self.items = self.items, []
             if items:
                 with driver.using_device(self.device):
@@ -122,19 +129,12 @@ def _frozen(args: tuple) -> tuple:
     return args
 
 
-def _launch_on(stream, launch, args: tuple) -> None:
+def _run_on(stream, call, args: tuple) -> None:
     if streams.current_stream(stream.device) == stream:
-        launch(*args)
+        call(*args)
     else:
         with streams.stream(stream):
-            launch(*args)
-
-
-def _distinct(jobs: list) -> list:
-    seen: dict = {}
-    for job in jobs:
-        seen.setdefault((id(job.fn), job.spec), job)
-    return list(seen.values())
+            call(*args)
 
 
 def _queue():
@@ -142,10 +142,11 @@ def _queue():
 
 
 def deferring_here() -> LaunchQueue | None:
-    """This thread's queue if a launch that would compile is to be deferred now (not while
-    flushing, paused, or collecting for ``precompile_calls``)."""
+    """This thread's queue if work is to be deferred now (not while flushing or paused).
+    While ``precompile_calls`` collects (``collecting_depth``), a launch that would compile
+    is only recorded, by the collector, and nothing is queued for it."""
     q = getattr(_local, "queue", None)
-    if q is None or q.flushing or q.paused_depth or q.collecting_depth:
+    if q is None or q.flushing or q.paused_depth:
         return None
     return q
 
@@ -195,7 +196,8 @@ def deferring(collect, compile_jobs):
 
     Args:
         collect: ``parallel_compile.collect``: the ``Job``s calls would compile.
-        compile_jobs: ``parallel_compile.compile_jobs``: compiles jobs side by side.
+        compile_jobs: ``parallel_compile.compile_jobs``: compiles jobs (repeats
+            included) side by side.
 
     Yields:
         This thread's ``LaunchQueue``.
@@ -237,8 +239,8 @@ def paused():
 @contextmanager
 def collecting_here():
     """Within (``parallel_compile.collecting``): a launch that would compile is recorded by
-    the collector and skipped, not deferred; cached launches still queue behind waiting
-    ones."""
+    the collector and nothing is launched or queued for it (``Launcher.launch`` calls only
+    the kernel's ``warmup``); cached launches still queue behind waiting ones."""
     q = _queue()
     if q is None:
         yield

@@ -54,11 +54,11 @@ from .matmul_tuning import (
     PTR_CANDIDATES,
     TMA_CANDIDATES,
     bucket,
-    choose,
     plan_site,
     small_config,
     splitk_candidates,
     splitk_plan,
+    tuned_kernel,
 )
 
 FP32_PRECISION = "ieee"  # "ieee" (torch's default), "tf32x3", or "tf32"
@@ -267,11 +267,11 @@ def _plan_2d(a, b, bias, cshape, M, N, K, bshape, sa, sb, sc, sbias):
             binder = _ptr_binder(dt, M, N, K, bshape, sa, sb, sc, has_bias, sbias)
         bind, key, cands, small = binder
         if flops < _TUNE_MIN_FLOPS:
-            cfg = small
+            go = bind(small)
         else:
             scratch = _launch.empty(cshape, dt, a.device)
-            cfg = choose(key, cands, lambda cand: bind(cand)(a, b, scratch, bias), flops)
-        go = bind(cfg)
+            go = tuned_kernel(key, cands, bind, lambda cand: bind(cand)(a, b, scratch, bias),
+                              flops, a.device)
 
     def run(a, b, bias):
         c = _launch.empty(cshape, dt, a.device)

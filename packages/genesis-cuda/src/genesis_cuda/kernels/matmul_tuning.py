@@ -203,6 +203,62 @@ def choose(key, candidates, launch, flops: int):
     return best
 
 
+def tuned_kernel(key, candidates, bind, launch, flops: int, device: int):
+    """``bind(cfg)``, the kernel of this problem bucket's fastest config (``choose``). In a
+    trace's launch queue (``launch_queue``) the timing waits there (``TunedLater``), so the
+    candidates of every new bucket the trace meets compile in one batch with its other
+    kernels instead of one batch per bucket.
+
+    Args:
+        key: the problem bucket; candidates: its tile configs; bind: ``cfg -> go(a, b, c,
+            bias)``; launch: ``cfg -> None``, one launch of a candidate on the operands
+            (kept until tuned); flops: the product's, for the number of timed calls;
+            device: the operands'.
+    """
+    q = launch_queue.deferring_here() if launch_queue.ACTIVE else None
+    if q is None or key in tuned:
+        return bind(choose(key, candidates, launch, flops))
+    return TunedLater(q, key, candidates, bind, launch, flops, device)
+
+
+class TunedLater:
+    """A matmul plan's kernel while its bucket's tuning waits in a trace's launch queue.
+
+    Made, it records the candidates' compilations (their launches collected, nothing run)
+    and queues the tuning; a call before the tuning has run queues the product behind it.
+    The queue's flush compiles the recorded kernels with the others, times the candidates
+    (``choose``) and makes the queued products with the fastest. If the queue went away
+    first (its flush raised), the next call tunes at once.
+    """
+
+    __slots__ = ("go", "tuning")
+
+    def __init__(self, queue, key, candidates, bind, launch, flops: int, device: int):
+        self.go = None
+        self.tuning = (key, candidates, bind, launch, flops)
+        jobs = queue.collect([lambda cand=cand: launch(cand) for cand in candidates])
+        queue.defer_work(self._tune, (), device, jobs)
+
+    def _tune(self) -> None:
+        if self.go is None:
+            key, candidates, bind, launch, flops = self.tuning
+            self.go = bind(choose(key, candidates, launch, flops))
+            self.tuning = None  # (its operands are no longer kept)
+
+    def __call__(self, a, b, c, bias) -> None:
+        if self.go is None:
+            q = launch_queue.deferring_here() if launch_queue.ACTIVE else None
+            if q is not None:
+                q.defer_work(self._call, (a, b, c, bias), c.device)
+                return
+            self._tune()
+        self.go(a, b, c, bias)
+
+    def _call(self, a, b, c, bias) -> None:
+        self._tune()
+        self.go(a, b, c, bias)
+
+
 def bucket(x: int) -> int:
     return 1 << max(0, (x - 1).bit_length())
 

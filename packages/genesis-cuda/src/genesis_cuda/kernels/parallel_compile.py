@@ -146,19 +146,24 @@ def collecting():
                 _previous_hook = None
 
 
+def distinct(jobs: list) -> list:
+    """``jobs`` without repeats (one per function and specialisation), in order."""
+    seen: dict = {}
+    for job in jobs:
+        seen.setdefault((id(job.fn), job.spec), job)
+    return list(seen.values())
+
+
 def collect(calls) -> list:
     """The distinct ``Job``s that running ``calls`` (callables without arguments) would
     compile. A call that raises is passed over: run for real later, it raises there."""
-    seen: dict = {}
     with collecting() as jobs:
         for call in calls:
             try:
                 call()
             except Exception:  # noqa: BLE001 - the call itself reports it when run for real
                 pass
-    for job in jobs:
-        seen.setdefault((id(job.fn), job.spec), job)
-    return list(seen.values())
+    return distinct(jobs)
 
 
 # ----------------------------------------------------------------------------- compile
@@ -225,6 +230,7 @@ def compile_jobs(jobs: list, workers: int | None = None) -> Report:
         A ``Report``.
     """
     workers = worker_count() if workers is None else workers
+    jobs = distinct(jobs)
     left, errors, done = list(jobs), [], 0
     if workers > 0 and left:
         target = triton_driver.active.get_current_target()
