@@ -96,15 +96,14 @@ def test_a_new_matmul_bucket_is_tuned_at_the_flush(monkeypatch):
     genesis.manual_seed(0)
     a1, a2 = (genesis.randn(3000, 600, device="cuda").to(genesis.bfloat16) for _ in range(2))
     w = genesis.randn(600, 1100, device="cuda").to(genesis.bfloat16)
-    want = [(a.float() @ w.float()).cpu().numpy() for a in (a1, a2)]
+    wn = w.float().cpu().numpy()
+    want = [a.float().cpu().numpy() @ wn for a in (a1, a2)]  # (on the host: nothing tuned)
     x = genesis.zeros(64, device="cuda")
     la = _launch.Launcher(_plus_seven, num_warps=4)
     with _tracing():
         la((1,), x._data, x._data, 64, BLOCK=64)  # a compiling launch: the queue starts
         got = [a1 @ w, a2 @ w]  # a new bucket: tuned at the flush, both products behind it
-        plan = next(iter(matmul._plans.values()))
         assert matmul_tuning.tuned == {}  # (nothing timed yet)
     assert len(matmul_tuning.tuned) == 1
-    assert plan is not None
     for g, wt in zip(got, want):  # bf16 products of a tuned config against float32's
         np.testing.assert_allclose(g.float().cpu().numpy(), wt, rtol=2e-2, atol=0.5)
