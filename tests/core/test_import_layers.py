@@ -213,6 +213,8 @@ _LAZY = {
     ("genesis_cuda.backend", "genesis_cuda.dlpack"): "ctypes structures, for DLPack users only",
     ("genesis_cuda.backend", "genesis_cuda.compiler.backend_hook"):
         "the compiler (Triton code generation) loads on the first genesis.compile on CUDA",
+    ("genesis_cuda.backend", "genesis_cuda.kernels.parallel_compile"):
+        "Triton's compile machinery loads on the first genesis.compile trace on CUDA",
     ("genesis.models.apps.model_dir", "genesis.models"):
         "the CLIs check a model directory before loading the model stack",
 }

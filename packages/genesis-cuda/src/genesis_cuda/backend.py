@@ -24,6 +24,7 @@ from genesis.backends.base import Backend
 from genesis_cuda import array, fused_kernels, generator, kernels, memory, transfer
 from genesis_cuda import device as _device
 from genesis_cuda import triton_hooks as _triton_hooks  # noqa: F401 - its device-init hook
+from genesis_cuda.kernels import launch_queue  # (no Triton: the trace's launch queue)
 
 
 def _index(index) -> int:
@@ -273,7 +274,7 @@ class CUDABackend(Backend):
         the Triton interpreter (which compiles nothing)."""
         if not _device.is_initialized() or os.environ.get("TRITON_INTERPRET") == "1":
             return nullcontext()
-        from genesis_cuda.kernels import launch_queue, parallel_compile  # Triton: on demand
+        from genesis_cuda.kernels import parallel_compile  # Triton: on demand
 
         return launch_queue.deferring(parallel_compile.collect, parallel_compile.compile_jobs)
 
