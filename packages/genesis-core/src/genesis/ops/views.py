@@ -44,6 +44,9 @@ class Permute(Function):
         return g.permute(inverse), None
 
 
+_permute = constants_entry(Permute, 1)  # (x, dims): Permute.apply's steps for its arity
+
+
 def permute(x: Tensor, *dims) -> Tensor:
     """Reorder the dimensions (a view).
 
@@ -60,7 +63,7 @@ def permute(x: Tensor, *dims) -> Tensor:
     if len(dims) != x.ndim or len(set(dims)) != x.ndim:
         raise RuntimeError(f"permute: dims {dims} are not a permutation of the {x.ndim} dims "
                            f"of a tensor of shape {tuple(x.shape)}")
-    return Permute.apply(x, dims)
+    return _permute(x, dims)
 
 
 def transpose(x: Tensor, dim0: int, dim1: int) -> Tensor:
@@ -79,7 +82,7 @@ def transpose(x: Tensor, dim0: int, dim1: int) -> Tensor:
     d0, d1 = normalize_dim(dim0, x.ndim), normalize_dim(dim1, x.ndim)
     dims = list(range(x.ndim))
     dims[d0], dims[d1] = dims[d1], dims[d0]
-    return Permute.apply(x, tuple(dims))
+    return _permute(x, tuple(dims))
 
 
 swapaxes = swapdims = transpose
@@ -117,7 +120,7 @@ def movedim(x: Tensor, source, destination) -> Tensor:
     order = [d for d in range(x.ndim) if d not in src]
     for d, s in sorted(zip(dst, src)):
         order.insert(d, s)
-    return Permute.apply(x, tuple(order))
+    return _permute(x, tuple(order))
 
 
 moveaxis = movedim
