@@ -91,7 +91,8 @@ def _flatten_norm_input(op: str, x: Tensor, normalized_shape, params) -> tuple:
     normalized_shape = (normalized_shape,) if isinstance(normalized_shape, int) \
         else tuple(normalized_shape)
     k = len(normalized_shape)
-    if k == 0 or tuple(x.shape[x.ndim - k:]) != normalized_shape or x.ndim < k:
+    nd = len(x.shape)
+    if k == 0 or tuple(x.shape[nd - k:]) != normalized_shape or nd < k:
         raise RuntimeError(
             f"{op}: Given normalized_shape={list(normalized_shape)}, expected input with shape "
             f"[*, {', '.join(map(str, normalized_shape))}], but got input of size "

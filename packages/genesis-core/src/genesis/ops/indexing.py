@@ -103,11 +103,11 @@ def _split_key(x: Tensor, key):
     n_ellipsis = sum(1 for k in items if k is Ellipsis)
     if n_ellipsis > 1:
         raise IndexError("an index can only have a single ellipsis ('...')")
-    if consumed > x.ndim:
+    if consumed > len(x.shape):
         raise IndexError(f"too many indices for tensor of dimension {x.ndim}")
     if n_ellipsis:
         i = next(j for j, k in enumerate(items) if k is Ellipsis)
-        items[i:i + 1] = [slice(None)] * (x.ndim - consumed)
+        items[i:i + 1] = [slice(None)] * (len(x.shape) - consumed)
     basic, advanced, view_dim, src_dim = [], {}, 0, 0
     for k in items:
         if type(k) is slice:  # (items are slices, ints, None, _EMPTY or index tensors)
@@ -220,7 +220,7 @@ def getitem(x: Tensor, key) -> Tensor:
     """``x[key]``: basic indexing gives a view, advanced indexing a copy (torch rules)."""
     if type(key) in (int, slice) or key is None:  # not bool: x[True] adds a dim
         return slice_view(x, (key,) if x.shape else _basic_key(x, (key,)))
-    if type(key) is Tensor and key.dtype is not D.bool_ and x.ndim:  # x[index] on dim 0
+    if type(key) is Tensor and key.dtype is not D.bool_ and x.shape:  # x[index] on dim 0
         check_same_device("index", x, key)
         return Index.apply(x, _prepare_advanced(x, {0: key}))
     basic, advanced = _split_key(x, key)
@@ -238,7 +238,7 @@ tensor_getitem = slice_key_entry(Slice, getitem)
 
 
 def _basic_key(x: Tensor, key: tuple) -> tuple:
-    if x.ndim or not isinstance(key[0], (int, slice)):
+    if x.shape or not isinstance(key[0], (int, slice)):
         return key
     if type(key[0]) is slice:
         raise IndexError("slice() cannot be applied to a 0-dim tensor.")

@@ -126,7 +126,7 @@ class Linear(Function):
         gx = gw = gb = None
         if needs[0]:
             gx = b.matmul(g2, weight._data)  # (N, in)
-            if x.ndim != 2:
+            if len(x.shape) != 2:
                 gx = b.as_strided(gx, x.shape, contiguous_strides(x.shape),
                                   b.storage_offset_of(gx))  # (*, in)
             gx = wrap(gx, device, None, x.shape, dtype)
@@ -153,7 +153,7 @@ def _rows(t: Tensor) -> tuple:
 
 def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """``input @ weight.T + bias`` (what ``nn.functional.linear`` computes)."""
-    if weight.ndim != 2:
+    if len(weight.shape) != 2:
         raise RuntimeError(f"linear: weight must be 2-D (out_features, in_features), got shape "
                            f"{tuple(weight.shape)}")
     return Linear.apply(input, weight, bias)

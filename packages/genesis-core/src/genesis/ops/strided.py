@@ -180,7 +180,7 @@ def narrow(x: Tensor, dim: int, start: int, length: int) -> Tensor:
     Returns:
         A view.
     """
-    d = normalize_dim(dim, x.ndim)
+    d = normalize_dim(dim, len(x.shape))
     n = x.shape[d]
     if start < 0:
         start += n

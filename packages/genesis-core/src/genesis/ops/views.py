@@ -59,8 +59,9 @@ def permute(x: Tensor, *dims) -> Tensor:
     """
     if len(dims) == 1 and isinstance(dims[0], (tuple, list)):
         dims = tuple(dims[0])
-    dims = tuple(normalize_dim(int(d), x.ndim) for d in dims)
-    if len(dims) != x.ndim or len(set(dims)) != x.ndim:
+    nd = len(x.shape)  # (not the ndim property: a call)
+    dims = tuple(normalize_dim(int(d), nd) for d in dims)
+    if len(dims) != nd or len(set(dims)) != nd:
         raise RuntimeError(f"permute: dims {dims} are not a permutation of the {x.ndim} dims "
                            f"of a tensor of shape {tuple(x.shape)}")
     return _permute(x, dims)
@@ -77,10 +78,11 @@ def transpose(x: Tensor, dim0: int, dim1: int) -> Tensor:
     Returns:
         A view.
     """
-    if x.ndim == 0:
+    nd = len(x.shape)  # (not the ndim property: a call)
+    if nd == 0:
         return x
-    d0, d1 = normalize_dim(dim0, x.ndim), normalize_dim(dim1, x.ndim)
-    dims = list(range(x.ndim))
+    d0, d1 = normalize_dim(dim0, nd), normalize_dim(dim1, nd)
+    dims = list(range(nd))
     dims[d0], dims[d1] = dims[d1], dims[d0]
     return _permute(x, tuple(dims))
 
