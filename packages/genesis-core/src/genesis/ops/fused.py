@@ -10,6 +10,7 @@ import math
 
 from genesis import creation
 from genesis import dtypes as D
+from genesis.autograd.entries import ternary_entry
 from genesis.autograd.function import Function
 from genesis.autograd.grad_mode import is_grad_enabled
 from genesis.backends.composite import norm_acc_dtype
@@ -203,6 +204,9 @@ class RMSNorm(Function):
         return wrap(gx, x.device), (None if gw is None else wrap(gw, x.device)), None
 
 
+_rms_norm = ternary_entry(RMSNorm)  # (x, weight, eps): RMSNorm.apply's steps for its arity
+
+
 def _rms_norm_grads(x, weight, g, eps) -> tuple:
     """RMSNorm's gradients written with differentiable ops (x: (..., N)).
 
@@ -242,5 +246,5 @@ def rms_norm(input: Tensor, normalized_shape, weight: Tensor | None = None,
         eps = {D.float16: 0.0009765625, D.bfloat16: 0.0078125,
                D.float64: 2.220446049250313e-16}.get(input.dtype, 1.1920928955078125e-07)
     x, (w,) = _flatten_norm_input("rms_norm", input, normalized_shape, (("weight", weight),))
-    y = RMSNorm.apply(x, w, float(eps))
+    y = _rms_norm(x, w, float(eps))
     return y if x is input else y.reshape(input.shape)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from genesis.autograd.entries import matrix_entry
+from genesis.autograd.entries import matrix_entry, ternary_entry
 from genesis.autograd.function import _NO_GRAD_CTX, Function
 from genesis.autograd.grad_mode import is_grad_enabled
 from genesis.backends.composite import contiguous_strides
@@ -156,7 +156,10 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     if len(weight.shape) != 2:
         raise RuntimeError(f"linear: weight must be 2-D (out_features, in_features), got shape "
                            f"{tuple(weight.shape)}")
-    return Linear.apply(input, weight, bias)
+    return _linear(input, weight, bias)
+
+
+_linear = ternary_entry(Linear)  # (input, weight, bias): Linear.apply's steps for its arity
 
 
 def with_vectors(input: Tensor, other: Tensor) -> Tensor:
