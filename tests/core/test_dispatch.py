@@ -213,7 +213,8 @@ def test_kernel_forward_functions_run_no_op_while_recorded(monkeypatch):
 
     monkeypatch.setattr(Node, "__init__", node_made)
     checked = {name for names in forwards.values() for name in names}
-    assert {"add", "mul", "exp", "sum", "slice", "view", "expand", "permute"} <= checked
+    assert {"add", "mul", "exp", "sum", "slice", "view", "expand", "permute", "cast", "linear",
+            "rms_norm", "contiguous"} <= checked
     for op in OPS:
         for _, realized in samples_for(op, op.dtypes[0]):
             built = Built(realized, "genesis", "cpu", requires_grad=True)

@@ -197,6 +197,8 @@ def reshape(x: Tensor, *shape) -> Tensor:
 
 
 class Contiguous(Function):
+    kernel_forward = True
+
     @staticmethod
     def forward(ctx, x):
         return wrap(x._backend.contiguous(x._data), x.device)
