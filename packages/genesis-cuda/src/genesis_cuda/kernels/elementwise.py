@@ -16,8 +16,8 @@ Half types compute in float32; bool computes as int8. ``OP`` is a constexpr stri
 ``_compute`` switch and its math helpers) is in ``_elementwise_math.py``; the two kernels'
 loads, stores and indexing are in ``_elementwise_kernels.py``; this file holds the host code
 that plans, picks and launches them (the tiled kernel's plans: ``elementwise_tiled.py``), and
-the contract functions. Copies and casts of contiguous arrays take the flat plans of the
-unary ops (``unary_kernel("copy")``).
+the contract functions. Copies and casts of contiguous arrays take flat plans as the unary
+ops do (``_one_input_kernel``).
 """
 
 from __future__ import annotations
@@ -246,15 +246,21 @@ def _flat_plan(op, dt, odt, modes, tag, sbits, n_small, ct):
 
 
 def unary_kernel(op):
-    """A cached fast callable ``(a, out=None) -> array`` for unary ``op`` (``"copy"``: ``out``
-    is given, and ``a`` is converted to its dtype as ``copy_`` converts)."""
+    """A cached fast callable ``(a, out=None) -> array`` for unary ``op``."""
     fn = _unary_cache.get(op)
-    if fn is not None:
-        return fn
+    if fn is None:
+        fn = _unary_cache[op] = _one_input_kernel(op, _unary_ct)
+    return fn
+
+
+def _one_input_kernel(op, compute):
+    """``kernel(a, out=None)``: ``op`` elementwise from ``a`` into ``out`` (made when None),
+    computing in ``compute(op, a's dtype, out's dtype)``; contiguous operands take one flat
+    plan per (dtypes, size class), anything else ``launch``. The unary ops' kernels, and the
+    copies and casts (op ``"copy"``, with ``copy_``'s compute dtypes: ``_copy``)."""
     bool_out = op in UNARY_BOOL_OUT
     plans: dict = {}
     modes = (_TENSOR, _NONE, _NONE)
-    compute = _copy_ct if op == "copy" else _unary_ct
 
     def kernel(a, out=None):
         dt = a.dtype
@@ -281,7 +287,6 @@ def unary_kernel(op):
             return out
         return launch(o, out, a, None, None, 1, compute(o, dt, out.dtype))
 
-    _unary_cache[op] = kernel
     return kernel
 
 
@@ -408,4 +413,4 @@ def fill_(a, value):
     return launch("fill", a, None, value, None, 0, ct)
 
 
-_copy = unary_kernel("copy")  # (src, dst): contiguous copies and casts take its flat plans
+_copy = _one_input_kernel("copy", _copy_ct)  # (src, dst): copies and casts
