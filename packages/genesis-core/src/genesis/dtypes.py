@@ -163,7 +163,7 @@ def result_type(*operands) -> DType:
     for op in operands:
         dt = getattr(op, "dtype", None)
         if isinstance(dt, DType):
-            if op.shape:  # (not ndim, a property: a call; a 0-d tensor's shape is empty)
+            if op.ndim:
                 dim_result = dt if dim_result is None else promote_types(dim_result, dt)
             else:
                 zero_result = dt if zero_result is None else promote_types(zero_result, dt)
