@@ -213,7 +213,8 @@ def test_kernel_forward_functions_run_no_op_while_recorded(monkeypatch):
 
     monkeypatch.setattr(Node, "__init__", node_made)
     checked = {name for names in forwards.values() for name in names}
-    assert {"add", "mul", "exp", "sum", "slice", "view", "expand", "permute"} <= checked
+    assert {"add", "mul", "exp", "sum", "slice", "view", "expand", "permute", "cast", "linear",
+            "rms_norm", "contiguous"} <= checked
     for op in OPS:
         for _, realized in samples_for(op, op.dtypes[0]):
             built = Built(realized, "genesis", "cpu", requires_grad=True)
@@ -286,3 +287,28 @@ def test_x_a_b_keeps_its_key_tuple_wherever_the_op_is_seen():
                     assert view.storage_offset() == expected.storage_offset()
     with pytest.raises(TypeError):
         genesis.arange(4.0)[1.0:3]
+
+
+def test_the_three_argument_entry_records_as_apply_does():
+    """``entries.ternary_entry`` (``F.linear``, ``rms_norm``) takes ``Function.apply``'s steps:
+    a mode sees the call with its three arguments; the op is recorded when any argument
+    requires grad (the bias alone here) and not under no_grad; a non-tensor third argument
+    (a norm's eps) is a constant."""
+    x = genesis.tensor([[1.0, 2.0]])
+    w = genesis.tensor([[3.0, 4.0], [5.0, 6.0]])
+    b = genesis.tensor([0.5, -0.5], requires_grad=True)
+    with Recorder() as rec:
+        y = genesis.nn.functional.linear(x, w, b)
+    ((name, args, out),) = rec.calls
+    assert name == "linear" and args == (x, w, b) and out is y
+    assert y.tolist() == [[11.5, 16.5]] and y.grad_fn.name() == "LinearBackward"
+    y.sum().backward()
+    assert b.grad.tolist() == [1.0, 1.0] and x.grad is None and w.grad is None
+    assert genesis.nn.functional.linear(x, w).grad_fn is None  # nothing requires grad
+    with genesis.no_grad():
+        assert genesis.nn.functional.linear(x, w, b).grad_fn is None
+    v = genesis.tensor([[3.0, 4.0]], requires_grad=True)
+    with Recorder() as rec:
+        r = genesis.nn.functional.rms_norm(v, (2,), eps=1e-6)
+    assert rec.names == ["rms_norm"] and rec.calls[0][1][2] == 1e-6
+    assert r.grad_fn.name() == "RMSNormBackward"

@@ -13,11 +13,13 @@ def test_best_fit_takes_the_smallest_free_chunk_that_holds_the_request():
     pools = SegmentPools()
     head = pools.add_segment(BASE, SMALL_SEGMENT, 0, True)
     pools.split(head, 4096)  # head: 4096 bytes, the rest free
-    assert pools.pool(0, True) == [(SMALL_SEGMENT - 4096, BASE + 4096, head.next)]
+    # the rest is listed by its key, size << 64 | address
+    assert pools.pool(0, True) == [(SMALL_SEGMENT - 4096) << 64 | (BASE + 4096)]
+    assert pools.free_chunks == {BASE + 4096: head.next}
     assert pools.best_fit(512, 1, True) is None  # another stream's pool is empty
     assert pools.best_fit(512, 0, False) is None  # and so is the large pool
     chunk = pools.best_fit(512, 0, True)
-    assert chunk.ptr == BASE + 4096 and pools.pool(0, True) == []
+    assert chunk.ptr == BASE + 4096 and pools.pool(0, True) == [] and not pools.free_chunks
 
 
 def test_a_large_remainder_of_at_most_1mib_stays_with_its_chunk():
@@ -58,5 +60,6 @@ def test_dissolving_a_graph_pool_frees_its_empty_segments_and_keeps_its_outputs(
     assert pools.dissolve(graph, 7) == [(BASE, SMALL_SEGMENT)]
     assert not pools.has_segments(graph) and graph not in pools.small
     assert live.stream == 7 and live.next.stream == 7
-    assert pools.pool(7, True) == [(SMALL_SEGMENT - 512, live.next.ptr, live.next)]
+    assert pools.pool(7, True) == [(SMALL_SEGMENT - 512) << 64 | live.next.ptr]
+    assert pools.free_chunks[live.next.ptr] is live.next
     assert [s["address"] for s in pools.snapshot()] == [BASE + SMALL_SEGMENT]

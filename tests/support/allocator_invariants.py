@@ -20,8 +20,10 @@ def check_invariants(alloc: CachingAllocator) -> None:
     listed = {}
     for pools in (alloc.pools.small, alloc.pools.large):
         for stream, free in pools.items():
-            assert free == sorted(free, key=lambda e: (e[0], e[1]))
-            for size, ptr, chunk in free:
+            assert free == sorted(free)
+            for key in free:  # size << 64 | address
+                size, ptr = key >> 64, key & ((1 << 64) - 1)
+                chunk = alloc.pools.free_chunks[ptr]
                 assert chunk.size == size and chunk.ptr == ptr and chunk.stream == stream
                 assert not chunk.allocated and not chunk.event_count
                 assert ptr not in listed and ptr not in held
@@ -50,6 +52,6 @@ def check_invariants(alloc: CachingAllocator) -> None:
             total += c.size
             prev, c = c, c.next
         assert total == alloc.pools.segment_sizes[base]
-    assert set(seen_free) == set(listed)
+    assert set(seen_free) == set(listed) == set(alloc.pools.free_chunks)
     assert not waiting, "pending frees of chunks in no segment"
     assert alloc.reserved_bytes == sum(alloc.pools.segment_sizes.values())

@@ -1,7 +1,8 @@
 """Host time of genesis's CUDA training step with no GPU: the device is replaced by nothing.
 
     python tools/bench/cuda_host.py [--model tiny|0.2b] [--batch 8] [--seq 1024] [--steps 10]
-                                    [--autocast] [--profile] [--top 40] [--json PATH]
+                                    [--autocast] [--profile] [--top 40] [--instructions]
+                                    [--json PATH]
 
 Eager genesis on a GPU is host-bound: the Python path around each launch (op wrappers,
 autograd, dispatch, launch planning, the caching allocator, Triton's launcher) decides the
@@ -23,6 +24,13 @@ The model is ``tools/bench/train.py``'s decoder (same shapes for ``--model 0.2b`
 randomly initialised weights (no values are ever computed). Kernel time, values and memory
 use are not measured: that needs the GPU (``train.py``). ``--profile`` prints a cProfile of
 the steps.
+
+``--instructions`` counts machine instructions instead of time: the script runs itself
+under valgrind's callgrind, which writes its counts to a new file each time ``os.getppid``
+is entered; the child brackets every timed phase with that call, and each phase's figure is
+the least of its ``--steps`` counts (``cuda_host_instructions.py``). A host time on a shared
+machine moves by tens of per cent from run to run; an instruction count by 1 to 3 %, so two
+trees compare in one call each (about four minutes for ``--model 0.2b --steps 2``).
 """
 
 from __future__ import annotations
@@ -41,6 +49,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from cuda_host_instructions import count_instructions, run_bracketed  # noqa: E402
 from train import MODELS, build_model  # noqa: E402
 
 PHASES = ("forward", "backward", "clip", "step", "zero_grad")
@@ -201,7 +210,16 @@ def _setup(cfg, args):
     ]
 
 
-def _launches(fn) -> tuple[int, Counter]:
+def warm_up(phases) -> None:
+    """Three steps: optimizer state, plan caches and the matmul autotuner are made."""
+    for _ in range(3):
+        for _, fn in phases:
+            fn()
+
+
+def launches(fn) -> tuple[int, Counter]:
+    """Run ``fn`` once: the launches it made through the direct path, and through Triton's
+    JIT path by kernel name."""
     d0, j0 = _Counts.direct, Counter(_Counts.jit)
     fn()
     return _Counts.direct - d0, _Counts.jit - j0
@@ -211,10 +229,8 @@ def measure(phases, steps: int, clock=time.process_time) -> dict:
     """Median host µs, launches and JIT-path launches per phase. The default clock is this
     process's CPU time: on a machine shared with other work it counts only our own cycles
     (``time.perf_counter`` for wall time)."""
-    for _ in range(3):  # warm-up: optimizer state, plan caches, the matmul autotuner
-        for _, fn in phases:
-            fn()
-    counts = {ph: _launches(fn) for ph, fn in phases}
+    warm_up(phases)
+    counts = {ph: launches(fn) for ph, fn in phases}
     times: dict = {ph: [] for ph, _ in phases}
     gc.collect()
     gc.disable()
@@ -242,15 +258,27 @@ def main(argv=None) -> dict:
     ap.add_argument("--top", type=int, default=40, help="rows of the --profile table")
     ap.add_argument("--wall", action="store_true",
                     help="time with the wall clock (default: this process's CPU time)")
+    ap.add_argument("--instructions", action="store_true",
+                    help="count machine instructions under valgrind's callgrind, not time")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.instructions and not args.child:
+        out = count_instructions(__file__, args)
+        if args.json:
+            Path(args.json).write_text(json.dumps(out, indent=2))
+        return out
     install_null_device()
     cfg = MODELS[args.model]
     phases = _setup(cfg, args)
+    if args.child:  # (run by --instructions under callgrind)
+        warm_up(phases)
+        counts = {ph: launches(fn) for ph, fn in phases}
+        run_bracketed(phases, args.steps, args.child,
+                      {ph: n + sum(jit.values()) for ph, (n, jit) in counts.items()})
+        return {}
     if args.profile:
-        for _ in range(3):
-            for _, fn in phases:
-                fn()
+        warm_up(phases)
         prof = cProfile.Profile()
         prof.enable()
         for _ in range(args.steps):

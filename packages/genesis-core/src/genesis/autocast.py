@@ -42,28 +42,29 @@ class _AutocastState(threading.local):
         self.cache: dict[int, tuple] = {}
 
     def cast_args(self, category: str, args: tuple) -> tuple:
+        """``args`` as an op of autocast ``category`` takes them: each floating tensor cast
+        to the category's dtype, except where autocast is off for its device type, it is
+        float64, or it already has that dtype (a weight's cast is cached: ``cached_cast``).
+        (This object is thread-local: each attribute read costs a lookup of the thread's
+        dict, so ``by_device`` is read once.)"""
+        by_device = self.by_device
         out = []
         for a in args:
-            if type(a) not in _function._TENSOR_TYPES or self.keeps(category, a):
+            if type(a) not in _function._TENSOR_TYPES:
                 out.append(a)
                 continue
-            low = self.by_device[a.device.type]
+            low = by_device.get(a.device.type)
+            dtype = a.dtype
             target = low if category == "lower" else D.float32
-            if (target is low and a.dtype is D.float32 and a.requires_grad
+            if (low is None or not dtype.is_floating_point or dtype is D.float64
+                    or dtype is target):
+                out.append(a)
+            elif (target is low and dtype is D.float32 and a.requires_grad
                     and a.grad_fn is None and a._base is None and self.cache_enabled):
                 out.append(self.cached_cast(a, target))
             else:
                 out.append(a.to(target))
         return tuple(out)
-
-    def keeps(self, category: str, a) -> bool:
-        """Whether an op of autocast ``category`` takes tensor ``a`` as it is: autocast is
-        off for its device type, it is not floating, it is float64, or it already has the
-        category's dtype (the host paths need no cast then)."""
-        low = self.by_device.get(a.device.type)
-        dtype = a.dtype
-        return (low is None or not dtype.is_floating_point or dtype is D.float64
-                or dtype is (low if category == "lower" else D.float32))
 
     def cached_cast(self, weight, dtype: D.DType):
         """``weight.to(dtype)``, made once per region, grad mode and weight version."""

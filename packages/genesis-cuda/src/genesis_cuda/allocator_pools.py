@@ -10,8 +10,9 @@ Pure bookkeeping over addresses (no driver call, no statistics), used by
 * ``Chunk``: a piece of a segment, linked to its neighbours (a segment, one ``cuMemAlloc``,
   is a doubly linked list of chunks).
 * ``SegmentPools``: every segment of a device and, per stream (or CUDA-graph pool), the
-  free chunks of each pool in a list sorted by (size, address): best fit is one bisection,
-  a request splits off the rest when it is worth keeping, a released chunk merges with its
+  free chunks of each pool in a list sorted by (size, address), as ints (``size << 64 |
+  address``: a bisection then compares ints, not tuples): best fit is one bisection, a
+  request splits off the rest when it is worth keeping, a released chunk merges with its
   free neighbours.
 
 Example:
@@ -32,6 +33,11 @@ SMALL_SEGMENT = 2 << 20  # small-pool segments are 2 MiB
 LARGE_SEGMENT = 20 << 20  # requests in (1 MiB, 10 MiB) share 20 MiB segments
 MIN_LARGE_ALLOC = 10 << 20
 ROUND_LARGE = 2 << 20  # bigger requests get their own segment, rounded to 2 MiB
+
+
+# A free chunk's key in its pool's sorted list is ``size << 64 | address`` (addresses are
+# below 2**64): (size, address) order, as one int, which a bisection compares cheaply.
+_PTR_MASK = (1 << 64) - 1
 
 
 def round_size(nbytes: int) -> int:
@@ -70,17 +76,19 @@ class SegmentPools:
     """The segments of one device and their free chunks, per stream and pool.
 
     Attributes:
-        small, large: stream handle (or private graph pool) -> list of free
-            ``(size, ptr, chunk)``, sorted, of the small and the large pool.
+        small, large: stream handle (or private graph pool) -> the sorted keys
+            (``size << 64 | address``) of the free chunks of the small and the large pool.
+        free_chunks: address -> chunk, for every chunk in a free list.
         segments: segment base address -> its first chunk.
         segment_sizes: segment base address -> bytes reserved from the driver.
     """
 
-    __slots__ = ("small", "large", "segments", "segment_sizes")
+    __slots__ = ("small", "large", "free_chunks", "segments", "segment_sizes")
 
     def __init__(self):
         self.small: dict[int, list] = {}
         self.large: dict[int, list] = {}
+        self.free_chunks: dict[int, Chunk] = {}
         self.segments: dict[int, Chunk] = {}
         self.segment_sizes: dict[int, int] = {}
 
@@ -97,9 +105,9 @@ class SegmentPools:
         the pool; None when none does."""
         free = (self.small if small else self.large).get(stream)
         if free:
-            i = bisect_left(free, (size,))  # no allocation between here and pop: no GC
+            i = bisect_left(free, size << 64)  # (the first key of at least this size)
             if i < len(free):
-                return free.pop(i)[2]
+                return self.free_chunks.pop(free.pop(i) & _PTR_MASK)
         return None
 
     def split(self, chunk: Chunk, size: int) -> None:
@@ -114,21 +122,24 @@ class SegmentPools:
                 chunk.next.prev = tail
             chunk.next = tail
             chunk.size = size
-            insort(self.pool(chunk.stream, small), (rest, tail.ptr, tail))
+            insort(self.pool(chunk.stream, small), rest << 64 | tail.ptr)
+            self.free_chunks[tail.ptr] = tail
 
     def release(self, chunk: Chunk) -> None:
         """Put a free chunk back into its pool, merged with free neighbours."""
         free = self.pool(chunk.stream, chunk.small)
         prev = chunk.prev
         if prev is not None and not prev.allocated and not prev.event_count:
-            del free[bisect_left(free, (prev.size, prev.ptr))]
+            del free[bisect_left(free, prev.size << 64 | prev.ptr)]  # (re-listed merged)
             _absorb(prev, chunk)
             chunk = prev
         nxt = chunk.next
         if nxt is not None and not nxt.allocated and not nxt.event_count:
-            del free[bisect_left(free, (nxt.size, nxt.ptr))]
+            del free[bisect_left(free, nxt.size << 64 | nxt.ptr)]
+            del self.free_chunks[nxt.ptr]
             _absorb(chunk, nxt)
-        insort(free, (chunk.size, chunk.ptr, chunk))
+        insort(free, chunk.size << 64 | chunk.ptr)
+        self.free_chunks[chunk.ptr] = chunk
 
     def add_segment(self, ptr: int, nbytes: int, stream, small: bool) -> Chunk:
         """Record a new segment of ``nbytes`` at ``ptr``; returns its one chunk (not in a
@@ -150,7 +161,8 @@ class SegmentPools:
         table, before the caller frees it); returns its size."""
         head = self.segments.pop(base)
         free = self.pool(head.stream, head.small)
-        del free[bisect_left(free, (head.size, head.ptr))]
+        del free[bisect_left(free, head.size << 64 | head.ptr)]
+        del self.free_chunks[head.ptr]
         return self.segment_sizes.pop(base)
 
     def has_segments(self, stream) -> bool:
@@ -167,20 +179,22 @@ class SegmentPools:
         for head in [h for h in self.segments.values() if h.stream == pool]:
             if not head.allocated and head.next is None:
                 del self.segments[head.ptr]
+                self.free_chunks.pop(head.ptr, None)
                 dropped.append((head.ptr, self.segment_sizes.pop(head.ptr)))
                 continue
             c = head
             while c is not None:
                 c.stream = stream
                 if not c.allocated:
-                    insort(self.pool(stream, c.small), (c.size, c.ptr, c))
+                    insort(self.pool(stream, c.small), c.size << 64 | c.ptr)
+                    self.free_chunks[c.ptr] = c
                 c = c.next
         return dropped
 
     def free_bytes(self) -> int:
         """Bytes in the free lists of every pool."""
-        return sum(size for pools in (self.small, self.large)
-                   for free in pools.values() for size, _, _ in free)
+        return sum(key >> 64 for pools in (self.small, self.large)
+                   for free in pools.values() for key in free)
 
     def snapshot(self) -> list[dict]:
         """Every segment with its chunks (address, size, state), by address."""

@@ -149,6 +149,32 @@ def binary_entry(cls):
     return call
 
 
+def ternary_entry(cls):
+    """``call(a, b, c)``: ``cls.apply(a, b, c)`` for a Function whose forward takes three
+    arguments, any of them a tensor (``linear``'s input, weight and bias; a norm's input,
+    weight and eps): recorded when any of them requires grad, as ``apply`` decides."""
+    forward, op, category = cls.forward, cls.op, cls.autocast
+    records, direct, new_node = cls.differentiable, cls.kernel_forward, cls._backward_cls
+    link = connect_saving if cls.saves_output else connect
+
+    def call(a, b, c):
+        if category is not None and _autocast_anywhere.on and F._autocast_state.enabled:
+            a, b, c = F._autocast_state.cast_args(category, (a, b, c))
+        if _intercepting:
+            return intercept(op, (a, b, c), {})
+        if records and ((type(a) in _TENSOR_TYPES and a.requires_grad)
+                        or (type(b) in _TENSOR_TYPES and b.requires_grad)
+                        or (type(c) in _TENSOR_TYPES and c.requires_grad)) \
+                and _grad_state.enabled:
+            if direct:  # (recorded's steps for a forward that runs no op)
+                ctx = new_node()
+                return link(ctx, (a, b, c), forward(ctx, a, b, c))
+            return recorded(cls, (a, b, c), _NO_KWARGS)
+        return forward(_NO_GRAD_CTX, a, b, c)
+
+    return call
+
+
 def slice_key_entry(cls, other):
     """``call(input, key)``, a tensor's ``__getitem__``: ``cls.apply(input, (key,))`` for
     ``x[a:b]`` (``key`` one slice, ``input`` of at least one dim: the most frequent index),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from genesis import dtypes as D
+from genesis.autograd.entries import constants_entry
 from genesis.autograd.function import Function
 from genesis.backends import registry
 from genesis.backends.registry import BackendUnavailableError
@@ -13,6 +14,8 @@ from genesis.tensor import Tensor, new_tensor
 
 
 class Cast(Function):
+    kernel_forward = True
+
     @staticmethod
     def forward(ctx, x, dtype):
         ctx.in_dtype = x.dtype
@@ -22,6 +25,9 @@ class Cast(Function):
     @staticmethod
     def backward(ctx, g):
         return (g.to(ctx.in_dtype) if ctx.in_dtype.is_floating_point else None), None
+
+
+_cast = constants_entry(Cast, 1)  # (x, dtype): Cast.apply's steps for its arity
 
 
 class ToDevice(Function):
@@ -133,7 +139,7 @@ def to(input: Tensor, *args, non_blocking: bool = False, copy: bool = False,
         dtype = args[0]
         if dtype is input.dtype:
             return input
-        return Cast.apply(input, dtype)
+        return _cast(input, dtype)
     device, dtype = _parse_to_args(input, args, kwargs)
     if kwargs:
         raise TypeError(f"to() got unexpected keyword arguments {sorted(kwargs)}")
@@ -142,7 +148,7 @@ def to(input: Tensor, *args, non_blocking: bool = False, copy: bool = False,
         out = ToDevice.apply(out, device)
         copy = False
     if dtype is not None and dtype is not out.dtype:
-        out = Cast.apply(out, dtype)
+        out = _cast(out, dtype)
         copy = False
     if copy:
         out = clone(out)

@@ -10,6 +10,7 @@ import math
 
 from genesis import creation
 from genesis import dtypes as D
+from genesis.autograd.entries import ternary_entry
 from genesis.autograd.function import Function
 from genesis.autograd.grad_mode import is_grad_enabled
 from genesis.backends.composite import norm_acc_dtype
@@ -91,7 +92,8 @@ def _flatten_norm_input(op: str, x: Tensor, normalized_shape, params) -> tuple:
     normalized_shape = (normalized_shape,) if isinstance(normalized_shape, int) \
         else tuple(normalized_shape)
     k = len(normalized_shape)
-    if k == 0 or tuple(x.shape[x.ndim - k:]) != normalized_shape or x.ndim < k:
+    nd = len(x.shape)
+    if k == 0 or tuple(x.shape[nd - k:]) != normalized_shape or nd < k:
         raise RuntimeError(
             f"{op}: Given normalized_shape={list(normalized_shape)}, expected input with shape "
             f"[*, {', '.join(map(str, normalized_shape))}], but got input of size "
@@ -182,6 +184,7 @@ def layer_norm(input: Tensor, normalized_shape, weight: Tensor | None = None,
 
 class RMSNorm(Function):
     autocast = RMS_NORM.autocast  # None: the output keeps the input's dtype
+    kernel_forward = True  # (the row's kernel or array-level composite: no op)
 
     @staticmethod
     def forward(ctx, x, weight, eps):
@@ -200,6 +203,9 @@ class RMSNorm(Function):
         gx, gw = RMS_NORM.backward(x._backend, g.contiguous()._data, x._data,
                                    None if weight is None else weight._data, rstd._data)
         return wrap(gx, x.device), (None if gw is None else wrap(gw, x.device)), None
+
+
+_rms_norm = ternary_entry(RMSNorm)  # (x, weight, eps): RMSNorm.apply's steps for its arity
 
 
 def _rms_norm_grads(x, weight, g, eps) -> tuple:
@@ -241,5 +247,5 @@ def rms_norm(input: Tensor, normalized_shape, weight: Tensor | None = None,
         eps = {D.float16: 0.0009765625, D.bfloat16: 0.0078125,
                D.float64: 2.220446049250313e-16}.get(input.dtype, 1.1920928955078125e-07)
     x, (w,) = _flatten_norm_input("rms_norm", input, normalized_shape, (("weight", weight),))
-    y = RMSNorm.apply(x, w, float(eps))
+    y = _rms_norm(x, w, float(eps))
     return y if x is input else y.reshape(input.shape)

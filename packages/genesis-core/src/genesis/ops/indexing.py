@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from genesis import creation
 from genesis import dtypes as D
-from genesis.autograd.entries import constants_entry, slice_key_entry
+from genesis.autograd.entries import slice_key_entry
 from genesis.autograd.function import Function
 from genesis.ops.common import (
     broadcast_shapes,
@@ -16,7 +16,7 @@ from genesis.ops.common import (
     wrap,
 )
 from genesis.ops.elementwise import where
-from genesis.ops.strided import Slice
+from genesis.ops.strided import Slice, slice_view
 from genesis.tensor import Tensor
 
 
@@ -75,6 +75,9 @@ def _split_key(x: Tensor, key):
         key = (key,)
     items = []
     for k in key:
+        if type(k) is slice or type(k) is int or k is None or k is Ellipsis:  # (basic items)
+            items.append(k)
+            continue
         if isinstance(k, Tensor) and k.dtype is D.bool_ and k.ndim == 0:
             k = bool(k.item())
         if isinstance(k, bool):
@@ -92,35 +95,35 @@ def _split_key(x: Tensor, key):
     # dims each item consumes (a bool mask consumes as many dims as it has)
     consumed = 0
     for k in items:
-        if isinstance(k, Tensor):
-            consumed += k.ndim if k.dtype is D.bool_ else 1
-        elif isinstance(k, (int, slice)):
+        if type(k) is slice or type(k) is int:
             consumed += 1
+        elif isinstance(k, Tensor):
+            consumed += k.ndim if k.dtype is D.bool_ else 1
     # identity tests only: `==` on a list of tensors would compare elementwise
     n_ellipsis = sum(1 for k in items if k is Ellipsis)
     if n_ellipsis > 1:
         raise IndexError("an index can only have a single ellipsis ('...')")
-    if consumed > x.ndim:
+    if consumed > len(x.shape):
         raise IndexError(f"too many indices for tensor of dimension {x.ndim}")
     if n_ellipsis:
         i = next(j for j, k in enumerate(items) if k is Ellipsis)
-        items[i:i + 1] = [slice(None)] * (x.ndim - consumed)
+        items[i:i + 1] = [slice(None)] * (len(x.shape) - consumed)
     basic, advanced, view_dim, src_dim = [], {}, 0, 0
     for k in items:
-        if k is None:
+        if type(k) is slice:  # (items are slices, ints, None, _EMPTY or index tensors)
+            basic.append(k)
+            view_dim += 1
+            src_dim += 1
+        elif type(k) is int:
+            basic.append(k)
+            src_dim += 1
+        elif k is None:
             basic.append(None)
             view_dim += 1
         elif k is _EMPTY:
             basic.append(None)
             advanced[view_dim] = _empty_index(x.device)
             view_dim += 1
-        elif isinstance(k, int):
-            basic.append(k)
-            src_dim += 1
-        elif isinstance(k, slice):
-            basic.append(k)
-            view_dim += 1
-            src_dim += 1
         else:  # index tensor
             check_same_device("index", x, k)
             if k.dtype is D.bool_:
@@ -216,27 +219,26 @@ def full_indices(shape: tuple, indices: list) -> list:
 def getitem(x: Tensor, key) -> Tensor:
     """``x[key]``: basic indexing gives a view, advanced indexing a copy (torch rules)."""
     if type(key) in (int, slice) or key is None:  # not bool: x[True] adds a dim
-        return _slice(x, (key,) if x.shape else _basic_key(x, (key,)))
-    if type(key) is Tensor and key.dtype is not D.bool_ and x.ndim:  # x[index] on dim 0
+        return slice_view(x, (key,) if x.shape else _basic_key(x, (key,)))
+    if type(key) is Tensor and key.dtype is not D.bool_ and x.shape:  # x[index] on dim 0
         check_same_device("index", x, key)
         return Index.apply(x, _prepare_advanced(x, {0: key}))
     basic, advanced = _split_key(x, key)
     if advanced and all(k == _WHOLE_DIM for k in basic):  # x[:, idx]: no view to make first
         return Index.apply(x, _prepare_advanced(x, advanced))
-    view = Slice.apply(x, _basic_key(x, basic)) if basic else x
+    view = slice_view(x, _basic_key(x, basic)) if basic else x
     if not advanced:
         return view
     return Index.apply(view, _prepare_advanced(view, advanced))
 
 
 _WHOLE_DIM = slice(None)
-_slice = constants_entry(Slice, 1)
 # Tensor.__getitem__: x[a:b] straight to Slice's forward, any other key through getitem
 tensor_getitem = slice_key_entry(Slice, getitem)
 
 
 def _basic_key(x: Tensor, key: tuple) -> tuple:
-    if x.ndim or not isinstance(key[0], (int, slice)):
+    if x.shape or not isinstance(key[0], (int, slice)):
         return key
     if type(key[0]) is slice:
         raise IndexError("slice() cannot be applied to a 0-dim tensor.")

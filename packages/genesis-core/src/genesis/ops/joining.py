@@ -48,17 +48,19 @@ def cat(tensors, dim: int = 0) -> Tensor:
     if not tensors:
         raise RuntimeError("cat(): expected a non-empty list of Tensors")
     # torch skips legacy empty 1-d tensors when other inputs have more dims
-    kept = [t for t in tensors if not (t.ndim == 1 and t.shape[0] == 0)] or tensors[:1]
+    # (len(shape), not the ndim property: a property is a call, several per tensor here)
+    kept = [t for t in tensors if not (len(t.shape) == 1 and t.shape[0] == 0)] or tensors[:1]
     check_same_device("cat", *kept)
     ref = kept[0]
-    if ref.ndim == 0:
+    nd = len(ref.shape)
+    if nd == 0:
         raise RuntimeError("zero-dimensional tensor (at position 0) cannot be concatenated")
-    d = normalize_dim(dim, ref.ndim)
+    d = normalize_dim(dim, nd)
     for i, t in enumerate(kept):
-        if t.ndim != ref.ndim:
-            raise RuntimeError(f"Tensors must have same number of dimensions: got {ref.ndim} "
+        if len(t.shape) != nd:
+            raise RuntimeError(f"Tensors must have same number of dimensions: got {nd} "
                                f"and {t.ndim}")
-        for k in range(ref.ndim):
+        for k in range(nd):
             if k != d and t.shape[k] != ref.shape[k]:
                 raise RuntimeError(
                     f"Sizes of tensors must match except in dimension {d}. Expected size "

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from genesis.autograd.entries import matrix_entry
+from genesis.autograd.entries import matrix_entry, ternary_entry
 from genesis.autograd.function import _NO_GRAD_CTX, Function
 from genesis.autograd.grad_mode import is_grad_enabled
 from genesis.backends.composite import contiguous_strides
@@ -84,6 +84,7 @@ class Linear(Function):
     """``x @ W^T + b`` as one op: one graph node, and autocast treats it as matmul-like."""
 
     autocast = "lower"
+    kernel_forward = True  # (checks, the backend's linear and a wrap: no op)
 
     @staticmethod
     def forward(ctx, x, weight, bias):
@@ -126,7 +127,7 @@ class Linear(Function):
         gx = gw = gb = None
         if needs[0]:
             gx = b.matmul(g2, weight._data)  # (N, in)
-            if x.ndim != 2:
+            if len(x.shape) != 2:
                 gx = b.as_strided(gx, x.shape, contiguous_strides(x.shape),
                                   b.storage_offset_of(gx))  # (*, in)
             gx = wrap(gx, device, None, x.shape, dtype)
@@ -153,10 +154,13 @@ def _rows(t: Tensor) -> tuple:
 
 def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """``input @ weight.T + bias`` (what ``nn.functional.linear`` computes)."""
-    if weight.ndim != 2:
+    if len(weight.shape) != 2:
         raise RuntimeError(f"linear: weight must be 2-D (out_features, in_features), got shape "
                            f"{tuple(weight.shape)}")
-    return Linear.apply(input, weight, bias)
+    return _linear(input, weight, bias)
+
+
+_linear = ternary_entry(Linear)  # (input, weight, bias): Linear.apply's steps for its arity
 
 
 def with_vectors(input: Tensor, other: Tensor) -> Tensor:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 
-from genesis.autograd.entries import constants_entry
+from genesis.autograd.entries import constants_entry, unary_entry
 from genesis.autograd.function import _NO_GRAD_CTX, Function
 from genesis.dtypes import DType
 from genesis.ops.common import shape_arg, wrap
@@ -197,6 +197,8 @@ def reshape(x: Tensor, *shape) -> Tensor:
 
 
 class Contiguous(Function):
+    kernel_forward = True
+
     @staticmethod
     def forward(ctx, x):
         return wrap(x._backend.contiguous(x._data), x.device)
@@ -217,4 +219,7 @@ def contiguous(x: Tensor) -> Tensor:
     """
     if x.is_contiguous():
         return x
-    return Contiguous.apply(x)
+    return _contiguous(x)
+
+
+_contiguous = unary_entry(Contiguous)  # Contiguous.apply's steps for one tensor

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from genesis import creation
 from genesis.autograd import grad_mode
+from genesis.autograd.entries import constants_entry
 from genesis.autograd.function import _NO_GRAD_CTX, Function, grad_edge
 from genesis.ops.common import normalize_dim, wrap
 from genesis.ops.views import make_view
@@ -56,7 +57,7 @@ class Slice(Function):
     @staticmethod
     def backward(ctx, g):
         # A Function (not a raw copy) so that double backward sees it
-        return SliceBackward.apply(g, ctx.in_shape, ctx.key), None
+        return _slice_backward(g, ctx.in_shape, ctx.key), None
 
 
 class SliceBackward(Function):
@@ -73,7 +74,13 @@ class SliceBackward(Function):
 
     @staticmethod
     def backward(ctx, gg):
-        return Slice.apply(gg, ctx.key), None, None
+        return slice_view(gg, ctx.key), None, None
+
+
+# The dispatcher's entries of the two (Slice.apply's and SliceBackward.apply's steps for
+# their arities): ``slice_view(x, key)`` is basic indexing with a normalised key
+slice_view = constants_entry(Slice, 1)
+_slice_backward = constants_entry(SliceBackward, 2)
 
 
 def slice_geometry(x: Tensor, key: tuple):
@@ -94,22 +101,26 @@ def slice_geometry(x: Tensor, key: tuple):
     shape_out, strides_out = [], []
     dim = 0
     for k in key:
-        if k is None:
+        if type(k) is slice:
+            if k.start is None and k.stop is None and k.step is None:  # a whole dim (`...`)
+                shape_out.append(x.shape[dim])
+                strides_out.append(strides[dim])
+            else:
+                start, length, step = _slice_extent(k, x.shape[dim])
+                if length:
+                    offset += start * strides[dim]
+                shape_out.append(length)
+                strides_out.append(strides[dim] * step)
+            dim += 1
+        elif k is None:
             shape_out.append(1)
             strides_out.append(0)
-        elif isinstance(k, int):
+        else:  # an int
             n = x.shape[dim]
             if not -n <= k < n:
                 raise IndexError(
                     f"index {k} is out of bounds for dimension {dim} with size {n}")
             offset += (k % n) * strides[dim]
-            dim += 1
-        else:  # slice
-            start, length, step = _slice_extent(k, x.shape[dim])
-            if length:
-                offset += start * strides[dim]
-            shape_out.append(length)
-            strides_out.append(strides[dim] * step)
             dim += 1
     shape_out.extend(x.shape[dim:])
     strides_out.extend(strides[dim:])
@@ -169,14 +180,14 @@ def narrow(x: Tensor, dim: int, start: int, length: int) -> Tensor:
     Returns:
         A view.
     """
-    d = normalize_dim(dim, x.ndim)
+    d = normalize_dim(dim, len(x.shape))
     n = x.shape[d]
     if start < 0:
         start += n
     if not 0 <= start <= n or length < 0 or start + length > n:
         raise RuntimeError(f"narrow: start ({start}) + length ({length}) exceeds dimension size "
                          f"({n}) of dim {d}")
-    return Slice.apply(x, (slice(None),) * d + (slice(start, start + length),))
+    return slice_view(x, (slice(None),) * d + (slice(start, start + length),))
 
 
 def select(x: Tensor, dim: int, index: int) -> Tensor:
@@ -191,7 +202,7 @@ def select(x: Tensor, dim: int, index: int) -> Tensor:
         A view with one dim fewer.
     """
     d = normalize_dim(dim, x.ndim)
-    return Slice.apply(x, (slice(None),) * d + (int(index),))
+    return slice_view(x, (slice(None),) * d + (int(index),))
 
 
 def unbind(x: Tensor, dim: int = 0) -> tuple:

@@ -44,6 +44,9 @@ class Permute(Function):
         return g.permute(inverse), None
 
 
+_permute = constants_entry(Permute, 1)  # (x, dims): Permute.apply's steps for its arity
+
+
 def permute(x: Tensor, *dims) -> Tensor:
     """Reorder the dimensions (a view).
 
@@ -56,11 +59,12 @@ def permute(x: Tensor, *dims) -> Tensor:
     """
     if len(dims) == 1 and isinstance(dims[0], (tuple, list)):
         dims = tuple(dims[0])
-    dims = tuple(normalize_dim(int(d), x.ndim) for d in dims)
-    if len(dims) != x.ndim or len(set(dims)) != x.ndim:
+    nd = len(x.shape)  # (not the ndim property: a call)
+    dims = tuple(normalize_dim(int(d), nd) for d in dims)
+    if len(dims) != nd or len(set(dims)) != nd:
         raise RuntimeError(f"permute: dims {dims} are not a permutation of the {x.ndim} dims "
                            f"of a tensor of shape {tuple(x.shape)}")
-    return Permute.apply(x, dims)
+    return _permute(x, dims)
 
 
 def transpose(x: Tensor, dim0: int, dim1: int) -> Tensor:
@@ -74,12 +78,13 @@ def transpose(x: Tensor, dim0: int, dim1: int) -> Tensor:
     Returns:
         A view.
     """
-    if x.ndim == 0:
+    nd = len(x.shape)  # (not the ndim property: a call)
+    if nd == 0:
         return x
-    d0, d1 = normalize_dim(dim0, x.ndim), normalize_dim(dim1, x.ndim)
-    dims = list(range(x.ndim))
+    d0, d1 = normalize_dim(dim0, nd), normalize_dim(dim1, nd)
+    dims = list(range(nd))
     dims[d0], dims[d1] = dims[d1], dims[d0]
-    return Permute.apply(x, tuple(dims))
+    return _permute(x, tuple(dims))
 
 
 swapaxes = swapdims = transpose
@@ -117,7 +122,7 @@ def movedim(x: Tensor, source, destination) -> Tensor:
     order = [d for d in range(x.ndim) if d not in src]
     for d, s in sorted(zip(dst, src)):
         order.insert(d, s)
-    return Permute.apply(x, tuple(order))
+    return _permute(x, tuple(order))
 
 
 moveaxis = movedim

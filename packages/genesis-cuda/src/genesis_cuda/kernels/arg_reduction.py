@@ -19,6 +19,7 @@ from genesis import dtypes as D
 
 from . import _launch
 from ._launch import Launcher, aligned, cdiv, next_pow2, numel, tl_dtype
+from .elementwise import fill_
 from .reduction import (
     _INT_MAX,
     _INT_MIN,
@@ -138,8 +139,6 @@ def _argreduce(is_max, a, dim, keepdim):
     if len(ksz) > 3:
         x, ksz, rsz, kst, rst = _materialise(a, ksz, kst, rsz, rst)
     if R == 1:
-        from .elementwise import fill_
-
         return fill_(out, 0)
     ka, kb, ksa, ksb, ksc = _inner3(ksz, kst)
     rs = rst[0]

@@ -58,6 +58,7 @@ from genesis_cuda.array import as_strided
 
 from . import _launch
 from ._launch import Launcher, aligned, cdiv, launcher
+from .elementwise import contiguous
 
 LOG2E = 1.4426950408889634
 HEAD_DIMS = (16, 32, 64, 128)
@@ -269,7 +270,6 @@ def _last_dim_unit(a):
     """``a`` itself when its last dim is contiguous, else a contiguous copy."""
     if a.strides[-1] == 1 or a.shape[-1] == 1:
         return a
-    from .elementwise import contiguous
 
     return contiguous(a)
 

@@ -21,6 +21,7 @@ from genesis import dtypes as D
 
 from . import _launch
 from ._launch import Launcher, aligned, cdiv, next_pow2
+from .elementwise import contiguous
 
 BLOCK = 4096  # columns per block (the row loop's step, the backward grid's width)
 # Not specialised: row counts and the small vectors' strides. The class count and the row
@@ -85,8 +86,6 @@ def _ct(dtype):
 def _rows(logits):
     """``(logits, row stride)`` with unit stride along the classes (a copy otherwise)."""
     if logits.shape[1] > 1 and logits.strides[1] != 1:
-        from .elementwise import contiguous
-
         logits = contiguous(logits)
     return logits, logits.strides[0]
 

@@ -15,7 +15,9 @@ Half types compute in float32; bool computes as int8. ``OP`` is a constexpr stri
 (op, dtype) pair compiles once into straight-line code. What each ``OP`` computes (the
 ``_compute`` switch and its math helpers) is in ``_elementwise_math.py``; the two kernels'
 loads, stores and indexing are in ``_elementwise_kernels.py``; this file holds the host code
-that plans, picks and launches them, and the contract functions.
+that plans, picks and launches them (the tiled kernel's plans: ``elementwise_tiled.py``), and
+the contract functions. Copies and casts of contiguous arrays take flat plans as the unary
+ops do (``_one_input_kernel``).
 """
 
 from __future__ import annotations
@@ -25,15 +27,23 @@ import struct
 from genesis import dtypes as D
 
 from . import _launch
-from ._elementwise_kernels import _ew_flat, _ew_tiled
+from ._elementwise_kernels import _ew_flat
 from ._launch import Launcher, aligned, cdiv, collapse, numel, tl_dtype
+from .elementwise_tiled import (
+    _BCAST,
+    _IS_SCALAR,
+    _NONE,
+    _SCALAR,
+    _TENSOR,
+    _big_launch,
+    _plan_tiled,
+    _tiled,  # noqa: F401 - the tiled kernel's launchers, one per warp count
+    _walk_tiled,
+)
 
 UNARY_BOOL_OUT = frozenset(("logical_not", "isnan", "isinf", "isfinite"))
 BINARY_BOOL_OUT = frozenset(("eq", "ne", "lt", "le", "gt", "ge",
                              "logical_and", "logical_or", "logical_xor"))
-
-# Mode of an operand: absent, a tensor read with strides, one broadcast element, a scalar.
-_NONE, _TENSOR, _BCAST, _SCALAR = 0, 1, 2, 3
 
 
 # ---------------------------------------------------------------------------- host code
@@ -43,7 +53,6 @@ SMALL_BLOCK = 1024  # blocks for tensors of at most this many elements
 
 _flat = Launcher(_ew_flat)
 _flat_small = Launcher(_ew_flat, num_warps=4)
-_tiled = {w: Launcher(_ew_tiled, num_warps=w) for w in (4, 8)}
 _flat_by_warps: dict = {}
 
 _NBITS = {"int8": 7, "int16": 15, "int32": 31, "int64": 63, "uint8": 8, "bool": 1}
@@ -68,8 +77,6 @@ def _scalar_arg(value, dtype):
     v = int(value)
     return v, ("i32" if -2**31 <= v < 2**31 else "i64"), False
 
-
-_IS_SCALAR = (int, float, bool)
 
 # Launch plans of the general entry point, keyed on everything but the operands' addresses
 # and scalar values: (op, operand count, compute dtype, device, out's shape, strides, dtype
@@ -203,116 +210,7 @@ def _plan_flat(keyed, out, ptrs, n, any_block, ct, odt):
     return launcher.site((keyed, block, aligned(out, *ptrs))), grid, rest
 
 
-def _big_launch(launcher, grid, rest):
-    """Launches through Triton's own fully keyed path (i64 integer arguments)."""
-    def go(out, operands, scalars):
-        objs = [None if v is None or v.__class__ in _IS_SCALAR else v for v in operands]
-        launcher.launch(None, out.device, grid, (out, *objs, scalars[1], scalars[2], *rest),
-                        big=True)
-    return go
-
-
-def _plan_tiled(keyed, out, ptrs, sizes, strides, modes, any_block, ct, odt):
-    """The tiled kernel's plan for collapsed ``sizes``/``strides`` (None over five dims)."""
-    if len(sizes) > 5:
-        return None
-    while len(sizes) < 2:
-        sizes.insert(0, 1)
-        for st in strides:
-            st.insert(0, 0)
-    nb = len(sizes) - 2
-    rows, cols = sizes[-2], sizes[-1]
-    # per-operand strides, padded to (b0, b1, b2, r, c); bcast/scalar/absent get zeros
-    full = []
-    span = 0
-    ti = 0
-    for m in (_TENSOR,) + modes:
-        st = [0] * len(sizes)
-        if m == _TENSOR or m == _BCAST:
-            if m == _TENSOR:
-                st = strides[ti]
-            ti += 1
-        span = max(span, sum(s * (d - 1) for s, d in zip(st, sizes)))
-        full.append(list(st[:nb]) + [0] * (3 - nb) + [st[-2], st[-1]])
-    unit = 0
-    transposed = False
-    for k, st in enumerate(full):
-        m = _TENSOR if k == 0 else modes[k - 1]
-        if m != _TENSOR:
-            continue
-        if st[3] == 1:
-            unit |= 1 << (2 * k)
-        if st[4] == 1:
-            unit |= 2 << (2 * k)
-        if st[4] != 1 and st[4] != 0 and st[3] == 1:
-            transposed = True
-    if transposed:
-        br, bc, warps = 64, 64, 4
-    else:
-        bc = min(_launch.next_pow2(cols), 1024)
-        br = max(1, min(_launch.next_pow2(rows), 4096 // bc))
-        warps = 8 if br * bc >= 4096 else 4
-    tr, tcn = cdiv(rows, br), cdiv(cols, bc)
-    nbatch = 1
-    for s in sizes[:-2]:
-        nbatch *= s
-    grid = (tr * tcn * nbatch,)
-    extent = max(rows, cols, nbatch, 1)
-    big = grid[0] * br * bc >= 2**31 or span >= 2**31 or extent >= 2**31
-    nb1 = sizes[1] if nb >= 2 else 1
-    nb2 = sizes[2] if nb >= 3 else 1
-    op, modes_, _, _, sbits, nin, nbits = keyed[0]
-    fo, fx, fy, fz = full
-    rest = (nb1, nb2, rows, cols, tr, tcn, *fo, *fx, *fy, *fz,
-            op, modes_[0], modes_[1], modes_[2], tl_dtype(ct), tl_dtype(odt), sbits, nin, nbits,
-            any_block, max(nb, 1), unit, br, bc, big)
-    launcher = _tiled[warps]
-    if big:
-        return None, True, _big_launch(launcher, grid, rest)
-    key = (keyed, aligned(out, *ptrs), nb, unit, br, bc,
-           _launch.spec(rows, cols, *fo, *fx, *fy, *fz))
-    return launcher.site(key), grid, rest
-
-
-def _walk_tiled(keyed, device, out, operands, scalars, sizes, strides, modes, any_block, ct,
-                odt):
-    """Over five collapsed dims (rare): one tiled launch per index of the leading dim."""
-    rest_sizes, sub_strides = sizes[1:], [st[1:] for st in strides]
-    for i in range(sizes[0]):
-        o2 = _launch.Ptr(out.data_ptr() + i * strides[0][0] * odt.itemsize, odt)
-        p2 = []
-        ti = 1
-        for p, m in zip(operands, modes):
-            if m == _TENSOR:
-                p2.append(_launch.Ptr(p.data_ptr() + i * strides[ti][0] * p.dtype.itemsize,
-                                      p.dtype))
-                ti += 1
-            elif m == _BCAST:
-                p2.append(p)
-                ti += 1
-            else:
-                p2.append(None if m == _NONE else p)
-        arrays = [None if m == _SCALAR else p for p, m in zip(p2, modes)]
-        plan = _plan_tiled(keyed, o2, arrays, list(rest_sizes), [list(s) for s in sub_strides],
-                           modes, any_block, ct, odt)
-        if plan is None:
-            _walk_tiled(keyed, device, o2, p2, scalars, list(rest_sizes),
-                        [list(s) for s in sub_strides], modes, any_block, ct, odt)
-            continue
-        site, grid, rest = plan
-        if site is None:
-            rest(o2, p2, scalars)
-            continue
-        objs = (o2, *arrays)
-        ptrs = [None if a is None else a.data_ptr() for a in objs]
-        site.launch(0, device, grid[0], 1, (*ptrs, scalars[1], scalars[2]), objs, rest)
-
-
 # ------------------------------------------------------------------- contract functions
-def _new(shape, dtype, device):
-    return _launch.empty(shape, dtype, device)
-
-
 def unary(op, a, out=None):
     """Apply unary ``op`` (one of ``Backend.UNARY_OPS``) elementwise."""
     fn = _unary_cache.get(op) or unary_kernel(op)
@@ -330,10 +228,10 @@ _binary_cache: dict = {}
 _BIG_N = 2**31 - 2**20
 
 
-def _flat_plan(op, dt, odt, modes, tag, sbits, n_small):
-    """``(site, tail, block)`` of one flat-kernel plan: the site's variants are ``device << 3
-    | mask`` (bit ``i`` of ``mask``: pointer ``i`` is 16-byte aligned)."""
-    ct = _ct(dt) if op != "bool_not" else D.int8
+def _flat_plan(op, dt, odt, modes, tag, sbits, n_small, ct):
+    """``(site, tail, block)`` of one flat-kernel plan computing in ``ct``: the site's
+    variants are ``device << 3 | mask`` (bit ``i`` of ``mask``: pointer ``i`` is 16-byte
+    aligned)."""
     nin = 1 if modes[1] == _NONE else 2
     if n_small:
         block, launcher = SMALL_BLOCK, _flat_small
@@ -350,8 +248,16 @@ def _flat_plan(op, dt, odt, modes, tag, sbits, n_small):
 def unary_kernel(op):
     """A cached fast callable ``(a, out=None) -> array`` for unary ``op``."""
     fn = _unary_cache.get(op)
-    if fn is not None:
-        return fn
+    if fn is None:
+        fn = _unary_cache[op] = _one_input_kernel(op, _unary_ct)
+    return fn
+
+
+def _one_input_kernel(op, compute):
+    """``kernel(a, out=None)``: ``op`` elementwise from ``a`` into ``out`` (made when None),
+    computing in ``compute(op, a's dtype, out's dtype)``; contiguous operands take one flat
+    plan per (dtypes, size class), anything else ``launch``. The unary ops' kernels, and the
+    copies and casts (op ``"copy"``, with ``copy_``'s compute dtypes: ``_copy``)."""
     bool_out = op in UNARY_BOOL_OUT
     plans: dict = {}
     modes = (_TENSOR, _NONE, _NONE)
@@ -370,7 +276,8 @@ def unary_kernel(op):
             pk = (dt, odt, small)
             plan = plans.get(pk)
             if plan is None:
-                plan = plans[pk] = _flat_plan(o, dt, odt, modes, None, False, small)
+                plan = plans[pk] = _flat_plan(o, dt, odt, modes, None, False, small,
+                                              compute(o, dt, odt))
             site, tail, block = plan
             pa, po = a.data_ptr(), out.data_ptr()
             dev = a.device
@@ -378,10 +285,24 @@ def unary_kernel(op):
                         (n + block - 1) // block, 1, (po, pa, None, None, 0, 0, n), (out, a),
                         tail)
             return out
-        return launch(o, out, a, None, None, 1)
+        return launch(o, out, a, None, None, 1, compute(o, dt, out.dtype))
 
-    _unary_cache[op] = kernel
     return kernel
+
+
+def _unary_ct(op, dt, odt):
+    """The compute dtype of unary ``op`` on ``dt``: half types in float32, bool as int8."""
+    return _ct(dt) if op != "bool_not" else D.int8
+
+
+def _copy_ct(op, src, dst):
+    """The compute dtype of a copy from ``src`` to ``dst`` (genesis dtypes)."""
+    if dst is D.float16 or dst is D.bfloat16:
+        return D.float32  # torch converts to half types through float32 too
+    if src is D.bool_:
+        return D.bool_ if dst is D.bool_ else D.int8
+    ct = _ct(src)
+    return D.float64 if ct is D.float32 and dst is D.float64 else ct
 
 
 def binary_kernel(op):
@@ -410,7 +331,8 @@ def binary_kernel(op):
                 pk = (dt, odt, small, tag)
                 plan = plans.get(pk)
                 if plan is None:
-                    plan = plans[pk] = _flat_plan(op, dt, odt, scalar_modes, tag, bits, small)
+                    plan = plans[pk] = _flat_plan(op, dt, odt, scalar_modes, tag, bits, small,
+                                                          _ct(dt))
                 site, tail, block = plan
                 pa, po = a.data_ptr(), out.data_ptr()
                 site.launch(dev << 3 | ((po & 15) == 0) | ((pa & 15) == 0) << 1, dev,
@@ -421,7 +343,8 @@ def binary_kernel(op):
                 pk = (dt, odt, small)
                 plan = plans.get(pk)
                 if plan is None:
-                    plan = plans[pk] = _flat_plan(op, dt, odt, tensor_modes, None, False, small)
+                    plan = plans[pk] = _flat_plan(op, dt, odt, tensor_modes, None, False, small,
+                                                  _ct(dt))
                 site, tail, block = plan
                 pa, pb, po = a.data_ptr(), b.data_ptr(), out.data_ptr()
                 site.launch(dev << 3 | ((po & 15) == 0) | ((pa & 15) == 0) << 1
@@ -451,44 +374,35 @@ def _refusing_negative_integer_exponents(pow_kernel):
 def where(cond, a, b):
     """``a`` where ``cond`` else ``b``; ``a`` or ``b`` (not both) may be a Python scalar."""
     like = a if a.__class__ not in _IS_SCALAR else b
-    out = _new(cond.shape, like.dtype, cond.device)
+    out = _launch.empty(cond.shape, like.dtype, cond.device)
     return launch("where", out, cond, a, b, 3, _ct(like.dtype))
 
 
 def clamp(a, lo, hi, out=None):
     """``min(max(a, lo), hi)`` with scalar bounds, either may be None (NaN propagates)."""
     if out is None:
-        out = _new(a.shape, a.dtype, a.device)
+        out = _launch.empty(a.shape, a.dtype, a.device)
     nin = 1 | (2 if lo is not None else 0) | (4 if hi is not None else 0)
     return launch("clamp", out, a, lo, hi, nin)
 
 
 def copy_(dst, src):
     """Copy ``src`` into ``dst`` (same shape and device, any strides, casting). Returns dst."""
-    if src.dtype is D.bool_ and dst.dtype is not D.bool_:
-        ct = D.int8
-    else:
-        ct = _ct(src.dtype) if src.dtype is not D.bool_ else D.bool_
-        if ct is D.float32 and dst.dtype is D.float64:
-            ct = D.float64
-    if dst.dtype is D.float16 or dst.dtype is D.bfloat16:
-        ct = D.float32  # torch converts to half types through float32 too
-    launch("copy", dst, src, None, None, 1, ct)
-    return dst
+    return _copy(src, dst)
 
 
 def cast(a, dtype):
     """``a`` converted to ``dtype`` (a new contiguous array), or ``a`` if it already is."""
     if a.dtype is dtype:
         return a
-    return copy_(_new(a.shape, dtype, a.device), a)
+    return _copy(a, _launch.empty(a.shape, dtype, a.device))
 
 
 def contiguous(a):
     """``a`` if C-contiguous, else a contiguous copy."""
     if _launch.is_contiguous(a):
         return a
-    return copy_(_new(a.shape, a.dtype, a.device), a)
+    return _copy(a, _launch.empty(a.shape, a.dtype, a.device))
 
 
 def fill_(a, value):
@@ -497,3 +411,6 @@ def fill_(a, value):
     if a.dtype is D.bool_:
         value = int(bool(value))
     return launch("fill", a, None, value, None, 0, ct)
+
+
+_copy = _one_input_kernel("copy", _copy_ct)  # (src, dst): copies and casts

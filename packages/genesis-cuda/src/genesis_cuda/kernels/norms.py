@@ -22,6 +22,8 @@ from genesis import dtypes as D
 from . import _launch
 from ._elementwise_math import _m_rsqrt
 from ._launch import Launcher, aligned, cdiv
+from .elementwise import contiguous, fill_
+from .reduction import sum as _sum
 from .softmax import as_rows, config
 
 BWD_WARPS = 0  # 0: by tile size (benchmark sweeps override these)
@@ -261,9 +263,6 @@ def _forward(x, weight, bias, eps, rms):
 
 
 def _backward(grad, x, weight, mean, rstd, rms):
-    from .elementwise import contiguous
-    from .reduction import sum as _sum
-
     x, (m, n, xs) = as_rows(x)
     grad, (_, _, gs) = as_rows(grad)
     rstd = contiguous(rstd)
@@ -274,7 +273,6 @@ def _backward(grad, x, weight, mean, rstd, rms):
     if m * n == 0:
         if not has_w:
             return gx, None, None
-        from .elementwise import fill_
 
         gw = fill_(_launch.empty((n,), weight.dtype, x.device), 0)
         gb = None if rms else fill_(_launch.empty((n,), weight.dtype, x.device), 0)

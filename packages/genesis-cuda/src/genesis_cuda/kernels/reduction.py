@@ -22,6 +22,7 @@ from genesis import dtypes as D
 
 from . import _launch
 from ._launch import Launcher, View, aligned, cdiv, collapse, next_pow2, numel, tl_dtype
+from .elementwise import contiguous, copy_, fill_
 
 
 # --------------------------------------------------------------------------- device code
@@ -201,7 +202,6 @@ def _inner3(sizes, strides):
 
 def _materialise(a, ksz, kst, rsz, rst):
     """Copy ``a`` into a new contiguous (kept..., reduced...) buffer of shape (K, R)."""
-    from .elementwise import copy_
 
     K, R = numel(ksz), numel(rsz)
     buf = _new((K, R), a.dtype, a.device)
@@ -351,12 +351,8 @@ def _reduce_op(op, a, dims, keepdim, out_dtype):
     kind = sched.kind
     if kind != "reduce":
         if kind == "copy":
-            from .elementwise import copy_
-
             return copy_(out, a)
         if kind == "fill":
-            from .elementwise import fill_
-
             return fill_(out, _ident(op, sched.acc))
         if kind == "empty":
             return out
@@ -405,8 +401,6 @@ def cumsum(a, dim, dtype):
     if numel(shape) == 0:
         return out
     if len(shape) == 0:
-        from .elementwise import copy_
-
         return copy_(out, a)
     return _cumsum_into(a, out, dim, dtype)
 
@@ -430,7 +424,6 @@ def _cumsum_into(a, out, dim, dtype):
             kst.append(a.strides[d])
             okst.append(ostr[d])
     if len(ksz) > 3:  # rare: go through a contiguous copy, seen as (outer, R, inner)
-        from .elementwise import contiguous
 
         c = contiguous(a)
         outer, inner = numel(shape[:dim]), numel(shape[dim + 1:])

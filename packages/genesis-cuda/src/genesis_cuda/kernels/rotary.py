@@ -16,6 +16,7 @@ from genesis import dtypes as D
 
 from . import _launch
 from ._launch import Launcher, cdiv, next_pow2, pdl_prologue
+from .elementwise import contiguous
 
 _INTS = ["HQ", "HK", "S", "qsb", "qsh", "qss", "ksb", "ksh", "kss", "csb", "css", "ssb", "sss"]
 
@@ -61,8 +62,6 @@ _launcher = Launcher(_rotary, num_warps=4)
 
 def _unit_last(a):
     if a.shape[-1] > 1 and a.strides[-1] != 1:
-        from .elementwise import contiguous
-
         return contiguous(a)
     return a
 

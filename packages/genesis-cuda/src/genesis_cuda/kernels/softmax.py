@@ -16,6 +16,7 @@ from genesis import dtypes as D
 from . import _launch
 from ._elementwise_math import _m_exp
 from ._launch import Launcher, View, aligned, cdiv, collapse, next_pow2
+from .elementwise import contiguous, copy_
 
 SINGLE_MAX = 16384
 
@@ -136,8 +137,6 @@ def as_rows(a):
     ``rows_of``), else a contiguous copy of it."""
     geo = rows_of(a)
     if geo is None:
-        from .elementwise import contiguous
-
         a = contiguous(a)
         geo = rows_of(a)
     return a, geo
@@ -165,7 +164,6 @@ tl_float32, tl_float64 = tl.float32, tl.float64
 
 def _moved_last(a, dim):
     """``a`` with ``dim`` moved last, as a contiguous copy (a View plus its owner array)."""
-    from .elementwise import copy_
 
     nd = len(a.shape)
     order = [d for d in range(nd) if d != dim] + [dim]
@@ -178,7 +176,6 @@ def _moved_last(a, dim):
 
 def _moved_back(buf, order, like_shape, dtype, device):
     """A new contiguous array of ``like_shape`` holding ``buf`` (laid out in ``order``)."""
-    from .elementwise import copy_
 
     out = _launch.empty(like_shape, dtype, device)
     cs = out.strides

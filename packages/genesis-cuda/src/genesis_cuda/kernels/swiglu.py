@@ -16,6 +16,7 @@ from genesis import dtypes as D
 
 from . import _launch
 from ._launch import Launcher, aligned, cdiv, is_contiguous, numel
+from .elementwise import contiguous
 
 BLOCK = 1024
 
@@ -59,7 +60,6 @@ _bwd = Launcher(_swiglu_bwd, num_warps=4)
 def _dense(a):
     if is_contiguous(a):
         return a
-    from .elementwise import contiguous
 
     return contiguous(a)
 

@@ -73,7 +73,7 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
     if is_causal and attn_mask is not None:
         raise RuntimeError("_scaled_dot_product_attention: Explicit attn_mask should not be "
                            "set when is_causal=True")
-    if query.ndim < 2 or key.ndim < 2 or value.ndim < 2:
+    if len(query.shape) < 2 or len(key.shape) < 2 or len(value.shape) < 2:
         raise RuntimeError("scaled_dot_product_attention: query, key and value need at least "
                            "2 dims (L, E)")
     if query.shape[-1] != key.shape[-1]:
@@ -81,7 +81,7 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
             f"scaled_dot_product_attention: query and key must have the same embedding size, "
             f"got query {list(query.shape)} and key {list(key.shape)}"
         )
-    if enable_gqa and query.ndim >= 3:
+    if enable_gqa and len(query.shape) >= 3:
         hq, hk = query.shape[-3], key.shape[-3]
         if hq % hk or hq % value.shape[-3]:
             raise RuntimeError(
@@ -94,7 +94,7 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
                              enable_gqa)
     if fused is not None:
         return fused
-    if enable_gqa and query.ndim >= 3:
+    if enable_gqa and len(query.shape) >= 3:
         key = _repeat_kv(key, query.shape[-3] // key.shape[-3])
         value = _repeat_kv(value, query.shape[-3] // value.shape[-3])
     L, S = query.shape[-2], key.shape[-2]
@@ -177,7 +177,8 @@ def _fused_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, dropo
     """The backend's fused attention kernel for 3-d/4-d operands of one device, or ``None``
     where there is none or it declines (then the composite runs: it also raises the errors
     for bad arguments)."""
-    if q.ndim not in (3, 4) or k.ndim != q.ndim or v.ndim != q.ndim:
+    nd = len(q.shape)  # (not the ndim property: a call)
+    if nd not in (3, 4) or len(k.shape) != nd or len(v.shape) != nd:
         return None
     if not (q.device == k.device == v.device) or (mask is not None and mask.device != q.device):
         return None
@@ -192,7 +193,7 @@ def _fused_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, dropo
         low = genesis.get_autocast_dtype(q.device.type)
         q, k, v = (t if t.dtype is genesis.float64 or not t.dtype.is_floating_point
                    else t.to(low) for t in (q, k, v))
-    unbatched = q.ndim == 3
+    unbatched = nd == 3
     if unbatched:  # (H, L, E): a batch of one
         q, k, v = q.unsqueeze(0), k.unsqueeze(0), v.unsqueeze(0)
     b, _, n_q, _ = q.shape

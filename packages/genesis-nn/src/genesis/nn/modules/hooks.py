@@ -95,6 +95,8 @@ class HooksMixin:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if self._compiled_call is not None:
             return self._compiled_call(*args, **kwargs)
+        if not (self._forward_pre_hooks or self._forward_hooks):  # (as _call_impl begins:
+            return self.forward(*args, **kwargs)  # one call with *args less a module)
         return self._call_impl(*args, **kwargs)
 
     def _call_impl(self, *args: Any, **kwargs: Any) -> Any:
