@@ -332,7 +332,7 @@ def binary_kernel(op):
                 plan = plans.get(pk)
                 if plan is None:
                     plan = plans[pk] = _flat_plan(op, dt, odt, scalar_modes, tag, bits, small,
-                                                          _ct(dt))
+                                                  _ct(dt))
                 site, tail, block = plan
                 pa, po = a.data_ptr(), out.data_ptr()
                 site.launch(dev << 3 | ((po & 15) == 0) | ((pa & 15) == 0) << 1, dev,
