@@ -83,7 +83,7 @@ def test_instructions_runs_the_child_under_callgrind_and_reports_per_launch(
                        "launches": {"forward": 100, "backward": 200, "zero_grad": 0}}, f)
         return subprocess.CompletedProcess(cmd, 0, "", "")
 
-    monkeypatch.setattr(counting.subprocess, "run", fake_run)
+    monkeypatch.setattr(subprocess, "run", fake_run)  # (host_instructions runs callgrind)
     args = argparse.Namespace(model="tiny", batch=2, seq=16, steps=2, autocast=True)
     out = counting.count_instructions("tools/bench/cuda_host.py", args)
     assert seen["cmd"][:3] == ["valgrind", "--tool=callgrind", "--dump-before=os_getppid*"]

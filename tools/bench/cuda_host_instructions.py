@@ -21,13 +21,12 @@ from __future__ import annotations
 import gc
 import json
 import os
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from host_instructions import counts_of  # noqa: E402
+from host_instructions import counts_of, run_under_callgrind  # noqa: E402
 
 
 def run_bracketed(phases, steps: int, info_path: str, launches: dict) -> None:
@@ -88,15 +87,7 @@ def count_instructions(script: str, args) -> dict:
         cmd = [sys.executable, os.path.abspath(script), "--model", args.model, "--batch",
                str(args.batch), "--seq", str(args.seq), "--steps", str(args.steps),
                "--child", info_path] + (["--autocast"] if args.autocast else [])
-        # (a fixed string hash: dict probes then repeat from run to run; one torch thread)
-        env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONHASHSEED="0")
-        proc = subprocess.run(["valgrind", "--tool=callgrind", "--dump-before=os_getppid*",
-                               f"--callgrind-out-file={folder}/cg.%p", *cmd],
-                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                              text=True)
-        if proc.returncode != 0:
-            raise RuntimeError(f"the child under callgrind failed ({proc.returncode}):\n"
-                               + proc.stderr[-4000:])
+        run_under_callgrind(cmd, folder)
         with open(info_path) as f:
             info = json.load(f)
         counts = phase_instructions(counts_of(folder), info["phases"], info["steps"])

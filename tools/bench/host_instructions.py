@@ -48,6 +48,20 @@ def counts_of(folder: str) -> list[int]:
     return totals
 
 
+def run_under_callgrind(cmd: list, folder: str) -> None:
+    """Run ``cmd`` under callgrind, which writes its counts into ``folder`` each time
+    ``os.getppid`` is entered (``counts_of`` reads them), with one torch thread and a fixed
+    string hash (dict probes then repeat from run to run). Raises RuntimeError with the end of
+    its stderr if it fails."""
+    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONHASHSEED="0")
+    proc = subprocess.run(["valgrind", "--tool=callgrind", "--dump-before=os_getppid*",
+                           f"--callgrind-out-file={folder}/cg.%p", *cmd],
+                          env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"the child under callgrind failed ({proc.returncode}):\n"
+                           + proc.stderr[-4000:])
+
+
 def rows_of(names: list[str], totals: list[int], iters: int) -> list[dict]:
     """Per row: genesis's and torch's instructions per call (the empty loop's taken off) and
     their ratio. ``names`` are ``"<lib>:<row>"`` in the order the child ran them; ``totals``
@@ -115,14 +129,8 @@ def main(argv=None) -> None:
         return
     with tempfile.TemporaryDirectory() as folder:
         names_path = os.path.join(folder, "names.json")
-        # (a fixed string hash: dict probes then repeat from call to call)
-        env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONHASHSEED="0")
-        subprocess.run(["valgrind", "--tool=callgrind", "--dump-before=os_getppid*",
-                        f"--callgrind-out-file={folder}/cg.%p", sys.executable,
-                        os.path.abspath(__file__), "--iters", str(args.iters),
-                        "--child", names_path],
-                       check=True, env=env, stdout=subprocess.DEVNULL,
-                       stderr=subprocess.DEVNULL)
+        run_under_callgrind([sys.executable, os.path.abspath(__file__), "--iters",
+                             str(args.iters), "--child", names_path], folder)
         with open(names_path) as f:
             names = json.load(f)
         rows = rows_of(names, counts_of(folder), args.iters)
