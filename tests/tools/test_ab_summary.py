@@ -33,3 +33,24 @@ def test_host_step_and_overhead_rows_are_medians_of_the_rounds(tmp_path, capsys)
     assert "| cpu: slice a[2:10] | 2 (1.5-2.5) | 3 (3-3) | 1.500 |" in out
     assert "| host step step (genesis/torch) | 2 (1.5-2.5) | 3 (3-3) | 1.500 |" in out
     assert "| host step total (genesis/torch) | 2 (1.5-2.5) | 3 (3-3) | 1.500 |" in out
+
+
+def test_train_rows_add_host_time_and_the_in_run_ratio_to_torch(tmp_path, capsys):
+    def run(genesis_ms, torch_ms, host_us):
+        return {"results": {
+            "genesis": {"step_ms": genesis_ms, "tok_per_s": 8192 / genesis_ms,
+                        "peak_mem_gib": 8.0, "host_ms": 0.9 * genesis_ms,
+                        "host_us_per_launch": host_us},
+            "torch": {"step_ms": torch_ms}}}
+
+    # A: the machine slows its second run (both frameworks by 1.5x); B: one run, 10 % slower
+    # than torch beside it
+    for v, runs in (("A", [run(40.0, 40.0, 20.0), run(60.0, 60.0, 30.0)]),
+                    ("B", [run(44.0, 40.0, 22.0)])):
+        for r, doc in enumerate(runs, 1):
+            (tmp_path / f"train_{v}_{r}.json").write_text(json.dumps(doc))
+    _summary().main([str(tmp_path)])
+    out = capsys.readouterr().out
+    assert "| genesis host µs per launch | 25 (20-30) | 22 (22-22) | 0.880 |" in out
+    assert "| genesis step ms | 50 (40-60) | 44 (44-44) | 0.880 |" in out
+    assert "| genesis step / torch step, same run | 1 (1-1) | 1.1 (1.1-1.1) | 1.100 |" in out

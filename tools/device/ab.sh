@@ -9,12 +9,14 @@
 # `mkdir -p .ab/A && git archive COMMIT packages tools | tar -x -C .ab/A`, carried with the
 # working tree); B is the working tree itself. Each round runs A then B (odd rounds) or B then
 # A (even rounds) for each of WHAT (default "train overhead"):
-#   train:    tools/bench/train.py --model 0.2b, torch beside genesis eager, 10 timed steps;
+#   train:    tools/bench/train.py --model 0.2b, torch beside genesis eager, 10 timed steps
+#             (the working tree's script for both: the eager step is the same code in A's,
+#             and the working tree's also reports the host time per kernel launch);
 #   overhead: tools/bench/overhead.py --device cuda and --device cpu, --no-stages (the working
 #             tree's script for both: its rows use the public API only), --clock $CLOCK
 #             (default wall; CLOCK=cpu counts the thread's CPU time only);
 #   step:     tools/bench/host_step.py (the tiny training step's host time per phase, CPU).
-# A runs with A_TREE's packages first on PYTHONPATH and A_TREE's scripts (overhead.py excepted).
+# A runs with A_TREE's packages first on PYTHONPATH and A_TREE's host_step.py.
 # Results go
 # to OUTDIR/{train,overhead_cuda,overhead_cpu,step}_{A,B}_ROUND.json; tools/device/ab_summary.py
 # prints medians and ranges.
@@ -31,7 +33,7 @@ run_one() {  # version round
     if [ "$v" = A ]; then tree=$a_tree pp=$a_path$PYTHONPATH; fi
     for w in $what; do
         if [ "$w" = train ]; then
-            PYTHONPATH=$pp python3 "$tree/tools/bench/train.py" --model 0.2b --steps 10 \
+            PYTHONPATH=$pp python3 tools/bench/train.py --model 0.2b --steps 10 \
                 --warmup 3 --frameworks torch,genesis --out "$out/train_${v}_$r.json" \
                 | tail -n 12
         elif [ "$w" = overhead ]; then

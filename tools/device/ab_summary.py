@@ -6,9 +6,10 @@ Reads ``OUTDIR/train_{A,B}_N.json`` (``tools/bench/train.py --out``),
 ``OUTDIR/overhead_{cuda,cpu}_{A,B}_N.json`` (``tools/bench/overhead.py --json``) and
 ``OUTDIR/step_{A,B}_N.json`` (``tools/bench/host_step.py --json``) and prints,
 per figure, A's and B's median over the rounds with their ranges and B/A. Training figures are
-genesis's step time and tokens/s and torch's step time beside them (torch is the same code in A
-and B, so its spread is the machine's); overhead figures are genesis/torch per row, and so are
-the host-step figures, per phase of the step.
+genesis's step time, tokens/s, peak memory and host time (per step and per kernel launch),
+torch's step time beside them (torch is the same code in A and B, so its spread is the
+machine's), and genesis's step over torch's within each run; overhead figures are
+genesis/torch per row, and so are the host-step figures, per phase of the step.
 """
 
 from __future__ import annotations
@@ -51,12 +52,21 @@ def train_rows(out: str) -> list[str]:
     for fw, key, label in (("genesis", "step_ms", "genesis step ms"),
                            ("genesis", "tok_per_s", "genesis tokens/s"),
                            ("genesis", "peak_mem_gib", "genesis peak GiB"),
+                           ("genesis", "host_ms", "genesis host ms per step"),
+                           ("genesis", "host_us_per_launch", "genesis host µs per launch"),
                            ("torch", "step_ms", "torch step ms (same code)")):
         vals = {v: [d["results"][fw][key] for d in docs[v]
                     if fw in d["results"] and d["results"][fw].get(key) is not None]
                 for v in "AB"}
         if vals["A"] or vals["B"]:
             rows.append(_row(label, vals["A"], vals["B"]))
+    # genesis's step over torch's in the same process: what the machine's drift between runs
+    # does to both sides cancels out of it
+    ratios = {v: [d["results"]["genesis"]["step_ms"] / d["results"]["torch"]["step_ms"]
+                  for d in docs[v] if {"genesis", "torch"} <= d["results"].keys()]
+              for v in "AB"}
+    if ratios["A"] or ratios["B"]:
+        rows.append(_row("genesis step / torch step, same run", ratios["A"], ratios["B"]))
     return rows
 
 
