@@ -264,23 +264,43 @@ def timed_steps(lib, device: str, step, first: int, count: int) -> tuple[list, l
     return times, host_times, losses
 
 
-def run_framework(name: str, cfg: ModelConfig, weights: dict, batches: list, args) -> tuple:
-    """Train ``args.warmup + args.steps`` steps under framework ``name``; return its figures
-    and ``profile()``, which runs one more step under the profiler (``profile_step``)."""
+def make_batches(cfg: ModelConfig, batch: int, seq: int, seed: int) -> list:
+    """Four random (tokens, next tokens) int64 batches of ``batch`` x ``seq``, as numpy."""
+    rng = np.random.default_rng(seed + 1)
+    batches = []
+    for _ in range(4):
+        tok = rng.integers(0, cfg.vocab, (batch, seq + 1), dtype=np.int64)
+        batches.append((np.ascontiguousarray(tok[:, :-1]), np.ascontiguousarray(tok[:, 1:])))
+    return batches
+
+
+def setup_framework(name: str, cfg: ModelConfig, weights: dict, batches: list, args,
+                    capturable: bool = False) -> tuple:
+    """``(lib, model, opt, params, data, amp)`` for framework ``name``: seeded, the decoder
+    with ``weights`` on ``args.device``, AdamW over its parameters (``capturable``: its step
+    count kept on the device, as a captured step needs), the batches on the device and the
+    bf16 autocast context (off with ``args.no_autocast``)."""
     lib = import_framework(name)
     device = args.device
     lib.manual_seed(args.seed)
     model = load_model(lib, cfg, weights, args.seq, device)
+    opt = lib.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.1,
+                          **({"capturable": True} if capturable else {}))
+    data = [(lib.from_numpy(x).to(device), lib.from_numpy(y).to(device)) for x, y in batches]
+    amp = lib.autocast(device, dtype=lib.bfloat16, enabled=not args.no_autocast)
+    return lib, model, opt, list(model.parameters()), data, amp
+
+
+def run_framework(name: str, cfg: ModelConfig, weights: dict, batches: list, args) -> tuple:
+    """Train ``args.warmup + args.steps`` steps under framework ``name``; return its figures
+    and ``profile()``, which runs one more step under the profiler (``profile_step``)."""
+    device = args.device
+    graphed = args.graph and name == "genesis" and device == "cuda"
+    lib, model, opt, params, data, amp = setup_framework(name, cfg, weights, batches, args,
+                                                         capturable=graphed)
     # (--no-recompute: genesis's compiled forward keeps all eager autograd keeps, for an A/B)
     kw = {"options": {"recompute": False}} if args.no_recompute and name == "genesis" else {}
     run_model = lib.compile(model, **kw) if args.compile else model  # (shares the parameters)
-    graphed = args.graph and name == "genesis" and device == "cuda"
-    # a captured step must keep AdamW's step count on the device (torch's capturable=True)
-    opt = lib.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.1,
-                          **({"capturable": True} if graphed else {}))
-    params = list(model.parameters())
-    data = [(lib.from_numpy(x).to(device), lib.from_numpy(y).to(device)) for x, y in batches]
-    amp = lib.autocast(device, dtype=lib.bfloat16, enabled=not args.no_autocast)
     step = training_step(lib, run_model, opt, params, data, amp)
     report = args.memory_report and name == "genesis" and device == "cuda"
     if report:
@@ -391,11 +411,7 @@ def _fmt(v, spec):
 def main(argv=None) -> dict:
     args = parse_args(argv)
     cfg = MODELS[args.model]
-    rng = np.random.default_rng(args.seed + 1)
-    batches = []
-    for _ in range(4):
-        tok = rng.integers(0, cfg.vocab, (args.batch, args.seq + 1), dtype=np.int64)
-        batches.append((np.ascontiguousarray(tok[:, :-1]), np.ascontiguousarray(tok[:, 1:])))
+    batches = make_batches(cfg, args.batch, args.seq, args.seed)
     weights = init_weights(cfg, args.seq, args.seed)
     n_params = sum(w.size for w in weights.values())
     print(f"model {args.model}: {n_params / 1e6:.1f}M parameters {asdict(cfg)}; batch "

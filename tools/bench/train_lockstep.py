@@ -1,0 +1,225 @@
+"""Two or more trees of genesis (and torch) trained in lockstep: one step each, in turn.
+
+    python tools/bench/train_lockstep.py --trees A=.ab/A,B=. [--torch] [--model 0.2b]
+        [--batch 8] [--seq 1024] [--steps 30] [--warmup 3] [--device cuda] [--out FILE]
+
+A before/after comparison of the eager training step (``train.py``'s decoder, data,
+optimizer and step) for machines whose speed drifts: on the GPU machine the same process's
+step moved by 1.6x within one call (docs/benchmarks.md), so two runs one after the other, even
+alternated, compare the machine's moments as much as the trees. Here each tree runs in a
+process of its own (``TREE/packages/*/src`` first on ``PYTHONPATH``; ``--torch`` adds torch
+as one more), all of them set up and warmed up first; then the coordinator asks one process
+at a time for one synchronised step, round after round, each round in a rotated order. The
+processes waiting for their turn are idle (blocked reading their input), so each step has the
+machine to itself, and the steps of one round are at most a few hundred milliseconds apart.
+
+Printed per process: the median wall time of its steps with their range, and the host time
+(until the step's call returns, before the synchronise); per tree after the first: its step
+over the first tree's *in the same round*, median and quartiles over the rounds (what the
+machine's drift does to both steps of a round cancels out of it); and the losses' largest
+difference from the first process's (same weights and data: equal trees give equal losses).
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from train import MODELS, init_weights, make_batches, setup_framework, training_step  # noqa: E402
+
+TAG = "@@lockstep "  # the prefix of the children's protocol lines (other output passes by)
+
+
+# ------------------------------------------------------------------------ a child process
+def child(args) -> None:
+    """Set up ``args.child``'s framework, warm it up, then run one timed step per ``step``
+    line read from stdin, answering each with its figures; ``end`` reports peak memory."""
+    cfg = MODELS[args.model]
+    weights = init_weights(cfg, args.seq, args.seed)
+    batches = make_batches(cfg, args.batch, args.seq, args.seed)
+    lib, model, opt, params, data, amp = setup_framework(args.child, cfg, weights, batches,
+                                                         args)
+    step = training_step(lib, model, opt, params, data, amp)
+    cuda = args.device == "cuda"
+    sync = lib.cuda.synchronize if cuda else (lambda: None)
+    t0 = time.perf_counter()
+    losses = [float(step(i).item()) for i in range(args.warmup)]
+    _say({"ready": True, "warmup_s": time.perf_counter() - t0, "losses": losses})
+    i = args.warmup
+    for line in sys.stdin:
+        if line.strip() != "step":
+            break
+        sync()
+        t0 = time.perf_counter()
+        loss = step(i)
+        host = time.perf_counter() - t0
+        sync()
+        wall = time.perf_counter() - t0
+        _say({"wall_ms": wall * 1e3, "host_ms": host * 1e3, "loss": float(loss.item())})
+        i += 1
+    _say({"peak_mem_gib": lib.cuda.max_memory_allocated() / 2**30 if cuda else None})
+
+
+def _say(doc: dict) -> None:
+    print(TAG + json.dumps(doc), flush=True)
+
+
+# ------------------------------------------------------------------------ the coordinator
+class Participant:
+    """One child process: a tree's genesis, or torch."""
+
+    def __init__(self, label: str, framework: str, tree: str | None, argv: list):
+        self.label, self.framework = label, framework
+        env = dict(os.environ)
+        if tree is not None:
+            srcs = sorted(glob.glob(os.path.join(tree, "packages", "*", "src")))
+            if not srcs:
+                raise SystemExit(f"train_lockstep: tree {label}={tree!r} has no "
+                                 f"packages/*/src folders (give a repository root or a "
+                                 f"`git archive COMMIT packages tools` copy)")
+            env["PYTHONPATH"] = os.pathsep.join(
+                [os.path.abspath(p) for p in srcs] + [env.get("PYTHONPATH", "")]).rstrip(
+                os.pathsep)
+        self.proc = subprocess.Popen(
+            [sys.executable, os.path.abspath(__file__), "--child", framework, *argv],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+        self.walls: list = []
+        self.hosts: list = []
+        self.losses: list = []
+        self.ready: dict = {}
+
+    def read(self) -> dict:
+        for line in self.proc.stdout:
+            if line.startswith(TAG):
+                return json.loads(line[len(TAG):])
+            print(f"  [{self.label}] {line}", end="", flush=True)
+        raise SystemExit(f"train_lockstep: process {self.label} ({self.framework}) ended "
+                         f"with exit code {self.proc.wait()} before answering")
+
+    def step(self) -> None:
+        self.proc.stdin.write("step\n")
+        self.proc.stdin.flush()
+        r = self.read()
+        self.walls.append(r["wall_ms"])
+        self.hosts.append(r["host_ms"])
+        self.losses.append(r["loss"])
+
+    def end(self) -> dict:
+        self.proc.stdin.write("end\n")
+        self.proc.stdin.flush()
+        r = self.read()
+        self.proc.wait()
+        return r
+
+
+def parse_trees(spec: str) -> list:
+    """``"A=path,B=path"`` -> ``[("A", "path"), ("B", "path")]``."""
+    trees = []
+    for item in spec.split(","):
+        label, sep, path = item.partition("=")
+        if not sep or not label or not path:
+            raise SystemExit(f"train_lockstep: --trees takes LABEL=PATH,LABEL=PATH; got "
+                             f"{item!r} in {spec!r}")
+        trees.append((label, path))
+    return trees
+
+
+def quartiles(values: list) -> tuple:
+    """(lower quartile, median, upper quartile) of ``values``."""
+    if len(values) < 2:
+        return values[0], values[0], values[0]
+    q = statistics.quantiles(values, n=4, method="inclusive")
+    return q[0], q[1], q[2]
+
+
+def report(parts: list, ends: dict) -> dict:
+    """Print and return the figures of every participant and the in-round ratios."""
+    base = parts[0]
+    doc: dict = {"processes": {}, "ratios_to_first": {}}
+    print(f"{'process':<10}{'step ms':>10}{'range':>16}{'host ms':>10}{'peak GiB':>10}"
+          f"{'max |loss diff| vs ' + base.label:>28}")
+    for p in parts:
+        diff = max(abs(a - b) for a, b in zip(p.ready["losses"] + p.losses,
+                                              base.ready["losses"] + base.losses))
+        peak = ends[p.label]["peak_mem_gib"]
+        doc["processes"][p.label] = {
+            "framework": p.framework, "step_ms": statistics.median(p.walls),
+            "host_ms": statistics.median(p.hosts), "walls_ms": p.walls, "hosts_ms": p.hosts,
+            "losses": p.ready["losses"] + p.losses, "warmup_s": p.ready["warmup_s"],
+            "peak_mem_gib": peak, "max_loss_diff_to_first": diff}
+        r = doc["processes"][p.label]
+        spread = f"{min(p.walls):.2f}-{max(p.walls):.2f}"
+        print(f"{p.label:<10}{r['step_ms']:>10.2f}{spread:>16}{r['host_ms']:>10.2f}"
+              f"{'-' if peak is None else format(peak, '.2f'):>10}{diff:>28.3g}")
+    for p in parts[1:]:
+        for key, label in (("walls", "step"), ("hosts", "host")):
+            ratios = [x / y for x, y in zip(getattr(p, key), getattr(base, key))]
+            lo, mid, hi = quartiles(ratios)
+            doc["ratios_to_first"][f"{p.label}_{label}"] = {"median": mid, "q1": lo, "q3": hi,
+                                                           "per_round": ratios}
+            print(f"{p.label} / {base.label}, {label} time in the same round: median "
+                  f"{mid:.3f} (quartiles {lo:.3f}-{hi:.3f}, {len(ratios)} rounds)")
+    return doc
+
+
+def main(argv=None) -> dict | None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--trees", default="B=.",
+                    help="LABEL=PATH,...: trees whose genesis runs (the first is the base)")
+    ap.add_argument("--torch", action="store_true", help="add torch as one more process")
+    ap.add_argument("--model", choices=sorted(MODELS), default="0.2b")
+    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--seq", type=int, default=1024)
+    ap.add_argument("--steps", type=int, default=30, help="rounds (one timed step each)")
+    ap.add_argument("--warmup", type=int, default=3, help="untimed steps first")
+    ap.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", default=None, help="write the results as JSON here")
+    ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    args.lr, args.no_autocast = 3e-4, False  # (train.py's defaults, which setup reads)
+    if args.warmup < 1 or args.steps < 1:
+        ap.error("--warmup and --steps must be at least 1")
+    if args.child:
+        child(args)
+        return None
+    shared = ["--model", args.model, "--batch", str(args.batch), "--seq", str(args.seq),
+              "--warmup", str(args.warmup), "--device", args.device, "--seed", str(args.seed)]
+    specs = [(label, "genesis", tree) for label, tree in parse_trees(args.trees)]
+    if args.torch:
+        specs.append(("torch", "torch", None))
+    parts = []
+    try:
+        for label, framework, tree in specs:  # one at a time: warm-ups don't overlap
+            p = Participant(label, framework, tree, shared)
+            parts.append(p)
+            p.ready = p.read()
+            print(f"{label}: ready, warm-up {p.ready['warmup_s']:.1f} s", flush=True)
+        for r in range(args.steps):
+            k = r % len(parts)
+            for p in parts[k:] + parts[:k]:
+                p.step()
+        ends = {p.label: p.end() for p in parts}
+    finally:
+        for p in parts:
+            if p.proc.poll() is None:
+                p.proc.kill()
+    doc = report(parts, ends)
+    doc.update({"model": args.model, "batch": args.batch, "seq": args.seq,
+                "device": args.device, "steps": args.steps,
+                "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())})
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(doc, f, indent=1)
+    return doc
+
+
+if __name__ == "__main__":
+    main()
