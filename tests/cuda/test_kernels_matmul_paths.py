@@ -33,7 +33,7 @@ pytest.importorskip("triton")
 
 from kernel_arrays import DEV, INTERPRET, dev, host  # noqa: E402
 
-from genesis_cuda.kernels import _launch, matmul_small  # noqa: E402
+from genesis_cuda.kernels import _launch, matmul_small, matmul_tuning  # noqa: E402
 from genesis_cuda.kernels import matmul as mm  # noqa: E402
 
 HALF_AND_FLOAT = [torch.float32, torch.float16, torch.bfloat16]
@@ -278,7 +278,7 @@ def test_training_layouts_split_k(monkeypatch, gpu_132, launched, timed):
 
     if timed:
         monkeypatch.setattr(mm, "_TUNE_MIN_FLOPS", 0)
-        monkeypatch.setattr(mm, "choose", choose)
+        monkeypatch.setattr(matmul_tuning, "choose", choose)
     dt = torch.bfloat16
     # forward x @ W.T: x (256, 1024), W (136, 1024) -- B transposed
     x = _rand((256, 1024), dt, 1, 1 / 32)
@@ -309,7 +309,7 @@ def test_split_k_after_whole_waves(monkeypatch, launched, with_bias):
     monkeypatch.setattr(mm, "sm_count", lambda device: 4)
     monkeypatch.setattr(mm, "_TUNE_MIN_FLOPS", 0)
     cfg = ("s", 1, 64, 64, 64, 8, 2, 4)
-    monkeypatch.setattr(mm, "choose", lambda key, cands, launch, flops: cfg)
+    monkeypatch.setattr(matmul_tuning, "choose", lambda key, cands, launch, flops: cfg)
     assert mm.splitk_plan(320, 64, 1024, 4, 1, cfg[2:]) == (4, 1, 4, 4)
     dt, K = torch.bfloat16, 1024
     x = _rand((320, 1024), dt, 1, K ** -0.5)
@@ -421,7 +421,7 @@ def test_weight_gradient_whole_waves_and_split_rest(monkeypatch, cfg):
     same bits twice."""
     from genesis_cuda.kernels._launch import sm_count
 
-    monkeypatch.setattr(mm, "choose", lambda key, cands, launch, flops: cfg)
+    monkeypatch.setattr(matmul_tuning, "choose", lambda key, cands, launch, flops: cfg)
     monkeypatch.setattr(mm, "_plans", {})
     whole, rest, split, _ = mm.splitk_plan(4864, 896, 8192, sm_count(0), 1, cfg[2:])
     assert whole > 0 and rest > 0 and split > 1  # both kinds of program (132 SMs)
