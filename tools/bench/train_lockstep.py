@@ -1,7 +1,8 @@
 """Two or more trees of genesis (and torch) trained in lockstep: one step each, in turn.
 
-    python tools/bench/train_lockstep.py --trees A=.ab/A,B=. [--torch] [--model 0.2b]
-        [--batch 8] [--seq 1024] [--steps 30] [--warmup 3] [--device cuda] [--out FILE]
+    python tools/bench/train_lockstep.py --trees A=.ab/A,B=. [--torch] [--copies 1]
+        [--cpus 2,3] [--model 0.2b] [--batch 8] [--seq 1024] [--steps 30] [--warmup 3]
+        [--device cuda] [--out FILE]
 
 A before/after comparison of the eager training step (``train.py``'s decoder, data,
 optimizer and step) for machines whose speed drifts: on the GPU machine the same process's
@@ -9,15 +10,22 @@ step moved by 1.6x within one call (docs/benchmarks.md), so two runs one after t
 alternated, compare the machine's moments as much as the trees. Here each tree runs in a
 process of its own (``TREE/packages/*/src`` first on ``PYTHONPATH``; ``--torch`` adds torch
 as one more), all of them set up and warmed up first; then the coordinator asks one process
-at a time for one synchronised step, round after round, each round in a rotated order. The
-processes waiting for their turn are idle (blocked reading their input), so each step has the
-machine to itself, and the steps of one round are at most a few hundred milliseconds apart.
+at a time for one synchronised step, round after round, each round in a random order (seeded:
+no process always follows the same one). The processes waiting for their turn are idle
+(blocked reading their input), so each step has the machine to itself, and the steps of one
+round are at most a few hundred milliseconds apart.
 
-Printed per process: the median wall time of its steps with their range, and the host time
-(until the step's call returns, before the synchronise); per tree after the first: its step
-over the first tree's *in the same round*, median and quartiles over the rounds (what the
-machine's drift does to both steps of a round cancels out of it); and the losses' largest
-difference from the first process's (same weights and data: equal trees give equal losses).
+Two processes of one tree can differ by 10 % or more on that machine for as long as they
+run (where their memory landed, which cores they were given): ``--copies N`` runs N
+processes of each tree, and ``--cpus`` pins every process to the same cores, so whichever
+process runs, it runs there.
+
+Printed per process: the median wall time of its steps with their range, the host time (until
+the step's call returns, before the synchronise), and the largest difference of its first 8
+losses from the first process's (same weights and data); then per tree after the first (torch
+included), its step over the first tree's *in the same round* (each the mean over its
+copies), median and quartiles over the rounds: what the machine's drift does to both steps of a
+round cancels out of it.
 """
 
 from __future__ import annotations
@@ -26,6 +34,7 @@ import argparse
 import glob
 import json
 import os
+import random
 import statistics
 import subprocess
 import sys
@@ -35,12 +44,16 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from train import MODELS, init_weights, make_batches, setup_framework, training_step  # noqa: E402
 
 TAG = "@@lockstep "  # the prefix of the children's protocol lines (other output passes by)
+COMPARED_LOSSES = 8  # the first losses compared between processes (later ones drift apart:
+# GPU reductions in another order, compounded by training)
 
 
 # ------------------------------------------------------------------------ a child process
 def child(args) -> None:
     """Set up ``args.child``'s framework, warm it up, then run one timed step per ``step``
     line read from stdin, answering each with its figures; ``end`` reports peak memory."""
+    if args.cpus:
+        os.sched_setaffinity(0, args.cpus)
     cfg = MODELS[args.model]
     weights = init_weights(cfg, args.seq, args.seed)
     batches = make_batches(cfg, args.batch, args.seq, args.seed)
@@ -51,7 +64,8 @@ def child(args) -> None:
     sync = lib.cuda.synchronize if cuda else (lambda: None)
     t0 = time.perf_counter()
     losses = [float(step(i).item()) for i in range(args.warmup)]
-    _say({"ready": True, "warmup_s": time.perf_counter() - t0, "losses": losses})
+    _say({"ready": True, "warmup_s": time.perf_counter() - t0, "losses": losses,
+          "cpus": sorted(os.sched_getaffinity(0))})
     i = args.warmup
     for line in sys.stdin:
         if line.strip() != "step":
@@ -75,8 +89,8 @@ def _say(doc: dict) -> None:
 class Participant:
     """One child process: a tree's genesis, or torch."""
 
-    def __init__(self, label: str, framework: str, tree: str | None, argv: list):
-        self.label, self.framework = label, framework
+    def __init__(self, label: str, group: str, framework: str, tree: str | None, argv: list):
+        self.label, self.group, self.framework = label, group, framework
         env = dict(os.environ)
         if tree is not None:
             srcs = sorted(glob.glob(os.path.join(tree, "packages", "*", "src")))
@@ -139,33 +153,57 @@ def quartiles(values: list) -> tuple:
     return q[0], q[1], q[2]
 
 
+def parse_cpus(spec: str) -> set:
+    """``"2,3"`` or ``"2-5"`` -> a set of CPU numbers."""
+    cpus: set = set()
+    for item in filter(None, spec.split(",")):
+        lo, _, hi = item.partition("-")
+        if not lo.isdigit() or (hi and not hi.isdigit()):
+            raise SystemExit(f"train_lockstep: --cpus takes CPU numbers and ranges like "
+                             f"2,3 or 2-5; got {item!r} in {spec!r}")
+        cpus.update(range(int(lo), int(hi or lo) + 1))
+    return cpus
+
+
 def report(parts: list, ends: dict) -> dict:
-    """Print and return the figures of every participant and the in-round ratios."""
+    """Print and return the figures of every process and each group's in-round ratios to
+    the first group (a group: one tree's copies, or torch)."""
     base = parts[0]
+    n = COMPARED_LOSSES
     doc: dict = {"processes": {}, "ratios_to_first": {}}
     print(f"{'process':<10}{'step ms':>10}{'range':>16}{'host ms':>10}{'peak GiB':>10}"
-          f"{'max |loss diff| vs ' + base.label:>28}")
+          f"{'first losses vs ' + base.label:>26}")
     for p in parts:
-        diff = max(abs(a - b) for a, b in zip(p.ready["losses"] + p.losses,
-                                              base.ready["losses"] + base.losses))
+        losses = p.ready["losses"] + p.losses
+        diff = max(abs(a - b) for a, b in zip(losses[:n], (base.ready["losses"]
+                                                          + base.losses)[:n]))
         peak = ends[p.label]["peak_mem_gib"]
         doc["processes"][p.label] = {
-            "framework": p.framework, "step_ms": statistics.median(p.walls),
+            "tree": p.group, "framework": p.framework, "step_ms": statistics.median(p.walls),
             "host_ms": statistics.median(p.hosts), "walls_ms": p.walls, "hosts_ms": p.hosts,
-            "losses": p.ready["losses"] + p.losses, "warmup_s": p.ready["warmup_s"],
-            "peak_mem_gib": peak, "max_loss_diff_to_first": diff}
+            "losses": losses, "warmup_s": p.ready["warmup_s"], "peak_mem_gib": peak,
+            "max_first_loss_diff": diff, "cpus": p.ready["cpus"]}
         r = doc["processes"][p.label]
         spread = f"{min(p.walls):.2f}-{max(p.walls):.2f}"
         print(f"{p.label:<10}{r['step_ms']:>10.2f}{spread:>16}{r['host_ms']:>10.2f}"
-              f"{'-' if peak is None else format(peak, '.2f'):>10}{diff:>28.3g}")
-    for p in parts[1:]:
+              f"{'-' if peak is None else format(peak, '.2f'):>10}{diff:>26.3g}")
+    groups: dict = {}
+    for p in parts:
+        groups.setdefault(p.group, []).append(p)
+
+    def per_round(group, key):  # the group's mean over its copies, per round
+        return [statistics.fmean(vals) for vals in zip(*(getattr(p, key) for p in group))]
+
+    first, *others = groups
+    for name in others:
         for key, label in (("walls", "step"), ("hosts", "host")):
-            ratios = [x / y for x, y in zip(getattr(p, key), getattr(base, key))]
+            ratios = [x / y for x, y in zip(per_round(groups[name], key),
+                                            per_round(groups[first], key))]
             lo, mid, hi = quartiles(ratios)
-            doc["ratios_to_first"][f"{p.label}_{label}"] = {"median": mid, "q1": lo, "q3": hi,
-                                                           "per_round": ratios}
-            print(f"{p.label} / {base.label}, {label} time in the same round: median "
-                  f"{mid:.3f} (quartiles {lo:.3f}-{hi:.3f}, {len(ratios)} rounds)")
+            doc["ratios_to_first"][f"{name}_{label}"] = {"median": mid, "q1": lo, "q3": hi,
+                                                         "per_round": ratios}
+            print(f"{name} / {first}, {label} time in the same round: median {mid:.3f} "
+                  f"(quartiles {lo:.3f}-{hi:.3f}, {len(ratios)} rounds)")
     return doc
 
 
@@ -174,6 +212,9 @@ def main(argv=None) -> dict | None:
     ap.add_argument("--trees", default="B=.",
                     help="LABEL=PATH,...: trees whose genesis runs (the first is the base)")
     ap.add_argument("--torch", action="store_true", help="add torch as one more process")
+    ap.add_argument("--copies", type=int, default=1, help="processes per tree")
+    ap.add_argument("--cpus", type=parse_cpus, default=set(),
+                    help="pin every process to these CPUs (e.g. 2,3 or 2-5)")
     ap.add_argument("--model", choices=sorted(MODELS), default="0.2b")
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--seq", type=int, default=1024)
@@ -185,26 +226,29 @@ def main(argv=None) -> dict | None:
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     args.lr, args.no_autocast = 3e-4, False  # (train.py's defaults, which setup reads)
-    if args.warmup < 1 or args.steps < 1:
-        ap.error("--warmup and --steps must be at least 1")
+    if args.warmup < 1 or args.steps < 1 or args.copies < 1:
+        ap.error("--warmup, --steps and --copies must be at least 1")
     if args.child:
         child(args)
         return None
     shared = ["--model", args.model, "--batch", str(args.batch), "--seq", str(args.seq),
               "--warmup", str(args.warmup), "--device", args.device, "--seed", str(args.seed)]
-    specs = [(label, "genesis", tree) for label, tree in parse_trees(args.trees)]
+    if args.cpus:
+        shared += ["--cpus", ",".join(map(str, sorted(args.cpus)))]
+    specs = [(label if args.copies == 1 else f"{label}.{i}", label, "genesis", tree)
+             for label, tree in parse_trees(args.trees) for i in range(1, args.copies + 1)]
     if args.torch:
-        specs.append(("torch", "torch", None))
+        specs.append(("torch", "torch", "torch", None))
     parts = []
+    order = random.Random(args.seed)
     try:
-        for label, framework, tree in specs:  # one at a time: warm-ups don't overlap
-            p = Participant(label, framework, tree, shared)
+        for label, group, framework, tree in specs:  # one at a time: warm-ups don't overlap
+            p = Participant(label, group, framework, tree, shared)
             parts.append(p)
             p.ready = p.read()
             print(f"{label}: ready, warm-up {p.ready['warmup_s']:.1f} s", flush=True)
-        for r in range(args.steps):
-            k = r % len(parts)
-            for p in parts[k:] + parts[:k]:
+        for _ in range(args.steps):
+            for p in order.sample(parts, len(parts)):
                 p.step()
         ends = {p.label: p.end() for p in parts}
     finally:
