@@ -5,9 +5,9 @@
         [--device cuda] [--out FILE]
 
 A before/after comparison of the eager training step (``train.py``'s decoder, data,
-optimizer and step) for machines whose speed drifts: on the GPU machine the same process's
-step moved by 1.6x within one call (docs/benchmarks.md), so two runs one after the other, even
-alternated, compare the machine's moments as much as the trees. Here each tree runs in a
+optimizer and step) for machines whose speed drifts: on the GPU machine one tree's step
+moved by 1.6x between runs a minute apart (docs/benchmarks.md, eighth session), so two runs
+one after the other, even alternated, compare the machine's moments as much as the trees. Here each tree runs in a
 process of its own (``TREE/packages/*/src`` first on ``PYTHONPATH``; ``--torch`` adds torch
 as one more), all of them set up and warmed up first; then the coordinator asks one process
 at a time for one synchronised step, round after round, each round in a random order (seeded:
