@@ -49,6 +49,8 @@ def test_bad_tree_arguments_are_named(tmp_path):
     lockstep = _lockstep()
     with pytest.raises(SystemExit, match="LABEL=PATH"):
         lockstep.main(["--trees", "A", "--device", "cpu", "--model", "tiny"])
+    with pytest.raises(SystemExit, match="label 'A' .* is taken"):
+        lockstep.main(["--trees", f"A={ROOT},A={ROOT}", "--device", "cpu", "--model", "tiny"])
     with pytest.raises(SystemExit, match=r"tree A=.*has no packages/\*/src"):
         lockstep.main(["--trees", f"A={tmp_path}", "--device", "cpu", "--model", "tiny"])
 

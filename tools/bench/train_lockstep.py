@@ -4,14 +4,14 @@
         [--cpus 2,3] [--model 0.2b] [--batch 8] [--seq 1024] [--steps 30] [--warmup 3]
         [--device cuda] [--out FILE]
 
-A before/after comparison of the eager training step (``train.py``'s decoder, data,
-optimizer and step) for machines whose speed drifts: on the GPU machine one tree's step
-moved by 1.6x between runs a minute apart (docs/benchmarks.md, eighth session), so two runs
-one after the other, even alternated, compare the machine's moments as much as the trees. Here each tree runs in a
-process of its own (``TREE/packages/*/src`` first on ``PYTHONPATH``; ``--torch`` adds torch
-as one more), all of them set up and warmed up first; then the coordinator asks one process
-at a time for one synchronised step, round after round, each round in a random order (seeded:
-no process always follows the same one). The processes waiting for their turn are idle
+A before/after comparison of the eager training step (``train.py``'s decoder, data, optimizer
+and step) for machines whose speed drifts: on the GPU machine one tree's step moved by 1.6x
+between runs a minute apart (docs/benchmarks.md, eighth session), so two runs one after the
+other, even alternated, compare the machine's moments as much as the trees. Here each tree runs
+in a process of its own (``TREE/packages/*/src`` first on ``PYTHONPATH``; ``--torch`` adds
+torch as one more), all of them set up and warmed up first; then the coordinator asks one
+process at a time for one synchronised step, round after round, each round in a random order
+(seeded: no process always follows the same one). The processes waiting for their turn are idle
 (blocked reading their input), so each step has the machine to itself, and the steps of one
 round are at most a few hundred milliseconds apart.
 
@@ -141,6 +141,9 @@ def parse_trees(spec: str) -> list:
         if not sep or not label or not path:
             raise SystemExit(f"train_lockstep: --trees takes LABEL=PATH,LABEL=PATH; got "
                              f"{item!r} in {spec!r}")
+        if label == "torch" or label in dict(trees):
+            raise SystemExit(f"train_lockstep: tree label {label!r} in {spec!r} is taken "
+                             f"(each tree needs its own label; 'torch' is --torch's)")
         trees.append((label, path))
     return trees
 
