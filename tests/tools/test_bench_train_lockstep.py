@@ -61,6 +61,8 @@ def test_cpus_argument():
     assert lockstep.parse_cpus("2-5,8") == {2, 3, 4, 5, 8}
     with pytest.raises(SystemExit, match="--cpus takes CPU numbers"):
         lockstep.parse_cpus("two")
+    with pytest.raises(SystemExit, match="'5-3'"):
+        lockstep.parse_cpus("5-3")
 
 
 def test_quartiles():

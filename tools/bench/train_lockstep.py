@@ -161,7 +161,7 @@ def parse_cpus(spec: str) -> set:
     cpus: set = set()
     for item in filter(None, spec.split(",")):
         lo, _, hi = item.partition("-")
-        if not lo.isdigit() or (hi and not hi.isdigit()):
+        if not lo.isdigit() or (hi and not (hi.isdigit() and int(hi) >= int(lo))):
             raise SystemExit(f"train_lockstep: --cpus takes CPU numbers and ranges like "
                              f"2,3 or 2-5; got {item!r} in {spec!r}")
         cpus.update(range(int(lo), int(hi or lo) + 1))
