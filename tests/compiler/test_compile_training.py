@@ -81,10 +81,11 @@ def test_adamw_losses_equal_eager_under_bf16_autocast():
 
 
 def test_the_benchmark_decoder_trains_exactly_as_eager():
-    """tools/bench/train.py's decoder (RoPE, fused attention, tied head, clip, AdamW)."""
+    """tools/bench/decoder.py's model (RoPE, fused attention, tied head, clip, AdamW)."""
     bench = load_tool("tools/bench/train.py", "bench_train_compile")
-    cfg, seq = bench.MODELS["tiny"], 16
-    weights = bench.init_weights(cfg, seq, 0)
+    decoder = load_tool("tools/bench/decoder.py", "bench_decoder")
+    cfg, seq = decoder.MODELS["tiny"], 16
+    weights = decoder.init_weights(cfg, seq, 0)
     lib = bench.import_framework("genesis")
     batches = [(genesis.randint(0, cfg.vocab, (2, seq)), genesis.randint(0, cfg.vocab, (2, seq)))
                for _ in range(3)]

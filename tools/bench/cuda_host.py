@@ -20,7 +20,7 @@ the code a GPU run executes, so the figures show where the host microseconds go:
   by a null call, so their real cost is *not* in the figures; listed so they can be moved
   to the direct launch path.
 
-The model is ``tools/bench/train.py``'s decoder (same shapes for ``--model 0.2b``), with
+The model is ``tools/bench/decoder.py``'s model (same shapes for ``--model 0.2b``), with
 randomly initialised weights (no values are ever computed). Kernel time, values and memory
 use are not measured: that needs the GPU (``train.py``). ``--profile`` prints a cProfile of
 the steps.
@@ -50,7 +50,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from cuda_host_instructions import count_instructions, run_bracketed  # noqa: E402
-from train import MODELS, build_model  # noqa: E402
+from decoder import MODELS, build_model  # noqa: E402
 
 PHASES = ("forward", "backward", "clip", "step", "zero_grad")
 

@@ -9,7 +9,7 @@ Two measurements:
 2. A DDP training step (forward, backward, SGD step) of an MLP, with and without the
    DistributedDataParallel wrapper (gradient_as_bucket_view, zero_grad keeping the grads):
    the wrapper's overhead in percent (target: at most 3 %).
-3. DDP training of ``tools/bench/train.py``'s decoder (``--train-model``, default the
+3. DDP training of ``tools/bench/decoder.py``'s model (``--train-model``, default the
    Qwen2.5-0.5B shape) under genesis and torch, the same code and float32 weights for both:
    ``--train-batch`` x ``--train-seq`` tokens per rank, bf16 autocast, fused AdamW,
    ``clip_grad_norm_(1.0)``; median step time of ``--train-steps`` synchronised steps after
@@ -49,7 +49,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--depth", type=int, default=8, help="DDP model: linear layers")
     p.add_argument("--batch", type=int, default=2048, help="DDP model: rows per rank")
     p.add_argument("--no-train", action="store_true", help="skip the decoder's DDP training")
-    p.add_argument("--train-model", default="qwen2.5-0.5b", help="a tools/bench/train.py model")
+    p.add_argument("--train-model", default="qwen2.5-0.5b", help="a tools/bench/decoder.py model")
     p.add_argument("--train-batch", type=int, default=8, help="decoder: sequences per rank")
     p.add_argument("--train-seq", type=int, default=1024)
     p.add_argument("--train-steps", type=int, default=10, help="decoder: timed steps")
@@ -155,12 +155,13 @@ def bench_ddp_step(genesis, dist, torch, args) -> dict:
 
 
 def bench_ddp_train(dist, torch, args, where) -> dict:
-    """Tokens/s of DDP training of train.py's decoder, genesis then torch (section 3)."""
+    """Tokens/s of DDP training of decoder.py's model, genesis then torch (section 3)."""
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import decoder
     import train
 
-    cfg = train.MODELS[args.train_model]
-    weights = train.init_weights(cfg, args.train_seq, seed=0)
+    cfg = decoder.MODELS[args.train_model]
+    weights = decoder.init_weights(cfg, args.train_seq, seed=0)
     rng = np.random.default_rng(1 + where.rank)  # each rank its own batches
     batches = [rng.integers(0, cfg.vocab, (args.train_batch, args.train_seq + 1))
                for _ in range(3)]

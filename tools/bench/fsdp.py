@@ -1,6 +1,6 @@
 """FSDP benchmark: genesis ``fully_shard`` beside torch FSDP2, same model, same run.
 
-The model is ``tools/bench/train.py``'s decoder (``--model``; default the Qwen2.5-7B shape,
+The model is ``tools/bench/decoder.py``'s model (``--model``; default the Qwen2.5-7B shape,
 which this file adds: 7.6 B parameters). Each framework builds it without initialising it
 (on the host, untouched memory), moves and shards it block by block (``fully_shard`` on
 every layer, then the root), then fills its shards with the same random values (a seeded
@@ -13,7 +13,7 @@ frameworks train the same weights on the same batches:
 - ``--frameworks genesis,torch,genesis-ddp``: also genesis DDP on the same model and batches
   (float32 replicas under bf16 autocast), for FSDP's tokens/s against DDP's;
 - median step time of ``--steps`` synchronised steps after ``--warmup`` untimed ones;
-  tokens/s over all ranks; MFU (``train.flops_per_token``, per GPU, against ``--gpu``'s dense
+  tokens/s over all ranks; MFU (``decoder.flops_per_token``, per GPU, against ``--gpu``'s dense
   bf16 peak); each framework's peak memory per GPU (its own allocator).
 
 Usage (GPU machine, repository root):
@@ -55,18 +55,19 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import ddp  # noqa: E402 - setup(): both frameworks' worlds through one store
-import train  # noqa: E402 - the decoder, FLOP count, step and timing helpers
+import decoder  # noqa: E402 - the model and its FLOP count
+import train  # noqa: E402 - the step and timing helpers
 
 MODELS = {
-    **train.MODELS,
-    "qwen2.5-7b": train.ModelConfig(vocab=152064, dim=3584, layers=28, q_heads=28,
-                                    kv_heads=4, head_dim=128, ffn=18944, tied=False,
-                                    qkv_bias=True, rope_theta=1000000.0),
+    **decoder.MODELS,
+    "qwen2.5-7b": decoder.ModelConfig(vocab=152064, dim=3584, layers=28, q_heads=28,
+                                      kv_heads=4, head_dim=128, ffn=18944, tied=False,
+                                      qkv_bias=True, rope_theta=1000000.0),
     # the 0.5B shape's 24 blocks and parameter list at a width where compute is negligible:
     # FSDP's per-block, per-parameter host cost, measurable on the CPU (--device cpu)
-    "narrow-0.5b": train.ModelConfig(vocab=256, dim=64, layers=24, q_heads=4, kv_heads=2,
-                                     head_dim=16, ffn=160, tied=True, qkv_bias=True,
-                                     rope_theta=1000000.0),
+    "narrow-0.5b": decoder.ModelConfig(vocab=256, dim=64, layers=24, q_heads=4, kv_heads=2,
+                                       head_dim=16, ffn=160, tied=True, qkv_bias=True,
+                                       rope_theta=1000000.0),
 }
 
 
@@ -81,7 +82,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="run in this order: genesis, torch (fully sharded), genesis-ddp, "
                         "torch-ddp (replicas, bf16 autocast)")
     p.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
-    p.add_argument("--gpu", choices=sorted(train.PEAK_BF16), default="h200")
+    p.add_argument("--gpu", choices=sorted(decoder.PEAK_BF16), default="h200")
     p.add_argument("--no-reshard-after-forward", action="store_true",
                    help="keep each block gathered from forward to backward")
     p.add_argument("--profile", type=int, default=0, metavar="N",
@@ -162,7 +163,7 @@ def build(name: str, cfg, seq: int, device: str, reshard: bool, fill: bool = Tru
     framework, _, mode = name.partition("-")
     lib = train.import_framework(framework)
     with uninitialised(lib):
-        model = train.build_model(lib, cfg, seq)
+        model = decoder.build_model(lib, cfg, seq)
     if mode == "ddp":
         model.to(device)
         if fill:
@@ -213,10 +214,10 @@ def run_framework(name: str, cfg, batches: list, args, where) -> dict:
     step_s = statistics.median(times)
     tokens = where.world_size * args.batch * args.seq
     tok_s = tokens / step_s
-    flops = train.flops_per_token(cfg, args.seq)
+    flops = decoder.flops_per_token(cfg, args.seq)
     result = {
         "step_ms": step_s * 1e3, "tok_per_s": tok_s,
-        "mfu": (tok_s / where.world_size * flops / train.PEAK_BF16[args.gpu]
+        "mfu": (tok_s / where.world_size * flops / decoder.PEAK_BF16[args.gpu]
                 if args.device == "cuda" else None),
         "peak_mem_gib": (lib.cuda.max_memory_allocated() / 2**30
                          if args.device == "cuda" else None),

@@ -3,7 +3,7 @@
     python tools/bench/host_step.py [--steps 30] [--batch 2] [--seq 16] [--autocast]
                                     [--profile genesis|torch] [--json PATH]
 
-The model is ``tools/bench/train.py``'s decoder (``--model tiny`` shape) built under both
+The model is ``tools/bench/decoder.py``'s model (``--model tiny`` shape) built under both
 frameworks from the same weights. With tiny float32 shapes the kernels cost little, so the
 step's time is almost all host path: module calls, autocast, ``Function.apply``, graph
 recording, the backward engine, ``clip_grad_norm_``, the optimizer and ``zero_grad``.
@@ -34,7 +34,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from train import MODELS, build_model, init_weights  # noqa: E402
+from decoder import MODELS, build_model, init_weights  # noqa: E402
 
 PHASES = ("forward", "backward", "clip", "step", "zero_grad")
 

@@ -63,9 +63,9 @@ import traceback
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from decoder import PEAK_BF16, ModelConfig, flops_per_token  # noqa: E402
 from kernel_profile import profile_step  # noqa: E402
 from llm_frameworks import Genesis, Torch, dtype_kwarg  # noqa: E402
-from train import PEAK_BF16, ModelConfig, flops_per_token  # noqa: E402
 
 # From the published config.json of each model (Hugging Face hub); ``model_type`` picks the
 # transformers config class and genesis family.
@@ -102,7 +102,7 @@ def model_config(name: str, tiny: bool) -> dict:
 
 
 def flops_config(cfg: dict) -> ModelConfig:
-    """The config in ``tools/bench/train.py``'s terms, for its FLOP count."""
+    """The config in ``tools/bench/decoder.py``'s terms, for its FLOP count."""
     heads = cfg["num_attention_heads"]
     return ModelConfig(vocab=cfg["vocab_size"], dim=cfg["hidden_size"],
                        layers=cfg["num_hidden_layers"], q_heads=heads,

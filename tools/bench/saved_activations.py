@@ -1,9 +1,9 @@
-"""What the forward keeps for the backward: genesis vs torch, per op, for train.py's decoder.
+"""What the forward keeps for the backward: genesis vs torch, per op, for decoder.py's model.
 
     python tools/bench/saved_activations.py [--model narrow] [--seq 256] [--setting bf16|amp|both]
                                             [--out FILE]
 
-Runs one forward of ``tools/bench/train.py``'s decoder (``build_model``) under genesis and
+Runs one forward of ``tools/bench/decoder.py``'s model (``build_model``) under genesis and
 under torch on the CPU, from the same weights and tokens, and sums the bytes of the distinct
 storages each keeps alive for the backward:
 
@@ -21,7 +21,7 @@ benchmarks train: ``bf16`` (bfloat16 parameters, no autocast: FSDP's param_dtype
 ``amp`` (float32 parameters under bfloat16 autocast: train.py's default). The table is in
 MiB, with the genesis - torch difference of the totals; ``--out`` writes it as JSON.
 
-``--model`` takes train.py's configs and ``narrow`` (the 7B shape's ratios at 1/8 of its
+``--model`` takes decoder.py's configs and ``narrow`` (the 7B shape's ratios at 1/8 of its
 width: 7 query heads per KV head, ffn 5.3x the width, q/k/v biases; head size 64).
 """
 
@@ -37,13 +37,14 @@ from collections import defaultdict
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import train  # noqa: E402  (the benchmark's decoder and configs)
+import decoder  # noqa: E402  (the benchmark's decoder and configs)
+import train  # noqa: E402  (loading it under each framework)
 
 MiB = 1 << 20
-MODELS = dict(train.MODELS)
-MODELS["narrow"] = train.ModelConfig(vocab=4096, dim=448, layers=2, q_heads=7, kv_heads=1,
-                                     head_dim=64, ffn=2368, qkv_bias=True,
-                                     rope_theta=1000000.0)
+MODELS = dict(decoder.MODELS)
+MODELS["narrow"] = decoder.ModelConfig(vocab=4096, dim=448, layers=2, q_heads=7, kv_heads=1,
+                                       head_dim=64, ffn=2368, qkv_bias=True,
+                                       rope_theta=1000000.0)
 
 
 def _batch(cfg, seq: int, seed: int) -> tuple:
@@ -180,7 +181,7 @@ def _short(name: str) -> str:
 
 def compare(cfg, seq: int, setting: str, seed: int = 0) -> dict:
     """Both frameworks' per-op saved bytes for one setting."""
-    weights = train.init_weights(cfg, seq, seed)
+    weights = decoder.init_weights(cfg, seq, seed)
     batch = _batch(cfg, seq, seed)
     t_ops, t_loss = torch_saved(cfg, weights, batch, seq, setting)
     g_ops, g_loss = genesis_saved(cfg, weights, batch, seq, setting)

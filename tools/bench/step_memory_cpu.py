@@ -3,7 +3,7 @@
     python tools/bench/step_memory_cpu.py [--model narrow] [--seq 512] [--setting bf16|amp]
 
 A stand-in for the GPU's ``max_memory_allocated`` where there is no GPU: each framework runs
-train.py's decoder (``build_model``) in its own process, and the figures are the process's
+decoder.py's model (``build_model``) in its own process, and the figures are the process's
 resident memory (``VmRSS``) and its high-water mark (``VmHWM``, reset through
 ``/proc/self/clear_refs`` before each phase), relative to the memory before the step. glibc
 hands every allocation above 64 KiB straight to ``mmap`` (``MALLOC_MMAP_THRESHOLD_``, set
@@ -32,6 +32,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import decoder  # noqa: E402
 import saved_activations as sa  # noqa: E402  (the decoder's configs and torch's fused RMSNorm)
 import train  # noqa: E402
 
@@ -123,7 +124,7 @@ def measure(name: str, model_name: str, setting: str, seq: int) -> str:
 
     torch.set_num_threads(1)
     cfg = sa.MODELS[model_name]
-    weights = train.init_weights(cfg, seq, 0)
+    weights = decoder.init_weights(cfg, seq, 0)
     batch = sa._batch(cfg, seq, 0)
     lib = train.import_framework(name)
     model = train.load_model(lib, cfg, weights, seq, "cpu")

@@ -4,12 +4,12 @@
         [--cpus 2,3] [--model 0.2b] [--batch 8] [--seq 1024] [--steps 30] [--warmup 3]
         [--device cuda] [--out FILE]
 
-A before/after comparison of the eager training step (``train.py``'s decoder, data, optimizer
-and step) for machines whose speed drifts: on the GPU machine one tree's step moved by 1.6x
-between runs a minute apart (docs/benchmarks.md, eighth session), so two runs one after the
-other, even alternated, compare the machine's moments as much as the trees. Here each tree runs
-in a process of its own (``TREE/packages/*/src`` first on ``PYTHONPATH``; ``--torch`` adds
-torch as one more), all of them set up and warmed up first; then the coordinator asks one
+A before/after comparison of the eager training step (``decoder.py``'s model, ``train.py``'s
+data, optimizer and step) for machines whose speed drifts: on the GPU machine one tree's step
+moved by 1.6x between runs a minute apart (docs/benchmarks.md, eighth session), so two runs one
+after the other, even alternated, compare the machine's moments as much as the trees. Here each
+tree runs in a process of its own (``TREE/packages/*/src`` first on ``PYTHONPATH``; ``--torch``
+adds torch as one more), all of them set up and warmed up first; then the coordinator asks one
 process at a time for one synchronised step, round after round, each round in a random order
 (seeded: no process always follows the same one). The processes waiting for their turn are idle
 (blocked reading their input), so each step has the machine to itself, and the steps of one
@@ -41,7 +41,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from train import MODELS, init_weights, make_batches, setup_framework, training_step  # noqa: E402
+from decoder import MODELS, init_weights  # noqa: E402
+from train import make_batches, setup_framework, training_step  # noqa: E402
 
 TAG = "@@lockstep "  # the prefix of the children's protocol lines (other output passes by)
 COMPARED_LOSSES = 8  # the first losses compared between processes (later ones drift apart:
