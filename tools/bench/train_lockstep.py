@@ -42,7 +42,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from decoder import MODELS, init_weights  # noqa: E402
-from train import make_batches, setup_framework, training_step  # noqa: E402
+from train import make_batches, setup_framework, timed_steps, training_step  # noqa: E402
 
 TAG = "@@lockstep "  # the prefix of the children's protocol lines (other output passes by)
 COMPARED_LOSSES = 8  # the first losses compared between processes (later ones drift apart:
@@ -61,8 +61,6 @@ def child(args) -> None:
     lib, model, opt, params, data, amp = setup_framework(args.child, cfg, weights, batches,
                                                          args)
     step = training_step(lib, model, opt, params, data, amp)
-    cuda = args.device == "cuda"
-    sync = lib.cuda.synchronize if cuda else (lambda: None)
     t0 = time.perf_counter()
     losses = [float(step(i).item()) for i in range(args.warmup)]
     _say({"ready": True, "warmup_s": time.perf_counter() - t0, "losses": losses,
@@ -71,15 +69,11 @@ def child(args) -> None:
     for line in sys.stdin:
         if line.strip() != "step":
             break
-        sync()
-        t0 = time.perf_counter()
-        loss = step(i)
-        host = time.perf_counter() - t0
-        sync()
-        wall = time.perf_counter() - t0
-        _say({"wall_ms": wall * 1e3, "host_ms": host * 1e3, "loss": float(loss.item())})
+        (wall,), (host,), (loss,) = timed_steps(lib, args.device, step, i, 1)
+        _say({"wall_ms": wall * 1e3, "host_ms": host * 1e3, "loss": loss})
         i += 1
-    _say({"peak_mem_gib": lib.cuda.max_memory_allocated() / 2**30 if cuda else None})
+    _say({"peak_mem_gib": lib.cuda.max_memory_allocated() / 2**30
+          if args.device == "cuda" else None})
 
 
 def _say(doc: dict) -> None:
