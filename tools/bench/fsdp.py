@@ -51,8 +51,6 @@ import sys
 import time
 import zlib
 
-import numpy as np
-
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import ddp  # noqa: E402 - setup(): both frameworks' worlds through one store
 import decoder  # noqa: E402 - the model and its FLOP count
@@ -331,11 +329,7 @@ def main(argv=None) -> dict:
     args = parse_args(argv)
     _, dist, _, tdist, where = ddp.setup(args.device)
     cfg = MODELS[args.model]
-    rng = np.random.default_rng(1 + where.rank)  # each rank its own tokens
-    batches = []
-    for _ in range(3):
-        tok = rng.integers(0, cfg.vocab, (args.batch, args.seq + 1), dtype=np.int64)
-        batches.append((np.ascontiguousarray(tok[:, :-1]), np.ascontiguousarray(tok[:, 1:])))
+    batches = train.make_batches(cfg, args.batch, args.seq, where.rank, count=3)  # per rank
     if where.rank == 0:
         print(f"FSDP training, {args.model}, {where.world_size} rank(s) x {args.batch} x "
               f"{args.seq} tokens, bf16 params / fp32 reduce, AdamW, {args.device}",

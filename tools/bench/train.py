@@ -115,11 +115,12 @@ def timed_steps(lib, device: str, step, first: int, count: int) -> tuple[list, l
     return times, host_times, losses
 
 
-def make_batches(cfg: ModelConfig, batch: int, seq: int, seed: int) -> list:
-    """Four random (tokens, next tokens) int64 batches of ``batch`` x ``seq``, as numpy."""
+def make_batches(cfg: ModelConfig, batch: int, seq: int, seed: int, count: int = 4) -> list:
+    """``count`` random (tokens, next tokens) int64 batches of ``batch`` x ``seq``, as numpy,
+    drawn from ``numpy.random.default_rng(seed + 1)``."""
     rng = np.random.default_rng(seed + 1)
     batches = []
-    for _ in range(4):
+    for _ in range(count):
         tok = rng.integers(0, cfg.vocab, (batch, seq + 1), dtype=np.int64)
         batches.append((np.ascontiguousarray(tok[:, :-1]), np.ascontiguousarray(tok[:, 1:])))
     return batches
