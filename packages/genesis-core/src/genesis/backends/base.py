@@ -464,9 +464,10 @@ class Backend(ABC):
         Returns:
             A context manager (default: one that does nothing).
 
-        Example:
+        Example (genesis-cuda's, ``genesis_cuda.backend.CUDABackend.tracing``):
             >>> def tracing(self):
-            ...     return self.batching_launches()
+            ...     return launch_queue.deferring(parallel_compile.collect,
+            ...                                   parallel_compile.compile_jobs)
         """
         return nullcontext()
 
